@@ -1,0 +1,1 @@
+"""The HTTP API: app factory, thin routers per resource, problem+json errors."""

@@ -1,0 +1,16 @@
+"""The deployment a request runs against, handed to routes as a dependency."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from optimize.registry.uploads import Registry
+
+
+def get_registry(request: Request) -> Registry:
+    return request.app.state.registry
+
+
+RegistryDep = Annotated[Registry, Depends(get_registry)]

@@ -1,0 +1,46 @@
+"""Errors as RFC 9457 problem details; never a 500 with a stack trace for bad input."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from optimize.core.errors import PlatformError
+
+MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger("optimize.api")
+
+
+def problem(status: int, code: str, detail: str, **extra) -> JSONResponse:
+    body = {"type": f"https://optimize.dev/problems/{code}", "title": code.replace("_", " "), "status": status,
+            "code": code, "detail": detail, **extra}
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
+
+
+def _field_path(location: tuple) -> str:
+    parts = [str(part) for part in location if part not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(PlatformError)
+    async def platform_error(_request: Request, error: PlatformError) -> JSONResponse:
+        return JSONResponse(error.to_problem(), status_code=error.status, media_type=MEDIA_TYPE)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+        issues = [f"{_field_path(tuple(item['loc']))}: {item['msg']}" for item in error.errors()]
+        return problem(422, "invalid", "; ".join(issues) or "the request is not valid")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return problem(error.status_code, "http_error", str(error.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return problem(500, "internal", f"the server failed unexpectedly ({type(error).__name__}); see its log")

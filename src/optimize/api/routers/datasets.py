@@ -1,0 +1,46 @@
+"""Registry datasets: list, get a version, versions, aliases."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimize.api.deps import RegistryDep
+from optimize.registry import datasets
+
+router = APIRouter(prefix="/v1/registry/datasets", tags=["registry"])
+
+
+class AliasMove(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: str = Field(description="The version the alias points at: vN, another alias or sha256:HEX")
+
+
+@router.get("")
+def list_datasets(registry: RegistryDep, namespace: str | None = None, archived: bool = False) -> dict:
+    return {"datasets": datasets.list_datasets(registry.store, namespace, archived)}
+
+
+@router.get("/{namespace}/{name}")
+def get_dataset(namespace: str, name: str, registry: RegistryDep) -> dict:
+    return datasets.read_version(registry.store, namespace, name, "latest", registry.blobs.location)
+
+
+@router.get("/{namespace}/{name}/versions")
+def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
+    return {"versions": datasets.list_versions(registry.store, namespace, name)}
+
+
+@router.get("/{namespace}/{name}/versions/{selector}")
+def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
+    return datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location)
+
+
+@router.get("/{namespace}/{name}/aliases/{alias}")
+def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> dict:
+    return datasets.get_alias(registry.store, namespace, name, alias)
+
+
+@router.put("/{namespace}/{name}/aliases/{alias}")
+def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> dict:
+    return datasets.set_alias(registry.store, namespace, name, alias, body.version)

@@ -1,0 +1,15 @@
+"""Liveness: `GET /v1/health`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from optimize import __version__
+from optimize.api.deps import RegistryDep
+
+router = APIRouter()
+
+
+@router.get("/v1/health")
+def health(registry: RegistryDep) -> dict:
+    return {"status": "ok", "version": __version__, "database": registry.store.engine.dialect.name}

@@ -1,0 +1,19 @@
+"""`GET /v1/registry/info`: the deployment's registry limits and formats."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from optimize import __version__
+from optimize.api.deps import RegistryDep
+from optimize.chat.formats import DatasetFormat
+
+router = APIRouter(tags=["registry"])
+
+
+@router.get("/v1/registry/info")
+def registry_info(registry: RegistryDep) -> dict:
+    return {
+        "version": __version__,
+        "datasets": {**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
+    }

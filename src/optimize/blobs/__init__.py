@@ -1,0 +1,1 @@
+"""Content-addressed blob storage: objects are keyed by their sha256 only."""

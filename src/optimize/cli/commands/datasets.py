@@ -1,0 +1,210 @@
+"""`akka registry datasets register|get|versions|list|alias set|alias get`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimize.cli.common import client_for, command, parse_ref_argument
+from optimize.cli.output import Output
+from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
+from optimize.core.sizes import human_size
+
+app = typer.Typer(help="Dataset versions: register, read, list, alias.", no_args_is_help=True)
+alias_app = typer.Typer(help="Move and read dataset aliases.", no_args_is_help=True)
+app.add_typer(alias_app, name="alias")
+
+
+def _artifact_path(reference) -> str:
+    return f"/v1/registry/datasets/{segment(reference.namespace)}/{segment(reference.name)}"
+
+
+@command(app, "register")
+def register(
+    out: Output,
+    dataset: Annotated[str, typer.Argument(help="NS/NAME to register the file under.")],
+    file: Annotated[Path, typer.Option("-f", "--file", help="JSONL file of chat rows or preference pairs.")],
+    data_format: Annotated[
+        str | None, typer.Option("--format", help="chat-jsonl-v1 or preference-jsonl-v1 (default: detected).")
+    ] = None,
+    alias: Annotated[str | None, typer.Option("--alias", help="Point this alias at the registered version.")] = None,
+    shard_size: Annotated[
+        str | None, typer.Option("--shard-size", help="Cut the file into shards of at most this size (e.g. 64MiB).")
+    ] = None,
+) -> None:
+    """Register a file as a new version (or return the version identical content already is)."""
+    from optimize.client.registry import register_dataset
+    from optimize.core.sizes import parse_size
+
+    reference = parse_ref_argument(dataset, "NS/NAME")
+    if reference.selector != "latest":
+        raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias", param_hint="NS/NAME")
+    size = parse_size(shard_size) if shard_size else None
+    with client_for(out) as client, _progress(out) as progress:
+        version = register_dataset(client, reference, file, data_format=data_format, alias=alias,
+                                   shard_size=size, progress=progress)
+    out.emit(version, _render_registered)
+
+
+@command(app, "get")
+def get_dataset(out: Output, reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")]) -> None:
+    """Show a version (the newest when no version is named) with its objects."""
+    ref = parse_ref_argument(reference)
+    path = _artifact_path(ref)
+    if ref.selector != "latest":
+        path += f"/versions/{segment(ref.selector)}"
+    with client_for(out) as client:
+        out.emit(client.get(path), _render_version)
+
+
+@command(app, "versions")
+def versions(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME")]) -> None:
+    """List a dataset's versions, newest first."""
+    ref = parse_ref_argument(dataset, "NS/NAME")
+    with client_for(out) as client:
+        out.emit(client.get(_artifact_path(ref) + "/versions"), _render_versions)
+
+
+@command(app, "list")
+def list_datasets(
+    out: Output,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace (archived or not).")] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived namespaces.")] = False,
+) -> None:
+    """List datasets with their newest version."""
+    params = {"archived": str(archived).lower()}
+    if namespace:
+        params["namespace"] = namespace
+    with client_for(out) as client:
+        out.emit(client.get("/v1/registry/datasets", params=params), _render_list)
+
+
+@command(alias_app, "set")
+def alias_set(
+    out: Output,
+    target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")],
+    version: Annotated[str, typer.Option("--version", help="The version to point at (vN).")],
+) -> None:
+    """Point an alias at a version; its history is kept."""
+    ref = parse_ref_argument(target, "NS/NAME:ALIAS")
+    if ref.alias is None:
+        raise typer.BadParameter("name the alias to set, as NS/NAME:ALIAS", param_hint="NS/NAME:ALIAS")
+    with client_for(out) as client:
+        data = client.put(f"{_artifact_path(ref)}/aliases/{segment(ref.alias)}", json={"version": version})
+    out.emit(data, lambda con, d: con.print(
+        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} {d['reference']}."))
+
+
+@command(alias_app, "get")
+def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
+    """Show the version an alias points at and every version it pointed at before."""
+    ref = parse_ref_argument(target, "NS/NAME:ALIAS")
+    if ref.alias is None:
+        raise typer.BadParameter("name the alias, as NS/NAME:ALIAS", param_hint="NS/NAME:ALIAS")
+    with client_for(out) as client:
+        out.emit(client.get(f"{_artifact_path(ref)}/aliases/{segment(ref.alias)}"), _render_alias)
+
+
+class _progress:
+    """A Rich progress bar on stderr while hashing and uploading (text mode on a terminal only)."""
+
+    def __init__(self, out: Output) -> None:
+        import sys
+
+        self.enabled = not out.is_json and sys.stderr.isatty()
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        from optimize.client.registry import UploadProgress
+
+        if not self.enabled:
+            return UploadProgress()
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        from optimize.cli.output import console
+
+        self.bar = Progress(TextColumn("{task.description:>9}"), BarColumn(), DownloadColumn(),
+                            TransferSpeedColumn(), console=console(stderr=True), transient=True)
+        self.bar.start()
+        return UploadProgress(phase=self._phase, advance=self._advance)
+
+    def _phase(self, name: str, total: int) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(name, total=total)
+
+    def _advance(self, count: int) -> None:
+        self.bar.advance(self.task, count)
+
+    def __exit__(self, *_exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _count_line(item) -> str:
+    if "pairs" in item:
+        return f"{item['pairs']} pair{'s' if item['pairs'] != 1 else ''}"
+    return f"{item['examples']} example{'s' if item['examples'] != 1 else ''}"
+
+
+def _tools_line(item) -> str:
+    return f"{item['toolRows']} row{'s' if item['toolRows'] != 1 else ''} offer tools"
+
+
+def _render_registered(con, item) -> None:
+    upload = item["upload"]
+    verb = "Registered" if item.get("created") else "Already registered:"
+    con.print(f"{verb} [bold]{item['reference']}[/] — {_count_line(item)}, {item['format']}")
+    con.print(f"  Digest   {item['digest']}")
+    con.print(f"  Tools    {_tools_line(item)}")
+    con.print(f"  Shards   {item['shards']} ({human_size(item['bytes'])}); sent {upload['sent']}, "
+              f"already held {upload['alreadyHeld']}")
+    if item["aliases"]:
+        con.print(f"  Aliases  {', '.join(item['aliases'])}")
+
+
+def _render_version(con, item) -> None:
+    con.print(f"[bold]Dataset[/]   {item['reference']}" + (" (archived)" if item["archived"] else ""))
+    con.print(f"Version   v{item['version']} of {item['versionCount']}")
+    con.print(f"Digest    {item['digest']}")
+    con.print(f"Format    {item['format']}")
+    con.print(f"Rows      {_count_line(item)}")
+    con.print(f"Tools     {_tools_line(item)}")
+    con.print(f"Size      {human_size(item['bytes'])} in {item['shards']} object{'s' if item['shards'] != 1 else ''}")
+    con.print(f"Aliases   {', '.join(item['aliases']) or DASH}")
+    con.print(f"Created   {age(item['createdAt'])}")
+    grid = table("OBJECT", "ROWS", "SIZE", "DIGEST")
+    for obj in item.get("objects", []):
+        grid.add_row(obj["path"], str(obj["rows"]), human_size(obj["bytes"]), obj["digest"][:19])
+    con.print(grid)
+
+
+def _render_versions(con, data) -> None:
+    grid = table("REFERENCE", "ROWS", "TOOLS", "SHARDS", "SIZE", "ALIASES", "DIGEST", "CREATED")
+    for item in data["versions"]:
+        grid.add_row(item["reference"], _count_line(item), str(item["toolRows"]), str(item["shards"]),
+                     human_size(item["bytes"]), ", ".join(item["aliases"]) or DASH, item["digest"][:19],
+                     age(item["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["versions"]), "version"))
+
+
+def _render_list(con, data) -> None:
+    grid = table("DATASET", "KIND", "VERSIONS", "LATEST", "ROWS", "CREATED")
+    for item in data["datasets"]:
+        name = item["dataset"] + (" (archived)" if item["archived"] else "")
+        latest = item["latest"]
+        grid.add_row(name, item["kind"], str(item["versions"]), f"v{latest['version']}", _count_line(latest),
+                     age(latest["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["datasets"]), "dataset"))
+
+
+def _render_alias(con, data) -> None:
+    con.print(f"Alias {data['alias']} → {data['reference']}" + (" (managed by the registry)" if data["managed"] else ""))
+    for move in data["history"]:
+        con.print(f"  v{move['version']}  since {move['since']}")

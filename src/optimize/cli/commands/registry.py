@@ -1,0 +1,32 @@
+"""`akka registry info` and the registry's sub-groups."""
+
+from __future__ import annotations
+
+import typer
+
+from optimize.cli.common import client_for, command
+from optimize.cli.commands import datasets, namespaces
+from optimize.cli.output import Output
+from optimize.core.sizes import human_size
+
+app = typer.Typer(help="The artifact registry: namespaces and datasets.", no_args_is_help=True)
+app.add_typer(namespaces.app, name="namespaces")
+app.add_typer(datasets.app, name="datasets")
+
+
+@command(app, "info")
+def info(out: Output) -> None:
+    """Show the registry's limits: shard size, shard count, upload expiry, line length."""
+    from optimize.client.registry import registry_info
+
+    with client_for(out) as client:
+        out.emit(registry_info(client), _render_info)
+
+
+def _render_info(con, data) -> None:
+    limits = data["datasets"]
+    con.print(f"[bold]Registry[/] (Optimize {data['version']})")
+    con.print(f"  Datasets      formats {', '.join(limits['formats'])}")
+    con.print(f"  Shards        at most {limits['maxShards']} a version, {human_size(limits['maxShardBytes'])} each")
+    con.print(f"  Lines         at most {human_size(limits['maxLineBytes'])}")
+    con.print(f"  Uploads       resumable for {limits['uploadExpirySeconds'] // 3600}h")

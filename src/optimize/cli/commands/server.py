@@ -1,0 +1,63 @@
+"""`akka server start|status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimize.cli.common import client_for, command
+from optimize.cli.output import Output
+
+app = typer.Typer(help="Run the Optimize control plane and check on it.", no_args_is_help=True)
+
+
+@app.command("start")
+def start(
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless told otherwise.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 9001,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where the database and blobs live (env OPTIMIZE_HOME, default ~/.optimize).")
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option("--database-url", envvar="OPTIMIZE_DATABASE_URL",
+                     help="SQL store URL, e.g. postgresql://user@host/db (default: SQLite in the data dir)."),
+    ] = None,
+) -> None:
+    """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
+    from optimize.api.serve import bind, serve
+    from optimize.cli.output import print_error
+    from optimize.core.settings import ServerSettings, default_home
+
+    settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
+                              database_url=database_url, host=host, port=port)
+    try:
+        sock = bind(host, port)
+    except OSError as error:
+        print_error(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port or stop what holds it")
+        raise typer.Exit(1) from None
+    print(f"Optimize server on http://{host}:{sock.getsockname()[1]} (data in {settings.data_dir})", flush=True)
+    serve(settings, sock)
+
+
+@command(app, "status")
+def status(out: Output) -> None:
+    """Say whether a server answers at --server (always exits 0)."""
+    from optimize.client.http import ApiError
+
+    with client_for(out) as client:
+        try:
+            health = client.get("/v1/health", retries=1)
+            data = {"server": out.server, "reachable": True, **health}
+        except ApiError as error:
+            data = {"server": out.server, "reachable": False, "reason": error.message}
+    out.emit(data, _render_status)
+
+
+def _render_status(con, data) -> None:
+    if data["reachable"]:
+        con.print(f"[green]●[/] Optimize {data['version']} answers at {data['server']} (store: {data['database']})")
+    else:
+        con.print(f"[red]●[/] nothing answers at {data['server']}: {data['reason']}")

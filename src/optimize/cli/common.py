@@ -1,0 +1,101 @@
+"""The `command` decorator: adds `-o`, `--jq` and `--server` to every command and turns errors into exit codes.
+
+Exit codes: 0 ok, 1 refused or failed, 2 usage (a malformed argument). Errors print one sentence (plus the
+rows or hint it names) on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from optimize.cli.output import MODES, CommandFailed, Output, print_error
+from optimize.core.errors import PlatformError
+from optimize.core.settings import DEFAULT_URL
+
+_COMMON = [
+    inspect.Parameter(
+        "output", inspect.Parameter.KEYWORD_ONLY, default="text",
+        annotation=Annotated[str, typer.Option("-o", "--output", help="Output: text, json or json-compact.")],
+    ),
+    inspect.Parameter(
+        "jq", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq expression.")],
+    ),
+    inspect.Parameter(
+        "server", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_URL,
+        annotation=Annotated[str, typer.Option("--server", envvar="OPTIMIZE_URL", help="URL of the Optimize server.")],
+    ),
+]
+
+
+def command(group: typer.Typer, name: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn(..., out: Output)` as `group name` with the common options and error handling."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+        # Resolve string annotations in fn's own module, since the wrapper lives in this one.
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation))
+               for p in signature.parameters.values() if p.name != "out"]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, output: str, jq: str | None, server: str, **kwargs: Any) -> None:
+            if output not in MODES:
+                raise typer.BadParameter(f"{output!r} is not one of {', '.join(MODES)}", param_hint="'-o'")
+            out = Output(output, jq, server)
+            run_reporting_errors(lambda: fn(*args, out=out, **kwargs))
+
+        wrapper.__signature__ = signature.replace(parameters=own + _COMMON, return_annotation=None)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + _COMMON}
+        group.command(name, **options)(wrapper)
+        return fn
+
+    return decorate
+
+
+def run_reporting_errors(action: Callable[[], Any]) -> Any:
+    from optimize.client.http import ApiError
+    from optimize.client.registry import RowsRefused
+
+    try:
+        return action()
+    except RowsRefused as error:
+        lines = [f"line {item['line']}: {item['reason']}" for item in error.errors]
+        if error.count > len(error.errors):
+            lines.append(f"… and {error.count - len(error.errors)} more bad line(s)")
+        print_error(str(error), "fix the lines named and register the file again", lines)
+        raise CommandFailed(1) from None
+    except ApiError as error:
+        lines = [f"line {item['line']}: {item['reason']}" for item in error.body.get("errors", [])]
+        print_error(error.message, error.hint, lines)
+        raise CommandFailed(1) from None
+    except PlatformError as error:
+        print_error(error.message, error.hint)
+        raise CommandFailed(1) from None
+
+
+def client_for(out: Output):
+    from optimize.client.http import OptimizeClient
+
+    return OptimizeClient(out.server)
+
+
+def parse_ref_argument(text: str, param: str = "reference"):
+    """Parse a registry reference given on the command line; a malformed one is a usage error."""
+    from optimize.core.refs import parse_reference
+
+    try:
+        return parse_reference(text)
+    except PlatformError as error:
+        raise typer.BadParameter(error.message, param_hint=param) from None
+
+
+def fail(message: str, hint: str | None = None, code: int = 1) -> None:
+    print_error(message, hint)
+    raise CommandFailed(code)

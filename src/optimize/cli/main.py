@@ -1,0 +1,61 @@
+"""The `akka` root: `server`, `registry` (and `optimize registry` as a spelling of the same tree).
+
+`main(argv)` returns the exit code; `run()` is the console-script entry point. No traceback reaches a user
+unless OPTIMIZE_DEBUG is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from optimize import __version__
+from optimize.cli.commands import registry, server
+from optimize.cli.output import CommandFailed, print_error
+
+app = typer.Typer(
+    name="akka",
+    help="Optimize: register datasets, train, evaluate and serve open-weight models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(server.app, name="server")
+app.add_typer(registry.app, name="registry")
+
+# `akka optimize registry ...` is accepted as a spelling of `akka registry ...`.
+optimize_app = typer.Typer(help="The same commands, under the `akka optimize` spelling.", no_args_is_help=True)
+optimize_app.add_typer(registry.app, name="registry")
+app.add_typer(optimize_app, name="optimize")
+
+
+@app.command("version")
+def version() -> None:
+    """Print the Optimize version."""
+    print(__version__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    try:
+        # Standalone mode prints usage errors itself and exits 2; our commands raise CommandFailed.
+        command.main(args=argv, prog_name="akka", standalone_mode=True)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except CommandFailed as failure:
+        return failure.code
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        return 130
+    except Exception as error:  # noqa: BLE001 - the process edge: report, never a traceback
+        if os.environ.get("OPTIMIZE_DEBUG"):
+            raise
+        print_error(f"unexpected failure: {type(error).__name__}: {error}", "set OPTIMIZE_DEBUG=1 to see where")
+        return 1
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())

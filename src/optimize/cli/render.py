@@ -1,0 +1,36 @@
+"""Small text helpers for tables: ages, sizes, dashes for empty cells."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from rich.table import Table
+
+DASH = "—"
+
+
+def age(stamp: str | None) -> str:
+    if not stamp:
+        return DASH
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    seconds = int((datetime.now(UTC) - moment).total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)}s ago"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes}m ago"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m ago"
+    return f"{hours // 24}d ago"
+
+
+def table(*columns: str) -> Table:
+    grid = Table(box=None, pad_edge=False, header_style="bold")
+    for column in columns:
+        grid.add_column(column)
+    return grid
+
+
+def footer(shown: int, noun: str) -> str:
+    return f"{shown} {noun}{'' if shown == 1 else 's'}."

@@ -1,0 +1,1 @@
+"""Pure types and rules shared by every layer; imports nothing else of ours."""

@@ -1,0 +1,45 @@
+"""Server settings: command-line flags first, then `OPTIMIZE_*` environment variables, then defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optimize.core.limits import DatasetLimits
+
+DEFAULT_PORT = 9001
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("OPTIMIZE_HOME") or Path.home() / ".optimize")
+
+
+def limits_from_env() -> DatasetLimits:
+    base = DatasetLimits()
+    return DatasetLimits(
+        max_shard_bytes=int(os.environ.get("OPTIMIZE_MAX_SHARD_BYTES", base.max_shard_bytes)),
+        max_shards=int(os.environ.get("OPTIMIZE_MAX_SHARDS", base.max_shards)),
+        upload_expiry_seconds=int(os.environ.get("OPTIMIZE_UPLOAD_EXPIRY_SECONDS", base.upload_expiry_seconds)),
+        max_line_bytes=int(os.environ.get("OPTIMIZE_MAX_LINE_BYTES", base.max_line_bytes)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Everything one control-plane process is started with."""
+
+    data_dir: Path
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    limits: DatasetLimits = field(default_factory=limits_from_env)
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or os.environ.get("OPTIMIZE_DATABASE_URL") or f"sqlite:///{self.data_dir / 'optimize.db'}"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.data_dir / "blobs"

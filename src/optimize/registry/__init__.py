@@ -1,0 +1,1 @@
+"""The registry: namespaces, datasets (versions, aliases, upload sessions, shards)."""

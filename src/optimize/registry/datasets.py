@@ -1,0 +1,237 @@
+"""Datasets: resolving references to versions, reading versions, listing, and moving aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import NotFound
+from optimize.core.names import check_alias, check_name
+from optimize.core.refs import Reference, parse_selector
+from optimize.registry.views import version_json
+from optimize.store.db import Store
+from optimize.store.events import record
+from optimize.store.tables import (
+    Dataset,
+    DatasetAlias,
+    DatasetAliasMove,
+    DatasetObject,
+    DatasetVersion,
+    Namespace,
+)
+
+Locator = Callable[[str], str]
+
+
+def find_dataset(session: Session, namespace: str, name: str) -> Dataset | None:
+    return session.scalar(select(Dataset).where(Dataset.namespace == namespace, Dataset.name == name))
+
+
+def get_dataset(session: Session, namespace: str, name: str) -> Dataset:
+    namespace, name = check_name(namespace, "namespace"), check_name(name, "name")
+    dataset = find_dataset(session, namespace, name)
+    if dataset is None:
+        raise NotFound(
+            f"dataset {namespace}/{name} does not exist",
+            hint=f"register it with: akka registry datasets register {namespace}/{name} -f FILE",
+        )
+    return dataset
+
+
+def resolve_version(session: Session, dataset: Dataset, selector: str) -> DatasetVersion:
+    """The version a selector names: `latest`, `vN`, an alias or `sha256:HEX`."""
+    label = f"{dataset.namespace}/{dataset.name}"
+    query = select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
+    if selector.lower() == "latest":
+        found = session.scalar(query.order_by(DatasetVersion.version.desc()).limit(1))
+        if found is None:
+            raise NotFound(f"dataset {label} has no versions")
+        return found
+    number, alias, digest = parse_selector(selector)
+    if number is not None:
+        found = session.scalar(query.where(DatasetVersion.version == number))
+        what = f"version v{number}"
+    elif digest is not None:
+        found = session.scalar(query.where(DatasetVersion.digest == digest))
+        what = f"a version with digest {digest}"
+    else:
+        pointer = session.get(DatasetAlias, (dataset.id, alias))
+        found = session.get(DatasetVersion, pointer.version_id) if pointer else None
+        what = f"alias {alias!r}"
+    if found is None:
+        raise NotFound(f"dataset {label} has no {what}", hint=f"list its versions with: akka registry datasets versions {label}")
+    return found
+
+
+def resolve_reference(session: Session, reference: Reference) -> tuple[Dataset, DatasetVersion]:
+    dataset = get_dataset(session, reference.namespace, reference.name)
+    return dataset, resolve_version(session, dataset, reference.selector)
+
+
+def aliases_by_version(session: Session, dataset: Dataset) -> dict[int, list[str]]:
+    """Alias names per version id, with `latest` on the newest version."""
+    result: dict[int, list[str]] = {}
+    newest = session.scalar(
+        select(DatasetVersion.id).where(DatasetVersion.dataset_id == dataset.id).order_by(DatasetVersion.version.desc()).limit(1)
+    )
+    if newest is not None:
+        result[newest] = ["latest"]
+    pointers = session.scalars(
+        select(DatasetAlias).where(DatasetAlias.dataset_id == dataset.id).order_by(DatasetAlias.alias)
+    )
+    for pointer in pointers:
+        result.setdefault(pointer.version_id, []).append(pointer.alias)
+    return result
+
+
+def is_archived(session: Session, namespace: str) -> bool:
+    item = session.get(Namespace, namespace)
+    return bool(item and item.archived)
+
+
+def describe_version(
+    session: Session, dataset: Dataset, version: DatasetVersion, locate: Locator, with_objects: bool = True
+) -> dict[str, Any]:
+    objects = None
+    if with_objects:
+        objects = list(
+            session.scalars(
+                select(DatasetObject).where(DatasetObject.version_id == version.id).order_by(DatasetObject.position)
+            )
+        )
+    return version_json(
+        dataset,
+        version,
+        archived=is_archived(session, dataset.namespace),
+        aliases=aliases_by_version(session, dataset).get(version.id, []),
+        objects=objects,
+        location=locate,
+    )
+
+
+def read_version(store: Store, namespace: str, name: str, selector: str, locate: Locator) -> dict[str, Any]:
+    with store.transaction() as session:
+        dataset = get_dataset(session, namespace, name)
+        version = resolve_version(session, dataset, selector)
+        body = describe_version(session, dataset, version, locate)
+        body["kind"] = dataset.kind
+        body["versionCount"] = session.scalar(
+            select(func.count()).select_from(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
+        )
+        return body
+
+
+def list_versions(store: Store, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Versions newest first."""
+    with store.transaction() as session:
+        dataset = get_dataset(session, namespace, name)
+        versions = session.scalars(
+            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id).order_by(DatasetVersion.version.desc())
+        )
+        archived = is_archived(session, dataset.namespace)
+        aliases = aliases_by_version(session, dataset)
+        return [
+            version_json(dataset, item, archived=archived, aliases=aliases.get(item.id, [])) for item in versions
+        ]
+
+
+def list_datasets(store: Store, namespace: str | None, include_archived: bool) -> list[dict[str, Any]]:
+    """Datasets with their newest version; archived namespaces only with `include_archived` or by name."""
+    with store.transaction() as session:
+        query = select(Dataset, Namespace).join(Namespace, Namespace.name == Dataset.namespace)
+        if namespace is not None:
+            query = query.where(Dataset.namespace == check_name(namespace, "namespace"))
+        elif not include_archived:
+            query = query.where(Namespace.archived.is_(False))
+        items = []
+        for dataset, space in session.execute(query.order_by(Dataset.namespace, Dataset.name)):
+            latest = resolve_version(session, dataset, "latest")
+            count = session.scalar(
+                select(func.count()).select_from(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
+            )
+            items.append(
+                {
+                    "dataset": f"{dataset.namespace}/{dataset.name}",
+                    "namespace": dataset.namespace,
+                    "name": dataset.name,
+                    "kind": dataset.kind,
+                    "versions": count,
+                    "archived": space.archived,
+                    "latest": version_json(
+                        dataset, latest, archived=space.archived, aliases=aliases_by_version(session, dataset).get(latest.id, [])
+                    ),
+                }
+            )
+        return items
+
+
+def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetVersion) -> bool:
+    """Point `alias` at `version`, keeping its history; returns whether it moved."""
+    alias = check_alias(alias)
+    now = utcnow()
+    pointer = session.get(DatasetAlias, (dataset.id, alias))
+    if pointer is not None and pointer.version_id == version.id:
+        return False
+    if pointer is None:
+        session.add(DatasetAlias(dataset_id=dataset.id, alias=alias, version_id=version.id, updated_at=now))
+    else:
+        pointer.version_id = version.id
+        pointer.updated_at = now
+    session.add(DatasetAliasMove(dataset_id=dataset.id, alias=alias, version_id=version.id, moved_at=now))
+    record(session, f"dataset:{dataset.namespace}/{dataset.name}", "alias-moved", alias=alias, version=version.version)
+    return True
+
+
+def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
+    with store.transaction() as session:
+        dataset = get_dataset(session, namespace, name)
+        version = resolve_version(session, dataset, selector)
+        moved = move_alias(session, dataset, alias, version)
+        body = _alias_json(session, dataset, check_alias(alias))
+        body["moved"] = moved
+        return body
+
+
+def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:
+    with store.transaction() as session:
+        dataset = get_dataset(session, namespace, name)
+        alias = alias.lower()
+        if alias == "latest":
+            versions = session.scalars(
+                select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id).order_by(DatasetVersion.version)
+            ).all()
+            if not versions:
+                raise NotFound(f"dataset {namespace}/{name} has no versions")
+            return {
+                "alias": "latest",
+                "managed": True,
+                "reference": f"{dataset.namespace}/{dataset.name}:v{versions[-1].version}",
+                "version": versions[-1].version,
+                "history": [{"version": v.version, "since": iso(v.created_at)} for v in versions],
+            }
+        if session.get(DatasetAlias, (dataset.id, alias)) is None:
+            raise NotFound(f"dataset {dataset.namespace}/{dataset.name} has no alias {alias!r}")
+        return _alias_json(session, dataset, alias)
+
+
+def _alias_json(session: Session, dataset: Dataset, alias: str) -> dict[str, Any]:
+    pointer = session.get(DatasetAlias, (dataset.id, alias))
+    assert pointer is not None
+    current = session.get(DatasetVersion, pointer.version_id)
+    moves = session.execute(
+        select(DatasetAliasMove.moved_at, DatasetVersion.version)
+        .join(DatasetVersion, DatasetVersion.id == DatasetAliasMove.version_id)
+        .where(DatasetAliasMove.dataset_id == dataset.id, DatasetAliasMove.alias == alias)
+        .order_by(DatasetAliasMove.id)
+    )
+    return {
+        "alias": alias,
+        "managed": False,
+        "reference": f"{dataset.namespace}/{dataset.name}:v{current.version}",
+        "version": current.version,
+        "history": [{"version": version, "since": iso(moved_at)} for moved_at, version in moves],
+    }

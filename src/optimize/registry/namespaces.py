@@ -1,0 +1,92 @@
+"""Namespaces: created by the first registration into them; annotated, archived and unarchived."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from optimize.core.clock import utcnow
+from optimize.core.errors import NotFound, Refused
+from optimize.core.names import check_name
+from optimize.registry.views import namespace_json
+from optimize.store.db import Store, insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import Dataset, Namespace
+
+
+def unarchive_hint(name: str) -> str:
+    return f"unarchive it with: akka registry namespaces unarchive {name}"
+
+
+def ensure_open(session: Session, name: str) -> Namespace:
+    """Create the namespace if it is new; refuse registration into an archived one."""
+    insert_ignoring_conflict(
+        session, Namespace, {"name": name, "archived": False, "created_at": utcnow()}, ["name"]
+    )
+    namespace = session.get(Namespace, name)
+    assert namespace is not None
+    if namespace.archived:
+        raise Refused(f"namespace {name!r} is archived; it takes no new versions", hint=unarchive_hint(name))
+    return namespace
+
+
+def refuse_if_archived(session: Session, name: str) -> None:
+    namespace = session.get(Namespace, name)
+    if namespace is not None and namespace.archived:
+        raise Refused(f"namespace {name!r} is archived; it takes no new versions", hint=unarchive_hint(name))
+
+
+def _get(session: Session, name: str) -> Namespace:
+    name = check_name(name, "namespace")
+    namespace = session.get(Namespace, name)
+    if namespace is None:
+        raise NotFound(
+            f"namespace {name!r} does not exist",
+            hint="a namespace is created by the first registration into it",
+        )
+    return namespace
+
+
+def _dataset_counts(session: Session) -> dict[str, int]:
+    rows = session.execute(select(Dataset.namespace, func.count()).group_by(Dataset.namespace))
+    return {name: count for name, count in rows}
+
+
+def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]]:
+    with store.transaction() as session:
+        query = select(Namespace).order_by(Namespace.name)
+        if not include_archived:
+            query = query.where(Namespace.archived.is_(False))
+        counts = _dataset_counts(session)
+        return [namespace_json(item, counts.get(item.name, 0)) for item in session.scalars(query)]
+
+
+def get_namespace(store: Store, name: str) -> dict[str, Any]:
+    with store.transaction() as session:
+        namespace = _get(session, name)
+        return namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+
+
+def annotate_namespace(store: Store, name: str, description: str | None) -> dict[str, Any]:
+    """Set the description; an empty string clears it."""
+    with store.transaction() as session:
+        namespace = _get(session, name)
+        namespace.description = description or None
+        record(session, f"namespace:{namespace.name}", "annotated", description=namespace.description)
+        return namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+
+
+def set_archived(store: Store, name: str, archived: bool) -> dict[str, Any]:
+    """Archive or unarchive; doing it twice changes nothing and says so in `changed`."""
+    with store.transaction() as session:
+        namespace = _get(session, name)
+        changed = namespace.archived != archived
+        if changed:
+            namespace.archived = archived
+            namespace.archived_at = utcnow() if archived else None
+            record(session, f"namespace:{namespace.name}", "archived" if archived else "unarchived")
+        body = namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+        body["changed"] = changed
+        return body

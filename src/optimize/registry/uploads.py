@@ -1,0 +1,296 @@
+"""Upload sessions: a dataset version's shards arrive one at a time, verified and validated as they stream.
+
+A session is keyed by its content (dataset name and version digest), so running the same `register` again
+reaches the same session and sends only the shards the registry does not hold. A shard is stored under its
+sha256 only once every row passed the row rules; `commit` turns held shards into a version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from optimize.blobs.local import BlobWriter, LocalBlobStore
+from optimize.chat.jsonl import JsonlValidator
+from optimize.core.clock import iso, utcnow
+from optimize.core.digests import is_sha256_hex, version_digest
+from optimize.core.errors import Conflict, Gone, Invalid, NotFound, Refused, TooLarge
+from optimize.core.ids import new_id
+from optimize.core.limits import DatasetLimits
+from optimize.core.refs import parse_reference
+from optimize.core.sharding import SINGLE_OBJECT, shard_path
+from optimize.registry.datasets import describe_version, find_dataset, move_alias
+from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.registry.namespaces import ensure_open, refuse_if_archived
+from optimize.store.db import Store, insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Shard, UploadSession
+
+OPEN, COMMITTED = "open", "committed"
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """What the dataset services need of a deployment."""
+
+    store: Store
+    blobs: LocalBlobStore
+    limits: DatasetLimits
+
+
+def _check_manifest(shards: Any, limits: DatasetLimits) -> list[dict[str, Any]]:
+    if not isinstance(shards, list) or not shards:
+        raise Invalid("'shards' must list at least one shard")
+    if len(shards) > limits.max_shards:
+        raise Invalid(f"a version holds at most {limits.max_shards} shards; this upload lists {len(shards)}")
+    manifest = []
+    for index, shard in enumerate(shards):
+        expected_path = SINGLE_OBJECT if len(shards) == 1 and shard.get("path") == SINGLE_OBJECT else shard_path(index)
+        sha, size, lines = shard.get("sha256"), shard.get("bytes"), shard.get("lines")
+        if shard.get("index") != index or shard.get("path") != expected_path:
+            raise Invalid(f"shard {index} must have index {index} and path {expected_path}")
+        if not isinstance(sha, str) or not is_sha256_hex(sha):
+            raise Invalid(f"shard {index} needs 'sha256' as 64 lowercase hex digits")
+        if not isinstance(size, int) or not 0 < size <= limits.max_shard_bytes:
+            raise Invalid(f"shard {index} must hold between 1 and {limits.max_shard_bytes} bytes")
+        if not isinstance(lines, int) or lines < 1:
+            raise Invalid(f"shard {index} must hold at least one line")
+        manifest.append({"index": index, "path": expected_path, "sha256": sha, "bytes": size, "lines": lines})
+    return manifest
+
+
+def _held(session: Session, blobs: LocalBlobStore, sha256: str, kind: str) -> bool:
+    shard = session.get(Shard, sha256)
+    return shard is not None and shard.kind == kind and blobs.exists(sha256)
+
+
+def _session_json(registry: Registry, session: Session, upload: UploadSession) -> dict[str, Any]:
+    kind = DatasetFormat(upload.format).kind
+    shards = [
+        {**item, "held": _held(session, registry.blobs, item["sha256"], kind)} for item in upload.manifest
+    ]
+    return {
+        "uploadId": upload.id,
+        "dataset": f"{upload.namespace}/{upload.name}",
+        "format": upload.format,
+        "digest": upload.digest,
+        "phase": upload.phase,
+        "expiresAt": iso(upload.expires_at),
+        "shards": shards,
+    }
+
+
+def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
+    """Open (or reach again) the session for this content; refuse what can never be registered first."""
+    reference = parse_reference(str(body.get("dataset", "")))
+    if reference.selector != "latest":
+        raise Invalid(f"register into {reference.artifact}, without a version or alias")
+    data_format = parse_format(str(body.get("format", "")))
+    manifest = _check_manifest(body.get("shards"), registry.limits)
+    digest = version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest])
+    key = hashlib.sha256(f"{reference.artifact}\n{digest}".encode()).hexdigest()
+    now = utcnow()
+    expires = now + timedelta(seconds=registry.limits.upload_expiry_seconds)
+    with registry.store.transaction() as session:
+        refuse_if_archived(session, reference.namespace)
+        _refuse_other_kind(session, reference.namespace, reference.name, data_format)
+        insert_ignoring_conflict(
+            session,
+            UploadSession,
+            {
+                "id": new_id(), "content_key": key, "namespace": reference.namespace, "name": reference.name,
+                "format": data_format.value, "digest": digest, "manifest": manifest, "phase": OPEN,
+                "created_at": now, "expires_at": expires,
+            },
+            ["content_key"],
+        )
+        upload = session.scalar(select(UploadSession).where(UploadSession.content_key == key))
+        if upload.phase == OPEN and _expired(upload):
+            # A session past its expiry starts over; shards already held stay held.
+            upload.expires_at = expires
+        return _session_json(registry, session, upload)
+
+
+def _refuse_other_kind(session: Session, namespace: str, name: str, data_format: DatasetFormat) -> None:
+    dataset = find_dataset(session, namespace, name)
+    if dataset is not None and dataset.kind != data_format.kind:
+        words = {"chat": "chat conversations", "preference": "preference pairs"}
+        raise Refused(
+            f"dataset {namespace}/{name} holds {words[dataset.kind]}; a version of {words[data_format.kind]} "
+            "cannot be added to it",
+            hint="register the file under another dataset name",
+        )
+
+
+def _expired(upload: UploadSession) -> bool:
+    expires = upload.expires_at
+    if expires.tzinfo is None:
+        from datetime import UTC
+
+        expires = expires.replace(tzinfo=UTC)
+    return expires <= utcnow()
+
+
+def _open_upload(session: Session, upload_id: str) -> UploadSession:
+    upload = session.get(UploadSession, upload_id)
+    if upload is None:
+        raise NotFound(f"upload {upload_id} does not exist", hint="run the same register command again")
+    if upload.phase == OPEN and _expired(upload):
+        raise Gone(
+            f"upload {upload_id} expired at {iso(upload.expires_at)}",
+            hint="run the same register command again; it sends only the shards the registry does not hold",
+        )
+    return upload
+
+
+class ShardReceiver:
+    """Receives one shard's bytes: hashes, stores to staging and validates every row as they stream."""
+
+    def __init__(self, registry: Registry, upload: UploadSession, index: int) -> None:
+        item = upload.manifest[index]
+        self.registry = registry
+        self.index = index
+        self.sha256 = item["sha256"]
+        self.expected_bytes = item["bytes"]
+        self.expected_lines = item["lines"]
+        self.kind = DatasetFormat(upload.format).kind
+        first_line = 1 + sum(s["lines"] for s in upload.manifest[:index])
+        self.validator = JsonlValidator(self.kind, first_line=first_line, max_line_bytes=registry.limits.max_line_bytes)
+        self.writer: BlobWriter = registry.blobs.writer()
+
+    def feed(self, chunk: bytes) -> None:
+        if self.writer.size + len(chunk) > self.expected_bytes:
+            self.abort()
+            raise TooLarge(
+                f"shard {self.index} is longer than the {self.expected_bytes} bytes the upload promised",
+                hint="run the same register command again",
+            )
+        self.writer.write(chunk)
+        self.validator.feed(chunk)
+
+    def finish(self) -> dict[str, Any]:
+        report = self.validator.finish()
+        if self.writer.size != self.expected_bytes:
+            self.abort()
+            raise Invalid(
+                f"shard {self.index} ended after {self.writer.size} of its {self.expected_bytes} bytes",
+                hint="run the same register command again",
+            )
+        if not report.ok:
+            self.abort()
+            raise Invalid(
+                f"shard {self.index} has {report.error_count} bad line(s); the version is not registered",
+                hint="fix the lines named and register the file again",
+                errors=[error.to_json() for error in report.errors],
+                errorCount=report.error_count,
+            )
+        self.writer.commit(self.sha256)
+        with self.registry.store.transaction() as session:
+            insert_ignoring_conflict(
+                session,
+                Shard,
+                {
+                    "sha256": self.sha256, "kind": self.kind.value, "size_bytes": self.expected_bytes,
+                    "rows": report.rows, "lines": report.lines, "tool_rows": report.tool_rows,
+                    "created_at": utcnow(),
+                },
+                ["sha256"],
+            )
+        return {"index": self.index, "sha256": self.sha256, "bytes": self.expected_bytes,
+                "rows": report.rows, "toolRows": report.tool_rows, "held": True}
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
+def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver | dict[str, Any]:
+    """A receiver for the shard, or its description when the registry already holds it."""
+    with registry.store.transaction() as session:
+        upload = _open_upload(session, upload_id)
+        if upload.phase != OPEN:
+            raise Conflict(f"upload {upload_id} is already committed")
+        if not 0 <= index < len(upload.manifest):
+            raise NotFound(f"upload {upload_id} has no shard {index}; it has {len(upload.manifest)}")
+        item = upload.manifest[index]
+        if _held(session, registry.blobs, item["sha256"], DatasetFormat(upload.format).kind):
+            return {"index": index, "sha256": item["sha256"], "bytes": item["bytes"], "held": True, "alreadyHeld": True}
+        return ShardReceiver(registry, upload, index)
+
+
+def commit_upload(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
+    """Register the held shards as a version, or return the version the same content already is."""
+    for _attempt in range(5):
+        try:
+            return _commit_once(registry, upload_id, alias)
+        except IntegrityError:
+            # Another commit took the next version number at the same moment; read again.
+            continue
+    raise Conflict(f"upload {upload_id} could not be committed under concurrent registrations", hint="retry")
+
+
+def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
+    with registry.store.transaction() as session:
+        upload = _open_upload(session, upload_id)
+        data_format = DatasetFormat(upload.format)
+        shards = []
+        missing = []
+        for item in upload.manifest:
+            shard = session.get(Shard, item["sha256"])
+            if shard is None or shard.kind != data_format.kind or not registry.blobs.exists(item["sha256"]):
+                missing.append(item["index"])
+            shards.append(shard)
+        if missing:
+            raise Conflict(
+                f"upload {upload_id} is missing shard(s) {', '.join(map(str, missing[:20]))}",
+                hint="send every shard before committing; running the same register command again does",
+            )
+        ensure_open(session, upload.namespace)
+        _refuse_other_kind(session, upload.namespace, upload.name, data_format)
+        now = utcnow()
+        insert_ignoring_conflict(
+            session,
+            Dataset,
+            {"namespace": upload.namespace, "name": upload.name, "kind": data_format.kind.value, "created_at": now},
+            ["namespace", "name"],
+        )
+        dataset = find_dataset(session, upload.namespace, upload.name)
+        version = session.scalar(
+            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id, DatasetVersion.digest == upload.digest)
+        )
+        created = version is None
+        if created:
+            version = _insert_version(session, dataset, upload, shards, now)
+        if alias:
+            move_alias(session, dataset, alias, version)
+        upload.phase = COMMITTED
+        upload.version_id = version.id
+        body = describe_version(session, dataset, version, registry.blobs.location)
+        body["created"] = created
+        return body
+
+
+def _insert_version(
+    session: Session, dataset: Dataset, upload: UploadSession, shards: list[Shard], now
+) -> DatasetVersion:
+    number = (session.scalar(
+        select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
+    ) or 0) + 1
+    version = DatasetVersion(
+        dataset_id=dataset.id, version=number, digest=upload.digest, format=upload.format,
+        rows=sum(s.rows for s in shards), tool_rows=sum(s.tool_rows for s in shards),
+        size_bytes=sum(s.size_bytes for s in shards), object_count=len(shards), created_at=now,
+    )
+    session.add(version)
+    session.flush()
+    for item, shard in zip(upload.manifest, shards, strict=True):
+        session.add(DatasetObject(version_id=version.id, position=item["index"], path=item["path"],
+                                  sha256=shard.sha256, size_bytes=shard.size_bytes, rows=shard.rows))
+    record(session, f"dataset:{dataset.namespace}/{dataset.name}", "version-registered",
+           version=number, digest=upload.digest)
+    return version

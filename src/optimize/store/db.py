@@ -1,0 +1,69 @@
+"""Engine and sessions: SQLite (WAL, foreign keys, full sync) by default, PostgreSQL when asked.
+
+`postgresql://` URLs are taken as psycopg 3 URLs. Migrations are applied by `store.migrate.upgrade`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, insert
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def normalize_url(url: str) -> str:
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+class Store:
+    """The database of one deployment: hands out transactions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.engine = make_engine(self.url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One unit of work: committed on success, rolled back on any error."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any], keys: list[str]) -> int:
+    """INSERT that does nothing when a row with the same `keys` exists; returns the rows inserted (0 or 1)."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite":
+        statement = sqlite.insert(table).values(values).on_conflict_do_nothing(index_elements=keys)
+    elif dialect == "postgresql":
+        statement = postgresql.insert(table).values(values).on_conflict_do_nothing(index_elements=keys)
+    else:  # pragma: no cover - other dialects are not supported
+        statement = insert(table).values(values)
+    return session.execute(statement).rowcount

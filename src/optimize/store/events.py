@@ -1,0 +1,14 @@
+"""Append-only event rows: every change the registry makes is recorded with its subject."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from optimize.core.clock import utcnow
+from optimize.store.tables import Event
+
+
+def record(session: Session, subject: str, kind: str, **data: Any) -> None:
+    session.add(Event(at=utcnow(), subject=subject, kind=kind, data=data))
