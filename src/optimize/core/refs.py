@@ -84,3 +84,14 @@ def parse_reference(text: str) -> Reference:
     namespace = check_name(namespace_part, "namespace")
     name = check_name(name_part, "name")
     return Reference(namespace, name, version, alias, digest)
+
+
+def parse_alias_target(text: str) -> tuple[Reference, str]:
+    """Split `NS/NAME:ALIAS` into the artifact and the alias as written (the registry judges the alias)."""
+    artifact, separator, alias = text.strip().rpartition(":")
+    if not separator or not alias or "@" in text:
+        raise Invalid(f"{text!r} does not name an alias; write NS/NAME:ALIAS")
+    reference = parse_reference(artifact)
+    if reference.selector != "latest":
+        raise Invalid(f"{text!r} does not name an alias; write NS/NAME:ALIAS")
+    return reference, alias

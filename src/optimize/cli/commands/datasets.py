@@ -89,11 +89,9 @@ def alias_set(
     version: Annotated[str, typer.Option("--version", help="The version to point at (vN).")],
 ) -> None:
     """Point an alias at a version; its history is kept."""
-    ref = parse_ref_argument(target, "NS/NAME:ALIAS")
-    if ref.alias is None:
-        raise typer.BadParameter("name the alias to set, as NS/NAME:ALIAS", param_hint="NS/NAME:ALIAS")
+    ref, alias = _alias_target(target)
     with client_for(out) as client:
-        data = client.put(f"{_artifact_path(ref)}/aliases/{segment(ref.alias)}", json={"version": version})
+        data = client.put(f"{_artifact_path(ref)}/aliases/{segment(alias)}", json={"version": version})
     out.emit(data, lambda con, d: con.print(
         f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} {d['reference']}."))
 
@@ -101,11 +99,19 @@ def alias_set(
 @command(alias_app, "get")
 def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
     """Show the version an alias points at and every version it pointed at before."""
-    ref = parse_ref_argument(target, "NS/NAME:ALIAS")
-    if ref.alias is None:
-        raise typer.BadParameter("name the alias, as NS/NAME:ALIAS", param_hint="NS/NAME:ALIAS")
+    ref, alias = _alias_target(target)
     with client_for(out) as client:
-        out.emit(client.get(f"{_artifact_path(ref)}/aliases/{segment(ref.alias)}"), _render_alias)
+        out.emit(client.get(f"{_artifact_path(ref)}/aliases/{segment(alias)}"), _render_alias)
+
+
+def _alias_target(text: str):
+    from optimize.core.errors import PlatformError
+    from optimize.core.refs import parse_alias_target
+
+    try:
+        return parse_alias_target(text)
+    except PlatformError as error:
+        raise typer.BadParameter(error.message, param_hint="NS/NAME:ALIAS") from None
 
 
 class _progress:

@@ -1,0 +1,167 @@
+"""Registering and reading datasets through `akka registry datasets`, against real servers (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import chat_row, pair_row, write_jsonl
+from tests.row_cases import BAD_CHAT_ROWS, BAD_PAIRS, TOOLS
+
+pytestmark = pytest.mark.integration
+
+
+def test_register_chat_dataset_reports_version_fields(cli, ns, tmp_path):
+    rows = [chat_row("a", "b"), chat_row("c", "d", tools=TOOLS), chat_row("e", "f")]
+    path = write_jsonl(tmp_path / "chat.jsonl", rows)
+    version = cli.json("registry", "datasets", "register", f"{ns}/train", "-f", str(path))
+    assert version["reference"] == f"{ns}/train:v1"
+    assert version["version"] == 1
+    assert version["format"] == "chat-jsonl-v1"
+    assert version["examples"] == 3
+    assert version["toolRows"] == 1
+    assert version["shards"] == 1
+    assert version["bytes"] == path.stat().st_size
+    assert version["digest"].startswith("sha256:") and len(version["digest"]) == 71
+    assert version["upload"] == {"uploadId": version["upload"]["uploadId"], "shards": 1, "sent": 1, "alreadyHeld": 0}
+    assert version["objects"][0]["path"] == "examples.jsonl"
+
+
+def test_register_preference_dataset_counts_pairs(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [pair_row("q1"), pair_row("q2", tools=TOOLS)])
+    version = cli.json("registry", "datasets", "register", f"{ns}/prefs", "-f", str(path))
+    assert version["format"] == "preference-jsonl-v1"
+    assert version["pairs"] == 2 and "examples" not in version
+    assert version["toolRows"] == 1
+    text = cli.ok("registry", "datasets", "get", f"{ns}/prefs").out
+    assert "2 pairs" in text and "Tools" in text and "1 row offer tools" in text
+
+
+def test_identical_content_returns_existing_version(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "chat.jsonl", [chat_row()])
+    first = cli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    again = cli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    assert again["reference"] == first["reference"] and again["digest"] == first["digest"]
+    assert again["created"] is False and again["upload"]["sent"] == 0 and again["upload"]["alreadyHeld"] == 1
+    versions = cli.json("registry", "datasets", "versions", f"{ns}/d")["versions"]
+    assert [v["reference"] for v in versions] == [f"{ns}/d:v1"]
+
+
+def test_changed_content_appends_a_version_and_latest_follows(cli, ns, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [chat_row("one")])
+    write_jsonl(tmp_path / "b.jsonl", [chat_row("two")])
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "a.jsonl"))
+    second = cli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "b.jsonl"))
+    assert second["reference"] == f"{ns}/d:v2" and second["aliases"] == ["latest"]
+    versions = cli.json("registry", "datasets", "versions", f"{ns}/d")["versions"]
+    assert [v["version"] for v in versions] == [2, 1]
+    assert cli.json("registry", "datasets", "get", f"{ns}/d")["version"] == 2
+    assert cli.json("registry", "datasets", "get", f"{ns}/d:v1")["digest"] == versions[1]["digest"]
+    assert cli.json("registry", "datasets", "get", f"{ns}/d@{versions[1]['digest']}")["version"] == 1
+
+
+def test_format_is_detected_and_stated_format_is_enforced(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "chat.jsonl", [chat_row()])
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--format", "preference-jsonl-v1")
+    assert result.code == 1
+    assert "line 1: this row is a chat conversation, but the version holds preference pairs" in result.err
+
+
+def test_undetectable_format_names_the_flag(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"text": "hello"}])
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    assert result.code == 1
+    assert "line 1 is neither a chat row" in result.err and "--format" in result.err
+
+
+def test_a_dataset_holds_one_kind(cli, ns, tmp_path):
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
+    assert result.code == 1
+    assert f"dataset {ns}/d holds chat conversations; a version of preference pairs cannot be added" in result.err
+    assert len(cli.json("registry", "datasets", "versions", f"{ns}/d")["versions"]) == 1
+
+
+@pytest.mark.parametrize(("case", "row", "words"), BAD_CHAT_ROWS, ids=[c[0] for c in BAD_CHAT_ROWS])
+def test_each_chat_rule_is_refused_naming_its_line(cli, ns, tmp_path, case, row, words):
+    path = write_jsonl(tmp_path / "bad.jsonl", [chat_row(), chat_row("x"), row])
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--format", "chat-jsonl-v1")
+    assert result.code == 1
+    assert "nothing was registered" in result.err
+    flat = " ".join(result.err.split())
+    assert "line 3:" in flat and words in flat
+    assert cli("registry", "datasets", "get", f"{ns}/d").code == 1
+
+
+@pytest.mark.parametrize(("case", "row", "words"), BAD_PAIRS, ids=[c[0] for c in BAD_PAIRS])
+def test_each_pair_rule_is_refused_naming_its_line(cli, ns, tmp_path, case, row, words):
+    path = write_jsonl(tmp_path / "bad.jsonl", [pair_row(), row])
+    result = cli("registry", "datasets", "register", f"{ns}/p", "-f", str(path), "--format", "preference-jsonl-v1")
+    assert result.code == 1
+    flat = " ".join(result.err.split())
+    assert "line 2:" in flat and words in flat
+
+
+def test_refusal_names_first_twenty_lines_and_counts_the_rest(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "bad.jsonl", [chat_row()] + ["{not json"] * 25)
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--format", "chat-jsonl-v1")
+    assert result.code == 1
+    assert "the file has 25 bad line(s)" in result.err
+    assert "line 2: not valid JSON" in result.err and "line 21:" in result.err and "line 22:" not in result.err
+    assert "and 5 more bad line(s)" in result.err
+
+
+def test_alias_on_register_and_alias_set_keep_history(cli, ns, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [chat_row("one")])
+    write_jsonl(tmp_path / "b.jsonl", [chat_row("two")])
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "a.jsonl"), "--alias", "prod")
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "b.jsonl"))
+    assert cli.json("registry", "datasets", "get", f"{ns}/d:prod")["version"] == 1
+    moved = cli.json("registry", "datasets", "alias", "set", f"{ns}/d:prod", "--version", "v2")
+    assert moved["reference"] == f"{ns}/d:v2" and moved["moved"] is True
+    history = cli.json("registry", "datasets", "alias", "get", f"{ns}/d:prod")["history"]
+    assert [h["version"] for h in history] == [1, 2]
+    assert cli.json("registry", "datasets", "get", f"{ns}/d:prod")["version"] == 2
+    latest = cli.json("registry", "datasets", "alias", "get", f"{ns}/d:latest")
+    assert latest["managed"] is True and [h["version"] for h in latest["history"]] == [1, 2]
+
+
+@pytest.mark.parametrize(("alias", "words"), [("latest", "managed by the registry"), ("v7", "looks like a version")])
+def test_alias_set_refusals(cli, ns, tmp_path, alias, words):
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "a.jsonl", [chat_row()])))
+    result = cli("registry", "datasets", "alias", "set", f"{ns}/d:{alias}", "--version", "v1")
+    assert result.code == 1 and words in result.err
+
+
+def test_alias_to_missing_version_is_refused(cli, ns, tmp_path):
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "a.jsonl", [chat_row()])))
+    result = cli("registry", "datasets", "alias", "set", f"{ns}/d:prod", "--version", "v9")
+    assert result.code == 1 and f"dataset {ns}/d has no version v9" in result.err
+
+
+def test_list_and_namespace_filter(cli, ns, tmp_path):
+    cli.ok("registry", "datasets", "register", f"{ns}/a", "-f", str(write_jsonl(tmp_path / "a.jsonl", [chat_row()])))
+    cli.ok("registry", "datasets", "register", f"{ns}/b", "-f", str(write_jsonl(tmp_path / "b.jsonl", [pair_row()])))
+    listed = cli.json("registry", "datasets", "list", "--namespace", ns)["datasets"]
+    assert [(d["dataset"], d["kind"]) for d in listed] == [(f"{ns}/a", "chat"), (f"{ns}/b", "preference")]
+    assert f"{ns}/a" in cli.ok("registry", "datasets", "list").out
+
+
+def test_json_modes_and_jq(cli, ns, tmp_path):
+    cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "a.jsonl", [chat_row()])))
+    compact = cli.ok("registry", "datasets", "get", f"{ns}/d", "-o", "json-compact").out
+    assert compact.count("\n") == 1 and json.loads(compact)["version"] == 1
+    assert cli.ok("registry", "datasets", "get", f"{ns}/d", "--jq", ".examples").out.strip() == "1"
+
+
+def test_unknown_dataset_and_bad_reference(cli, ns):
+    missing = cli("registry", "datasets", "get", f"{ns}/nothing")
+    assert missing.code == 1 and f"dataset {ns}/nothing does not exist" in missing.err
+    malformed = cli("registry", "datasets", "get", "no-slash")
+    assert malformed.code == 2 and "Traceback" not in malformed.err
+
+
+def test_missing_file_is_refused(cli, ns, tmp_path):
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "absent.jsonl"))
+    assert result.code == 1 and "is not a file" in result.err
