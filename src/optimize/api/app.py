@@ -18,7 +18,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
     upgrade(url)
-    app = FastAPI(title="Optimize", version=__version__)
+    app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False)
     app.state.settings = settings
     app.state.registry = Registry(Store(url), LocalBlobStore(settings.blob_dir), settings.limits)
     problems.install(app)

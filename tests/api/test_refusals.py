@@ -1,0 +1,110 @@
+"""The API refuses bad input with problem+json naming what is wrong: never a 500, nothing stored."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import httpx
+import pytest
+
+from tests.conftest import chat_row
+
+pytestmark = pytest.mark.integration
+
+TRAVERSALS = ["..", "%2e%2e%2f", "..%5c", "C:%5C", "%00", "%E2%80%A4x", "%EF%BC%8E%EF%BC%8E", "x" * 300, "a.", "UP PER"]
+
+
+def jsonl(rows) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def open_upload(url, dataset, data: bytes, fmt="chat-jsonl-v1", lines=None):
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+             "lines": lines or data.count(b"\n")}
+    response = httpx.post(f"{url}/v1/registry/dataset-uploads", json={"dataset": dataset, "format": fmt, "shards": [shard]})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def is_problem(response, status):
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == status and body["detail"]
+    return body
+
+
+@pytest.mark.parametrize("name", TRAVERSALS)
+def test_names_that_are_not_names_are_refused(server, name):
+    for path in (f"/v1/registry/namespaces/{name}", f"/v1/registry/datasets/{name}/x", f"/v1/registry/datasets/ns/{name}/versions"):
+        response = httpx.get(server.url + path)
+        assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
+
+
+def test_unknown_field_in_upload_is_refused_by_name(server):
+    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+                          json={"dataset": "a/b", "format": "chat-jsonl-v1", "shards": [], "colour": "red"})
+    body = is_problem(response, 422)
+    assert "colour" in body["detail"]
+
+
+def test_malformed_json_body(server):
+    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads", content=b"{nope",
+                          headers={"content-type": "application/json"})
+    is_problem(response, 422)
+
+
+def test_unknown_format_and_bad_digest(server):
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": "zz", "bytes": 1, "lines": 1}
+    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+                          json={"dataset": "a/b", "format": "csv", "shards": [shard]})
+    assert "format 'csv' is not known" in is_problem(response, 422)["detail"]
+    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+                          json={"dataset": "a/b", "format": "chat-jsonl-v1", "shards": [shard]})
+    assert "64 lowercase hex digits" in is_problem(response, 422)["detail"]
+
+
+def test_checksum_mismatch_stores_nothing(server, ns):
+    data = jsonl([chat_row()])
+    session = open_upload(server.url, f"{ns}/d", data)
+    tampered = data.replace(b"hello", b"hellO")
+    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=tampered)
+    assert is_problem(response, 422)["code"] == "checksum_mismatch"
+    commit = httpx.post(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/commit", json={})
+    assert "missing shard(s) 0" in is_problem(commit, 409)["detail"]
+    assert httpx.get(f"{server.url}/v1/registry/datasets/{ns}/d").status_code == 404
+
+
+def test_longer_body_than_promised_is_refused(server, ns):
+    data = jsonl([chat_row()])
+    session = open_upload(server.url, f"{ns}/d", data)
+    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data * 3)
+    is_problem(response, 413)
+
+
+def test_server_validates_rows_itself(server, ns):
+    data = jsonl([chat_row(), {"messages": [{"role": "user", "content": "q"}]}])
+    session = open_upload(server.url, f"{ns}/d", data)
+    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data)
+    body = is_problem(response, 422)
+    assert body["errorCount"] == 1
+    assert body["errors"][0]["line"] == 2 and "last message must be an assistant message" in body["errors"][0]["reason"]
+
+
+def test_unknown_upload_and_shard(server, ns):
+    is_problem(httpx.put(f"{server.url}/v1/registry/dataset-uploads/nope/shards/0", content=b"x"), 404)
+    session = open_upload(server.url, f"{ns}/d", jsonl([chat_row()]))
+    is_problem(httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/5", content=b"x"), 404)
+
+
+def test_registering_into_a_version_reference_is_refused(server):
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": "a" * 64, "bytes": 1, "lines": 1}
+    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+                          json={"dataset": "a/b:v2", "format": "chat-jsonl-v1", "shards": [shard]})
+    assert "without a version or alias" in is_problem(response, 422)["detail"]
+
+
+def test_health(server):
+    body = httpx.get(f"{server.url}/v1/health").json()
+    assert body["status"] == "ok" and body["database"] in ("sqlite", "postgresql")
