@@ -35,7 +35,7 @@ def test_register_preference_dataset_counts_pairs(cli, ns, tmp_path):
     assert version["pairs"] == 2 and "examples" not in version
     assert version["toolRows"] == 1
     text = cli.ok("registry", "datasets", "get", f"{ns}/prefs").out
-    assert "2 pairs" in text and "Tools" in text and "1 row offer tools" in text
+    assert "2 pairs" in text and "Tools" in text and "1 row offers tools" in text
 
 
 def test_identical_content_returns_existing_version(cli, ns, tmp_path):

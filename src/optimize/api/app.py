@@ -20,7 +20,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
     upgrade(url)
     app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False)
     app.state.settings = settings
-    app.state.registry = Registry(Store(url), LocalBlobStore(settings.blob_dir), settings.limits)
+    blobs = LocalBlobStore(settings.blob_dir)
+    blobs.clear_staging()
+    app.state.registry = Registry(Store(url), blobs, settings.limits)
     problems.install(app)
     for module in (health, info, namespaces, datasets, uploads):
         app.include_router(module.router)

@@ -72,6 +72,14 @@ class LocalBlobStore:
         self.staging = root / "staging"
         self.staging.mkdir(parents=True, exist_ok=True)
 
+    def clear_staging(self) -> int:
+        """Remove partial writes left by a process that stopped mid-write; call only at server start."""
+        removed = 0
+        for leftover in self.staging.glob("*.part"):
+            leftover.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def path_for(self, sha256: str) -> Path:
         if not is_sha256_hex(sha256):
             raise Invalid(f"{sha256!r} is not a sha256 hex digest")

@@ -158,7 +158,8 @@ def _count_line(item) -> str:
 
 
 def _tools_line(item) -> str:
-    return f"{item['toolRows']} row{'s' if item['toolRows'] != 1 else ''} offer tools"
+    count = item["toolRows"]
+    return f"{count} row offers tools" if count == 1 else f"{count} rows offer tools"
 
 
 def _render_registered(con, item) -> None:

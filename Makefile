@@ -1,0 +1,23 @@
+# Two commands for a fresh machine: `make demo` (install + quickstart) and `make test` (install + whole suite).
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python scripts/quickstart.py
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache
