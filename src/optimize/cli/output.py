@@ -25,7 +25,7 @@ class CommandFailed(Exception):
 def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
-    return Console(file=stream, width=width, soft_wrap=False, highlight=False)
+    return Console(file=stream, width=width, soft_wrap=True, highlight=False)
 
 
 @dataclass

@@ -8,6 +8,7 @@ sha256 only once every row passed the row rules; `commit` turns held shards into
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -225,12 +226,12 @@ def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver 
 
 def commit_upload(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
     """Register the held shards as a version, or return the version the same content already is."""
-    for _attempt in range(5):
+    for attempt in range(10):
         try:
             return _commit_once(registry, upload_id, alias)
         except IntegrityError:
-            # Another commit took the next version number at the same moment; read again.
-            continue
+            # Another commit took the same row at the same moment; read again.
+            time.sleep(0.01 * (attempt + 1))
     raise Conflict(f"upload {upload_id} could not be committed under concurrent registrations", hint="retry")
 
 
@@ -259,7 +260,11 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
             {"namespace": upload.namespace, "name": upload.name, "kind": data_format.kind.value, "created_at": now},
             ["namespace", "name"],
         )
-        dataset = find_dataset(session, upload.namespace, upload.name)
+        # Lock the dataset row (PostgreSQL; SQLite serializes writers anyway) so version numbers are taken
+        # one commit at a time; the unique constraints remain the guarantee.
+        dataset = session.scalar(
+            select(Dataset).where(Dataset.namespace == upload.namespace, Dataset.name == upload.name).with_for_update()
+        )
         version = session.scalar(
             select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id, DatasetVersion.digest == upload.digest)
         )
