@@ -1,27 +1,19 @@
-"""Time in one place (UTC), so tests can move it forward."""
+"""Time in one place, always UTC."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-_offset_seconds = 0.0
-
-
 def utcnow() -> datetime:
-    from datetime import timedelta
-
-    return datetime.now(UTC) + timedelta(seconds=_offset_seconds)
+    return datetime.now(UTC)
 
 
-def advance(seconds: float) -> None:
-    """Move the clock forward (tests only)."""
-    global _offset_seconds
-    _offset_seconds += seconds
+def as_utc(moment: datetime) -> datetime:
+    """A stored time as an aware UTC datetime (SQLite hands back naive ones)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return as_utc(moment).isoformat().replace("+00:00", "Z")

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from optimize.blobs.local import BlobWriter, LocalBlobStore
 from optimize.chat.jsonl import JsonlValidator
-from optimize.core.clock import iso, utcnow
+from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.digests import is_sha256_hex, version_digest
 from optimize.core.errors import Conflict, Gone, Invalid, NotFound, Refused, TooLarge
 from optimize.core.ids import new_id
@@ -130,12 +130,7 @@ def _refuse_other_kind(session: Session, namespace: str, name: str, data_format:
 
 
 def _expired(upload: UploadSession) -> bool:
-    expires = upload.expires_at
-    if expires.tzinfo is None:
-        from datetime import UTC
-
-        expires = expires.replace(tzinfo=UTC)
-    return expires <= utcnow()
+    return as_utc(upload.expires_at) <= utcnow()
 
 
 def _open_upload(session: Session, upload_id: str) -> UploadSession:
