@@ -1,0 +1,1 @@
+"""The base-model catalog: entries, envelopes, devices they serve on, and the offline stand-in models."""

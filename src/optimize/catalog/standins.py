@@ -1,0 +1,188 @@
+"""Offline stand-ins: tiny models of each real family, built here, deterministically, with no download.
+
+Each stand-in uses its family's own Transformers architecture class with random weights from a fixed seed, a
+byte-level BPE tokenizer trained on the corpus shipped with this package (with the family's special tokens),
+and the family's real chat template as shipped inside the installed TRL package (read at build time, never
+copied into this repository). TRL ships no SmolLM2 template, so the SmolLM2 stand-ins use Optimize's own
+ChatML template with tools (`standin_template.jinja`) and say so in the catalog.
+
+The "commit" of a stand-in is the sha256 over its files, so the same build on two machines (same pinned
+library versions) is the same commit. torch/transformers/tokenizers are imported only inside the builder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+SEED = 0
+CORPUS = "standin_corpus.txt"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """How to build one family's stand-in: architecture, tokens and template."""
+
+    name: str
+    model_type: str
+    template: str  # "trl:<file>" or "optimize:<file>"
+    special_tokens: tuple[str, ...]
+    bos: str | None
+    eos: str
+    pad: str
+    stop_tokens: tuple[str, ...]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+_LLAMA_SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "max_position_embeddings": 4096, "tie_word_embeddings": True}
+
+FAMILIES: dict[str, Family] = {
+    "llama3.2": Family(
+        "llama3.2", "llama", "trl:llama3_2.jinja",
+        ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+         "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"),
+        bos="<|begin_of_text|>", eos="<|eot_id|>", pad="<|finetune_right_pad_id|>",
+        stop_tokens=("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"), config=_LLAMA_SMALL,
+    ),
+    "qwen2.5": Family(
+        "qwen2.5", "qwen2", "trl:qwen2_5.jinja",
+        ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
+        bos=None, eos="<|im_end|>", pad="<|endoftext|>", stop_tokens=("<|im_end|>", "<|endoftext|>"),
+        config={**_LLAMA_SMALL, "use_sliding_window": False},
+    ),
+    "gemma4": Family(
+        "gemma4", "gemma4_text", "trl:gemma4_v5.jinja",
+        ("<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>",
+         "<|tool_response>", "<tool_response|>", "<|channel>", "<channel|>", "<|think|>", '<|"|>', "<|image|>",
+         "<|audio|>", "<|video|>"),
+        bos="<bos>", eos="<turn|>", pad="<pad>", stop_tokens=("<turn|>", "<|tool_response>", "<eos>"),
+        config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 4096, "sliding_window": 64,
+                "hidden_size_per_layer_input": 8, "layer_types": ["sliding_attention", "full_attention"],
+                "tie_word_embeddings": True},
+    ),
+    "smollm2": Family(
+        "smollm2", "llama", "optimize:standin_template.jinja",
+        ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
+        bos=None, eos="<|im_end|>", pad="<|endoftext|>", stop_tokens=("<|im_end|>", "<|endoftext|>"),
+        config=_LLAMA_SMALL,
+    ),
+}
+
+# Sizes: "tiny" for tests (about 0.2M parameters), "small" for the quickstart (a few million).
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": {"vocab_size": 1024},
+    "small": {"vocab_size": 2048, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+              "num_attention_heads": 4, "num_key_value_heads": 2},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """A stand-in named by a catalog entry: which family, which size."""
+
+    family: str
+    size: str = "tiny"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"unknown stand-in family {self.family!r}; known: {', '.join(FAMILIES)}")
+        if self.size not in SIZES:
+            raise ValueError(f"unknown stand-in size {self.size!r}; known: {', '.join(SIZES)}")
+
+
+def template_text(family: Family) -> str:
+    source, _, name = family.template.partition(":")
+    package = "trl" if source == "trl" else "optimize.catalog"
+    folder = resources.files(package).joinpath("chat_templates") if source == "trl" else resources.files(package)
+    return folder.joinpath(name).read_text(encoding="utf-8")
+
+
+def files_digest(directory: Path) -> str:
+    """The commit of a model folder: sha256 over the sorted (relative path, file sha256) listing."""
+    listing = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        listing.append(f"{path.relative_to(directory).as_posix()} {hashlib.sha256(path.read_bytes()).hexdigest()}\n")
+    return hashlib.sha256("".join(listing).encode()).hexdigest()
+
+
+def _train_tokenizer(family: Family, vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(family.special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    corpus = resources.files("optimize.catalog").joinpath(CORPUS).read_text(encoding="utf-8").splitlines()
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token=family.bos, eos_token=family.eos, pad_token=family.pad,
+        model_max_length=4096, clean_up_tokenization_spaces=False,
+    )
+    wrapped.chat_template = template_text(family)
+    return wrapped
+
+
+def _config(family: Family, size: str, tokenizer) -> Any:
+    from transformers import AutoConfig
+
+    settings = {**family.config, **SIZES[size]}
+    if family.name == "gemma4":
+        settings["vocab_size_per_layer_input"] = settings["vocab_size"]
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in
+           (("pad_token_id", family.pad), ("eos_token_id", family.eos))}
+    if family.bos:
+        ids["bos_token_id"] = tokenizer.convert_tokens_to_ids(family.bos)
+    return AutoConfig.for_model(family.model_type, **settings, **ids)
+
+
+def build(stand_in: StandIn, target: Path) -> str:
+    """Build the stand-in into `target` (replacing it) and return its commit."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    family = FAMILIES[stand_in.family]
+    staging = target.with_name(target.name + ".building")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    tokenizer = _train_tokenizer(family, SIZES[stand_in.size]["vocab_size"])
+    config = _config(family, stand_in.size, tokenizer)
+    torch.manual_seed(SEED)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id if family.bos else None,
+        eos_token_id=[tokenizer.convert_tokens_to_ids(token) for token in family.stop_tokens],
+        pad_token_id=config.pad_token_id,
+    )
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / "optimize-standin.json").write_text(
+        json.dumps({"family": stand_in.family, "size": stand_in.size, "seed": SEED,
+                    "template": family.template}, indent=2, sort_keys=True) + "\n"
+    )
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return files_digest(target)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m optimize.catalog.standins FAMILY SIZE DIR`: build one stand-in (used by the server)."""
+    import sys
+
+    family, size, directory = (argv or sys.argv[1:])[:3]
+    print(build(StandIn(family, size), Path(directory)))
+
+
+if __name__ == "__main__":
+    main()

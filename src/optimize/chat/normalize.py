@@ -1,0 +1,47 @@
+"""Normalization of a valid row before rendering, the same for every job.
+
+- A tool call's `arguments` written as a JSON string is read as the object it holds.
+- Text content written as a list of text parts becomes one string for text models.
+- Tool definitions and argument values are kept exactly as the row writes them, even when other rows of the
+  dataset write them in other shapes (each row is rendered on its own, never through a shared schema).
+- A row that offers no tools (`tools` absent or empty) renders without tools, whatever other rows offer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _text(content: Any) -> Any:
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(part["text"] for part in content)
+    return content
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    function = dict(call["function"])
+    if isinstance(function.get("arguments"), str):
+        function["arguments"] = json.loads(function["arguments"])
+    return {**call, "type": call.get("type", "function"), "function": function}
+
+
+def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
+    normalized = {**message}
+    if "content" in message:
+        normalized["content"] = _text(message["content"])
+    if message.get("tool_calls"):
+        normalized["tool_calls"] = [_call(call) for call in message["tool_calls"]]
+    elif "tool_calls" in normalized:
+        del normalized["tool_calls"]
+    return normalized
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [normalize_message(message) for message in messages]
+
+
+def row_tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The row's own tools, exactly as written, or None when it offers none."""
+    tools = row.get("tools")
+    return tools if tools else None

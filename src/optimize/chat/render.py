@@ -1,0 +1,156 @@
+"""Rendering rows with a model's tokenizer and chat template, and the token-level loss mask.
+
+One path for every job: normalize the row, render it with its own tools, tokenize once (the template writes
+the beginning-of-sequence token itself, so exactly one is present), and mark the tokens the loss policy
+trains. Assistant spans are found by rendering each trained message's prefix: the text between the prompt
+(`messages[:i]` with the generation prompt) and `messages[:i+1]` is message i as the template writes it,
+end-of-turn token included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from optimize.chat.normalize import normalize_message, normalize_messages, row_tools
+
+FINAL, ALL = "final", "all"
+
+
+class RenderError(ValueError):
+    """The row cannot be rendered or masked; the message says why and what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class LossPolicy:
+    """Which tokens train: `assistantTurns`, `trainOnToolCalls` and `explicitLossMaskColumn`."""
+
+    assistant_turns: str = FINAL
+    train_on_tool_calls: bool = True
+    explicit_mask_column: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    text: str
+    input_ids: list[int]
+    loss_mask: list[int]
+    offsets: list[tuple[int, int]]
+    spans: list[tuple[int, int]]  # character spans that train, in the text
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+def template_sha256(template: str) -> str:
+    return hashlib.sha256(template.encode("utf-8")).hexdigest()
+
+
+class ChatRenderer:
+    """Renders rows under one tokenizer and chat template."""
+
+    def __init__(self, tokenizer: Any, template_kwargs: dict[str, Any] | None = None) -> None:
+        if not tokenizer.chat_template:
+            raise RenderError("the tokenizer has no chat template")
+        self.tokenizer = tokenizer
+        self.template_kwargs = template_kwargs or {}
+        self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
+
+    @classmethod
+    def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None) -> ChatRenderer:
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(directory), template_kwargs)
+
+    def text(self, messages: list[dict[str, Any]], tools: list | None, generation_prompt: bool = False) -> str:
+        from jinja2 import TemplateError
+
+        try:
+            return self.tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt,
+                **self.template_kwargs,
+            )
+        except TemplateError as error:
+            raise RenderError(f"the chat template refuses the row: {error}") from None
+
+    def render(self, row: dict[str, Any], policy: LossPolicy = LossPolicy()) -> Rendered:
+        messages = normalize_messages(row["messages"])
+        tools = row_tools(row)
+        text = self.text(messages, tools)
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = encoded["input_ids"], [tuple(pair) for pair in encoded["offset_mapping"]]
+        if policy.explicit_mask_column and row.get(policy.explicit_mask_column) is not None:
+            mask = check_explicit_mask(row[policy.explicit_mask_column], len(ids), policy.explicit_mask_column)
+            return Rendered(text, ids, mask, offsets, [])
+        spans = self.trained_spans(messages, tools, text, policy)
+        mask = [1 if any(start <= s < end for start, end in spans) and e > s else 0 for s, e in offsets]
+        if not any(mask):
+            raise RenderError("no token of the answer is trained: the chat template renders it empty")
+        return Rendered(text, ids, mask, offsets, spans)
+
+    def trained_spans(self, messages: list[dict[str, Any]], tools: list | None, text: str,
+                      policy: LossPolicy) -> list[tuple[int, int]]:
+        last = len(messages) - 1
+        indexes = [last] if policy.assistant_turns == FINAL else [
+            i for i, m in enumerate(messages) if m["role"] == "assistant"]
+        spans = []
+        for index in indexes:
+            start, end = self.message_span(messages, tools, text, index)
+            message = messages[index]
+            # An answer that carries tool calls trains whole, whatever trainOnToolCalls says.
+            if index != last and message.get("tool_calls") and not policy.train_on_tool_calls:
+                end = start + self._text_part_length(messages, tools, index, start, end, text)
+            if end > start:
+                spans.append((start, end))
+        return spans
+
+    def message_span(self, messages: list[dict[str, Any]], tools: list | None, text: str, index: int) -> tuple[int, int]:
+        """Where message `index` sits in `text`: after the longest part of its prompt the text shares, up to
+        the longest part of `messages[:index+1]` it shares. Templates that continue one model turn across tool
+        results (Gemma 4) or close turns differently at the end still locate each message this way."""
+        prompt = self.text(messages[:index], tools, generation_prompt=True) if index else ""
+        upto = self.text(messages[: index + 1], tools)
+        start = _common_prefix_length(prompt, text)
+        return start, max(start, _common_prefix_length(upto, text))
+
+    def _text_part_length(self, messages, tools, index, start, end, text) -> int:
+        """Length of the text the template writes for message `index` before its calls."""
+        message = messages[index]
+        if not message.get("content"):
+            return 0
+        alone = self.text([*messages[:index], {"role": "assistant", "content": message["content"]}], tools)
+        return min(end - start, _common_prefix_length(alone[start:], text[start:end]))
+
+
+def _common_prefix_length(a: str, b: str) -> int:
+    limit = min(len(a), len(b))
+    if a[:limit] == b[:limit]:
+        return limit
+    low, high = 0, limit  # binary search on prefix equality: C-speed comparisons of slices
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def check_explicit_mask(mask: Any, length: int, column: str) -> list[int]:
+    """A mask is a non-empty list of 0/1 integers, one per token, selecting some token but not the first."""
+    hint = f"correct the masks, or remove loss.explicitLossMaskColumn to use the other loss settings"
+    if not isinstance(mask, list) or not mask or any(type(v) is not int or v not in (0, 1) for v in mask):
+        raise RenderError(f"'{column}' must be a non-empty list of integer 0 and 1 values; {hint}")
+    if len(mask) != length:
+        raise RenderError(f"'{column}' has {len(mask)} values but the row renders to {length} tokens; {hint}")
+    if mask[0] == 1:
+        raise RenderError(f"'{column}' selects the first token, which cannot be trained; {hint}")
+    if not any(mask):
+        raise RenderError(f"'{column}' selects no token; {hint}")
+    return list(mask)
+
+
+__all__ = ["ALL", "FINAL", "ChatRenderer", "LossPolicy", "RenderError", "Rendered", "check_explicit_mask",
+           "normalize_message"]
