@@ -6,11 +6,14 @@ from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import problems
-from optimize.api.routers import datasets, health, info, namespaces, uploads
+from optimize.api.deps import Training
+from optimize.api.routers import base_models, datasets, health, info, namespaces, uploads
 from optimize.blobs.local import LocalBlobStore
+from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store
+from optimize.scheduler.devices import inventory
 from optimize.store.migrate import upgrade
 
 
@@ -22,8 +25,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.settings = settings
     blobs = LocalBlobStore(settings.blob_dir)
     blobs.clear_staging()
-    app.state.registry = Registry(Store(url), blobs, settings.limits)
+    store = Store(url)
+    catalog = load_catalog(settings.catalog_path)
+    app.state.registry = Registry(store, blobs, settings.limits)
+    app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
+                                  settings.data_dir)
     problems.install(app)
-    for module in (health, info, namespaces, datasets, uploads):
+    for module in (health, info, namespaces, datasets, uploads, base_models):
         app.include_router(module.router)
     return app

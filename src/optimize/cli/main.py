@@ -12,7 +12,7 @@ import sys
 import typer
 
 from optimize import __version__
-from optimize.cli.commands import registry, server
+from optimize.cli.commands import registry, server, training
 from optimize.cli.output import CommandFailed, print_error
 
 app = typer.Typer(
@@ -24,10 +24,13 @@ app = typer.Typer(
 )
 app.add_typer(server.app, name="server")
 app.add_typer(registry.app, name="registry")
+app.add_typer(training.app, name="training")
 
 # `akka optimize registry ...` is accepted as a spelling of `akka registry ...`.
 optimize_app = typer.Typer(help="The same commands, under the `akka optimize` spelling.", no_args_is_help=True)
 optimize_app.add_typer(registry.app, name="registry")
+optimize_app.add_typer(training.app, name="training")
+app.add_typer(training.app, name="training")
 app.add_typer(optimize_app, name="optimize")
 
 

@@ -35,6 +35,8 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: DatasetLimits = field(default_factory=limits_from_env)
+    catalog_path: Path | None = None
+    detect_gpus: bool = True
 
     @property
     def resolved_database_url(self) -> str:

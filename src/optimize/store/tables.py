@@ -153,3 +153,17 @@ class Event(Base):
     subject: Mapped[str] = mapped_column(String(200), index=True)
     kind: Mapped[str] = mapped_column(String(64))
     data: Mapped[dict] = mapped_column(JSON)
+
+
+class BaseModelSelection(Base):
+    """A base model fetched, imported or built into this deployment's model cache, at a recorded commit."""
+
+    __tablename__ = "base_model_selections"
+
+    entry_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    repository: Mapped[str] = mapped_column(String(200))
+    commit: Mapped[str] = mapped_column(String(64))
+    content_digest: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(Text)
+    selected_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -25,14 +25,25 @@ def start(
         typer.Option("--database-url", envvar="OPTIMIZE_DATABASE_URL",
                      help="SQL store URL, e.g. postgresql://user@host/db (default: SQLite in the data dir)."),
     ] = None,
+    catalog: Annotated[
+        Path | None, typer.Option("--catalog", help="The applied base-model catalog (default: the shipped one).")
+    ] = None,
 ) -> None:
     """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
     from optimize.api.serve import bind, serve
     from optimize.cli.output import print_error
     from optimize.core.settings import ServerSettings, default_home
 
+    from optimize.catalog.catalog import load_catalog
+    from optimize.core.errors import PlatformError
+
+    try:
+        load_catalog(catalog)  # refuse a bad catalog before binding anything
+    except PlatformError as error:
+        print_error(error.message, "fix the catalog file, or start without --catalog to apply the shipped one")
+        raise typer.Exit(1) from None
     settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
-                              database_url=database_url, host=host, port=port)
+                              database_url=database_url, host=host, port=port, catalog_path=catalog)
     try:
         sock = bind(host, port)
     except OSError as error:

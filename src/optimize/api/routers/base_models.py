@@ -1,0 +1,45 @@
+"""Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST …/{id}/select`, `GET /v1/training/capacity`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from optimize.api.deps import TrainingDep
+from optimize.catalog import selection
+from optimize.catalog.views import capacity_json, entry_json
+from optimize.store.tables import BaseModelSelection
+
+router = APIRouter(prefix="/v1/training", tags=["training"])
+
+
+class SelectRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    from_dir: str | None = Field(default=None, alias="from", description="Import this local snapshot folder")
+
+
+@router.get("/base-models")
+def list_base_models(training: TrainingDep) -> dict:
+    with training.store.transaction() as session:
+        selected = {s.entry_id: s for s in session.scalars(select(BaseModelSelection))}
+    return {"models": [entry_json(e, selected.get(e.id)) for e in training.catalog.entries],
+            "envelopes": "strict" if training.catalog.strict_envelopes else "advisory"}
+
+
+@router.get("/base-models/{model_id:path}")
+def get_base_model(model_id: str, training: TrainingDep) -> dict:
+    entry = training.catalog.find(model_id)
+    return entry_json(entry, selection.selection_for(training.store, entry.id), full=True)
+
+
+@router.post("/base-models/{model_id:path}/select")
+def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest | None = None) -> dict:
+    chosen = selection.select(training.store, training.catalog, training.data_dir, model_id,
+                              body.from_dir if body else None)
+    return entry_json(training.catalog.find(chosen.entry_id), chosen, full=True)
+
+
+@router.get("/capacity")
+def capacity(training: TrainingDep) -> dict:
+    return capacity_json(training.profiles, training.catalog.strict_envelopes)

@@ -1,0 +1,72 @@
+"""The applied catalog: loaded once at server start from YAML, looked up by id, repository or prefix."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from optimize.catalog.schema import CatalogFile, Entry, entry_id_problems
+from optimize.core.errors import Invalid, NotFound
+
+SHIPPED = Path(__file__).resolve().parents[3] / "catalogs" / "default.yaml"
+
+
+def shipped_catalog_path() -> Path:
+    """The catalog shipped with Optimize (`catalogs/default.yaml`), unless OPTIMIZE_CATALOG names another."""
+    return Path(os.environ.get("OPTIMIZE_CATALOG") or SHIPPED)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: Path
+    document: CatalogFile
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self.document.models
+
+    @property
+    def strict_envelopes(self) -> bool:
+        return self.document.trainer.base_model_catalog.strict_envelopes
+
+    def find(self, query: str) -> Entry:
+        """An entry by id, repository (any case) or an unambiguous prefix of either."""
+        wanted = query.strip().lower()
+        for entry in self.entries:
+            if wanted in (entry.id.lower(), entry.repository.lower()):
+                return entry
+        matches = [e for e in self.entries if any(
+            name.startswith(wanted) for name in (e.id.lower(), e.repository.lower(), e.id.lower().split("/")[-1]))]
+        if len(matches) == 1 and wanted:
+            return matches[0]
+        if len(matches) > 1:
+            names = ", ".join(e.id for e in matches[:8])
+            raise Invalid(f"{query!r} matches {len(matches)} base models ({names})", hint="give more of the name")
+        raise NotFound(f"no base model {query!r} in the catalog",
+                       hint="list the catalog with: akka training base-models list")
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Read and check a catalog file; every problem is refused naming its field."""
+    source = path or shipped_catalog_path()
+    try:
+        raw: Any = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise Invalid(f"cannot read the catalog {source}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise Invalid(f"the catalog {source} is not valid YAML: {error}") from None
+    try:
+        document = CatalogFile.model_validate(raw)
+    except ValidationError as error:
+        issues = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()[:10])
+        raise Invalid(f"the catalog {source} is not valid: {issues}") from None
+    problems = entry_id_problems(document.models)
+    if problems:
+        raise Invalid(f"the catalog {source} is not valid: {'; '.join(problems)}")
+    return Catalog(source, document)

@@ -1,0 +1,124 @@
+"""Selecting a base model: the weights this deployment will train and serve, at a recorded commit.
+
+A model is obtained in one of three ways, all ending as a folder in the data dir's model cache:
+- a stand-in is built here (in a child process, so the server never imports torch);
+- `--from DIR` imports a local snapshot (safetensors weights, a tokenizer and a chat template);
+- otherwise it is fetched from the hub at the catalog's pinned commit, which an offline machine refuses
+  clearly instead of trying at job time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from optimize.catalog.catalog import Catalog
+from optimize.catalog.schema import Entry
+from optimize.catalog.standins import files_digest
+from optimize.core.clock import utcnow
+from optimize.core.errors import Invalid, NotFound, Refused
+from optimize.core.ids import new_id
+from optimize.store.db import Store
+from optimize.store.tables import BaseModelSelection
+
+REQUIRED_FILES = ("config.json",)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
+
+
+def cache_root(data_dir: Path) -> Path:
+    return data_dir / "models"
+
+
+def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir: str | None) -> BaseModelSelection:
+    entry = catalog.find(query)
+    staging = cache_root(data_dir) / f".staging-{new_id()}"
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if from_dir:
+            _import_snapshot(Path(from_dir), staging)
+            source = "import"
+        elif entry.stand_in is not None:
+            _build_stand_in(entry, staging)
+            source = "stand-in"
+        else:
+            _fetch_from_hub(entry, staging)
+            source = "hub"
+        digest = files_digest(staging)
+        target = cache_root(data_dir) / digest
+        if target.exists():
+            shutil.rmtree(staging)
+        else:
+            staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    commit = digest if source == "stand-in" or entry.commit is None else entry.commit
+    with store.transaction() as session:
+        selection = session.get(BaseModelSelection, entry.id)
+        if selection is None:
+            selection = BaseModelSelection(entry_id=entry.id)
+            session.add(selection)
+        selection.repository, selection.commit, selection.content_digest = entry.repository, commit, digest
+        selection.source, selection.path, selection.selected_at = source, str(target), utcnow()
+    return selection
+
+
+def _import_snapshot(source: Path, staging: Path) -> None:
+    if not source.is_dir():
+        raise Invalid(f"{source} is not a directory", hint="pass --from a local snapshot folder of the model")
+    missing = [name for name in REQUIRED_FILES if not (source / name).is_file()]
+    if not any((source / name).is_file() for name in TOKENIZER_FILES):
+        missing.append("tokenizer.json")
+    if not list(source.glob("*.safetensors")):
+        pickled = [p.name for p in source.glob("*.bin")] + [p.name for p in source.glob("*.pt")]
+        hint = f"convert {', '.join(pickled)} to safetensors" if pickled else "add the weights as safetensors"
+        raise Invalid(f"{source} holds no safetensors weights; pickled weights are not loaded", hint=hint)
+    if missing:
+        raise Invalid(f"{source} is not a model snapshot: it lacks {', '.join(missing)}")
+    shutil.copytree(source, staging, symlinks=False, ignore=shutil.ignore_patterns(".git", "*.bin", "*.pt"))
+
+
+def _build_stand_in(entry: Entry, staging: Path) -> None:
+    command = [sys.executable, "-m", "optimize.catalog.standins", entry.stand_in.family, entry.stand_in.size,
+               str(staging)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Refused(f"building the stand-in {entry.id} failed: {reason}",
+                      hint="install the training extra: pip install -e '.[train]'")
+
+
+def _fetch_from_hub(entry: Entry, staging: Path) -> None:
+    offline_hint = f"select it from a local snapshot: akka training base-models select {entry.id} --from DIR"
+    if entry.commit is None:
+        raise Refused(f"the catalog pins no commit for {entry.repository}, so it cannot be fetched reproducibly",
+                      hint=offline_hint)
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise Refused(f"this server is offline (HF_HUB_OFFLINE=1) and cannot fetch {entry.repository}",
+                      hint=offline_hint)
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(entry.repository, revision=entry.commit, local_dir=staging,
+                          allow_patterns=["*.json", "*.safetensors", "*.jinja", "tokenizer*", "*.txt"])
+    except Exception as error:  # noqa: BLE001 - any hub failure becomes the same clear refusal
+        raise Refused(f"the model hub could not provide {entry.repository} at {entry.commit[:12]} "
+                      f"({type(error).__name__})", hint=offline_hint) from None
+
+
+def selection_for(store: Store, entry_id: str) -> BaseModelSelection | None:
+    with store.transaction() as session:
+        return session.get(BaseModelSelection, entry_id)
+
+
+def model_dir(store: Store, catalog: Catalog, query: str) -> Path:
+    """The cached folder a job loads; a model never selected is refused, never downloaded at job time."""
+    entry = catalog.find(query)
+    selection = selection_for(store, entry.id)
+    if selection is None or not Path(selection.path).is_dir():
+        raise NotFound(f"base model {entry.id} is not selected on this deployment",
+                       hint=f"select it first: akka training base-models select {entry.id}")
+    return Path(selection.path)

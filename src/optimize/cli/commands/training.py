@@ -1,0 +1,117 @@
+"""`akka training …`: base models and capacity (runs, analyses, evaluations come with their features)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from optimize.cli.common import client_for, command
+from optimize.cli.output import Output
+from optimize.cli.render import DASH, footer, table
+from optimize.client.http import segment
+
+app = typer.Typer(help="Training: base models, capacity.", no_args_is_help=True)
+base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
+app.add_typer(base_models, name="base-models")
+
+
+@command(base_models, "list")
+def list_models(out: Output) -> None:
+    """List the catalog's base models with their status."""
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/base-models"), _render_list)
+
+
+@command(base_models, "get")
+def get_model(out: Output, model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")]) -> None:
+    """Show one base model: commit, parameters, what it is allowed for, envelopes (measurements)."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/base-models/{segment(model)}"), _render_one)
+
+
+@command(base_models, "select")
+def select_model(
+    out: Output,
+    model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")],
+    from_dir: Annotated[str | None, typer.Option("--from", help="Import this local snapshot folder instead.")] = None,
+) -> None:
+    """Make a base model available: build a stand-in, import a snapshot, or fetch it at its pinned commit."""
+    from pathlib import Path
+
+    body = {"from": str(Path(from_dir).resolve())} if from_dir else {}
+    out.note(f"Selecting {model} …")
+    with client_for(out) as client:
+        client._http.timeout = 900.0  # building or fetching takes a while
+        data = client.post(f"/v1/training/base-models/{segment(model)}/select", json=body)
+    out.emit(data, lambda con, d: con.print(
+        f"Selected {d['id']} at {d['commit'][:12]} ({d['selection']['source']}); cached in {d['selection']['path']}"))
+
+
+@command(app, "capacity")
+def capacity(out: Output) -> None:
+    """Device pools, devices and claims."""
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/capacity"), _render_capacity)
+
+
+def _params(value: int | None) -> str:
+    if value is None:
+        return DASH
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return str(value)
+
+
+def _render_list(con, data) -> None:
+    grid = table("ID", "REPOSITORY", "COMMIT", "PARAMETERS", "CONTEXT", "ALLOWED FOR", "STATUS")
+    for m in data["models"]:
+        grid.add_row(m["id"], m["repository"], (m["commit"] or DASH)[:12], _params(m["parameters"]["total"]),
+                     str(m["contextLength"] or DASH), ", ".join(m["allowedFor"]), m["status"])
+    con.print(grid)
+    con.print(footer(len(data["models"]), "base model") + f" Envelopes are {data['envelopes']}.")
+
+
+def _render_one(con, m) -> None:
+    params = m["parameters"]
+    con.print(f"[bold]Base model[/]   {m['id']}")
+    con.print(f"Repository   {m['repository']} at {m['commit'] or 'no pinned commit'}")
+    if m["commitNote"]:
+        con.print(f"             ({m['commitNote']})")
+    con.print(f"Family       {m['family']}")
+    con.print(f"Parameters   {_params(params['total'])} total, {_params(params['active'])} active")
+    con.print(f"Context      {m['contextLength'] or DASH}")
+    if m["servingOnly"]:
+        con.print(f"Allowed for  serving only (served on {', '.join(m['servedOn']) or DASH})")
+    else:
+        con.print(f"Allowed for  {' and '.join(m['allowedFor'])}")
+    con.print(f"Served on    {', '.join(m['servedOn']) or DASH}; tool calls parsed by {m['toolCallParser'] or DASH}")
+    con.print(f"Template     {m['chatTemplate']}")
+    con.print(f"Status       {m['status']}" + (f" ({m['selection']['source']}, {m['selection']['path']})"
+                                                  if m["selection"] else ""))
+    if m["notes"]:
+        con.print(f"Notes        {m['notes']}")
+    if not m["envelopes"]:
+        con.print("Measured training envelopes: none recorded")
+        return
+    con.print("Measured training envelopes (measurements):")
+    grid = table("METHOD", "ENGINE", "PRECISION", "PROFILE", "GPUS", "LONGEST SEQ", "GPU MEM/DEVICE", "HOST MEM",
+                 "MEASURED")
+    for e in m["envelopes"]:
+        gpu = f"{e['gpuMemoryPerDeviceGiB']} GiB" if e["gpuMemoryPerDeviceGiB"] is not None else DASH
+        measured = f"{e['measurement']['by']}, {e['measurement']['at']}, {e['measurement']['hardware']}"
+        grid.add_row(e["method"], e["engine"], e["precision"], e["deviceProfile"], str(e["gpus"]),
+                     str(e["longestSequence"]), gpu, f"{e['hostMemoryGiB']} GiB", measured)
+    con.print(grid)
+
+
+def _render_capacity(con, data) -> None:
+    con.print("[bold]Pools[/]")
+    grid = table("POOL", "PROFILE", "ACCELERATOR", "FREE", "GRANTED", "DECLARED", "QUEUED")
+    for p in data["pools"]:
+        grid.add_row(p["pool"], p["profile"], p["accelerator"] or p["kind"], str(p["free"]), str(p["granted"]),
+                     str(p["declared"]), str(p["queued"]))
+    con.print(grid)
+    con.print(f"[bold]Claims[/]  {len(data['claims']) or 'none'}")
+    con.print(f"Envelopes are {data['envelopes']}.")

@@ -1,0 +1,1 @@
+"""Devices, pools and claims; the scheduler loop comes with runs."""

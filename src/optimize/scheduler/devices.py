@@ -1,0 +1,65 @@
+"""The device inventory: profiles declared in the applied catalog, GPUs detected with nvidia-smi, and a `cpu`
+profile so that every kind of work can run on a machine without GPUs.
+
+Detection never imports torch (the server stays light); it asks `nvidia-smi`, and finds nothing when absent.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from optimize.catalog.schema import DeviceProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    profile: str
+    index: int
+    pool: str
+    accelerator: str | None
+    memory_gib: float | None
+
+    @property
+    def device_id(self) -> str:
+        return f"{self.profile}:{self.index}"
+
+
+def detect_gpus() -> list[DeviceProfile]:
+    """GPU profiles found by nvidia-smi: one profile per model name (e.g. `h200`)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        output = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found: dict[str, DeviceProfile] = {}
+    for line in output.strip().splitlines():
+        name, _, memory = (part.strip() for part in line.partition(","))
+        profile = _profile_name(name)
+        current = found.get(profile)
+        found[profile] = DeviceProfile(name=profile, kind="gpu", devices=(current.devices if current else 0) + 1,
+                                       accelerator=name, memoryGiB=round(float(memory) / 1024, 1) if memory else None)
+    return list(found.values())
+
+
+def _profile_name(gpu_name: str) -> str:
+    words = gpu_name.replace("NVIDIA", "").split()
+    for word in words:
+        if any(ch.isdigit() for ch in word):
+            return word.lower()
+    return (words[0] if words else "gpu").lower()
+
+
+def inventory(declared: list[DeviceProfile], detect: bool = True) -> list[DeviceProfile]:
+    """Declared profiles win over detected ones of the same name; a `cpu` profile is always present."""
+    profiles = {profile.name: profile for profile in (detect_gpus() if detect else [])}
+    profiles.update({profile.name: profile for profile in declared})
+    profiles.setdefault("cpu", DeviceProfile(name="cpu", kind="cpu", devices=1, accelerator=None))
+    return sorted(profiles.values(), key=lambda p: (p.kind != "gpu", p.name))
+
+
+def devices(profiles: list[DeviceProfile]) -> list[Device]:
+    return [Device(p.name, index, p.pool, p.accelerator, p.memory_gib) for p in profiles for index in range(p.devices)]
