@@ -9,7 +9,8 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	# torch first and in the same command: the pinned CPU build, never a CUDA one
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e ".[dev,train]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

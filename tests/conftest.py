@@ -44,7 +44,8 @@ class ServerProcess:
         self.process.wait(5)
 
 
-def start_server(data_dir: Path, database_url: str | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+def start_server(data_dir: Path, database_url: str | None = None, env: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> ServerProcess:
     data_dir.mkdir(parents=True, exist_ok=True)
     ready = data_dir / "server.json"
     ready.unlink(missing_ok=True)
@@ -52,7 +53,9 @@ def start_server(data_dir: Path, database_url: str | None = None, env: dict[str,
     command = [sys.executable, "-m", "optimize", "server", "start", "--port", "0", "--data-dir", str(data_dir)]
     if database_url:
         command += ["--database-url", database_url]
-    process_env = {**os.environ, **(env or {})}
+    command += extra_args or []
+    # Tests never reach a model hub: say so, as an offline deployment would.
+    process_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     process_env.pop("OPTIMIZE_CRASH_AT", None)
     with log.open("ab") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=process_env)
@@ -117,8 +120,9 @@ def server_factory(tmp_path):
     """Start extra servers (own data dir, own settings) for one test; all are stopped after it."""
     started: list[ServerProcess] = []
 
-    def factory(name: str = "extra", env: dict[str, str] | None = None, database_url: str | None = None):
-        proc = start_server(tmp_path / name, database_url, env)
+    def factory(name: str = "extra", env: dict[str, str] | None = None, database_url: str | None = None,
+                extra_args: list[str] | None = None):
+        proc = start_server(tmp_path / name, database_url, env, extra_args)
         started.append(proc)
         return proc
 
