@@ -1,5 +1,6 @@
 """The quickstart (`make demo`): a server on the embedded defaults in a temporary data dir, then the main job
-as far as the platform reaches today — register a chat and a preference dataset, and show them.
+as far as the platform reaches today — register a chat and a preference dataset and show them, then list the
+base-model catalog and capacity, and select (build, offline) the quickstart's small stand-in model.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -41,7 +42,7 @@ def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
 
 def akka(url: str, *args: str) -> None:
     print(f"\n$ akka {' '.join(args)}", flush=True)
-    done = subprocess.run([*AKKA, *args], env={**os.environ, "OPTIMIZE_URL": url, "COLUMNS": "120"})
+    done = subprocess.run([*AKKA, *args], env={**os.environ, "OPTIMIZE_URL": url, "COLUMNS": "200"})
     if done.returncode != 0:
         sys.exit(f"quickstart step failed: akka {' '.join(args)}")
 
@@ -62,7 +63,12 @@ def main() -> None:
         akka(url, "registry", "datasets", "versions", "support/preferences")
         akka(url, "registry", "datasets", "list")
         akka(url, "registry", "namespaces", "list")
-        print("\nQuickstart done: the registry holds both datasets.", flush=True)
+        akka(url, "training", "base-models", "list")
+        akka(url, "training", "capacity")
+        akka(url, "training", "base-models", "select", "optimize/small-smollm2")
+        akka(url, "training", "base-models", "get", "optimize/small-smollm2")
+        print("\nQuickstart done: the registry holds both datasets and the small stand-in model is selected.",
+              flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -164,3 +164,13 @@ def test_template_refusal_is_a_finding_not_a_crash(renderers):
                  "tools": TOOLS}
     findings = check_row_template(renderers["llama3.2"], two_calls)
     assert findings and findings[0].message is None and "the chat template refuses the row" in findings[0].reason
+
+
+def test_llama_per_message_rule_names_system_with_tools():
+    from optimize.chat.families import per_message_refusal
+
+    row = {"messages": [{"role": "system", "content": "s"}, *TOOL_ROW["messages"]], "tools": TOOLS}
+    assert "cannot render the system message on its own with tools" in per_message_refusal("llama3.2", row)
+    assert per_message_refusal("llama3.2", TOOL_ROW) is None  # no system message
+    assert per_message_refusal("llama3.2", {**row, "tools": []}) is None  # offers no tools
+    assert per_message_refusal("qwen2.5", row) is None

@@ -59,7 +59,8 @@ class Entry(_Strict):
     tool_call_parser: str | None = Field(default=None, alias="toolCallParser", description="Serving tool parser")
     served_on: list[str] = Field(default_factory=list, alias="servedOn", description="Device profiles it serves on")
     chat_template: str = Field(default="shipped", alias="chatTemplate",
-                               description="shipped, or corrected where Optimize renders under a corrected copy")
+                               description="shipped (the repository's), corrected (Optimize's corrected copy) or optimize "
+                                           "(Optimize's own, for stand-ins whose family TRL ships none)")
     adapt_experts: bool = Field(default=False, alias="adaptExperts",
                                 description="Whether lora.adaptExperts is accepted for it")
     envelopes: list[Envelope] = Field(default_factory=list, description="Measured training envelopes")

@@ -13,3 +13,18 @@ def template_kwargs(family: str | None) -> dict[str, Any]:
     if family and family.startswith("llama3"):
         return dict(_LLAMA_DATE)
     return {}
+
+
+def per_message_refusal(family: str | None, row: dict[str, Any]) -> str | None:
+    """Why a family's template cannot render this row one message at a time, or None.
+
+    Llama 3.2 puts the tool list into the first user message, so its template cannot render the system
+    message alone with tools: a row with a system message that offers tools is refused by name instead of
+    failing later with the template's own error.
+    """
+    messages = row.get("messages") or []
+    if family == "llama3.2" and row.get("tools") and messages and messages[0].get("role") == "system":
+        return ("Llama 3.2's chat template cannot render the system message on its own with tools; "
+                "remove the system message or the tools from this row, or train it in a run that renders "
+                "whole conversations")
+    return None
