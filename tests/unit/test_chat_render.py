@@ -174,3 +174,29 @@ def test_llama_per_message_rule_names_system_with_tools():
     assert per_message_refusal("llama3.2", TOOL_ROW) is None  # no system message
     assert per_message_refusal("llama3.2", {**row, "tools": []}) is None  # offers no tools
     assert per_message_refusal("qwen2.5", row) is None
+
+
+def test_gemma4_corrected_template_renders_text_before_calls(standin_dirs):
+    from optimize.chat.render import ChatRenderer
+
+    path = str(standin_dirs["gemma4"][0])
+    shipped = ChatRenderer.from_pretrained(path)
+    corrected = ChatRenderer.from_pretrained(path, corrected_family="gemma4")
+    assert corrected.chat_template_sha256 != shipped.chat_template_sha256
+    shipped_text, corrected_text = shipped.render(TOOL_ROW).text, corrected.render(TOOL_ROW).text
+    assert shipped_text.index("<|tool_call>") < shipped_text.index("Checking.")
+    assert corrected_text.index("Checking.") < corrected_text.index("<|tool_call>")
+    trained = trained_text(corrected, corrected.render(TOOL_ROW, LossPolicy("all")))
+    assert trained.index("Checking.") < trained.index("lookup") and "It shipped." in trained
+    assert check_row_template(corrected, TOOL_ROW) == []
+    plain = PLAIN
+    assert corrected.render(plain).text == shipped.render(plain).text  # rows without calls are unchanged
+
+
+def test_unknown_template_is_not_corrected():
+    from optimize.chat.corrections import corrected_template
+
+    with pytest.raises(RenderError, match="not one Optimize knows how to correct"):
+        corrected_template("gemma4", "{{ messages }}")
+    with pytest.raises(RenderError, match="no corrected chat template for the qwen2.5 family"):
+        corrected_template("qwen2.5", "{{ messages }}")

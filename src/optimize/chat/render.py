@@ -59,10 +59,18 @@ class ChatRenderer:
         self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
 
     @classmethod
-    def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None) -> ChatRenderer:
+    def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None,
+                        corrected_family: str | None = None) -> ChatRenderer:
+        """Load the tokenizer at `directory`; with `corrected_family`, render under Optimize's corrected copy
+        of its template (the catalog's `chatTemplate: corrected`)."""
         from transformers import AutoTokenizer
 
-        return cls(AutoTokenizer.from_pretrained(directory), template_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        if corrected_family:
+            from optimize.chat.corrections import corrected_template
+
+            tokenizer.chat_template = corrected_template(corrected_family, tokenizer.chat_template)
+        return cls(tokenizer, template_kwargs)
 
     def text(self, messages: list[dict[str, Any]], tools: list | None, generation_prompt: bool = False) -> str:
         from jinja2 import TemplateError
