@@ -6,14 +6,16 @@ from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import problems
-from optimize.api.deps import Training
-from optimize.api.routers import base_models, datasets, health, info, namespaces, uploads
+from optimize.deployment import Training
+from optimize.api.routers import analyses, base_models, datasets, health, info, internal, namespaces, uploads
+from optimize.analysis.service import fail_if_unfinished, fail_orphans
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store
 from optimize.scheduler.devices import inventory
+from optimize.scheduler.local import LocalLauncher
 from optimize.store.migrate import upgrade
 
 
@@ -30,7 +32,17 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                   settings.data_dir)
+    fail_orphans(app.state.training)
     problems.install(app)
-    for module in (health, info, namespaces, datasets, uploads, base_models):
+    for module in (health, info, namespaces, datasets, uploads, base_models, analyses, internal):
         app.include_router(module.router)
     return app
+
+
+def attach_launcher(app: FastAPI, server_url: str) -> None:
+    """Give the app a launcher for worker processes once its own URL is known (workers call it back)."""
+    training = app.state.training
+    training.launcher = LocalLauncher(
+        server_url, training.data_dir / "logs",
+        on_exit=lambda job_id, token, reason: fail_if_unfinished(training, job_id, token, reason),
+    )

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from optimize.catalog.catalog import Catalog
-from optimize.catalog.schema import DeviceProfile
-from optimize.store.db import Store
-
+from optimize.deployment import Training
 from optimize.registry.uploads import Registry
-
-
-@dataclass(frozen=True)
-class Training:
-    """What the training routes need: the store, the applied catalog, the device profiles, the data dir."""
-
-    store: Store
-    catalog: Catalog
-    profiles: list[DeviceProfile]
-    data_dir: Path
 
 
 def get_registry(request: Request) -> Registry:

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from optimize.api.app import create_app
+from optimize.api.app import attach_launcher, create_app
 from optimize.core.settings import ServerSettings
 
 
@@ -29,6 +29,7 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
     app = create_app(settings)
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
+    attach_launcher(app, url)
     ready_file = settings.data_dir / "server.json"
     startup = app.router.lifespan_context
 
@@ -40,6 +41,7 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
                 yield
             finally:
                 ready_file.unlink(missing_ok=True)
+                app.state.training.launcher.stop_all()
                 app.state.registry.store.dispose()
 
     app.router.lifespan_context = lifespan

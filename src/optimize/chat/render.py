@@ -121,7 +121,11 @@ class ChatRenderer:
         prompt = self.text(messages[:index], tools, generation_prompt=True) if index else ""
         upto = self.text(messages[: index + 1], tools)
         start = _common_prefix_length(prompt, text)
-        return start, max(start, _common_prefix_length(upto, text))
+        end = _common_prefix_length(upto, text)
+        # Whitespace a template writes after the end-of-turn token belongs to no answer: it is not trained.
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        return start, max(start, end)
 
     def _text_part_length(self, messages, tools, index, start, end, text) -> int:
         """Length of the text the template writes for message `index` before its calls."""

@@ -28,14 +28,20 @@ def check_row_template(renderer: ChatRenderer, row: dict[str, Any]) -> list[Temp
     tools = row_tools(row)
     try:
         text = renderer.text(messages, tools)
+        spans = {index: renderer.message_span(messages, tools, text, index)
+                 for index, message in enumerate(messages) if message["role"] == "assistant"}
     except RenderError as error:
         return [TemplateFinding(None, str(error))]
+    return findings_from_spans(messages, text, spans)
+
+
+def findings_from_spans(messages: list[dict[str, Any]], text: str,
+                        spans: dict[int, tuple[int, int]]) -> list[TemplateFinding]:
+    """Findings for a rendered row, given where each assistant message was located."""
     findings: list[TemplateFinding] = []
     last = len(messages) - 1
-    for index, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        start, end = renderer.message_span(messages, tools, text, index)
+    for index, (start, end) in spans.items():
+        message = messages[index]
         where = text[start:end] if index == last else text[start:]
         subject = "the answer" if index == last else "the message"
         content = message.get("content")

@@ -80,10 +80,10 @@ def run_reporting_errors(action: Callable[[], Any]) -> Any:
         raise CommandFailed(1) from None
 
 
-def client_for(out: Output):
+def client_for(out: Output, timeout: float = 60.0):
     from optimize.client.http import OptimizeClient
 
-    return OptimizeClient(out.server)
+    return OptimizeClient(out.server, timeout=timeout)
 
 
 def parse_ref_argument(text: str, param: str = "reference"):

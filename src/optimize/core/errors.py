@@ -92,3 +92,9 @@ class ChecksumMismatch(Invalid):
     """Bytes received do not hash to the digest the sender promised."""
 
     code = "checksum_mismatch"
+
+
+class LeaseLost(Conflict):
+    """A worker wrote to work it no longer holds; it must stop without writing more."""
+
+    code = "lease_lost"

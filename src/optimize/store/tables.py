@@ -167,3 +167,29 @@ class BaseModelSelection(Base):
     source: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(Text)
     selected_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Analysis(Base):
+    """One dataset analysis, kept per (examples, base model commit, Optimize version)."""
+
+    __tablename__ = "analyses"
+    __table_args__ = (UniqueConstraint("examples_digest", "base_commit", "optimize_version",
+                                       name="uq_analyses_examples_commit_version"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    examples_digest: Mapped[str] = mapped_column(String(71))
+    kind: Mapped[str] = mapped_column(String(16))
+    base_entry_id: Mapped[str] = mapped_column(String(200))
+    base_commit: Mapped[str] = mapped_column(String(64))
+    optimize_version: Mapped[str] = mapped_column(String(32))
+    dataset_reference: Mapped[str] = mapped_column(String(200))
+    phase: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    lease_token: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[str | None] = mapped_column(Text)
+    refused: Mapped[bool] = mapped_column(Boolean, default=False)
+    report: Mapped[dict | None] = mapped_column(JSON)
+    lengths_sha256: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -6,14 +6,16 @@ from typing import Annotated
 
 import typer
 
+from optimize.cli.commands import analyses
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, footer, table
 from optimize.client.http import segment
 
-app = typer.Typer(help="Training: base models, capacity.", no_args_is_help=True)
+app = typer.Typer(help="Training: base models, dataset analyses, capacity.", no_args_is_help=True)
 base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
 app.add_typer(base_models, name="base-models")
+app.add_typer(analyses.app, name="datasets")
 
 
 @command(base_models, "list")
@@ -41,8 +43,7 @@ def select_model(
 
     body = {"from": str(Path(from_dir).resolve())} if from_dir else {}
     out.note(f"Selecting {model} …")
-    with client_for(out) as client:
-        client._http.timeout = 900.0  # building or fetching takes a while
+    with client_for(out, timeout=900.0) as client:  # building or fetching takes a while
         data = client.post(f"/v1/training/base-models/{segment(model)}/select", json=body)
     out.emit(data, lambda con, d: con.print(
         f"Selected {d['id']} at {d['commit'][:12]} ({d['selection']['source']}); cached in {d['selection']['path']}"))

@@ -1,0 +1,166 @@
+"""Dataset analyses: start (or reach the one kept), read, list; and what a worker reports.
+
+One analysis is kept for each (examples, base model commit, Optimize version). The examples are named by the
+version's digest, so two names or versions holding the same examples share one analysis. Starting an analysis
+launches a worker process on this host; it claims no device.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize import __version__
+from optimize.analysis.states import TERMINAL, AnalysisPhase, transition
+from optimize.deployment import Training
+from optimize.catalog.selection import selection_for
+from optimize.chat.formats import DatasetFormat
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, LeaseLost, NotFound, Refused
+from optimize.core.ids import new_id
+from optimize.core.refs import parse_reference
+from optimize.registry.datasets import resolve_reference
+from optimize.store.db import insert_ignoring_conflict
+from optimize.store.tables import Analysis, DatasetObject, DatasetVersion
+
+ID_PREFIX_MIN = 4
+
+
+def analysis_json(item: Analysis) -> dict[str, Any]:
+    body = {
+        "analysisId": item.id, "phase": item.phase, "attempt": item.attempt, "dataset": item.dataset_reference,
+        "examplesDigest": item.examples_digest, "kind": item.kind, "baseModel": item.base_entry_id,
+        "baseModelCommit": item.base_commit, "optimizeVersion": item.optimize_version, "reason": item.reason,
+        "refused": item.refused, "createdAt": iso(item.created_at), "startedAt": iso(item.started_at),
+        "finishedAt": iso(item.finished_at), "report": item.report,
+    }
+    if item.lengths_sha256:
+        body["rowLengths"] = f"sha256:{item.lengths_sha256}"
+    return body
+
+
+def start_analysis(training: Training, dataset: str, model: str) -> tuple[dict[str, Any], bool]:
+    """Start an analysis or return the one kept; returns (analysis, whether a worker was launched)."""
+    reference = parse_reference(dataset)
+    entry = training.catalog.find(model)
+    chosen = selection_for(training.store, entry.id)
+    if chosen is None:
+        raise Refused(f"base model {entry.id} is not selected on this deployment, so its tokenizer is not here",
+                      hint=f"select it first: akka training base-models select {entry.id}")
+    with training.store.transaction() as session:
+        found, version = resolve_reference(session, reference)
+        values = {
+            "id": new_id(), "examples_digest": version.digest, "kind": found.kind, "base_entry_id": entry.id,
+            "base_commit": chosen.commit, "optimize_version": __version__,
+            "dataset_reference": f"{found.namespace}/{found.name}:v{version.version}",
+            "phase": AnalysisPhase.PENDING.value, "attempt": 1, "lease_token": secrets.token_hex(16),
+            "created_at": utcnow(),
+        }
+        created = insert_ignoring_conflict(session, Analysis, values,
+                                           ["examples_digest", "base_commit", "optimize_version"]) == 1
+        item = session.scalar(select(Analysis).where(
+            Analysis.examples_digest == version.digest, Analysis.base_commit == chosen.commit,
+            Analysis.optimize_version == __version__))
+        restart = not created and item.phase == AnalysisPhase.FAILED and not item.refused
+        if restart:
+            token = secrets.token_hex(16)
+            transition(session, item.id, AnalysisPhase.FAILED, AnalysisPhase.PENDING, None,
+                       lease_token=token, attempt=item.attempt + 1, reason=None, started_at=None, finished_at=None)
+            session.refresh(item)
+        body = analysis_json(item)
+        launch = (created or restart) and (item.id, item.lease_token)
+    if launch:
+        training.launcher.launch_analysis(*launch)
+    return body, bool(launch)
+
+
+def get_analysis(training: Training, analysis_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        return analysis_json(_find(session, analysis_id))
+
+
+def _find(session, analysis_id: str) -> Analysis:
+    if len(analysis_id) < ID_PREFIX_MIN:
+        raise NotFound(f"analysis {analysis_id!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters")
+    items = session.scalars(select(Analysis).where(Analysis.id.startswith(analysis_id.lower()))).all()
+    if len(items) > 1:
+        raise Conflict(f"{analysis_id!r} names {len(items)} analyses", hint="give more of the id")
+    if not items:
+        raise NotFound(f"analysis {analysis_id!r} does not exist")
+    return items[0]
+
+
+def list_analyses(training: Training, dataset: str) -> list[dict[str, Any]]:
+    """Analyses kept for the examples a dataset reference resolves to."""
+    reference = parse_reference(dataset)
+    with training.store.transaction() as session:
+        _found, version = resolve_reference(session, reference)
+        items = session.scalars(select(Analysis).where(Analysis.examples_digest == version.digest)
+                                .order_by(Analysis.created_at.desc()))
+        return [analysis_json(item) for item in items]
+
+
+# --- what workers call (lease-checked) ---------------------------------------------------------------------
+
+
+def _leased(session, analysis_id: str, token: str) -> Analysis:
+    item = session.get(Analysis, analysis_id)
+    if item is None or item.lease_token != token or AnalysisPhase(item.phase) in TERMINAL:
+        raise LeaseLost(f"analysis {analysis_id} is no longer held by this worker")
+    return item
+
+
+def job_spec(training: Training, analysis_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = _leased(session, analysis_id, token)
+        version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == item.examples_digest).limit(1))
+        objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
+                                  .order_by(DatasetObject.position))
+        entry = training.catalog.find(item.base_entry_id)
+        chosen = selection_for(training.store, entry.id)
+        return {
+            "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
+            "objects": [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects],
+            "model": {"id": entry.id, "repository": entry.repository, "family": entry.family,
+                      "commit": item.base_commit, "path": chosen.path if chosen else None,
+                      "chatTemplate": entry.chat_template},
+        }
+
+
+def mark_running(training: Training, analysis_id: str, token: str) -> None:
+    with training.store.transaction() as session:
+        _leased(session, analysis_id, token)
+        transition(session, analysis_id, AnalysisPhase.PENDING, AnalysisPhase.RUNNING, token, started_at=utcnow())
+
+
+def finish(training: Training, analysis_id: str, token: str, body: dict[str, Any]) -> None:
+    with training.store.transaction() as session:
+        item = _leased(session, analysis_id, token)
+        phase = AnalysisPhase(item.phase)
+        if body.get("failed"):
+            transition(session, analysis_id, phase, AnalysisPhase.FAILED, token, reason=str(body["failed"])[:4000],
+                       refused=bool(body.get("refused")), finished_at=utcnow())
+        else:
+            transition(session, analysis_id, phase, AnalysisPhase.DONE, token, report=body["report"],
+                       lengths_sha256=body.get("lengthsSha256"), finished_at=utcnow())
+
+
+def fail_if_unfinished(training: Training, analysis_id: str, token: str, reason: str) -> None:
+    """Called when a worker process ended: an analysis it left unfinished fails with the reason."""
+    with training.store.transaction() as session:
+        item = session.get(Analysis, analysis_id)
+        if item is None or item.lease_token != token or AnalysisPhase(item.phase) in TERMINAL:
+            return
+        transition(session, analysis_id, AnalysisPhase(item.phase), AnalysisPhase.FAILED, token,
+                   reason=reason, finished_at=utcnow())
+
+
+def fail_orphans(training: Training) -> None:
+    """At server start: analyses left pending or running by a previous server process fail (and restart on request)."""
+    with training.store.transaction() as session:
+        items = session.scalars(select(Analysis).where(Analysis.phase.in_(["pending", "running"]))).all()
+        for item in items:
+            transition(session, item.id, AnalysisPhase(item.phase), AnalysisPhase.FAILED, item.lease_token,
+                       reason="the server restarted while the analysis ran; request it again", finished_at=utcnow())

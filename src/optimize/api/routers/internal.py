@@ -1,0 +1,57 @@
+"""Routes only workers call, under `/v1/internal/`: each write carries the attempt's lease token, and a worker
+that no longer holds its attempt is answered 409 `lease_lost`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, JSONResponse
+
+from optimize.analysis import service
+from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.core.errors import NotFound
+
+router = APIRouter(prefix="/v1/internal", tags=["internal"], include_in_schema=False)
+Lease = Annotated[str, Header(alias="X-Lease-Token")]
+
+
+@router.get("/blobs/{sha256}")
+def get_blob(sha256: str, registry: RegistryDep) -> FileResponse:
+    path = registry.blobs.path_for(sha256)
+    if not path.is_file():
+        raise NotFound(f"blob sha256:{sha256} is not held")
+    return FileResponse(path, media_type="application/octet-stream")
+
+
+@router.put("/blobs/{sha256}")
+async def put_blob(sha256: str, request: Request, registry: RegistryDep, lease: Lease) -> JSONResponse:
+    """A worker's output (e.g. an analysis' per-row lengths), stored under its digest."""
+    registry.blobs.path_for(sha256)  # refuses a malformed digest before reading anything
+    writer = registry.blobs.writer()
+    try:
+        async for chunk in request.stream():
+            await run_in_threadpool(writer.write, chunk)
+        await run_in_threadpool(writer.commit, sha256)
+    except BaseException:
+        writer.abort()
+        raise
+    return JSONResponse({"sha256": sha256, "bytes": writer.size}, status_code=201)
+
+
+@router.get("/analyses/{analysis_id}")
+def analysis_spec(analysis_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return service.job_spec(training, analysis_id, lease)
+
+
+@router.post("/analyses/{analysis_id}/running")
+def analysis_running(analysis_id: str, training: TrainingDep, lease: Lease) -> dict:
+    service.mark_running(training, analysis_id, lease)
+    return {"ok": True}
+
+
+@router.post("/analyses/{analysis_id}/result")
+def analysis_result(analysis_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    service.finish(training, analysis_id, lease, body)
+    return {"ok": True}

@@ -1,0 +1,97 @@
+"""`akka training datasets analyze|analyses`: measure a dataset under a base model, without a GPU."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from optimize.cli.common import client_for, command, fail
+from optimize.cli.output import Output
+from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
+
+app = typer.Typer(help="Dataset analyses: token lengths under a base model, before any GPU.", no_args_is_help=True)
+TERMINAL = ("done", "failed")
+
+
+@command(app, "analyze")
+def analyze(
+    out: Output,
+    dataset: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")],
+    model: Annotated[str, typer.Option("--model", help="Base model whose tokenizer and template measure the rows.")],
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the report.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait at most.")] = 3600,
+) -> None:
+    """Start an analysis (or read the one already kept for these examples, model commit and version)."""
+    with client_for(out) as client:
+        analysis = client.post("/v1/training/datasets/analyses", json={"dataset": dataset, "model": model})
+        if wait and analysis["phase"] not in TERMINAL:
+            out.note(f"Analysis {analysis['analysisId'][:12]} {analysis['phase']} …")
+            deadline = time.monotonic() + timeout
+            while analysis["phase"] not in TERMINAL:
+                if time.monotonic() > deadline:
+                    fail(f"analysis {analysis['analysisId'][:12]} is still {analysis['phase']} after {timeout:.0f}s",
+                         "follow it with: akka training datasets analyses " + dataset)
+                time.sleep(0.5)
+                analysis = client.get(f"/v1/training/datasets/analyses/{segment(analysis['analysisId'])}")
+    out.emit(analysis, _render)
+    if wait and analysis["phase"] == "failed":
+        raise typer.Exit(1)
+
+
+@command(app, "analyses")
+def analyses(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME[:REF]")]) -> None:
+    """The analyses kept for a dataset version's examples."""
+    with client_for(out) as client:
+        data = client.get("/v1/training/datasets/analyses", params={"dataset": dataset})
+    out.emit(data, _render_list)
+
+
+def _render_list(con, data) -> None:
+    grid = table("ANALYSIS", "PHASE", "ATTEMPT", "BASE MODEL", "COMMIT", "ROWS", "MAX", "CREATED")
+    for item in data["analyses"]:
+        report = item["report"] or {}
+        rows = report.get("rows", report.get("pairs"))
+        grid.add_row(item["analysisId"][:12], item["phase"], str(item["attempt"]), item["baseModel"],
+                     item["baseModelCommit"][:12], str(rows) if rows is not None else DASH,
+                     str(report.get("lengths", {}).get("max", DASH)), age(item["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["analyses"]), "analysis"))
+
+
+def _render(con, item) -> None:
+    con.print(f"[bold]Analysis[/]   {item['analysisId'][:12]} — {item['phase']} (attempt {item['attempt']})")
+    con.print(f"Dataset    {item['dataset']} ({item['examplesDigest'][:19]})")
+    con.print(f"Base model {item['baseModel']} at {item['baseModelCommit'][:12]}")
+    if item["phase"] == "failed":
+        con.print(f"Failure    {item['reason']}" + (" (the dataset is refused)" if item["refused"] else ""))
+        return
+    report = item.get("report")
+    if not report:
+        return
+    noun = "pairs" if "pairs" in report else "rows"
+    lengths = report["lengths"]
+    template = report["chatTemplate"]
+    con.print(f"Tokenizer  {report['tokenizer']['repository']} at {report['tokenizer']['commit'][:12]}; "
+              f"template {template['source']} (sha256 {template['sha256'][:12]}); Optimize {report['optimizeVersion']}")
+    con.print(f"{noun.capitalize():<10} {report[noun]}")
+    con.print(f"Lengths    median {lengths['median']}, p90 {lengths['p90']}, p99 {lengths['p99']}, "
+              f"longest {lengths['max']} tokens")
+    con.print(f"Suggested  maxSeqLength {report['suggestedMaxSeqLength']}")
+    trained = report["trainedTokens"]
+    con.print(f"Trained    {trained['default']} tokens by default, {trained['assistantTurnsAll']} with "
+              "assistantTurns: all")
+    grid = table("LIMIT", f"{noun.upper()} OVER", "STILL OVER TRIMMED")
+    for limit in report["limits"]:
+        grid.add_row(str(limit["limit"]), str(limit["over"]), str(limit["overTrimmed"]))
+    con.print(grid)
+    con.print("Longest    " + ", ".join(f"line {r['line']} ({r['length']})" for r in report["longest"][:5]))
+    if report["findingCount"]:
+        con.print(f"[bold]Template findings[/] ({report['findingCount']})")
+        for finding in report["findings"][:20]:
+            where = f", message {finding['message']}" if finding["message"] is not None else ""
+            con.print(f"  line {finding['line']}{where}: {finding['reason']}")
+    else:
+        con.print("Template findings: none")

@@ -1,0 +1,21 @@
+"""What training-side services need of one deployment: store, applied catalog, device profiles, data dir,
+and the launcher that starts worker processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optimize.catalog.catalog import Catalog
+from optimize.catalog.schema import DeviceProfile
+from optimize.store.db import Store
+
+
+@dataclass
+class Training:
+    store: Store
+    catalog: Catalog
+    profiles: list[DeviceProfile]
+    data_dir: Path
+    launcher: Any = None  # scheduler.local.LocalLauncher, set once the server knows its own URL

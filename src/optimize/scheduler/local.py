@@ -1,0 +1,70 @@
+"""The local executor: one worker process per job attempt on this host, watched until it exits.
+
+A worker talks to the server only over HTTP with its attempt's lease token. When its process exits without
+having reported an end, the attempt fails with the exit status, so no job is left running without a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger("optimize.scheduler")
+
+
+class LocalLauncher:
+    def __init__(self, server_url: str, log_dir: Path, on_exit: Callable[[str, str, str], None]) -> None:
+        self.server_url = server_url
+        self.log_dir = log_dir
+        self.on_exit = on_exit
+        self._processes: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def launch_analysis(self, analysis_id: str, token: str) -> None:
+        self._launch("analysis", analysis_id, token)
+
+    def _launch(self, kind: str, job_id: str, token: str) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{kind}-{job_id}.log"
+        env = {**os.environ, "OPTIMIZE_LEASE_TOKEN": token, "OPTIMIZE_WORKER_CACHE": str(self.log_dir.parent / "worker-cache"), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+               "TOKENIZERS_PARALLELISM": "false"}
+        command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]
+        with log_path.open("ab") as sink:
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                       start_new_session=True)
+        with self._lock:
+            self._processes[job_id] = process
+        threading.Thread(target=self._watch, args=(job_id, token, process, log_path), daemon=True).start()
+
+    def _watch(self, job_id: str, token: str, process: subprocess.Popen, log_path: Path) -> None:
+        code = process.wait()
+        with self._lock:
+            self._processes.pop(job_id, None)
+        if code != 0:
+            tail = _last_line(log_path)
+            reason = f"the worker exited with status {code}" + (f": {tail}" if tail else "")
+        else:
+            reason = "the worker exited without reporting a result"
+        try:
+            self.on_exit(job_id, token, reason)
+        except Exception:  # noqa: BLE001 - a watcher thread must never die silently
+            log.exception("recording the end of worker %s failed", job_id)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            processes = list(self._processes.values())
+        for process in processes:
+            process.terminate()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,1 @@
+"""Job workers: one process per job attempt, talking to the control plane only over HTTP."""

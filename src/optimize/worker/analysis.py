@@ -1,0 +1,102 @@
+"""The analysis job: stream the dataset's shards to local disk, measure every row, report.
+
+Rows are read line by line from the local shard files, so memory holds the per-row figures only. Each row is
+checked by the registry's row rule first; a row that breaks it refuses the dataset, naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from optimize import __version__
+from optimize.worker.channel import ApiError, Channel
+
+
+def run_analysis(channel: Channel, analysis_id: str) -> int:
+    base = f"/v1/internal/analyses/{analysis_id}"
+    try:
+        spec = channel.get(base)
+        channel.post_json(f"{base}/running", {})
+    except ApiError as error:
+        print(f"cannot start: {error.message}", flush=True)
+        return 3
+    try:
+        result = _measure(channel, spec)
+    except _Refusal as refusal:
+        result = {"failed": str(refusal), "refused": True}
+    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
+        traceback.print_exc()
+        result = {"failed": f"the analysis failed: {type(error).__name__}: {error}"}
+    try:
+        channel.post_json(f"{base}/result", result)
+    except ApiError as error:
+        print(f"cannot report: {error.message}", flush=True)
+        return 3
+    return 0
+
+
+class _Refusal(Exception):
+    """The dataset cannot be analyzed as it is (a bad row); another attempt would fail the same way."""
+
+
+def _renderer(model: dict[str, Any]):
+    from optimize.chat.families import template_kwargs
+    from optimize.chat.render import ChatRenderer
+
+    if not model.get("path") or not Path(model["path"]).is_dir():
+        raise RuntimeError(f"base model {model['id']} is not in this host's model cache")
+    corrected = model["family"] if model.get("chatTemplate") == "corrected" else None
+    return ChatRenderer.from_pretrained(model["path"], template_kwargs(model["family"]), corrected_family=corrected)
+
+
+def _rows(channel: Channel, spec: dict[str, Any], cache: Path):
+    """(line number, parsed row) across the shards, in order."""
+    import orjson
+
+    line = 0
+    for item in spec["objects"]:
+        path = channel.fetch_blob(item["sha256"], cache)
+        with path.open("rb") as handle:
+            for raw in handle:
+                line += 1
+                yield line, orjson.loads(raw)
+
+
+def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
+    from optimize.analysis.measure import measure_chat_row, measure_pair
+    from optimize.analysis.report import ReportBuilder
+    from optimize.chat.rows import RowError, RowKind, check_row
+
+    cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
+    renderer = _renderer(spec["model"])
+    kind = RowKind(spec["kind"])
+    measure = measure_chat_row if kind is RowKind.CHAT else measure_pair
+    builder = ReportBuilder(kind.value)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as lengths:
+        for line, row in _rows(channel, spec, cache):
+            try:
+                check_row(row, kind)
+            except RowError as error:
+                raise _Refusal(f"line {line}: {error}") from None
+            figures = measure(renderer, row)
+            builder.add(line, figures)
+            lengths.write(json.dumps([figures.length, figures.trimmed, figures.trained_final]) + "\n")
+    lengths_path = Path(lengths.name)
+    try:
+        lengths_sha = channel.put_blob(lengths_path)
+    finally:
+        lengths_path.unlink(missing_ok=True)
+    model = spec["model"]
+    report = {
+        "tokenizer": {"repository": model["repository"], "commit": model["commit"]},
+        "chatTemplate": {"sha256": renderer.chat_template_sha256,
+                         "source": model.get("chatTemplate") or "shipped"},
+        "optimizeVersion": __version__,
+        **builder.report(),
+    }
+    return {"report": report, "lengthsSha256": lengths_sha}

@@ -1,0 +1,51 @@
+"""The worker's line to the control plane: every call carries the lease token; blobs download verified."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from optimize.client.http import ApiError, OptimizeClient
+
+
+class Channel(OptimizeClient):
+    def __init__(self, server_url: str, token: str) -> None:
+        super().__init__(server_url, timeout=300.0)
+        self._http.headers["X-Lease-Token"] = token
+
+    def fetch_blob(self, sha256: str, cache: Path) -> Path:
+        """The blob as a local file, downloaded once, verified against its digest before it is used."""
+        target = cache / "sha256" / sha256[:2] / sha256
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        digest = hashlib.sha256()
+        with self._http.stream("GET", f"/v1/internal/blobs/{sha256}") as response:
+            if response.status_code != 200:
+                raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})")
+            with partial.open("wb") as sink:
+                for chunk in response.iter_bytes(1024 * 1024):
+                    digest.update(chunk)
+                    sink.write(chunk)
+        if digest.hexdigest() != sha256:
+            partial.unlink(missing_ok=True)
+            raise ApiError(f"blob sha256:{sha256} arrived corrupted (its bytes hash to sha256:{digest.hexdigest()})")
+        os.replace(partial, target)
+        return target
+
+    def put_blob(self, path: Path) -> str:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        with path.open("rb") as source:
+            self.request("PUT", f"/v1/internal/blobs/{digest}", content=source.read())
+        return digest
+
+    def post_json(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, json=body, retries=3)
+
+
+__all__ = ["ApiError", "Channel", "httpx"]
