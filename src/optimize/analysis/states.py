@@ -29,13 +29,13 @@ TRANSITIONS: dict[AnalysisPhase, frozenset[AnalysisPhase]] = {
 
 
 def transition(session: Session, analysis_id: str, expected: AnalysisPhase, to: AnalysisPhase,
-               lease_token: str | None, **values: Any) -> bool:
+               held_by: str | None, **values: Any) -> bool:
     """Compare-and-set the phase (and lease); returns False when the analysis moved on meanwhile."""
     if to not in TRANSITIONS[expected]:
         raise ValueError(f"an analysis cannot go from {expected} to {to}")
     statement = update(Analysis).where(Analysis.id == analysis_id, Analysis.phase == expected.value)
-    if lease_token is not None:
-        statement = statement.where(Analysis.lease_token == lease_token)
+    if held_by is not None:
+        statement = statement.where(Analysis.lease_token == held_by)
     changed = session.execute(statement.values(phase=to.value, **values)).rowcount == 1
     if changed:
         record(session, f"analysis:{analysis_id}", to.value, reason=values.get("reason"))

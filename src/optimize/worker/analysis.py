@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import tempfile
 import traceback
 from pathlib import Path
@@ -98,5 +99,6 @@ def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
                          "source": model.get("chatTemplate") or "shipped"},
         "optimizeVersion": __version__,
         **builder.report(),
+        "worker": {"peakRssMiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
     }
     return {"report": report, "lengthsSha256": lengths_sha}

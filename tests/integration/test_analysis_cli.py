@@ -1,0 +1,206 @@
+"""Dataset analysis through the CLI and API, against a real server and worker processes.
+
+Figures are checked against an independent count: the stand-in's tokenizer and chat template applied directly
+(`apply_chat_template(tokenize=True)` and the template's own generation markers), not our rendering path.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Cli, chat_row, pair_row, write_jsonl
+from tests.row_cases import TOOLS
+
+pytestmark = pytest.mark.integration
+MODEL = "optimize/tiny-smollm2"
+
+
+@pytest.fixture(scope="module")
+def analysis_server(tmp_path_factory):
+    from tests.conftest import start_server
+
+    proc = start_server(tmp_path_factory.mktemp("analysis-server"))
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json={}, timeout=600).raise_for_status()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def acli(capsys, analysis_server):
+    return Cli(capsys, analysis_server.url)
+
+
+def model_path(cli) -> Path:
+    return Path(cli.json("training", "base-models", "get", MODEL)["selection"]["path"])
+
+
+def long_conversation(turns: int, words: int = 60) -> dict:
+    messages = [{"role": "system", "content": "You answer support tickets."}]
+    for i in range(turns):
+        messages.append({"role": "user", "content": f"Question {i}: " + "order refund status " * words})
+        messages.append({"role": "assistant", "content": f"Answer {i}: " + "shipped today thanks " * (words // 2)})
+    return {"messages": messages}
+
+
+def dataset_rows() -> list[dict]:
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "12"}'}}
+    return [
+        chat_row("hi", "hello"),
+        chat_row("what is the status of order 12?", '{"category": "shipping", "urgent": false}'),
+        {"messages": [{"role": "user", "content": "find 12"},
+                      {"role": "assistant", "content": "checking", "tool_calls": [call]},
+                      {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+                      {"role": "assistant", "content": "It shipped."}], "tools": TOOLS},
+        long_conversation(4),
+        long_conversation(1, words=200),
+    ]
+
+
+def independent_figures(path: Path, rows: list[dict]):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    lengths, trained_all, trained_final = [], 0, 0
+    for row in rows:
+        messages = [{**m, "tool_calls": [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+                                         for c in m["tool_calls"]]} if m.get("tool_calls") else m for m in row["messages"]]
+        encoded = tokenizer.apply_chat_template(messages, tools=row.get("tools"), tokenize=True, return_dict=True,
+                                                return_assistant_tokens_mask=True)
+        lengths.append(len(encoded["input_ids"]))
+        mask = encoded["assistant_masks"]
+        trained_all += sum(mask)
+        # The final answer is the last run of assistant tokens.
+        last_run, position = 0, len(mask) - 1
+        while position >= 0 and mask[position] == 0:
+            position -= 1
+        while position >= 0 and mask[position] == 1:
+            last_run += 1
+            position -= 1
+        trained_final += last_run
+    return lengths, trained_final, trained_all
+
+
+def test_report_matches_an_independent_count(acli, ns, tmp_path):
+    rows = dataset_rows()
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    analysis = acli.json("training", "datasets", "analyze", f"{ns}/d", "--model", MODEL, "--wait")
+    assert analysis["phase"] == "done", analysis["reason"]
+    report = analysis["report"]
+    lengths, trained_final, trained_all = independent_figures(model_path(acli), rows)
+    ordered = sorted(lengths)
+    assert report["rows"] == len(rows)
+    assert report["lengths"]["max"] == ordered[-1]
+    assert report["lengths"]["median"] == ordered[2]
+    assert report["longest"][0] == {"line": lengths.index(ordered[-1]) + 1, "length": ordered[-1]}
+    assert report["trainedTokens"] == {"default": trained_final, "assistantTurnsAll": trained_all}
+    over_512 = sum(1 for n in lengths if n > 512)
+    assert report["limits"][0] == {"limit": 512, "over": over_512, "overTrimmed": report["limits"][0]["overTrimmed"]}
+    assert report["suggestedMaxSeqLength"] >= ordered[-1]
+    assert report["tokenizer"]["commit"] == acli.json("training", "base-models", "get", MODEL)["commit"]
+    template = (model_path(acli) / "chat_template.jinja").read_bytes()
+    import hashlib
+
+    assert report["chatTemplate"] == {"sha256": hashlib.sha256(template).hexdigest(), "source": "optimize"}
+    text = acli.ok("training", "datasets", "analyze", f"{ns}/d", "--model", MODEL).out
+    assert "Suggested  maxSeqLength" in text and "Template findings: none" in text
+
+
+def test_trimmed_lengths_count_rows_still_over(acli, ns, tmp_path):
+    rows = [long_conversation(4), long_conversation(1, words=200), chat_row()]
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    report = acli.json("training", "datasets", "analyze", f"{ns}/d", "--model", MODEL, "--wait")["report"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path(acli))
+    multi = rows[0]["messages"]
+    trimmed = [multi[0], *multi[-2:]]  # system prompt and final turn kept
+    trimmed_length = len(tokenizer.apply_chat_template(trimmed, tokenize=True, return_dict=True)["input_ids"])
+    single_length = len(tokenizer.apply_chat_template(rows[1]["messages"], tokenize=True, return_dict=True)["input_ids"])
+    assert trimmed_length <= 512 < single_length  # the test's premise
+    limit = report["limits"][0]
+    assert limit["over"] == 2 and limit["overTrimmed"] == 1
+
+
+def test_one_analysis_is_shared_across_names(acli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [chat_row("shared")])
+    acli.ok("registry", "datasets", "register", f"{ns}/a", "-f", str(path))
+    acli.ok("registry", "datasets", "register", f"{ns}/b", "-f", str(path))
+    first = acli.json("training", "datasets", "analyze", f"{ns}/a", "--model", MODEL, "--wait")
+    second = acli.json("training", "datasets", "analyze", f"{ns}/b:v1", "--model", MODEL)
+    assert second["analysisId"] == first["analysisId"] and second["phase"] == "done"
+    listed = acli.json("training", "datasets", "analyses", f"{ns}/b")["analyses"]
+    assert [a["analysisId"] for a in listed] == [first["analysisId"]]
+    api = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{first['analysisId'][:8]}").json()
+    assert api["analysisId"] == first["analysisId"] and api["report"]["rows"] == 1
+
+
+def test_findings_name_their_lines(acli, ns, tmp_path, analysis_server):
+    proc = analysis_server
+    httpx.post(f"{proc.url}/v1/training/base-models/optimize/tiny-llama-3.2/select", json={}, timeout=600)
+    rows = dataset_rows()
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    analysis = acli.json("training", "datasets", "analyze", f"{ns}/d", "--model", "optimize/tiny-llama-3.2", "--wait")
+    findings = analysis["report"]["findings"]
+    assert findings == [{"line": 3, "message": 1, "reason": "the chat template renders the message without its text"}]
+    assert analysis["report"]["findingCount"] == 1
+
+
+def test_preference_pairs_are_measured_in_pairs(acli, ns, tmp_path):
+    pairs = [pair_row("q1", "a short answer", "a much longer rejected answer " * 10), pair_row("q2")]
+    path = write_jsonl(tmp_path / "p.jsonl", pairs)
+    acli.ok("registry", "datasets", "register", f"{ns}/p", "-f", str(path))
+    report = acli.json("training", "datasets", "analyze", f"{ns}/p", "--model", MODEL, "--wait")["report"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path(acli))
+
+    def length(pair, field):
+        return len(tokenizer.apply_chat_template([*pair["prompt"], pair[field]], tokenize=True,
+                                                 return_dict=True)["input_ids"])
+
+    expected = [max(length(p, "chosen"), length(p, "rejected")) for p in pairs]
+    assert report["pairs"] == 2 and "rows" not in report
+    assert report["lengths"]["max"] == max(expected)
+    assert report["longest"][0] == {"line": 1, "length": expected[0]}
+
+
+def test_sharded_dataset_is_analyzed_whole(acli, ns, tmp_path):
+    rows = [chat_row(f"question {i} " + "x" * 200, f"answer {i}") for i in range(300)]
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    version = acli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--shard-size", "16KiB")
+    assert version["shards"] > 3
+    report = acli.json("training", "datasets", "analyze", f"{ns}/d", "--model", MODEL, "--wait")["report"]
+    assert report["rows"] == 300
+    assert report["worker"]["peakRssMiB"] < 1024
+
+
+def test_unselected_model_is_refused(acli, ns, tmp_path):
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
+    result = acli("training", "datasets", "analyze", f"{ns}/d", "--model", "optimize/tiny-qwen2.5")
+    assert result.code == 1 and "is not selected on this deployment" in result.err
+    assert "akka training base-models select optimize/tiny-qwen2.5" in result.err
+
+
+def test_failed_analysis_starts_again_on_the_next_request(server_factory, capsys, tmp_path):
+    proc = server_factory("retry")
+    cli = Cli(capsys, proc.url)
+    cli.ok("registry", "datasets", "register", "r/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
+    selected = cli.json("training", "base-models", "select", MODEL)
+    cache = Path(selected["selection"]["path"])
+    moved = tmp_path / "moved"
+    shutil.move(cache, moved)
+    failed = cli("training", "datasets", "analyze", "r/d", "--model", MODEL, "--wait", "-o", "json")
+    assert failed.code == 1
+    body = json.loads(failed.out)
+    assert body["phase"] == "failed" and "not in this host's model cache" in body["reason"] and not body["refused"]
+    shutil.move(moved, cache)
+    again = cli.json("training", "datasets", "analyze", "r/d", "--model", MODEL, "--wait")
+    assert again["analysisId"] == body["analysisId"] and again["attempt"] == 2 and again["phase"] == "done"
