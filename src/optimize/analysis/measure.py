@@ -1,14 +1,16 @@
-"""Measuring one row (or pair) under a renderer: the figures an analysis keeps per row.
+"""Measuring rows (or pairs) under a renderer: the figures an analysis keeps per row.
 
-Each chat row is rendered once in full; every assistant message is located once; one tokenization with
-offsets gives the row's length and the tokens the default policy (the answer) and `assistantTurns: all`
-(every assistant message) train. A row longer than 512 tokens is rendered once more with every removable
-turn removed, for its trimmed length. Preference pairs are measured as a dpo run reads them: the longer of
-the prompt with each answer.
+Rows are measured in chunks: each row is rendered once in full with every assistant message located (two
+template calls per row), then the chunk's texts are tokenized in one batch call with offsets, which gives
+each row's length and the tokens the default policy (the answer) and `assistantTurns: all` (every assistant
+message) train. Rows longer than 512 tokens are rendered once more with every removable turn removed, for
+their trimmed length. Preference pairs are measured as a dpo run reads them: the longer of the prompt with
+each answer.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,70 +24,103 @@ TRIM_FROM = 512
 
 @dataclass(slots=True)
 class RowMeasure:
-    length: int
-    trimmed: int
-    trained_final: int
-    trained_all: int
+    length: int = 0
+    trimmed: int = 0
+    trained_final: int = 0
+    trained_all: int = 0
     findings: list[TemplateFinding] = field(default_factory=list)
 
 
-def _count(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> int:
-    if not spans:
-        return 0
-    return sum(1 for s, e in offsets if e > s and any(a <= s < b for a, b in spans))
+@dataclass(slots=True)
+class _Piece:
+    """One rendered text of a row, with the spans each policy trains."""
+
+    text: str
+    final: list[tuple[int, int]]
+    every: list[tuple[int, int]]
 
 
-def _tokenize(renderer: ChatRenderer, text: str) -> list[tuple[int, int]]:
-    encoded = renderer.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    return encoded["offset_mapping"]
+def _count(starts: list[int], ends: list[int], spans: list[tuple[int, int]]) -> int:
+    """Tokens whose start lies in a span (offsets are sorted, so each span is two binary searches)."""
+    total = 0
+    for a, b in spans:
+        low, high = bisect_left(starts, a), bisect_left(starts, b)
+        total += sum(1 for k in range(low, high) if ends[k] > starts[k])
+    return total
 
 
-def _length(renderer: ChatRenderer, messages: list[dict[str, Any]], tools) -> int:
-    return len(renderer.tokenizer(renderer.text(messages, tools), add_special_tokens=False)["input_ids"])
-
-
-def measure_chat_row(renderer: ChatRenderer, row: dict[str, Any]) -> RowMeasure:
+def _chat_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasure) -> list[_Piece]:
     messages = normalize_messages(row["messages"])
-    tools = row_tools(row)
-    try:
-        text = renderer.text(messages, tools)
-        spans = {i: renderer.message_span(messages, tools, text, i)
-                 for i, m in enumerate(messages) if m["role"] == "assistant"}
-    except RenderError as error:
-        return RowMeasure(0, 0, 0, 0, [TemplateFinding(None, str(error))])
-    offsets = _tokenize(renderer, text)
-    length = len(offsets)
+    text, spans = renderer.locate(messages, row_tools(row))
     last = len(messages) - 1
-    final = _count(offsets, [spans[last]]) if last in spans else 0
-    every = _count(offsets, list(spans.values()))
-    shortest = length
-    if length > TRIM_FROM:
-        options = list(trimmed(messages))
-        if options:
-            try:
-                shortest = min(length, _length(renderer, options[-1][1], tools))
-            except RenderError:
-                pass  # the untrimmed length stands; the template's refusal is reported when trimming is used
-    return RowMeasure(length, shortest, final, every, findings_from_spans(messages, text, spans))
+    measure.findings = findings_from_spans(messages, text, spans)
+    return [_Piece(text, [spans[last]] if last in spans else [], list(spans.values()))]
 
 
-def measure_pair(renderer: ChatRenderer, row: dict[str, Any]) -> RowMeasure:
+def _pair_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasure) -> list[_Piece]:
     prompt = normalize_messages(row["prompt"])
     tools = row_tools(row)
-    lengths, trained, findings = [], [], []
-    for field_name in ("chosen", "rejected"):
-        answer = normalize_messages([{**row[field_name], "role": "assistant"}])
-        messages = [*prompt, *answer]
+    pieces = []
+    for name in ("chosen", "rejected"):
+        messages = [*prompt, *normalize_messages([{**row[name], "role": "assistant"}])]
+        last = len(messages) - 1
         try:
-            text = renderer.text(messages, tools)
-            span = renderer.message_span(messages, tools, text, len(messages) - 1)
+            text, spans = renderer.locate(messages, tools, [last])
         except RenderError as error:
-            findings.append(TemplateFinding(None, f"'{field_name}': {error}"))
+            measure.findings.append(TemplateFinding(None, f"'{name}': {error}"))
             continue
-        offsets = _tokenize(renderer, text)
-        lengths.append(len(offsets))
-        trained.append(_count(offsets, [span]))
-        for finding in findings_from_spans(messages, text, {len(messages) - 1: span}):
-            findings.append(TemplateFinding(None, f"'{field_name}': {finding.reason} after its prompt"))
-    length = max(lengths, default=0)
-    return RowMeasure(length, length, max(trained, default=0), max(trained, default=0), findings)
+        for finding in findings_from_spans(messages, text, spans):
+            measure.findings.append(TemplateFinding(None, f"'{name}': {finding.reason} after its prompt"))
+        pieces.append(_Piece(text, [spans[last]], [spans[last]]))
+    return pieces
+
+
+def measure_rows(renderer: ChatRenderer, rows: list[dict[str, Any]], kind: str) -> list[RowMeasure]:
+    """Figures for a chunk of valid rows of one kind (`chat` or `preference`)."""
+    pieces_of = _chat_pieces if kind == "chat" else _pair_pieces
+    measures, pieces = [], []
+    for row in rows:
+        measure = RowMeasure()
+        try:
+            row_pieces = pieces_of(renderer, row, measure)
+        except RenderError as error:
+            measure.findings = [TemplateFinding(None, str(error))]
+            row_pieces = []
+        measures.append(measure)
+        pieces.append(row_pieces)
+    flat = [piece for row_pieces in pieces for piece in row_pieces]
+    # The Rust tokenizer directly: one parallel batch call, no conversion of every encoding to Python lists.
+    offsets = (encoding.offsets for encoding in renderer.tokenizer.backend_tokenizer.encode_batch(
+        [p.text for p in flat], add_special_tokens=False))
+    for measure, row_pieces in zip(measures, pieces, strict=True):
+        for piece in row_pieces:
+            pairs = next(offsets)
+            starts, ends = [s for s, _ in pairs], [e for _, e in pairs]
+            if len(pairs) >= measure.length:  # a pair counts its longer answer
+                measure.length = len(pairs)
+                measure.trained_final = _count(starts, ends, piece.final)
+                measure.trained_all = _count(starts, ends, piece.every)
+        measure.trimmed = measure.length
+    if kind == "chat":
+        _trim(renderer, rows, measures)
+    return measures
+
+
+def _trim(renderer: ChatRenderer, rows: list[dict[str, Any]], measures: list[RowMeasure]) -> None:
+    """Shortest length of each long row with every removable (oldest) turn removed."""
+    texts, owners = [], []
+    for row, measure in zip(rows, measures, strict=True):
+        if measure.length <= TRIM_FROM:
+            continue
+        options = list(trimmed(normalize_messages(row["messages"])))
+        if not options:
+            continue
+        try:
+            texts.append(renderer.text(options[-1][1], row_tools(row)))
+            owners.append(measure)
+        except RenderError:
+            continue  # the untrimmed length stands; trimming reports the template's refusal when it is used
+    if texts:
+        encodings = renderer.tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False)
+        for measure, encoding in zip(owners, encodings, strict=True):
+            measure.trimmed = min(measure.length, len(encoding.ids))

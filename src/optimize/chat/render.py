@@ -57,6 +57,8 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self.template_kwargs = template_kwargs or {}
         self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
+        # What apply_chat_template gives a template: the special tokens, then the family's own arguments.
+        self._template_context = {**tokenizer.special_tokens_map, **self.template_kwargs}
 
     @classmethod
     def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None,
@@ -72,60 +74,65 @@ class ChatRenderer:
             tokenizer.chat_template = corrected_template(corrected_family, tokenizer.chat_template)
         return cls(tokenizer, template_kwargs)
 
-    def text(self, messages: list[dict[str, Any]], tools: list | None, generation_prompt: bool = False) -> str:
+    def texts(self, conversations: list[list[dict[str, Any]]], tools: list | None,
+              generation_prompt: bool = False) -> list[str]:
+        """Render several conversations sharing one tool list in one call (the template is compiled once)."""
         from jinja2 import TemplateError
+        from transformers.utils.chat_template_utils import render_jinja_template
 
         try:
-            return self.tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt,
-                **self.template_kwargs,
+            rendered, _ = render_jinja_template(
+                conversations=conversations, tools=tools, chat_template=self.tokenizer.chat_template,
+                add_generation_prompt=generation_prompt, **self._template_context,
             )
         except TemplateError as error:
             raise RenderError(f"the chat template refuses the row: {error}") from None
+        return rendered
+
+    def text(self, messages: list[dict[str, Any]], tools: list | None, generation_prompt: bool = False) -> str:
+        return self.texts([messages], tools, generation_prompt)[0]
+
+    def locate(self, messages: list[dict[str, Any]], tools: list | None,
+               indexes: list[int] | None = None) -> tuple[str, dict[int, tuple[int, int]]]:
+        """The row's text and where each assistant message (or each of `indexes`) sits in it, in two calls."""
+        if indexes is None:
+            indexes = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+        whole = self.texts([messages, *(messages[: i + 1] for i in indexes)], tools)
+        text, uptos = whole[0], whole[1:]
+        with_prompt = [i for i in indexes if i]
+        prompts = dict(zip(with_prompt, self.texts([messages[:i] for i in with_prompt], tools, True), strict=True)) \
+            if with_prompt else {}
+        return text, {i: _span(prompts.get(i, ""), upto, text) for i, upto in zip(indexes, uptos, strict=True)}
 
     def render(self, row: dict[str, Any], policy: LossPolicy = LossPolicy()) -> Rendered:
         messages = normalize_messages(row["messages"])
         tools = row_tools(row)
-        text = self.text(messages, tools)
+        last = len(messages) - 1
+        indexes = [last] if policy.assistant_turns == FINAL else [
+            i for i, m in enumerate(messages) if m["role"] == "assistant"]
+        text, located = self.locate(messages, tools, indexes)
         encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, offsets = encoded["input_ids"], [tuple(pair) for pair in encoded["offset_mapping"]]
         if policy.explicit_mask_column and row.get(policy.explicit_mask_column) is not None:
             mask = check_explicit_mask(row[policy.explicit_mask_column], len(ids), policy.explicit_mask_column)
             return Rendered(text, ids, mask, offsets, [])
-        spans = self.trained_spans(messages, tools, text, policy)
-        mask = [1 if any(start <= s < end for start, end in spans) and e > s else 0 for s, e in offsets]
+        spans = self._trained_spans(messages, tools, text, located, policy)
+        mask = [1 if e > s and any(a <= s < b for a, b in spans) else 0 for s, e in offsets]
         if not any(mask):
             raise RenderError("no token of the answer is trained: the chat template renders it empty")
         return Rendered(text, ids, mask, offsets, spans)
 
-    def trained_spans(self, messages: list[dict[str, Any]], tools: list | None, text: str,
-                      policy: LossPolicy) -> list[tuple[int, int]]:
+    def _trained_spans(self, messages: list[dict[str, Any]], tools: list | None, text: str,
+                       located: dict[int, tuple[int, int]], policy: LossPolicy) -> list[tuple[int, int]]:
         last = len(messages) - 1
-        indexes = [last] if policy.assistant_turns == FINAL else [
-            i for i, m in enumerate(messages) if m["role"] == "assistant"]
         spans = []
-        for index in indexes:
-            start, end = self.message_span(messages, tools, text, index)
-            message = messages[index]
+        for index, (start, end) in sorted(located.items()):
             # An answer that carries tool calls trains whole, whatever trainOnToolCalls says.
-            if index != last and message.get("tool_calls") and not policy.train_on_tool_calls:
+            if index != last and messages[index].get("tool_calls") and not policy.train_on_tool_calls:
                 end = start + self._text_part_length(messages, tools, index, start, end, text)
             if end > start:
                 spans.append((start, end))
         return spans
-
-    def message_span(self, messages: list[dict[str, Any]], tools: list | None, text: str, index: int) -> tuple[int, int]:
-        """Where message `index` sits in `text`: after the longest part of its prompt the text shares, up to
-        the longest part of `messages[:index+1]` it shares. Templates that continue one model turn across tool
-        results (Gemma 4) or close turns differently at the end still locate each message this way."""
-        prompt = self.text(messages[:index], tools, generation_prompt=True) if index else ""
-        upto = self.text(messages[: index + 1], tools)
-        start = _common_prefix_length(prompt, text)
-        end = _common_prefix_length(upto, text)
-        # Whitespace a template writes after the end-of-turn token belongs to no answer: it is not trained.
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        return start, max(start, end)
 
     def _text_part_length(self, messages, tools, index, start, end, text) -> int:
         """Length of the text the template writes for message `index` before its calls."""
@@ -134,6 +141,18 @@ class ChatRenderer:
             return 0
         alone = self.text([*messages[:index], {"role": "assistant", "content": message["content"]}], tools)
         return min(end - start, _common_prefix_length(alone[start:], text[start:end]))
+
+
+def _span(prompt: str, upto: str, text: str) -> tuple[int, int]:
+    """A message's span: after the longest part of its prompt the text shares, up to the longest part of the
+    conversation through it that the text shares. Templates that continue one model turn across tool results
+    (Gemma 4) or close turns differently at the end still locate each message this way. Whitespace written after
+    the end-of-turn token belongs to no answer, so it is not trained."""
+    start = _common_prefix_length(prompt, text)
+    end = _common_prefix_length(upto, text)
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, max(start, end)
 
 
 def _common_prefix_length(a: str, b: str) -> int:

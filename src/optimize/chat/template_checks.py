@@ -27,9 +27,7 @@ def check_row_template(renderer: ChatRenderer, row: dict[str, Any]) -> list[Temp
     messages = normalize_messages(row["messages"])
     tools = row_tools(row)
     try:
-        text = renderer.text(messages, tools)
-        spans = {index: renderer.message_span(messages, tools, text, index)
-                 for index, message in enumerate(messages) if message["role"] == "assistant"}
+        text, spans = renderer.locate(messages, tools)
     except RenderError as error:
         return [TemplateFinding(None, str(error))]
     return findings_from_spans(messages, text, spans)
