@@ -49,7 +49,8 @@ def main() -> None:
     trainer.train()
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
     print("RESULT " + json.dumps({"family": args.family, "size": args.size, "seq": len(ids), "steps": args.steps,
-                                  "seconds": round(time.perf_counter() - start, 2), "peakHostGiB": round(peak_gib, 2)}))
+                                  "seconds": round(time.perf_counter() - start, 2), "peakHostGiB": round(peak_gib, 2),
+                                  "tokensPerSecond": round(args.steps * 2 * len(ids) / (time.perf_counter() - start))}))
 
 
 if __name__ == "__main__":

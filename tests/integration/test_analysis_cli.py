@@ -204,3 +204,52 @@ def test_failed_analysis_starts_again_on_the_next_request(server_factory, capsys
     shutil.move(moved, cache)
     again = cli.json("training", "datasets", "analyze", "r/d", "--model", MODEL, "--wait")
     assert again["analysisId"] == body["analysisId"] and again["attempt"] == 2 and again["phase"] == "done"
+
+
+def run_file(tmp_path, dataset: str, **training) -> Path:
+    import yaml
+
+    plan = {"kind": "run", "project": "p", "baseModel": MODEL,
+            "config": {"dataset": dataset, "maxSeqLength": 64, "hyperparams": {"training": training}}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return path
+
+
+def test_run_file_adds_estimates_with_their_sources(acli, ns, tmp_path):
+    rows = [chat_row(f"q{i}", f"a{i}") for i in range(10)]
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", rows)))
+    plan = run_file(tmp_path, f"{ns}/d", epochs=2, batchSize=4)
+    analysis = acli.json("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan), "--wait")
+    estimates = analysis["estimates"]
+    assert estimates["stepsPerEpoch"] == 3 and estimates["steps"] == 6 and estimates["sequencesPerUpdate"] == 4
+    lengths, _final, _all = independent_figures(model_path(acli), rows)
+    assert estimates["tokens"] == 2 * sum(min(n, 64) for n in lengths)
+    assert estimates["seconds"] is not None and "tokens/s per device measured by" in estimates["basis"]
+    sources = {item["field"]: (item["value"], item["source"]) for item in estimates["inputs"]}
+    assert sources["config.hyperparams.training.epochs"] == (2, "file")
+    assert sources["config.hyperparams.training.batchSize"] == (4, "file")
+    assert sources["config.hyperparams.training.gradientAccumulation"] == (1, "default")
+    assert sources["execution.deviceProfile"] == ("cpu", "default")
+    # Reading the analysis by id gives its measurements without estimates.
+    by_id = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{analysis['analysisId']}").json()
+    assert "estimates" not in by_id and by_id["report"] == analysis["report"]
+    text = acli.ok("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan)).out
+    assert "config.hyperparams.training.epochs = 2 (from the file)" in text
+
+
+def test_model_naming_another_base_model_than_the_run_file_is_refused(acli, ns, tmp_path):
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
+    plan = run_file(tmp_path, f"{ns}/d")
+    result = acli("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan), "--model", "optimize/tiny-llama-3.2")
+    assert result.code == 1
+    assert f"names another base model than the run file's baseModel {MODEL}" in result.err
+    assert acli.json("training", "datasets", "analyses", f"{ns}/d")["analyses"] == []
+
+
+def test_invalid_run_file_is_refused_by_path(acli, ns, tmp_path):
+    acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
+    plan = tmp_path / "run.yaml"
+    plan.write_text(f"kind: run\nproject: p\nbaseModel: {MODEL}\nconfig:\n  dataset: {ns}/d\n  colour: red\n")
+    result = acli("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan))
+    assert result.code == 1 and "config.colour: unknown field" in result.err

@@ -18,12 +18,14 @@ from optimize.deployment import Training
 from optimize.catalog.selection import selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, LeaseLost, NotFound, Refused
+from optimize.analysis.estimates import estimate
+from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.registry.datasets import resolve_reference
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Analysis, DatasetObject, DatasetVersion
+from optimize.training.plans import parse_plan
 
 ID_PREFIX_MIN = 4
 
@@ -41,10 +43,15 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
     return body
 
 
-def start_analysis(training: Training, dataset: str, model: str) -> tuple[dict[str, Any], bool]:
-    """Start an analysis or return the one kept; returns (analysis, whether a worker was launched)."""
+def start_analysis(training: Training, dataset: str, model: str | None,
+                   plan_document: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+    """Start an analysis or return the one kept; returns (analysis, whether a worker was launched).
+
+    With a run plan, the base model is the plan's `baseModel` unless `model` is given, a `model` naming another
+    one is refused, and a finished analysis comes back with the estimates of the plan's steps and time."""
     reference = parse_reference(dataset)
-    entry = training.catalog.find(model)
+    plan = parse_plan(plan_document) if plan_document is not None else None
+    entry = _base_model(training, model, plan)
     chosen = selection_for(training.store, entry.id)
     if chosen is None:
         raise Refused(f"base model {entry.id} is not selected on this deployment, so its tokenizer is not here",
@@ -71,9 +78,27 @@ def start_analysis(training: Training, dataset: str, model: str) -> tuple[dict[s
             session.refresh(item)
         body = analysis_json(item)
         launch = (created or restart) and (item.id, item.lease_token)
+        if plan is not None and item.phase == AnalysisPhase.DONE.value:
+            lengths = training.data_dir / "blobs"  # the per-row lengths the worker stored
+            from optimize.blobs.local import LocalBlobStore
+
+            path = LocalBlobStore(lengths).path_for(item.lengths_sha256)
+            body["estimates"] = estimate(item.report, path, plan, entry)
     if launch:
         training.launcher.launch_analysis(*launch)
     return body, bool(launch)
+
+
+def _base_model(training: Training, model: str | None, plan):
+    if plan is None:
+        if not model:
+            raise Invalid("name the base model", hint="pass --model BASE_MODEL, or a run file with -f")
+        return training.catalog.find(model)
+    planned = training.catalog.find(plan.base_model)
+    if model and training.catalog.find(model).id != planned.id:
+        raise Refused(f"--model {model} names another base model than the run file's baseModel {plan.base_model}",
+                      hint="leave --model out to use the run file's baseModel, or change the run file")
+    return planned
 
 
 def get_analysis(training: Training, analysis_id: str) -> dict[str, Any]:

@@ -33,6 +33,8 @@ class Envelope(_Strict):
     gpu_memory_per_device_gib: float | None = Field(
         default=None, alias="gpuMemoryPerDeviceGiB", description="Peak device memory per device, GiB")
     host_memory_gib: float = Field(alias="hostMemoryGiB", description="Peak host memory per node, GiB")
+    tokens_per_second: float | None = Field(default=None, alias="tokensPerSecond",
+                                            description="Training throughput measured, tokens per second per device")
     measurement: Measurement = Field(description="Who measured the envelope, when and on what")
 
 

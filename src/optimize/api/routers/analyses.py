@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -16,12 +18,15 @@ router = APIRouter(prefix="/v1/training/datasets/analyses", tags=["training"])
 class AnalysisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     dataset: str = Field(description="Dataset reference NS/NAME[:vN|:ALIAS|@sha256:HEX]")
-    model: str = Field(description="Base model: entry id, repository or unambiguous prefix")
+    model: str | None = Field(default=None, description="Base model: entry id, repository or unambiguous prefix "
+                              "(default: the plan's baseModel)")
+    plan: dict[str, Any] | None = Field(default=None, description="A run plan (kind: run) to estimate steps and time for")
 
 
 @router.post("")
 async def start_analysis(body: AnalysisRequest, training: TrainingDep) -> JSONResponse:
-    analysis, launched = await run_in_threadpool(service.start_analysis, training, body.dataset, body.model)
+    analysis, launched = await run_in_threadpool(service.start_analysis, training, body.dataset, body.model,
+                                                  body.plan)
     return JSONResponse(analysis, status_code=202 if launched else 200)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,13 +21,23 @@ TERMINAL = ("done", "failed")
 def analyze(
     out: Output,
     dataset: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")],
-    model: Annotated[str, typer.Option("--model", help="Base model whose tokenizer and template measure the rows.")],
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Base model whose tokenizer and template measure the rows (default: the run file's).")] = None,
+    run_file: Annotated[Path | None, typer.Option("-f", "--file", help="Run file to estimate steps and time for.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the report.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait at most.")] = 3600,
 ) -> None:
     """Start an analysis (or read the one already kept for these examples, model commit and version)."""
+    from optimize.training.plans import load_plan_text
+
+    request = {"dataset": dataset, "model": model}
+    if run_file is not None:
+        try:
+            request["plan"] = load_plan_text(run_file.read_text())
+        except OSError as error:
+            fail(f"cannot read {run_file}: {error.strerror}")
     with client_for(out) as client:
-        analysis = client.post("/v1/training/datasets/analyses", json={"dataset": dataset, "model": model})
+        analysis = client.post("/v1/training/datasets/analyses", json=request)
         if wait and analysis["phase"] not in TERMINAL:
             out.note(f"Analysis {analysis['analysisId'][:12]} {analysis['phase']} …")
             deadline = time.monotonic() + timeout
@@ -36,6 +47,8 @@ def analyze(
                          "follow it with: akka training datasets analyses " + dataset)
                 time.sleep(0.5)
                 analysis = client.get(f"/v1/training/datasets/analyses/{segment(analysis['analysisId'])}")
+            if run_file is not None and analysis["phase"] == "done":
+                analysis = client.post("/v1/training/datasets/analyses", json=request)  # now with the estimates
     out.emit(analysis, _render)
     if wait and analysis["phase"] == "failed":
         raise typer.Exit(1)
@@ -95,3 +108,11 @@ def _render(con, item) -> None:
             con.print(f"  line {finding['line']}{where}: {finding['reason']}")
     else:
         con.print("Template findings: none")
+    estimates = item.get("estimates")
+    if estimates:
+        seconds = f"about {estimates['seconds']:.0f}s" if estimates["seconds"] is not None else "no time estimate"
+        con.print(f"[bold]Estimates[/] {estimates['steps']} steps ({estimates['stepsPerEpoch']} an epoch, "
+                  f"{estimates['sequencesPerUpdate']} sequences an update), {estimates['tokens']} tokens, {seconds}")
+        con.print(f"  basis: {estimates['basis']}")
+        for value in estimates["inputs"]:
+            con.print(f"  {value['field']} = {value['value']} ({'from the file' if value['source'] == 'file' else 'default'})")

@@ -1,0 +1,1 @@
+"""Training: run plans (and, with later features, runs, phases, snapshots)."""

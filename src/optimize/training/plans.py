@@ -1,0 +1,162 @@
+"""The run plan (`kind: run`): a pydantic model with `extra="forbid"`, so an unknown field is refused by its path.
+
+Every field has a description and a default where the product has one. `stated_and_resolved` tells, for every
+leaf, its resolved value and whether the plan stated it (`file`) or it came from the defaults (`default`).
+The configuration (what determines the trained model) is `config`; `execution` (how it runs) is not part of it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from optimize.core.errors import Invalid
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Lora(_Part):
+    rank: int = Field(default=8, ge=1, le=1024, description="LoRA rank")
+    alpha: float = Field(default=16, gt=0, description="LoRA alpha")
+    dropout: float = Field(default=0.05, ge=0, lt=1, description="LoRA dropout")
+    targets: str | list[str] = Field(default="all-linear", description="Modules to adapt, or all-linear")
+    adapt_experts: bool = Field(default=False, alias="adaptExperts", description="Adapt MoE expert weights")
+
+
+class Optimizer(_Part):
+    learning_rate: float = Field(default=1e-4, gt=0, alias="learningRate", description="Peak learning rate")
+    weight_decay: float = Field(default=0.0, ge=0, alias="weightDecay", description="AdamW weight decay")
+
+
+class TrainingLoop(_Part):
+    epochs: int = Field(default=1, ge=1, description="Passes over the training rows")
+    max_steps: int | None = Field(default=None, ge=1, alias="maxSteps", description="Stop after this many updates")
+    batch_size: int = Field(default=8, ge=1, alias="batchSize", description="Sequences per device per pass")
+    gradient_accumulation: int = Field(default=1, ge=1, alias="gradientAccumulation",
+                                       description="Passes per optimizer update")
+    warmup_steps: int = Field(default=0, ge=0, alias="warmupSteps", description="Linear warmup updates")
+    validation_frequency_steps: int | None = Field(default=None, ge=1, alias="validationFrequencySteps",
+                                                   description="Validate every this many updates")
+
+
+class Hyperparams(_Part):
+    lora: Lora = Field(default_factory=Lora)
+    optimizer: Optimizer = Field(default_factory=Optimizer)
+    training: TrainingLoop = Field(default_factory=TrainingLoop)
+
+
+class ModelSettings(_Part):
+    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None, description="Training precision (default: bf16 on GPUs, fp32 on the cpu profile)")
+    gradient_checkpointing: bool | None = Field(default=None, alias="gradientCheckpointing",
+                                                description="Recompute activations in the backward pass")
+    attention_implementation: str | None = Field(default=None, alias="attentionImplementation",
+                                                 description="sdpa, eager or flex_attention")
+
+
+class Data(_Part):
+    truncation: Literal["error", "drop", "oldest", "oldest_or_drop", "right"] = Field(
+        default="error", description="What happens to a row longer than maxSeqLength")
+
+
+class Loss(_Part):
+    assistant_turns: Literal["final", "all"] = Field(default="final", alias="assistantTurns",
+                                                     description="Train the final answer, or every assistant turn")
+    train_on_tool_calls: bool = Field(default=True, alias="trainOnToolCalls",
+                                      description="Train earlier assistant turns' tool calls under assistantTurns: all")
+    explicit_loss_mask_column: str | None = Field(default=None, alias="explicitLossMaskColumn",
+                                                  description="Row key holding a 0/1 mask per token")
+
+
+class Validation(_Part):
+    dataset: str | None = Field(default=None, description="Validation dataset reference")
+
+
+class Preference(_Part):
+    beta: float = Field(default=0.1, gt=0, description="DPO beta")
+    loss_type: Literal["sigmoid", "ipo"] = Field(default="sigmoid", alias="lossType", description="DPO loss")
+    fused_loss: bool | None = Field(default=None, alias="fusedLoss", description="Liger's fused DPO loss")
+
+
+class RunConfig(_Part):
+    dataset: str = Field(description="Training dataset reference")
+    method: Literal["sft", "dpo", "grpo", "gspo"] = Field(default="sft", description="Training method")
+    hyperparams: Hyperparams = Field(default_factory=Hyperparams)
+    seed: int = Field(default=0, description="Seed for data order, initialization and sampling")
+    max_seq_length: int = Field(default=2048, ge=16, alias="maxSeqLength", description="Longest sequence, tokens")
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    liger: dict[str, bool] = Field(default_factory=dict, description="Liger kernels to turn on or off")
+    data: Data = Field(default_factory=Data)
+    loss: Loss = Field(default_factory=Loss)
+    validation: Validation = Field(default_factory=Validation)
+    preference: Preference = Field(default_factory=Preference)
+
+
+class Execution(_Part):
+    device_profile: str = Field(default="cpu", alias="deviceProfile", description="Device profile, e.g. cpu or h200")
+    gpus: int = Field(default=1, ge=0, description="Devices per run (the cpu profile uses one slot)")
+    save_every: int | None = Field(default=None, ge=1, alias="saveEvery", description="Save every this many updates")
+    keep_adapters: int | None = Field(default=None, ge=1, alias="keepAdapters", description="Adapter saves kept")
+    resumable_save_every: int = Field(default=10, ge=1, alias="resumableSaveEvery",
+                                      description="Upload training state at least every this many saves")
+    resumable_save_minutes: float = Field(default=5, gt=0, alias="resumableSaveMinutes",
+                                          description="…or this many minutes after the last one")
+
+
+class RunPlan(_Part):
+    kind: Literal["run"] = Field(description="Always run")
+    project: str = Field(description="Training project; its name is the registry namespace of its models")
+    base_model: str = Field(alias="baseModel", description="Base model: entry id, repository or prefix")
+    model_name: str | None = Field(default=None, alias="modelName",
+                                   description="Name of the registered model (default: the base model's name)")
+    config: RunConfig
+    execution: Execution = Field(default_factory=Execution)
+    submission_id: str | None = Field(default=None, alias="submissionId", description="Idempotency key")
+    description: str | None = Field(default=None, description="Free text")
+    config_name: str | None = Field(default=None, alias="configName", description="Column name in scores tables")
+
+
+def parse_plan(document: Any) -> RunPlan:
+    """Validate a plan document, refusing every problem by its path (all of them at once)."""
+    try:
+        return RunPlan.model_validate(document)
+    except ValidationError as error:
+        problems = [f"{'.'.join(str(p) for p in item['loc'])}: {_words(item)}" for item in error.errors()]
+        raise Invalid(f"the run plan is not valid: {'; '.join(problems[:20])}",
+                      hint="fix the fields named; unknown fields are refused") from None
+
+
+def _words(item: dict[str, Any]) -> str:
+    return "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+
+
+def load_plan_text(text: str) -> dict[str, Any]:
+    """A plan file's document (YAML or JSON)."""
+    try:
+        document = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise Invalid(f"the run file is not valid YAML or JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise Invalid("the run file must hold one mapping (kind: run, project, baseModel, config, …)")
+    return document
+
+
+def stated_and_resolved(model: BaseModel, prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Every leaf field: {"value": resolved value, "source": "file" | "default"}."""
+    result: dict[str, dict[str, Any]] = {}
+    for name, info in type(model).model_fields.items():
+        key = f"{prefix}{info.alias or name}"
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            nested = stated_and_resolved(value, key + ".")
+            if name not in model.model_fields_set:
+                nested = {k: {**v, "source": "default"} for k, v in nested.items()}
+            result.update(nested)
+        else:
+            result[key] = {"value": value, "source": "file" if name in model.model_fields_set else "default"}
+    return result
