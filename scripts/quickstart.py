@@ -1,6 +1,7 @@
 """The quickstart (`make demo`): a server on the embedded defaults in a temporary data dir, then the main job
 as far as the platform reaches today — register a chat and a preference dataset and show them, then list the
-base-model catalog and capacity, and select (build, offline) the quickstart's small stand-in model.
+base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, and analyze
+the chat dataset under it with the estimates for the example run file.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -67,7 +68,9 @@ def main() -> None:
         akka(url, "training", "capacity")
         akka(url, "training", "base-models", "select", "optimize/small-smollm2")
         akka(url, "training", "base-models", "get", "optimize/small-smollm2")
-        print("\nQuickstart done: the registry holds both datasets and the small stand-in model is selected.",
+        akka(url, "training", "datasets", "analyze", "support/chat:train", "-f",
+             str(REPO / "examples" / "runs" / "support-sft.yaml"), "--wait")
+        print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed.",
               flush=True)
     finally:
         server.send_signal(signal.SIGTERM)

@@ -1,5 +1,5 @@
 """What training-side services need of one deployment: store, applied catalog, device profiles, data dir,
-and the launcher that starts worker processes."""
+blob store, and the launcher that starts worker processes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import Catalog
 from optimize.catalog.schema import DeviceProfile
 from optimize.store.db import Store
@@ -18,4 +19,5 @@ class Training:
     catalog: Catalog
     profiles: list[DeviceProfile]
     data_dir: Path
+    blobs: LocalBlobStore
     launcher: Any = None  # scheduler.local.LocalLauncher, set once the server knows its own URL

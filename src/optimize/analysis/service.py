@@ -79,11 +79,8 @@ def start_analysis(training: Training, dataset: str, model: str | None,
         body = analysis_json(item)
         launch = (created or restart) and (item.id, item.lease_token)
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
-            lengths = training.data_dir / "blobs"  # the per-row lengths the worker stored
-            from optimize.blobs.local import LocalBlobStore
-
-            path = LocalBlobStore(lengths).path_for(item.lengths_sha256)
-            body["estimates"] = estimate(item.report, path, plan, entry)
+            lengths = training.blobs.path_for(item.lengths_sha256)  # the per-row figures the worker stored
+            body["estimates"] = estimate(item.report, lengths, plan, entry)
     if launch:
         training.launcher.launch_analysis(*launch)
     return body, bool(launch)

@@ -31,7 +31,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     catalog = load_catalog(settings.catalog_path)
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
-                                  settings.data_dir)
+                                  settings.data_dir, blobs)
     fail_orphans(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, uploads, base_models, analyses, internal):

@@ -76,18 +76,21 @@ class ChatRenderer:
 
     def texts(self, conversations: list[list[dict[str, Any]]], tools: list | None,
               generation_prompt: bool = False) -> list[str]:
-        """Render several conversations sharing one tool list in one call (the template is compiled once)."""
-        from jinja2 import TemplateError
-        from transformers.utils.chat_template_utils import render_jinja_template
+        """Render several conversations sharing one tool list with the compiled template.
 
+        This is what `apply_chat_template` does for plain JSON rows (same template, same special tokens and
+        arguments), without converting every conversation again: analysis renders each row several times.
+        """
+        from jinja2 import TemplateError
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        template = _compile_jinja_template(self.tokenizer.chat_template)  # compiled once per template text
         try:
-            rendered, _ = render_jinja_template(
-                conversations=conversations, tools=tools, chat_template=self.tokenizer.chat_template,
-                add_generation_prompt=generation_prompt, **self._template_context,
-            )
+            return [template.render(messages=conversation, tools=tools, documents=None,
+                                    add_generation_prompt=generation_prompt, **self._template_context)
+                    for conversation in conversations]
         except TemplateError as error:
             raise RenderError(f"the chat template refuses the row: {error}") from None
-        return rendered
 
     def text(self, messages: list[dict[str, Any]], tools: list | None, generation_prompt: bool = False) -> str:
         return self.texts([messages], tools, generation_prompt)[0]

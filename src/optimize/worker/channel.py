@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from optimize.client.http import ApiError, OptimizeClient
 
 
@@ -39,13 +37,18 @@ class Channel(OptimizeClient):
         return target
 
     def put_blob(self, path: Path) -> str:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        """Upload a file of this worker's output under its sha256, streaming it."""
+        digest = hashlib.sha256()
         with path.open("rb") as source:
-            self.request("PUT", f"/v1/internal/blobs/{digest}", content=source.read())
-        return digest
+            while chunk := source.read(1024 * 1024):
+                digest.update(chunk)
+        with path.open("rb") as source:
+            self.put_stream(f"/v1/internal/blobs/{digest.hexdigest()}", iter(lambda: source.read(1024 * 1024), b""),
+                            path.stat().st_size)
+        return digest.hexdigest()
 
     def post_json(self, path: str, body: Any) -> Any:
         return self.request("POST", path, json=body, retries=3)
 
 
-__all__ = ["ApiError", "Channel", "httpx"]
+__all__ = ["ApiError", "Channel"]
