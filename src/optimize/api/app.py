@@ -7,7 +7,8 @@ from fastapi import FastAPI
 from optimize import __version__
 from optimize.api import problems
 from optimize.deployment import Training
-from optimize.api.routers import analyses, base_models, datasets, health, info, internal, namespaces, uploads
+from optimize.api.routers import (analyses, base_models, datasets, health, info, internal, models, namespaces,
+                                  uploads)
 from optimize.analysis.service import fail_if_unfinished, fail_orphans
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
@@ -34,7 +35,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                   settings.data_dir, blobs)
     fail_orphans(app.state.training)
     problems.install(app)
-    for module in (health, info, namespaces, datasets, uploads, base_models, analyses, internal):
+    for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, internal):
         app.include_router(module.router)
     return app
 

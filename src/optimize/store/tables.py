@@ -193,3 +193,142 @@ class Analysis(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Project(Base):
+    """A training project; its name is the registry namespace its models go under."""
+
+    __tablename__ = "projects"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Run(Base):
+    """One training run: its frozen plan, its phase, and what its attempts reported."""
+
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("submission_id", name="uq_runs_submission_id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    submission_id: Mapped[str] = mapped_column(String(128))
+    submission_digest: Mapped[str] = mapped_column(String(64))
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    method: Mapped[str] = mapped_column(String(16))
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    plan: Mapped[dict] = mapped_column(JSON)  # the document as submitted
+    resolved: Mapped[dict] = mapped_column(JSON)  # config + execution with every default filled in
+    sources: Mapped[dict] = mapped_column(JSON)  # path -> file | default | defaultKernels
+    config_hash: Mapped[str] = mapped_column(String(64))
+    base_entry_id: Mapped[str] = mapped_column(String(200))
+    base_commit: Mapped[str] = mapped_column(String(64))
+    dataset_reference: Mapped[str] = mapped_column(String(200))
+    dataset_digest: Mapped[str] = mapped_column(String(71))
+    dataset_rows: Mapped[int] = mapped_column(BigInteger)
+    validation_reference: Mapped[str | None] = mapped_column(String(200))
+    validation_digest: Mapped[str | None] = mapped_column(String(71))
+    model_name: Mapped[str] = mapped_column(String(64))
+    device_profile: Mapped[str] = mapped_column(String(64))
+    device_count: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str | None] = mapped_column(Text)
+    warnings: Mapped[list] = mapped_column(JSON, default=list)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    progress: Mapped[dict] = mapped_column(JSON, default=dict)  # rows done/total, observed step, total steps
+    checks: Mapped[dict | None] = mapped_column(JSON)
+    results: Mapped[dict] = mapped_column(JSON, default=dict)
+    cost: Mapped[dict] = mapped_column(JSON, default=dict)
+    phase_times: Mapped[dict] = mapped_column(JSON, default=dict)  # phase -> [entered iso, left iso|None]
+    model_reference: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class RunAttempt(Base):
+    """One attempt of a run: a worker process holding a lease, and the devices it was granted."""
+
+    __tablename__ = "run_attempts"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lease_token: Mapped[str] = mapped_column(String(64), unique=True)
+    lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    devices: Mapped[list] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))  # active | ended
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    end_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class DeviceHold(Base):
+    """A device held by a job until it has ended: the primary key keeps any device to one holder."""
+
+    __tablename__ = "device_holds"
+
+    device_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    subject: Mapped[str] = mapped_column(String(200), index=True)  # e.g. run:<id>
+    kind: Mapped[str] = mapped_column(String(32))
+    project: Mapped[str | None] = mapped_column(String(64))
+    since: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RunMetric(Base):
+    """One logged figure set of a run at an optimizer step (kind train or validation)."""
+
+    __tablename__ = "run_metrics"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    values: Mapped[dict] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Snapshot(Base):
+    """A committed save: its artifact kinds' manifests are in the blob store; nothing else is ever listed."""
+
+    __tablename__ = "snapshots"
+    __table_args__ = (UniqueConstraint("run_id", "attempt", "step", name="uq_snapshots_run_attempt_step"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[float | None] = mapped_column()
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    artifacts: Mapped[list] = mapped_column(JSON)  # [{kind, manifestDigest, bytes}]
+    committed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Model(Base):
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_models_namespace_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ModelVersion(Base):
+    """An immutable model version: what a serving process loads, its digest, and what it was trained over."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (
+        UniqueConstraint("model_id", "version", name="uq_model_versions_model_version"),
+        UniqueConstraint("model_id", "digest", name="uq_model_versions_model_digest"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    digest: Mapped[str] = mapped_column(String(71))
+    variant: Mapped[str] = mapped_column(String(16))  # BASE | ADAPTER | WEIGHTS
+    descriptor: Mapped[dict] = mapped_column(JSON)  # servingModel: what a serving process loads
+    lineage: Mapped[dict] = mapped_column(JSON)  # baseModel, datasets, producedBy
+    produced_by_kind: Mapped[str | None] = mapped_column(String(16))
+    produced_by_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
