@@ -1,5 +1,5 @@
 """What training-side services need of one deployment: store, applied catalog, device profiles, data dir,
-blob store, and the launcher that starts worker processes."""
+blob store, the launcher that starts worker processes, and the scheduler that admits work onto devices."""
 
 from __future__ import annotations
 
@@ -21,3 +21,5 @@ class Training:
     data_dir: Path
     blobs: LocalBlobStore
     launcher: Any = None  # scheduler.local.LocalLauncher, set once the server knows its own URL
+    scheduler: Any = None  # scheduler.loop.Scheduler, started with the server
+    lease_seconds: float = 60.0  # how long a worker's attempt stays held without a heartbeat

@@ -8,7 +8,7 @@ from optimize import __version__
 from optimize.api import problems
 from optimize.deployment import Training
 from optimize.api.routers import (analyses, base_models, datasets, health, info, internal, models, namespaces,
-                                  uploads)
+                                  projects, runs, uploads)
 from optimize.analysis.service import fail_if_unfinished, fail_orphans
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
@@ -17,6 +17,8 @@ from optimize.registry.uploads import Registry
 from optimize.store.db import Store
 from optimize.scheduler.devices import inventory
 from optimize.scheduler.local import LocalLauncher
+from optimize.scheduler.loop import Scheduler
+from optimize.training.attempts import lose_attempt
 from optimize.store.migrate import upgrade
 
 
@@ -32,18 +34,27 @@ def create_app(settings: ServerSettings) -> FastAPI:
     catalog = load_catalog(settings.catalog_path)
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
-                                  settings.data_dir, blobs)
+                                  settings.data_dir, blobs, lease_seconds=settings.lease_seconds)
     fail_orphans(app.state.training)
     problems.install(app)
-    for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, internal):
+    for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
+                   internal):
         app.include_router(module.router)
     return app
 
 
 def attach_launcher(app: FastAPI, server_url: str) -> None:
-    """Give the app a launcher for worker processes once its own URL is known (workers call it back)."""
+    """Give the app a launcher for worker processes once its own URL is known (workers call it back), and start
+    the scheduler that launches them."""
     training = app.state.training
-    training.launcher = LocalLauncher(
-        server_url, training.data_dir / "logs",
-        on_exit=lambda job_id, token, reason: fail_if_unfinished(training, job_id, token, reason),
-    )
+
+    def worker_exited(kind: str, job_id: str, token: str, reason: str) -> None:
+        if kind == "analysis":
+            fail_if_unfinished(training, job_id, token, reason)
+        else:
+            lose_attempt(training, job_id, token, reason)
+            training.scheduler.wake()  # its devices may be free now
+
+    training.launcher = LocalLauncher(server_url, training.data_dir / "logs", on_exit=worker_exited)
+    training.scheduler = Scheduler(training)
+    training.scheduler.start()

@@ -41,6 +41,7 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
                 yield
             finally:
                 ready_file.unlink(missing_ok=True)
+                app.state.training.scheduler.stop()
                 app.state.training.launcher.stop_all()
                 app.state.registry.store.dispose()
 

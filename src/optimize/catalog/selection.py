@@ -5,6 +5,8 @@ A model is obtained in one of three ways, all ending as a folder in the data dir
 - `--from DIR` imports a local snapshot (safetensors weights, a tokenizer and a chat template);
 - otherwise it is fetched from the hub at the catalog's pinned commit, which an offline machine refuses
   clearly instead of trying at job time.
+The same transaction that records the selection registers the model as a BASE version under its lowercased
+repository (`Qwen/Qwen3-0.6B` → `qwen/qwen3-0.6b:v1`); selecting the same commit again registers nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from optimize.catalog.standins import files_digest
 from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.ids import new_id
+from optimize.registry.models import register_base_model
 from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection
 
@@ -62,6 +65,7 @@ def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir:
             session.add(selection)
         selection.repository, selection.commit, selection.content_digest = entry.repository, commit, digest
         selection.source, selection.path, selection.selected_at = source, str(target), utcnow()
+        register_base_model(session, entry.repository, commit, entry.id)
     return selection
 
 

@@ -37,6 +37,8 @@ class ServerSettings:
     limits: DatasetLimits = field(default_factory=limits_from_env)
     catalog_path: Path | None = None
     detect_gpus: bool = True
+    # How long a worker's attempt stays held without a heartbeat before it is failed as lost.
+    lease_seconds: float = field(default_factory=lambda: float(os.environ.get("OPTIMIZE_LEASE_SECONDS", "60")))
 
     @property
     def resolved_database_url(self) -> str:

@@ -13,7 +13,7 @@ from optimize.core.names import check_name
 from optimize.registry.views import namespace_json
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Dataset, Namespace
+from optimize.store.tables import Dataset, Model, Namespace
 
 
 def unarchive_hint(name: str) -> str:
@@ -49,9 +49,15 @@ def _get(session: Session, name: str) -> Namespace:
     return namespace
 
 
-def _dataset_counts(session: Session) -> dict[str, int]:
-    rows = session.execute(select(Dataset.namespace, func.count()).group_by(Dataset.namespace))
+def _counts(session: Session, table) -> dict[str, int]:
+    """Rows of `table` (datasets or models) per namespace."""
+    rows = session.execute(select(table.namespace, func.count()).group_by(table.namespace))
     return {name: count for name, count in rows}
+
+
+def _json(session: Session, namespace: Namespace) -> dict[str, Any]:
+    return namespace_json(namespace, _counts(session, Dataset).get(namespace.name, 0),
+                          _counts(session, Model).get(namespace.name, 0))
 
 
 def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]]:
@@ -59,14 +65,15 @@ def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]
         query = select(Namespace).order_by(Namespace.name)
         if not include_archived:
             query = query.where(Namespace.archived.is_(False))
-        counts = _dataset_counts(session)
-        return [namespace_json(item, counts.get(item.name, 0)) for item in session.scalars(query)]
+        datasets, models = _counts(session, Dataset), _counts(session, Model)
+        return [namespace_json(item, datasets.get(item.name, 0), models.get(item.name, 0))
+                for item in session.scalars(query)]
 
 
 def get_namespace(store: Store, name: str) -> dict[str, Any]:
     with store.transaction() as session:
         namespace = _get(session, name)
-        return namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+        return _json(session, namespace)
 
 
 def annotate_namespace(store: Store, name: str, description: str | None) -> dict[str, Any]:
@@ -75,7 +82,7 @@ def annotate_namespace(store: Store, name: str, description: str | None) -> dict
         namespace = _get(session, name)
         namespace.description = description or None
         record(session, f"namespace:{namespace.name}", "annotated", description=namespace.description)
-        return namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+        return _json(session, namespace)
 
 
 def set_archived(store: Store, name: str, archived: bool) -> dict[str, Any]:
@@ -87,6 +94,6 @@ def set_archived(store: Store, name: str, archived: bool) -> dict[str, Any]:
             namespace.archived = archived
             namespace.archived_at = utcnow() if archived else None
             record(session, f"namespace:{namespace.name}", "archived" if archived else "unarchived")
-        body = namespace_json(namespace, _dataset_counts(session).get(namespace.name, 0))
+        body = _json(session, namespace)
         body["changed"] = changed
         return body

@@ -49,7 +49,7 @@ def version_json(
     return body
 
 
-def namespace_json(namespace: Namespace, datasets: int) -> dict[str, Any]:
+def namespace_json(namespace: Namespace, datasets: int, models: int) -> dict[str, Any]:
     return {
         "name": namespace.name,
         "description": namespace.description,
@@ -57,4 +57,5 @@ def namespace_json(namespace: Namespace, datasets: int) -> dict[str, Any]:
         "archivedAt": iso(namespace.archived_at),
         "createdAt": iso(namespace.created_at),
         "datasets": datasets,
+        "models": models,
     }

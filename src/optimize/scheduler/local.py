@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ log = logging.getLogger("optimize.scheduler")
 
 
 class LocalLauncher:
-    def __init__(self, server_url: str, log_dir: Path, on_exit: Callable[[str, str, str], None]) -> None:
+    def __init__(self, server_url: str, log_dir: Path, on_exit: Callable[[str, str, str, str], None]) -> None:
         self.server_url = server_url
         self.log_dir = log_dir
         self.on_exit = on_exit
@@ -26,32 +27,52 @@ class LocalLauncher:
         self._lock = threading.Lock()
 
     def launch_analysis(self, analysis_id: str, token: str) -> None:
-        self._launch("analysis", analysis_id, token)
+        self._launch("analysis", analysis_id, token, {})
 
-    def _launch(self, kind: str, job_id: str, token: str) -> None:
+    def launch_run(self, run_id: str, token: str, devices: list[str], profile_kind: str) -> None:
+        """A run's worker sees only its granted GPUs; the allocator reserves close to what it allocates unless
+        the deployment configures another setting."""
+        env = {"PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")}
+        if profile_kind == "gpu":
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(device.rsplit(":", 1)[1] for device in devices)
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        self._launch("run", run_id, token, env)
+
+    def kill(self, job_id: str) -> None:
+        with self._lock:
+            process = self._processes.get(job_id)
+        if process is not None and process.poll() is None:
+            process.kill()
+
+    def _launch(self, kind: str, job_id: str, token: str, extra_env: dict[str, str]) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{kind}-{job_id}.log"
-        env = {**os.environ, "OPTIMIZE_LEASE_TOKEN": token, "OPTIMIZE_WORKER_CACHE": str(self.log_dir.parent / "worker-cache"), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-               "TOKENIZERS_PARALLELISM": "false"}
+        env = {**os.environ, "OPTIMIZE_LEASE_TOKEN": token,
+               "OPTIMIZE_WORKER_CACHE": str(self.log_dir.parent / "worker-cache"),
+               "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false",
+               **extra_env}
         command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]
         with log_path.open("ab") as sink:
             process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
                                        start_new_session=True)
         with self._lock:
             self._processes[job_id] = process
-        threading.Thread(target=self._watch, args=(job_id, token, process, log_path), daemon=True).start()
+        threading.Thread(target=self._watch, args=(kind, job_id, token, process, log_path), daemon=True).start()
 
-    def _watch(self, job_id: str, token: str, process: subprocess.Popen, log_path: Path) -> None:
+    def _watch(self, kind: str, job_id: str, token: str, process: subprocess.Popen, log_path: Path) -> None:
         code = process.wait()
         with self._lock:
             self._processes.pop(job_id, None)
-        if code != 0:
+        if code < 0:
+            reason = f"its process was killed by signal {-code} ({signal.Signals(-code).name})"
+        elif code != 0:
             tail = _last_line(log_path)
             reason = f"the worker exited with status {code}" + (f": {tail}" if tail else "")
         else:
             reason = "the worker exited without reporting a result"
         try:
-            self.on_exit(job_id, token, reason)
+            self.on_exit(kind, job_id, token, reason)
         except Exception:  # noqa: BLE001 - a watcher thread must never die silently
             log.exception("recording the end of worker %s failed", job_id)
 

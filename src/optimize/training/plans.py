@@ -83,6 +83,23 @@ class Preference(_Part):
     fused_loss: bool | None = Field(default=None, alias="fusedLoss", description="Liger's fused DPO loss")
 
 
+class ReferenceCheck(_Part):
+    mean_logprob_error: float | None = Field(
+        default=None, gt=0, description="Bound on the mean per-token log-probability difference between the engine and "
+                                        "plain Transformers at the run's precision (default: 3 x roundingError, at least 0.03)")
+    max_logprob_error: float | None = Field(
+        default=None, gt=0, description="Bound on the largest difference at the run's precision (default 1.0 up to 4096 "
+                                        "tokens, growing in proportion to the longer compared conversation)")
+    fp32_max_logprob_error: float | None = Field(
+        default=None, gt=0, description="Bound on the largest difference at fp32 (default 0.002 up to 4096 tokens, "
+                                        "growing in proportion)")
+
+
+class Checks(_Part):
+    reference: ReferenceCheck = Field(default_factory=ReferenceCheck,
+                                      description="The reference check before the first update")
+
+
 class RunConfig(_Part):
     dataset: str = Field(description="Training dataset reference")
     method: Literal["sft", "dpo", "grpo", "gspo"] = Field(default="sft", description="Training method")
@@ -95,6 +112,7 @@ class RunConfig(_Part):
     loss: Loss = Field(default_factory=Loss)
     validation: Validation = Field(default_factory=Validation)
     preference: Preference = Field(default_factory=Preference)
+    checks: Checks = Field(default_factory=Checks)
 
 
 class Execution(_Part):
@@ -102,6 +120,8 @@ class Execution(_Part):
     gpus: int = Field(default=1, ge=0, description="Devices per run (the cpu profile uses one slot)")
     save_every: int | None = Field(default=None, ge=1, alias="saveEvery", description="Save every this many updates")
     keep_adapters: int | None = Field(default=None, ge=1, alias="keepAdapters", description="Adapter saves kept")
+    keep_training_states: int | None = Field(default=None, ge=1, alias="keepTrainingStates",
+                                             description="Training-state saves kept")
     resumable_save_every: int = Field(default=10, ge=1, alias="resumableSaveEvery",
                                       description="Upload training state at least every this many saves")
     resumable_save_minutes: float = Field(default=5, gt=0, alias="resumableSaveMinutes",

@@ -9,7 +9,7 @@ import sys
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="optimize.worker")
-    parser.add_argument("kind", choices=["analysis"])
+    parser.add_argument("kind", choices=["analysis", "run"])
     parser.add_argument("job_id")
     parser.add_argument("--server", required=True)
     args = parser.parse_args()
@@ -17,10 +17,15 @@ def main() -> int:
     if not token:
         print("OPTIMIZE_LEASE_TOKEN is not set", file=sys.stderr)
         return 2
-    from optimize.worker.analysis import run_analysis
     from optimize.worker.channel import Channel
 
     with Channel(args.server, token) as channel:
+        if args.kind == "run":
+            from optimize.worker.run import run_training
+
+            return run_training(channel, args.job_id)
+        from optimize.worker.analysis import run_analysis
+
         return run_analysis(channel, args.job_id)
 
 

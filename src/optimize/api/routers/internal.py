@@ -1,4 +1,4 @@
-"""Routes only workers call, under `/v1/internal/`: each write carries the attempt's lease token, and a worker
+"""Routes only workers call (analyses and runs), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
 that no longer holds its attempt is answered 409 `lease_lost`."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
 from optimize.analysis import service
+from optimize.training import attempts
 from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import NotFound
 
@@ -55,3 +56,36 @@ def analysis_running(analysis_id: str, training: TrainingDep, lease: Lease) -> d
 def analysis_result(analysis_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
     service.finish(training, analysis_id, lease, body)
     return {"ok": True}
+
+
+# --- run workers ----------------------------------------------------------------------------------------------
+
+
+@router.get("/runs/{run_id}")
+def run_spec(run_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return attempts.job_spec(training, run_id, lease)
+
+
+@router.post("/runs/{run_id}/heartbeat")
+def run_heartbeat(run_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return attempts.heartbeat(training, run_id, lease)
+
+
+@router.post("/runs/{run_id}/progress")
+def run_progress(run_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return attempts.report_progress(training, run_id, lease, body)
+
+
+@router.post("/runs/{run_id}/metrics")
+def run_metrics(run_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return attempts.report_metrics(training, run_id, lease, body.get("items") or [])
+
+
+@router.post("/runs/{run_id}/snapshots")
+def run_snapshot(run_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return attempts.commit_snapshot(training, run_id, lease, body)
+
+
+@router.post("/runs/{run_id}/result")
+def run_result(run_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return attempts.finish(training, run_id, lease, body)

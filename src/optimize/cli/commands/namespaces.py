@@ -63,10 +63,11 @@ def unarchive(out: Output, namespace: Annotated[str, typer.Argument(help="Namesp
 
 
 def _render_list(con, data) -> None:
-    grid = table("NAMESPACE", "DATASETS", "DESCRIPTION", "CREATED")
+    grid = table("NAMESPACE", "DATASETS", "MODELS", "DESCRIPTION", "CREATED")
     for item in data["namespaces"]:
         name = item["name"] + (" (archived)" if item["archived"] else "")
-        grid.add_row(name, str(item["datasets"]), item["description"] or DASH, age(item["createdAt"]))
+        grid.add_row(name, str(item["datasets"]), str(item["models"]), item["description"] or DASH,
+                     age(item["createdAt"]))
     con.print(grid)
     con.print(footer(len(data["namespaces"]), "namespace"))
 
@@ -75,5 +76,6 @@ def _render_one(con, item) -> None:
     con.print(f"[bold]Namespace[/]    {item['name']}")
     con.print(f"Description  {item['description'] or DASH}")
     con.print(f"Datasets     {item['datasets']}")
+    con.print(f"Models       {item['models']}")
     con.print(f"State        {'archived ' + age(item['archivedAt']) if item['archived'] else 'active'}")
     con.print(f"Created      {age(item['createdAt'])}")

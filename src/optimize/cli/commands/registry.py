@@ -5,13 +5,14 @@ from __future__ import annotations
 import typer
 
 from optimize.cli.common import client_for, command
-from optimize.cli.commands import datasets, namespaces
+from optimize.cli.commands import datasets, models, namespaces
 from optimize.cli.output import Output
 from optimize.core.sizes import human_size
 
-app = typer.Typer(help="The artifact registry: namespaces and datasets.", no_args_is_help=True)
+app = typer.Typer(help="The artifact registry: namespaces, datasets and models.", no_args_is_help=True)
 app.add_typer(namespaces.app, name="namespaces")
 app.add_typer(datasets.app, name="datasets")
+app.add_typer(models.app, name="models")
 
 
 @command(app, "info")

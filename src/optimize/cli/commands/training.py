@@ -6,16 +6,19 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import analyses
+from optimize.cli.commands import analyses, projects, runs
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, footer, table
 from optimize.client.http import segment
 
-app = typer.Typer(help="Training: base models, dataset analyses, capacity.", no_args_is_help=True)
+app = typer.Typer(help="Training: projects, runs, base models, dataset analyses, capacity.", no_args_is_help=True)
 base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
 app.add_typer(base_models, name="base-models")
 app.add_typer(analyses.app, name="datasets")
+app.add_typer(projects.app, name="projects")
+app.add_typer(runs.app, name="runs")
+app.add_typer(runs.app, name="run", hidden=True)  # alias, as the reference names it
 
 
 @command(base_models, "list")

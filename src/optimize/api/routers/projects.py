@@ -1,0 +1,34 @@
+"""Training projects: `POST /v1/training/projects`, `GET /v1/training/projects[/{name}]`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimize.api.deps import TrainingDep
+from optimize.projects import service
+
+router = APIRouter(prefix="/v1/training/projects", tags=["training"])
+
+
+class ProjectRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Project name; also the registry namespace its models go under")
+    description: str | None = Field(default=None, description="Free text")
+
+
+@router.post("")
+def create_project(body: ProjectRequest, training: TrainingDep) -> JSONResponse:
+    project, created = service.create_project(training.store, body.name, body.description)
+    return JSONResponse(project, status_code=201 if created else 200)
+
+
+@router.get("")
+def list_projects(training: TrainingDep, archived: bool = False) -> dict:
+    return {"projects": service.list_projects(training.store, archived)}
+
+
+@router.get("/{name}")
+def get_project(name: str, training: TrainingDep) -> dict:
+    return service.get_project(training.store, name)

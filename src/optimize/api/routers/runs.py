@@ -1,0 +1,77 @@
+"""Training runs: submit, read, list, metrics, snapshots, and the events stream (server-sent events)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from optimize.api.deps import TrainingDep
+from optimize.training import events, runs
+
+router = APIRouter(prefix="/v1/training/runs", tags=["training"])
+POLL_SECONDS = 0.5
+KEEPALIVE_SECONDS = 5.0
+
+
+@router.post("")
+async def start_run(training: TrainingDep, plan: Any = Body(description="A run plan (kind: run)")) -> JSONResponse:
+    run, created = await run_in_threadpool(runs.submit, training, plan)
+    return JSONResponse(run, status_code=202 if created else 200)
+
+
+@router.get("")
+def list_runs(training: TrainingDep, project: str | None = None, phase: str | None = None) -> dict:
+    return {"runs": runs.list_runs(training, project, phase)}
+
+
+@router.get("/{run_id}")
+def get_run(run_id: str, training: TrainingDep, settings: bool = False) -> dict:
+    return runs.get_run(training, run_id, settings)
+
+
+@router.get("/{run_id}/metrics")
+def get_metrics(run_id: str, training: TrainingDep, limit: int | None = None) -> dict:
+    return runs.run_metrics(training, run_id, limit)
+
+
+@router.get("/{run_id}/snapshots")
+def get_snapshots(run_id: str, training: TrainingDep) -> dict:
+    return runs.run_snapshots(training, run_id)
+
+
+@router.get("/{run_id}/events")
+async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
+    """The run's current status first, then a status after each change, until the run has ended."""
+    run, cursor = await run_in_threadpool(events.current, training, run_id)
+
+    async def stream():
+        nonlocal cursor
+        yield _sse("status", run)
+        if run["terminal"]:
+            return
+        quiet = 0.0
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            changed, cursor, status = await run_in_threadpool(events.since, training, run["runId"], cursor)
+            if changed:
+                quiet = 0.0
+                yield _sse("status", status)
+                if status["terminal"]:
+                    return
+            else:
+                quiet += POLL_SECONDS
+                if quiet >= KEEPALIVE_SECONDS:
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"

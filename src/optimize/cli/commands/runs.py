@@ -1,0 +1,265 @@
+"""`akka training runs start|get|list|metrics|snapshots|wait`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from optimize.cli.common import client_for, command, fail
+from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
+
+app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
+FAILED_PHASES = ("FAILED", "CANCELLED")
+
+
+@command(app, "start")
+def start(
+    out: Output,
+    plan_file: Annotated[str, typer.Option("-f", "--file", help="Run plan (YAML or JSON); - reads stdin.")],
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
+    exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Start without asking for confirmation.")] = False,
+) -> None:
+    """Submit a run plan. The plan is checked first; then it asks before starting unless --force."""
+    from optimize.core.ids import new_id
+    from optimize.training.plans import load_plan_text, parse_plan
+
+    if exit_status and not wait:
+        raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    try:
+        text = sys.stdin.read() if plan_file == "-" else Path(plan_file).read_text()
+    except OSError as error:
+        fail(f"cannot read {plan_file}: {error.strerror}")
+    document = load_plan_text(text)
+    plan = parse_plan(document)  # refuses an unknown or malformed field by its path, before asking anything
+    document.setdefault("submissionId", new_id())  # a retried request reaches the same run
+    if not force:
+        if not sys.stdin.isatty() or plan_file == "-":
+            fail("starting a run needs confirmation", "pass --force to start without asking")
+        if not typer.confirm(f"Start a {plan.config.method} run of {plan.base_model} on {plan.config.dataset} "
+                             f"in project {plan.project}?"):
+            raise CommandFailed(1)
+    with client_for(out) as client:
+        run = client.post("/v1/training/runs", json=document, retries=3)
+        if not wait:
+            out.emit(run, lambda con, r: con.print(
+                f"Run {r['runId'][:12]} {r['phase'].title()} in project {r['project']}; follow it with: "
+                f"akka training runs wait {r['runId'][:12]}"))
+            return
+        out.note(f"Run {run['runId'][:12]} submitted.")
+        _follow(client, out, run["runId"], None, exit_status)
+
+
+@command(app, "get")
+def get(out: Output, run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
+        settings: Annotated[bool, typer.Option("--settings", help="Every resolved setting, stated ones marked.")] = False
+        ) -> None:
+    """Show a run: State, Results, Cost (and --settings)."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/runs/{segment(run)}", params={"settings": settings}), _render_run)
+
+
+@command(app, "list")
+def list_runs(
+    out: Output,
+    project: Annotated[str | None, typer.Option("--project", help="Only this project's runs.")] = None,
+    phase: Annotated[str | None, typer.Option("--phase", help="open (unfinished) or a phase, e.g. COMPLETED.")] = None,
+) -> None:
+    """List runs, newest first."""
+    params = {k: v for k, v in {"project": project, "phase": phase}.items() if v}
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/runs", params=params), _render_list)
+
+
+@command(app, "metrics")
+def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+            limit: Annotated[int | None, typer.Option("--limit", help="Only the last N steps.")] = None) -> None:
+    """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
+    params = {"limit": limit} if limit else {}
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/runs/{segment(run)}/metrics", params=params), _render_metrics)
+
+
+@command(app, "snapshots")
+def snapshots(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")]) -> None:
+    """The run's committed snapshots (saves whose upload completed)."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/runs/{segment(run)}/snapshots"), _render_snapshots)
+
+
+@command(app, "wait")
+def wait(
+    out: Output,
+    run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+    exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 1 unless the run completes.")] = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Give up following after this many seconds.")] = None,
+) -> None:
+    """Follow a run until it ends: a line per change (-o json: one JSON object per line)."""
+    with client_for(out) as client:
+        _follow(client, out, run, timeout, exit_status)
+
+
+def _follow(client, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
+    import json
+
+    from optimize.client.events import follow
+
+    deadline = time.monotonic() + timeout if timeout else None
+    last: dict[str, Any] | None = None
+    try:
+        for status in follow(client, f"/v1/training/runs/{segment(run_id)}/events", deadline):
+            if out.is_json:
+                print(json.dumps(status, separators=(",", ":")), flush=True)
+            else:
+                line = _status_line(status)
+                if last is None or line != _status_line(last):
+                    print(line, flush=True)
+            last = status
+    except TimeoutError:
+        fail(f"run {run_id} has not ended after {timeout:g}s; it goes on", "follow it again with: akka training runs wait "
+             + run_id)
+    final = client.get(f"/v1/training/runs/{segment(last['runId'])}")
+    if out.is_json:
+        out.emit(final)
+    else:
+        _render_run(console(), final)
+    if exit_status and final["phase"] != "COMPLETED":
+        raise CommandFailed(1)
+
+
+def _status_line(r: dict[str, Any]) -> str:
+    p = r.get("progress") or {}
+    parts = [f"{r['runId'][:12]} {r['phase'].title()}"]
+    if r["phase"] == "PREPARING" and p.get("rowsTotal"):
+        parts.append(f"rows {p.get('rowsDone', 0)}/{p['rowsTotal']}")
+    if p.get("totalSteps"):
+        parts.append(f"step {p.get('observedStep', 0)}/{p['totalSteps']}")
+    if p.get("loss") is not None:
+        parts.append(f"loss {p['loss']:.4f}")
+    if r.get("failureReason"):
+        parts.append(f"— {r['failureReason'].splitlines()[0]}")
+    return "  ".join(parts)
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return DASH
+    value = float(value)
+    if value < 60:
+        return f"{value:.0f}s"
+    minutes, seconds = divmod(int(value), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def _checks_line(checks: dict[str, Any] | None) -> str:
+    if not checks:
+        return DASH
+    mark = {"passed": "✓ passed", "warning": "✓ passed", "failed": "✗ failed"}[checks["status"]]
+    line = f"{mark} {checks['passed']} of {checks['total']} in {_seconds(checks['seconds'])}"
+    for check in checks["checks"]:
+        line += (f"; {check['name']}: mean {check['meanLogprobError']:.3g} (bound {check['bounds']['meanLogprobError']:.3g}),"
+                 f" max {check['maxLogprobError']:.3g}, fp32 max {check['fp32MaxLogprobError']:.3g},"
+                 f" roundingError {check['roundingError']:.3g}")
+    return line
+
+
+def _render_run(con, r) -> None:
+    p = r.get("progress") or {}
+    res = r.get("results") or {}
+    cost = r.get("cost") or {}
+    con.print("[bold]State[/]")
+    con.print(f"  Run          {r['runId']}")
+    con.print(f"  Project      {r['project']}")
+    con.print(f"  Method       {r['method']}")
+    con.print(f"  Base model   {r['baseModel']['id']} at {r['baseModel']['commit'][:12]}")
+    con.print(f"  Dataset      {r['dataset']['reference']} — {r['dataset']['rows']} example(s)")
+    if r.get("validation"):
+        con.print(f"  Validation   {r['validation']['reference']}")
+    con.print(f"  Phase        {r['phase'].title()} (attempt {r['attempt']})")
+    if r["phase"] == "PREPARING" and p.get("rowsTotal"):
+        con.print(f"  Progress     rows {p.get('rowsDone', 0)} of {p['rowsTotal']}")
+    elif p.get("totalSteps"):
+        share = 100 * p.get("observedStep", 0) / p["totalSteps"]
+        loss = f", loss {p['loss']:.4f}" if p.get("loss") is not None else ""
+        con.print(f"  Progress     {p.get('observedStep', 0)}/{p['totalSteps']} steps ({share:.0f}%){loss}")
+    con.print(f"  Saved        {'step ' + str(p['savedStep']) if p.get('savedStep') else DASH}")
+    if r.get("warnings"):
+        for warning in r["warnings"]:
+            con.print(f"  Warning      {warning}")
+    if r.get("failureReason"):
+        con.print(f"  [red]Failure[/]      {r['failureReason'].splitlines()[0]}")
+    con.print("[bold]Results[/]")
+    con.print(f"  Model        {res.get('model') or DASH}")
+    if res.get("validationLoss") is not None:
+        import math
+
+        con.print(f"  Validation   loss {res['validationLoss']:.4f} (perplexity {math.exp(min(res['validationLoss'], 50)):.2f})")
+    loss = res.get("trainingLoss")
+    con.print(f"  Training     loss {loss['start']:.4f} → {loss['end']:.4f} (mean {loss['mean']:.4f})" if loss
+              else f"  Training     loss {DASH}")
+    fit = res.get("dataFit") or {}
+    if fit.get("tooLong"):
+        con.print(f"  Data fit     {fit['tooLong']} row(s) longer than maxSeqLength left out (dataFit.tooLong)")
+    con.print(f"  Start checks {_checks_line(r.get('checks'))}")
+    con.print("[bold]Cost[/]")
+    devices = r["execution"]["devices"]
+    estimate = " (estimate)" if cost.get("estimate") else ""
+    con.print(f"  Devices      {_seconds(cost.get('deviceSeconds'))}{estimate} on {devices} {r['execution']['deviceProfile']} "
+              f"device{'s' if devices != 1 else ''}")
+    d = cost.get("duration") or {}
+    ended = f", ended {age(r['timing']['finishedAt'])}" if r["timing"].get("finishedAt") else ""
+    con.print(f"  Duration     waiting for devices {_seconds(d.get('waitingForDevices'))}, preparing "
+              f"{_seconds(d.get('preparing'))}, training {_seconds(d.get('training'))}{ended}")
+    if cost.get("tokensPerSecondPerDevice"):
+        con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device")
+    peak = cost.get("peakDeviceMemoryGiB")
+    con.print(f"  Training peak {f'{peak:.2f} GiB per device' if peak is not None else DASH + ' (no GPU)'}")
+    if cost.get("hostMemoryGiB") is not None:
+        con.print(f"  Host memory  {cost['hostMemoryGiB']:.2f} GiB")
+    if r.get("settings"):
+        con.print("[bold]Settings[/]")
+        for path, item in r["settings"].items():
+            mark = " (stated)" if item["source"] == "stated" else " (default kernels)" if item["source"] == "defaultKernels" else ""
+            con.print(f"  {path} = {item['value']!r}{mark}")
+
+
+def _render_list(con, data) -> None:
+    grid = table("RUN", "PROJECT", "METHOD", "BASE MODEL", "PHASE", "PROGRESS", "MODEL", "CREATED")
+    for r in data["runs"]:
+        p = r.get("progress") or {}
+        progress = f"{p.get('observedStep', 0)}/{p['totalSteps']}" if p.get("totalSteps") else DASH
+        grid.add_row(r["runId"][:12], r["project"], r["method"], r["baseModel"]["id"], r["phase"].title(), progress,
+                     r["results"].get("model") or DASH, age(r["timing"]["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["runs"]), "run"))
+
+
+def _render_metrics(con, data) -> None:
+    grid = table("STEP", "LOSS", "LEARNING RATE", "GRAD NORM", "TOKENS", "VALIDATION LOSS")
+    validation = {m["step"]: m.get("validationLoss") for m in data["validation"]}
+    for m in data["steps"]:
+        v = validation.get(m["step"])
+        grid.add_row(str(m["step"]), _num(m.get("loss")), _num(m.get("learningRate"), "{:.3g}"),
+                     _num(m.get("gradNorm")), str(m.get("tokens", DASH)), _num(v))
+    con.print(grid)
+    con.print(footer(len(data["steps"]), "step"))
+
+
+def _num(value, fmt: str = "{:.4f}") -> str:
+    return DASH if value is None else fmt.format(value)
+
+
+def _render_snapshots(con, data) -> None:
+    grid = table("SNAPSHOT", "STEP", "ATTEMPT", "KINDS", "FINAL", "COMMITTED")
+    for s in data["snapshots"]:
+        grid.add_row(s["snapshotId"][:12], str(s["step"]), str(s["attempt"]), ", ".join(s["kinds"]),
+                     "yes" if s["final"] else "", age(s["committedAt"]))
+    con.print(grid)
+    count = len(data["snapshots"])
+    con.print(f"1 to {count} of {count} snapshots." if count else "No snapshots committed yet.")

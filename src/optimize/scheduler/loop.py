@@ -1,0 +1,117 @@
+"""The scheduler: admits queued runs onto free devices of the profile and count they ask for, and reaps
+attempts whose worker stopped heart-beating.
+
+A grant is one transaction: the device holds (primary key per device, so no device has two holders), the new
+attempt with its lease, and the run's move to PREPARING. Holds are released only when the attempt ends. Work
+that the current devices can never hold fails with the reason, also when the inventory changed since it was
+queued (a restart with other devices).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from optimize.core.clock import utcnow
+from optimize.deployment import Training
+from optimize.scheduler.devices import devices as all_devices
+from optimize.store.tables import DeviceHold, Run, RunAttempt
+from optimize.training.attempts import fail_run, holder, lose_attempt, expired_attempts
+from optimize.training.phases import RunPhase, transition
+
+log = logging.getLogger("optimize.scheduler")
+TICK_SECONDS = 1.0
+
+
+class Scheduler:
+    def __init__(self, training: Training) -> None:
+        self.training = training
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the loop must outlive one bad tick; the next one retries
+                log.exception("scheduler tick failed")
+            self._wake.wait(TICK_SECONDS)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        self.reap()
+        self.admit()
+
+    def reap(self) -> None:
+        for run_id, token, reason in expired_attempts(self.training):
+            if lose_attempt(self.training, run_id, token, reason):
+                log.warning("run %s: worker lost (%s)", run_id, reason)
+                if self.training.launcher is not None:
+                    self.training.launcher.kill(run_id)
+
+    def admit(self) -> None:
+        with self.training.store.transaction() as session:
+            queued = session.scalars(select(Run.id).where(Run.phase == RunPhase.QUEUED.value)
+                                     .order_by(Run.created_at)).all()
+        for run_id in queued:
+            launch = self._place(run_id)
+            if launch is not None and self.training.launcher is not None:
+                self.training.launcher.launch_run(run_id, *launch)
+
+    def _place(self, run_id: str) -> tuple[str, list[str], str] | None:
+        """Grant devices to one queued run if they are free; returns (token, devices, profile kind)."""
+        profiles = {p.name: p for p in self.training.profiles}
+        try:
+            with self.training.store.transaction() as session:
+                run = session.get(Run, run_id)
+                if run is None or run.phase != RunPhase.QUEUED.value:
+                    return None
+                profile = profiles.get(run.device_profile)
+                if profile is None or profile.devices < run.device_count:
+                    fail_run(session, run, _never_fits(run, self.training.profiles))
+                    return None
+                held = set(session.scalars(select(DeviceHold.device_id)))
+                free = [d.device_id for d in all_devices([profile]) if d.device_id not in held]
+                if len(free) < run.device_count:
+                    return None  # waits for devices
+                chosen = free[: run.device_count]
+                now = utcnow()
+                for device in chosen:
+                    session.add(DeviceHold(device_id=device, subject=holder(run.id), kind=run.method,
+                                           project=run.project, since=now))
+                token = secrets.token_hex(16)
+                number = run.attempt + 1
+                session.add(RunAttempt(run_id=run.id, number=number, lease_token=token, devices=chosen,
+                                       lease_expires_at=now + timedelta(seconds=self.training.lease_seconds),
+                                       state="active", started_at=now))
+                session.flush()
+                transition(session, run, RunPhase.PREPARING, attempt=number,
+                           progress={"rowsDone": 0, "rowsTotal": run.dataset_rows})
+                return token, chosen, profile.kind
+        except IntegrityError:
+            return None  # another grant took a device first; the next tick tries again
+
+
+def _never_fits(run: Run, profiles) -> str:
+    have = ", ".join(f"{p.name} ({p.devices} device{'s' if p.devices != 1 else ''})" for p in profiles) or "none"
+    if not any(p.name == run.device_profile for p in profiles):
+        return (f"no device of profile {run.device_profile!r} exists on this deployment, so the run can never be "
+                f"scheduled; profiles here: {have}. Set execution.deviceProfile to one of them")
+    return (f"the run asks for {run.device_count} devices of profile {run.device_profile!r}, more than this "
+            f"deployment has ({have}), so it can never be scheduled. Ask for fewer devices (execution.gpus)")

@@ -1,0 +1,203 @@
+"""What a run's worker reports, lease-checked, and how an attempt ends.
+
+Every call names the attempt by its lease token; a worker whose attempt has ended (lost, failed, cancelled)
+is answered `lease_lost` and stops. An attempt ends exactly once: its devices are released and the device time
+it held is added to the run's cost.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from optimize.catalog.selection import selection_for
+from optimize.chat.formats import DatasetFormat
+from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.errors import Invalid, LeaseLost
+from optimize.core.ids import new_id
+from optimize.deployment import Training
+from optimize.store.db import insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import DatasetObject, DatasetVersion, DeviceHold, Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.phases import TERMINAL, RunPhase, transition
+from optimize.training.views import snapshot_json
+
+ARTIFACT_KINDS = ("weights", "trainingState")
+
+
+def holder(run_id: str) -> str:
+    return f"run:{run_id}"
+
+
+def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
+    attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id, RunAttempt.lease_token == token))
+    run = session.get(Run, run_id)
+    if attempt is None or run is None or attempt.state != "active" or RunPhase(run.phase) in TERMINAL:
+        raise LeaseLost(f"run {run_id} is no longer held by this worker")
+    return run, attempt
+
+
+def end_attempt(session, run: Run, attempt: RunAttempt, reason: str) -> None:
+    """Release the attempt's devices and count the device time it held."""
+    if attempt.state != "active":
+        return
+    now = utcnow()
+    attempt.state, attempt.ended_at, attempt.end_reason = "ended", now, reason
+    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(run.id)))
+    held = (now - as_utc(attempt.started_at)).total_seconds() * len(attempt.devices)
+    cost = dict(run.cost or {})
+    cost["deviceSeconds"] = round(cost.get("deviceSeconds", 0.0) + held, 1)
+    run.cost = cost
+    record(session, holder(run.id), "attempt-ended", attempt=attempt.number, reason=reason)
+
+
+def fail_run(session, run: Run, reason: str) -> bool:
+    attempt = session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
+    if attempt is not None:
+        end_attempt(session, run, attempt, reason)
+    return transition(session, run, RunPhase.FAILED, failure_reason=reason[:4000], cost=run.cost)
+
+
+def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bool:
+    """The worker of this attempt is gone (its process ended, or it stopped heart-beating): the run fails."""
+    with training.store.transaction() as session:
+        attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id,
+                                                          RunAttempt.lease_token == token))
+        run = session.get(Run, run_id)
+        if attempt is None or run is None or attempt.state != "active" or RunPhase(run.phase) in TERMINAL:
+            return False
+        return fail_run(session, run, f"worker lost: {reason}")
+
+
+def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
+    """(run id, lease token, reason) of active attempts whose lease ran out."""
+    now = utcnow()
+    with training.store.transaction() as session:
+        found = session.scalars(select(RunAttempt).where(RunAttempt.state == "active")).all()
+        return [(a.run_id, a.lease_token, f"no heartbeat from its worker since {iso(a.lease_expires_at - timedelta(seconds=training.lease_seconds))} (lease {training.lease_seconds:g}s)")
+                for a in found if as_utc(a.lease_expires_at) < now]
+
+
+# --- the worker's calls ------------------------------------------------------------------------------------
+
+
+def job_spec(training: Training, run_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        entry = training.catalog.find(run.base_entry_id)
+        chosen = selection_for(training.store, entry.id)
+        return {
+            "runId": run.id, "attempt": attempt.number, "project": run.project, "method": run.method,
+            "config": run.resolved["config"], "execution": run.resolved["execution"],
+            "devices": attempt.devices, "leaseSeconds": training.lease_seconds,
+            "dataset": _objects(session, run.dataset_digest),
+            "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
+            "model": {"id": entry.id, "repository": entry.repository, "family": entry.family,
+                      "commit": run.base_commit, "path": chosen.path if chosen else None,
+                      "chatTemplate": entry.chat_template},
+        }
+
+
+def _objects(session, digest: str) -> dict[str, Any]:
+    version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
+    objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
+                              .order_by(DatasetObject.position))
+    return {"digest": digest, "format": version.format, "rows": version.rows,
+            "kind": DatasetFormat(version.format).kind.value,
+            "objects": [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects]}
+
+
+def heartbeat(training: Training, run_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        attempt.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        return {"leaseExpiresAt": iso(attempt.lease_expires_at), "phase": run.phase}
+
+
+def report_progress(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Rows done of rows total while preparing; the step while training; the start checks once they ran.
+    The first report with `training: true` moves the run to TRAINING."""
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        attempt.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        progress = {**(run.progress or {}), **(body.get("progress") or {})}
+        values: dict[str, Any] = {"progress": progress}
+        if body.get("checks") is not None:
+            values["checks"] = body["checks"]
+        if body.get("dataFit") is not None:
+            values["results"] = {**(run.results or {}), "dataFit": body["dataFit"]}
+        if body.get("training") and run.phase == RunPhase.PREPARING.value:
+            transition(session, run, RunPhase.TRAINING, **values)
+        else:
+            for key, value in values.items():
+                setattr(run, key, value)
+            record(session, holder(run.id), "progress", step=progress.get("observedStep"),
+                   rowsDone=progress.get("rowsDone"))
+        return {"phase": run.phase}
+
+
+def report_metrics(training: Training, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        for item in items:
+            if item.get("kind") not in ("train", "validation") or not isinstance(item.get("step"), int):
+                raise Invalid("a metric needs kind train or validation and an integer step")
+            insert_ignoring_conflict(session, RunMetric, {
+                "run_id": run.id, "kind": item["kind"], "step": item["step"], "attempt": attempt.number,
+                "values": item.get("values") or {}, "at": utcnow()}, ["run_id", "kind", "step"])
+        return {"accepted": len(items)}
+
+
+def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A save becomes a snapshot only once every file its manifests name is held under its digest; the
+    manifests were uploaded last, so a half-uploaded save is never listed."""
+    artifacts = []
+    for item in body.get("artifacts") or []:
+        if item.get("kind") not in ARTIFACT_KINDS:
+            raise Invalid(f"artifact kind {item.get('kind')!r} is not one of {', '.join(ARTIFACT_KINDS)}")
+        manifest = _verified_manifest(training, item.get("manifestSha256", ""))
+        artifacts.append({"kind": item["kind"], "manifestDigest": f"sha256:{item['manifestSha256']}",
+                          "bytes": sum(f["bytes"] for f in manifest["files"]),
+                          "files": [f["path"] for f in manifest["files"]]})
+    if not artifacts:
+        raise Invalid("a snapshot needs at least one artifact")
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        step = int(body["step"])
+        insert_ignoring_conflict(session, Snapshot, {
+            "id": new_id(), "run_id": run.id, "attempt": attempt.number, "step": step, "epoch": body.get("epoch"),
+            "final": bool(body.get("final")), "artifacts": artifacts, "committed_at": utcnow()},
+            ["run_id", "attempt", "step"])
+        snapshot = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number,
+                                                         Snapshot.step == step))
+        run.progress = {**(run.progress or {}), "savedStep": step}
+        record(session, holder(run.id), "snapshot", step=step, snapshotId=snapshot.id)
+        return snapshot_json(snapshot)
+
+
+def _verified_manifest(training: Training, sha256: str) -> dict[str, Any]:
+    path = training.blobs.path_for(sha256)
+    if not path.is_file():
+        raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
+    manifest = json.loads(path.read_bytes())
+    missing = [f["path"] for f in manifest.get("files", []) if not training.blobs.path_for(f["sha256"]).is_file()]
+    if missing:
+        raise Invalid(f"the snapshot's files {', '.join(missing)} are not held; upload them first")
+    return manifest
+
+
+def finish(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The worker's last word: failed with a reason, or completed with its final snapshot, which is registered
+    as the project's model."""
+    from optimize.training.completion import complete_run
+
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)
+        if body.get("failed"):
+            fail_run(session, run, str(body["failed"]))
+            return {"phase": run.phase}
+        complete_run(training, session, run, attempt, body)
+        return {"phase": run.phase, "model": run.model_reference}

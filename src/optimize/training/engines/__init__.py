@@ -1,0 +1,1 @@
+"""Training engines: self-contained recipes behind one small interface (prepared rows in, saves and metrics out)."""

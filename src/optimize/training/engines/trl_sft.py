@@ -1,0 +1,164 @@
+"""Supervised fine-tuning with TRL's SFTTrainer and a PEFT LoRA adapter.
+
+Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains), so TRL's
+own rendering is skipped and what trains is exactly what the analysis measured. The engine reports through
+`EngineHooks`: metrics at every update, each save once written, and whether to stop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from optimize.training.checks import failure_reason, reference_check, summary
+
+METRIC_NAMES = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",
+                "mean_token_accuracy": "tokenAccuracy", "entropy": "entropy", "epoch": "epoch"}
+
+
+class EngineHooks(Protocol):
+    def started(self, total_steps: int, checks: dict[str, Any]) -> None: ...
+    def step(self, step: int, total_steps: int) -> None: ...
+    def metric(self, kind: str, step: int, values: dict[str, Any]) -> None: ...
+    def saved(self, step: int, directory: Path, epoch: float | None, final: bool) -> None: ...
+    def should_stop(self) -> bool: ...
+
+
+class StartCheckFailed(Exception):
+    """A start check refused the run before its first update."""
+
+    def __init__(self, checks: dict[str, Any], reason: str) -> None:
+        super().__init__(reason)
+        self.checks = checks
+
+
+@dataclass
+class Outcome:
+    total_steps: int
+    train_seconds: float
+    tokens: int
+    losses: list[float] = field(default_factory=list)
+    validation_loss: float | None = None
+    modules: list[str] = field(default_factory=list)
+    weights_digest: str | None = None
+    peak_device_gib: float | None = None
+    host_gib: float = 0.0
+
+
+def total_steps(rows: int, config: dict[str, Any]) -> int:
+    loop = config["hyperparams"]["training"]
+    if loop.get("maxSteps"):
+        return int(loop["maxSteps"])
+    per_epoch = max(1, math.ceil(math.ceil(rows / loop["batchSize"]) / loop["gradientAccumulation"]))
+    return per_epoch * int(loop["epochs"])
+
+
+def weights_digest(path: Path) -> str:
+    """sha256 over the adapter's tensors (names, dtypes, shapes, bytes), independent of ids and lineage."""
+    import torch
+    from safetensors import safe_open
+
+    digest = hashlib.sha256()
+    with safe_open(str(path), framework="pt") as tensors:
+        for name in sorted(tensors.keys()):
+            tensor = tensors.get_tensor(name).contiguous()
+            digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: dict[str, list],
+          eval_rows: dict[str, list] | None, workdir: Path, hooks: EngineHooks) -> Outcome:
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    cuda = torch.cuda.is_available()
+    precision = config["model"]["precision"]
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    attention = config["model"]["attentionImplementation"]
+    loop = config["hyperparams"]["training"]
+    lora = config["hyperparams"]["lora"]
+    steps = total_steps(len(train_rows["input_ids"]), config)
+    save_every = save_every or steps
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+
+    def load(at_dtype):
+        loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=at_dtype, attn_implementation=attention)
+        return loaded.to("cuda") if cuda else loaded
+
+    args = SFTConfig(
+        output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
+        per_device_eval_batch_size=loop["batchSize"], gradient_accumulation_steps=loop["gradientAccumulation"],
+        learning_rate=config["hyperparams"]["optimizer"]["learningRate"],
+        weight_decay=config["hyperparams"]["optimizer"]["weightDecay"], warmup_steps=loop["warmupSteps"],
+        lr_scheduler_type="linear", seed=config["seed"], data_seed=config["seed"], logging_steps=1,
+        save_strategy="steps", save_steps=save_every, save_only_model=False,
+        eval_strategy="steps" if eval_rows else "no",
+        eval_steps=(loop.get("validationFrequencySteps") or save_every) if eval_rows else None,
+        bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
+        gradient_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
+        max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True},
+        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
+    )
+    peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                             target_modules=lora["targets"], task_type="CAUSAL_LM")
+    outcome = Outcome(total_steps=steps, train_seconds=0.0, tokens=0)
+    clock = {"start": 0.0}
+
+    class Bridge(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            clock["start"] = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            hooks.step(state.global_step, steps)
+            if hooks.should_stop():
+                control.should_training_stop = True
+                control.should_save = False
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = logs or {}
+            if "eval_loss" in logs:
+                outcome.validation_loss = float(logs["eval_loss"])
+                hooks.metric("validation", state.global_step, {"validationLoss": outcome.validation_loss,
+                                                               "perplexity": math.exp(min(outcome.validation_loss, 50))})
+                return
+            values = {name: float(logs[key]) for key, name in METRIC_NAMES.items() if key in logs}
+            if "loss" in values:
+                outcome.losses.append(values["loss"])
+                outcome.tokens = int(values.get("tokens", outcome.tokens))
+                hooks.metric("train", state.global_step, values)
+
+        def on_save(self, args, state, control, **kwargs):
+            directory = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            final = state.global_step >= steps
+            if final:
+                outcome.weights_digest = weights_digest(directory / "adapter_model.safetensors")
+            hooks.saved(state.global_step, directory, state.epoch, final)
+
+    trainer = SFTTrainer(
+        model=load(dtype), args=args, processing_class=tokenizer, peft_config=peft_config,
+        train_dataset=Dataset.from_dict(train_rows),
+        eval_dataset=Dataset.from_dict(eval_rows) if eval_rows else None, callbacks=[Bridge()],
+    )
+    outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
+    batch = next(iter(trainer.get_train_dataloader()))
+    stated = config.get("checks", {}).get("reference", {})
+    check = reference_check(trainer.model, load, batch, dtype, stated)
+    checks = summary([check])
+    if check["status"] == "failed":
+        raise StartCheckFailed(checks, failure_reason(check))
+    hooks.started(steps, checks)
+    trainer.train()
+    outcome.train_seconds = time.monotonic() - clock["start"]
+    if cuda:
+        outcome.peak_device_gib = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    outcome.host_gib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)
+    return outcome

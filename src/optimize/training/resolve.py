@@ -1,0 +1,139 @@
+"""Admission: a valid plan becomes a frozen run record.
+
+References are resolved here and the exact versions recorded, so moving an alias later changes no accepted
+run. Every config and execution value is resolved (defaults filled in by the profile the run asks for, and the
+default kernels by model type) and its source kept: `stated` when the plan gave it, `default` or
+`defaultKernels` otherwise. The configuration hash covers the base model commit and the resolved config, not
+execution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from optimize.catalog.schema import DeviceProfile, Entry
+from optimize.core.errors import Invalid, Refused
+from optimize.core.names import check_name
+from optimize.core.refs import parse_reference
+from optimize.registry.datasets import resolve_reference
+from optimize.store.tables import BaseModelSelection
+from optimize.training.kernels import default_kernels
+from optimize.training.plans import RunPlan
+
+NOT_YET = {"oldest", "oldest_or_drop"}  # trimming policies arrive with the data-fit work
+
+
+@dataclass
+class DatasetPick:
+    reference: str
+    digest: str
+    rows: int
+
+
+@dataclass
+class Admitted:
+    entry: Entry
+    commit: str
+    dataset: DatasetPick
+    validation: DatasetPick | None
+    model_name: str
+    resolved: dict[str, Any]
+    sources: dict[str, str]
+    config_hash: str
+    device_count: int
+
+
+def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entry,
+          selection: BaseModelSelection | None, profiles: list[DeviceProfile]) -> Admitted:
+    """Resolve and check everything a submission can know without reading rows."""
+    if entry.serving_only:
+        raise Refused(f"base model {entry.id} is allowed for serving only and cannot train",
+                      hint="choose a base model whose Allowed for line says training (akka training base-models list)")
+    config = plan.config
+    if config.method != "sft":
+        raise Refused(f"method {config.method} is not trained on this deployment yet; method sft is",
+                      hint="set config.method: sft")
+    if selection is None:
+        raise Refused(f"base model {entry.id} is not selected on this deployment",
+                      hint=f"select it first: akka training base-models select {entry.id}")
+    if config.data.truncation in NOT_YET:
+        raise Refused(f"data.truncation: {config.data.truncation} is not available on this deployment yet",
+                      hint="set data.truncation to error or drop")
+    if config.data.truncation == "right" and not config.loss.explicit_loss_mask_column:
+        raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
+                      hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
+                           "masks that exclude every token past maxSeqLength")
+    dataset = _pick(session, config.dataset, plan.project, "config.dataset")
+    validation = (_pick(session, config.validation.dataset, plan.project, "config.validation.dataset")
+                  if config.validation.dataset else None)
+    model_name = check_name(plan.model_name or entry.repository.split("/")[-1], "modelName")
+    profile = next((p for p in profiles if p.name == plan.execution.device_profile), None)
+    on_cpu = plan.execution.device_profile == "cpu" or (profile is not None and profile.kind == "cpu")
+    devices = max(1, plan.execution.gpus)
+    if on_cpu and config.liger:
+        raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
+                      hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
+    resolved = {"config": config.model_dump(by_alias=True, mode="json"),
+                "execution": plan.execution.model_dump(by_alias=True, mode="json")}
+    resolved["config"]["dataset"] = dataset.reference
+    resolved["config"]["validation"]["dataset"] = validation.reference if validation else None
+    model = resolved["config"]["model"]
+    if model["precision"] is None:
+        model["precision"] = "fp32" if on_cpu else "bf16"
+    if model["gradientCheckpointing"] is None:
+        model["gradientCheckpointing"] = not on_cpu
+    kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
+                                                              devices).items()
+               if not _stated(document, f"config.{path}")}
+    for path, value in kernels.items():
+        _set(resolved["config"], path, value)
+    if model["attentionImplementation"] is None:
+        model["attentionImplementation"] = "sdpa"
+    stated = set(_leaves(document.get("config") or {}, "config.")) | set(_leaves(document.get("execution") or {},
+                                                                                   "execution."))
+    sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
+                      else "default") for path in _leaves(resolved, "")}
+    digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
+    config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices)
+
+
+def _pick(session: Session, text: str, project: str, field: str) -> DatasetPick:
+    """A dataset reference; one with no namespace resolves inside the project's namespace."""
+    qualified = text if "/" in text else f"{project}/{text}"
+    try:
+        reference = parse_reference(qualified)
+    except Invalid as error:
+        raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
+    found, version = resolve_reference(session, reference)
+    if found.kind != "chat":
+        raise Refused(f"{field} {found.namespace}/{found.name}:v{version.version} holds preference pairs; "
+                      "method sft trains on chat rows", hint="name a chat dataset, or train it with method dpo")
+    return DatasetPick(f"{found.namespace}/{found.name}:v{version.version}", version.digest, version.rows)
+
+
+def _leaves(document: Any, prefix: str) -> list[str]:
+    if isinstance(document, dict) and document:
+        return [leaf for key, value in document.items() for leaf in _leaves(value, f"{prefix}{key}.")]
+    return [prefix.rstrip(".")] if prefix else []
+
+
+def _stated(document: dict[str, Any], path: str) -> bool:
+    node: Any = document
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return node is not None
+
+
+def _set(document: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        document = document.setdefault(part, {})
+    document[last] = value

@@ -1,0 +1,141 @@
+"""Runs as users see them: submit a plan, read a run, list runs, read metrics and snapshots.
+
+A submission is idempotent by `submissionId`: the same id reaches the same run, never a second one; the same id
+with another plan is refused. Admission freezes every reference and default (training.resolve); the run then
+waits in QUEUED for the scheduler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize.catalog.selection import selection_for
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, Invalid, NotFound
+from optimize.core.ids import new_id
+from optimize.deployment import Training
+from optimize.projects.service import open_project
+from optimize.registry.namespaces import refuse_if_archived
+from optimize.store.db import insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.phases import OPEN, RunPhase
+from optimize.training.plans import parse_plan
+from optimize.training.resolve import admit
+from optimize.training.views import metric_json, run_json, snapshot_json
+
+ID_PREFIX_MIN = 4
+
+
+def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
+    """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created)."""
+    if not isinstance(document, dict):
+        raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
+    plan = parse_plan(document)
+    digest = hashlib.sha256(json.dumps({k: v for k, v in document.items() if k != "submissionId"},
+                                       sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    submission_id = plan.submission_id or new_id()
+    with training.store.transaction() as session:
+        existing = session.scalar(select(Run).where(Run.submission_id == submission_id))
+        if existing is not None:
+            return _same_submission(existing, digest), False
+    entry = training.catalog.find(plan.base_model)
+    selection = selection_for(training.store, entry.id)
+    with training.store.transaction() as session:
+        project = open_project(session, plan.project)
+        refuse_if_archived(session, project.name)
+        admitted = admit(session, plan, document, entry, selection, training.profiles)
+        now = utcnow()
+        run_id = new_id()
+        inserted = insert_ignoring_conflict(session, Run, {
+            "id": run_id, "submission_id": submission_id, "submission_digest": digest, "project": project.name,
+            "method": plan.config.method, "phase": RunPhase.QUEUED.value, "attempt": 0, "plan": document,
+            "resolved": admitted.resolved, "sources": admitted.sources, "config_hash": admitted.config_hash,
+            "base_entry_id": entry.id, "base_commit": admitted.commit,
+            "dataset_reference": admitted.dataset.reference, "dataset_digest": admitted.dataset.digest,
+            "dataset_rows": admitted.dataset.rows,
+            "validation_reference": admitted.validation.reference if admitted.validation else None,
+            "validation_digest": admitted.validation.digest if admitted.validation else None,
+            "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
+            "device_count": admitted.device_count, "description": plan.description, "warnings": [],
+            "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
+            "created_at": now,
+        }, ["submission_id"]) == 1
+        run = session.scalar(select(Run).where(Run.submission_id == submission_id))
+        if not inserted:  # another request with the same id won the race
+            return _same_submission(run, digest), False
+        record(session, f"run:{run.id}", "phase", phase=RunPhase.QUEUED.value)
+        body = run_json(run)
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return body, True
+
+
+def _same_submission(run: Run, digest: str) -> dict[str, Any]:
+    if run.submission_digest != digest:
+        raise Conflict(f"submissionId {run.submission_id!r} was used for another plan (run {run.id[:12]})",
+                       hint="use a new submissionId for a different plan, or leave it out")
+    return run_json(run)
+
+
+def find_run(session, run_id: str) -> Run:
+    text = run_id.strip().lower()
+    if len(text) < ID_PREFIX_MIN:
+        raise NotFound(f"run {run_id!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters of its id")
+    runs = session.scalars(select(Run).where(Run.id.startswith(text)).limit(2)).all()
+    if len(runs) > 1:
+        raise Conflict(f"{run_id!r} names more than one run", hint="give more of the id")
+    if not runs:
+        raise NotFound(f"run {run_id!r} does not exist", hint="list runs with: akka training runs list")
+    return runs[0]
+
+
+def current_attempt(session, run: Run) -> RunAttempt | None:
+    return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
+
+
+def get_run(training: Training, run_id: str, settings: bool = False) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        return run_json(run, current_attempt(session, run), settings=settings)
+
+
+def list_runs(training: Training, project: str | None = None, phase: str | None = None) -> list[dict[str, Any]]:
+    query = select(Run).order_by(Run.created_at.desc())
+    if project:
+        query = query.where(Run.project == project.lower())
+    if phase:
+        wanted = phase.upper()
+        if wanted == "OPEN":
+            query = query.where(Run.phase.in_([p.value for p in OPEN]))
+        elif wanted in RunPhase.__members__:
+            query = query.where(Run.phase == wanted)
+        else:
+            raise Invalid(f"phase {phase!r} is not a run phase",
+                          hint=f"use open or one of {', '.join(p.value for p in RunPhase)}")
+    with training.store.transaction() as session:
+        return [run_json(run) for run in session.scalars(query.limit(500))]
+
+
+def run_metrics(training: Training, run_id: str, limit: int | None = None) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        rows = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id)
+                               .order_by(RunMetric.step, RunMetric.kind)).all()
+        steps = [metric_json(m) for m in rows if m.kind == "train"]
+        validation = [metric_json(m) for m in rows if m.kind == "validation"]
+        if limit:
+            steps = steps[-limit:]
+        return {"runId": run.id, "steps": steps, "validation": validation}
+
+
+def run_snapshots(training: Training, run_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        items = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
+                                .order_by(Snapshot.attempt, Snapshot.step)).all()
+        return {"runId": run.id, "snapshots": [snapshot_json(s) for s in items]}

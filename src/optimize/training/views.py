@@ -1,0 +1,84 @@
+"""JSON shapes of runs, metrics and snapshots (camelCase, as the API answers)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from optimize.core.clock import as_utc, iso, utcnow
+from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.phases import RunPhase
+
+
+def phase_millis(run: Run, now: datetime | None = None) -> dict[str, int]:
+    """Time spent in each phase, summed over its spans (a phase still open counts up to now)."""
+    now = now or utcnow()
+    totals: dict[str, int] = {}
+    for phase, spans in (run.phase_times or {}).items():
+        total = 0
+        for start, end in spans:
+            begin = datetime.fromisoformat(start)
+            finish = datetime.fromisoformat(end) if end else now
+            total += int((as_utc(finish) - as_utc(begin)).total_seconds() * 1000)
+        totals[phase] = total
+    return totals
+
+
+def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False) -> dict[str, Any]:
+    millis = phase_millis(run)
+    cost = dict(run.cost or {})
+    held = cost.get("deviceSeconds")
+    if held is None and attempt is not None:  # still running: an estimate of what it holds
+        seconds = sum(millis.get(p, 0) for p in ("PREPARING", "TRAINING", "PAUSING")) / 1000
+        cost["deviceSeconds"] = round(seconds * run.device_count, 1)
+        cost["estimate"] = True
+    cost["duration"] = {"waitingForDevices": millis.get("QUEUED", 0) / 1000,
+                        "preparing": millis.get("PREPARING", 0) / 1000,
+                        "training": millis.get("TRAINING", 0) / 1000}
+    body: dict[str, Any] = {
+        "runId": run.id,
+        "submissionId": run.submission_id,
+        "project": run.project,
+        "method": run.method,
+        "phase": run.phase,
+        "attempt": run.attempt,
+        "baseModel": {"id": run.base_entry_id, "commit": run.base_commit},
+        "dataset": {"reference": run.dataset_reference, "digest": run.dataset_digest, "rows": run.dataset_rows},
+        "validation": ({"reference": run.validation_reference, "digest": run.validation_digest}
+                       if run.validation_reference else None),
+        "modelName": run.model_name,
+        "execution": {"deviceProfile": run.device_profile, "devices": run.device_count,
+                      "devicesHeld": attempt.devices if attempt is not None and attempt.state == "active" else []},
+        "configHash": run.config_hash,
+        "progress": run.progress or {},
+        "savedStep": (run.progress or {}).get("savedStep"),
+        "checks": run.checks,
+        "results": {**(run.results or {}), "model": run.model_reference},
+        "cost": cost,
+        "timing": {"phaseMillis": millis, "createdAt": iso(run.created_at), "finishedAt": iso(run.finished_at)},
+        "failureReason": run.failure_reason,
+        "warnings": run.warnings or [],
+        "description": run.description,
+        "terminal": RunPhase(run.phase) in {RunPhase.COMPLETED, RunPhase.FAILED, RunPhase.CANCELLED},
+    }
+    if settings:
+        body["settings"] = {path: {"value": _lookup(run.resolved, path), "source": source}
+                            for path, source in sorted(run.sources.items())}
+    return body
+
+
+def _lookup(document: dict[str, Any], path: str) -> Any:
+    node: Any = document
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def metric_json(metric: RunMetric) -> dict[str, Any]:
+    return {"step": metric.step, "kind": metric.kind, "attempt": metric.attempt, **metric.values, "at": iso(metric.at)}
+
+
+def snapshot_json(snapshot: Snapshot) -> dict[str, Any]:
+    return {"snapshotId": snapshot.id, "runId": snapshot.run_id, "attempt": snapshot.attempt, "step": snapshot.step,
+            "epoch": snapshot.epoch, "final": snapshot.final, "artifacts": snapshot.artifacts,
+            "kinds": [a["kind"] for a in snapshot.artifacts], "committedAt": iso(snapshot.committed_at)}

@@ -1,0 +1,193 @@
+"""The run job: fetch the attempt's spec, read and render the rows (PREPARING), run the start checks and train
+(TRAINING), upload saves as they are written, and report the end.
+
+Rows are read by the registry's row rule and rendered through `optimize.chat` under the run's loss policy; a
+row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
+its lease is lost it stops without writing more.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from optimize.worker.channel import ApiError, Channel
+from optimize.worker.reporter import Reporter
+from optimize.worker.uploads import Save, SaveUploader
+
+
+class RowRefused(Exception):
+    """A row of the run's datasets cannot be trained as it is."""
+
+
+def run_training(channel: Channel, run_id: str) -> int:
+    base = f"/v1/internal/runs/{run_id}"
+    try:
+        spec = channel.get(base)
+    except ApiError as error:
+        print(f"cannot start: {error.message}", flush=True)
+        return 3
+    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
+    uploader = SaveUploader(channel, base).start()
+    workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
+    try:
+        result = _train(channel, spec, reporter, uploader, workdir)
+    except RowRefused as refusal:
+        result = {"failed": str(refusal)}
+    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the run
+        traceback.print_exc()
+        result = {"failed": f"training failed: {type(error).__name__}: {error}"}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    reporter.stop()
+    if reporter.lost.is_set():
+        print(f"stopped: {reporter.lost_reason}", flush=True)
+        return 3
+    try:
+        channel.post_json(f"{base}/result", result)
+    except ApiError as error:
+        print(f"cannot report: {error.message}", flush=True)
+        return 3
+    return 0
+
+
+def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
+           workdir: Path) -> dict[str, Any]:
+    from optimize.training.engines import trl_sft
+
+    config = spec["config"]
+    renderer = _renderer(spec["model"])
+    cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
+    total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
+    counter = _Progress(reporter, total)
+    train_rows, too_long = _prepare(channel, spec["dataset"], config, renderer, cache, counter,
+                                    config["dataset"])
+    eval_rows = None
+    if spec["validation"]:
+        eval_rows, _ = _prepare(channel, spec["validation"], config, renderer, cache, counter,
+                                config["validation"]["dataset"])
+    if not train_rows["input_ids"]:
+        raise RowRefused(f"no row of {config['dataset']} is left to train: every row is longer than maxSeqLength "
+                         f"{config['maxSeqLength']}; raise maxSeqLength or shorten the rows")
+    data_fit = {"rows": len(train_rows["input_ids"]), "tooLong": too_long}
+    reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
+
+    class Hooks:
+        def started(self, total_steps: int, checks: dict[str, Any]) -> None:
+            reporter.progress(urgent=True, training=True, checks=checks,
+                              progress={"observedStep": 0, "totalSteps": total_steps})
+
+        def step(self, step: int, total_steps: int) -> None:
+            reporter.progress(progress={"observedStep": step, "totalSteps": total_steps,
+                                        "savesWaiting": uploader.waiting})
+
+        def metric(self, kind: str, step: int, values: dict[str, Any]) -> None:
+            reporter.metric(kind, step, values)
+            if kind == "train" and "loss" in values:
+                reporter.progress(progress={"loss": values["loss"]})
+
+        def saved(self, step: int, directory: Path, epoch: float | None, final: bool) -> None:
+            uploader.put(Save(step, directory, epoch, final))
+
+        def should_stop(self) -> bool:
+            return reporter.lost.is_set()
+
+    try:
+        outcome = trl_sft.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
+                                eval_rows, workdir, Hooks())
+    except trl_sft.StartCheckFailed as failed:
+        reporter.progress(urgent=True, checks=failed.checks)
+        reporter.flush()
+        return {"failed": str(failed)}
+    uploader.close()
+    if uploader.error:
+        return {"failed": uploader.error}
+    if not any(item["step"] >= outcome.total_steps for item in uploader.committed):
+        return {"failed": "the final save was not committed"}
+    reporter.flush()
+    losses = outcome.losses
+    devices = max(1, len(spec["devices"]))
+    return {
+        "modules": outcome.modules,
+        "weightsDigest": outcome.weights_digest,
+        "results": {
+            "trainingLoss": {"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)} if losses else None,
+            "validationLoss": outcome.validation_loss,
+            "steps": outcome.total_steps,
+            "tokens": outcome.tokens,
+            "weightsDigest": outcome.weights_digest,
+        },
+        "cost": {
+            "trainingSeconds": round(outcome.train_seconds, 2),
+            "tokensPerSecondPerDevice": round(outcome.tokens / outcome.train_seconds / devices, 1)
+            if outcome.train_seconds else None,
+            "peakDeviceMemoryGiB": outcome.peak_device_gib,
+            "hostMemoryGiB": outcome.host_gib,
+        },
+    }
+
+
+class _Progress:
+    """Rows done of rows total, reported at most once a second."""
+
+    def __init__(self, reporter: Reporter, total: int) -> None:
+        self.reporter, self.total, self.done, self._last = reporter, total, 0, 0.0
+
+    def advance(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self._last >= 1.0:
+            self._last = now
+            self.reporter.progress(progress={"rowsDone": self.done, "rowsTotal": self.total})
+
+
+def _renderer(model: dict[str, Any]):
+    from optimize.chat.families import template_kwargs
+    from optimize.chat.render import ChatRenderer
+
+    if not model.get("path") or not Path(model["path"]).is_dir():
+        raise RuntimeError(f"base model {model['id']} is not in this host's model cache")
+    corrected = model["family"] if model.get("chatTemplate") == "corrected" else None
+    return ChatRenderer.from_pretrained(model["path"], template_kwargs(model["family"]), corrected_family=corrected)
+
+
+def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], renderer, cache: Path,
+             counter: _Progress, reference: str) -> tuple[dict[str, list], int]:
+    """Every row checked, rendered and masked; (columns input_ids and labels, rows left out as too long)."""
+    import orjson
+
+    from optimize.chat.render import LossPolicy, RenderError
+    from optimize.chat.rows import RowError, RowKind, check_row
+
+    loss = config["loss"]
+    policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
+    limit, truncation = config["maxSeqLength"], config["data"]["truncation"]
+    columns: dict[str, list] = {"input_ids": [], "labels": []}
+    too_long = line = 0
+    for item in dataset["objects"]:
+        path = channel.fetch_blob(item["sha256"], cache)
+        with path.open("rb") as handle:
+            for raw in handle:
+                line += 1
+                try:
+                    row = orjson.loads(raw)
+                    check_row(row, RowKind.CHAT)
+                    rendered = renderer.render(row, policy)
+                except (RowError, RenderError, orjson.JSONDecodeError) as error:
+                    raise RowRefused(f"{reference} line {line}: {error}") from None
+                counter.advance()
+                if len(rendered.input_ids) > limit:
+                    if truncation == "drop":
+                        too_long += 1
+                        continue
+                    raise RowRefused(
+                        f"{reference} line {line} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength "
+                        f"{limit}; raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
+                columns["input_ids"].append(rendered.input_ids)
+                columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
+    return columns, too_long
