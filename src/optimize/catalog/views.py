@@ -1,4 +1,4 @@
-"""JSON shapes of catalog entries, envelopes (labelled as measurements) and device capacity."""
+"""JSON shapes of catalog entries and their envelopes (labelled as measurements)."""
 
 from __future__ import annotations
 
@@ -44,15 +44,3 @@ def entry_json(entry: Entry, selection: BaseModelSelection | None, *, full: bool
             },
         })
     return body
-
-
-def capacity_json(profiles: list[DeviceProfile], strict: bool) -> dict[str, Any]:
-    pools = [
-        {"pool": p.pool, "profile": p.name, "kind": p.kind, "accelerator": p.accelerator, "memoryGiB": p.memory_gib,
-         "declared": p.devices, "free": p.devices, "granted": 0, "queued": 0}
-        for p in profiles
-    ]
-    devices = [{"device": f"{p.name}:{i}", "profile": p.name, "pool": p.pool, "held": False}
-               for p in profiles for i in range(p.devices)]
-    return {"pools": pools, "devices": devices, "claims": [],
-            "envelopes": "strict" if strict else "advisory", "warnings": []}

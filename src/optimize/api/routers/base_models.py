@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from optimize.api.deps import TrainingDep
 from optimize.catalog import selection
-from optimize.catalog.views import capacity_json, entry_json
+from optimize.catalog.views import entry_json
+from optimize.scheduler.capacity import capacity as capacity_view
 from optimize.store.tables import BaseModelSelection
 
 router = APIRouter(prefix="/v1/training", tags=["training"])
@@ -42,4 +43,4 @@ def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest 
 
 @router.get("/capacity")
 def capacity(training: TrainingDep) -> dict:
-    return capacity_json(training.profiles, training.catalog.strict_envelopes)
+    return capacity_view(training)

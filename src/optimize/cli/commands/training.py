@@ -9,7 +9,7 @@ import typer
 from optimize.cli.commands import analyses, projects, runs
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
-from optimize.cli.render import DASH, footer, table
+from optimize.cli.render import DASH, age, footer, table
 from optimize.client.http import segment
 
 app = typer.Typer(help="Training: projects, runs, base models, dataset analyses, capacity.", no_args_is_help=True)
@@ -117,5 +117,13 @@ def _render_capacity(con, data) -> None:
         grid.add_row(p["pool"], p["profile"], p["accelerator"] or p["kind"], str(p["free"]), str(p["granted"]),
                      str(p["declared"]), str(p["queued"]))
     con.print(grid)
-    con.print(f"[bold]Claims[/]  {len(data['claims']) or 'none'}")
+    if data["claims"]:
+        con.print("[bold]Claims[/]")
+        claims = table("KIND", "FOR", "PROJECT", "PROFILE", "DEVICES", "STATE", "SINCE")
+        for c in data["claims"]:
+            claims.add_row(c["kind"], c["for"][:12], c["project"] or DASH, c["profile"],
+                           ", ".join(c["devices"]) or str(c.get("count", DASH)), c["state"], age(c["since"]))
+        con.print(claims)
+    else:
+        con.print("[bold]Claims[/]  none")
     con.print(f"Envelopes are {data['envelopes']}.")

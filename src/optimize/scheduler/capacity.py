@@ -1,0 +1,47 @@
+"""`training capacity`: pools with free, granted and queued devices, each device's holder, and the claims (granted
+holds and queued runs), read from the store so it shows what the scheduler decides on."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize.core.clock import iso
+from optimize.deployment import Training
+from optimize.scheduler.devices import devices as all_devices
+from optimize.store.tables import DeviceHold, Run
+from optimize.training.phases import RunPhase
+
+
+def capacity(training: Training) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        holds = session.scalars(select(DeviceHold).order_by(DeviceHold.since)).all()
+        queued = session.scalars(select(Run).where(Run.phase == RunPhase.QUEUED.value).order_by(Run.created_at)).all()
+    held_by = {h.device_id: h for h in holds}
+    granted: dict[str, list[DeviceHold]] = defaultdict(list)
+    for hold in holds:
+        granted[hold.subject].append(hold)
+    waiting = defaultdict(int)
+    for run in queued:
+        waiting[run.device_profile] += run.device_count
+    pools = []
+    for profile in training.profiles:
+        names = [d.device_id for d in all_devices([profile])]
+        busy = sum(1 for name in names if name in held_by)
+        pools.append({"pool": profile.pool, "profile": profile.name, "kind": profile.kind,
+                      "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
+                      "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name]})
+    device_rows = [{"device": d.device_id, "profile": d.profile, "pool": d.pool,
+                    "held": d.device_id in held_by, "heldBy": held_by[d.device_id].subject if d.device_id in held_by else None}
+                   for d in all_devices(training.profiles)]
+    claims = [{"kind": items[0].kind.upper(), "subject": subject, "for": subject.split(":", 1)[1],
+               "project": items[0].project, "devices": [h.device_id for h in items],
+               "profile": items[0].device_id.rsplit(":", 1)[0], "state": "GRANTED", "since": iso(items[0].since)}
+              for subject, items in granted.items()]
+    claims += [{"kind": run.method.upper(), "subject": f"run:{run.id}", "for": run.id, "project": run.project,
+                "devices": [], "count": run.device_count, "profile": run.device_profile, "state": "QUEUED",
+                "since": iso(run.created_at)} for run in queued]
+    return {"pools": pools, "devices": device_rows, "claims": claims,
+            "envelopes": "strict" if training.catalog.strict_envelopes else "advisory", "warnings": []}
