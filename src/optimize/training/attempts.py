@@ -154,6 +154,8 @@ def report_metrics(training: Training, run_id: str, token: str, items: list[dict
 def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """A save becomes a snapshot only once every file its manifests name is held under its digest; the
     manifests were uploaded last, so a half-uploaded save is never listed."""
+    with training.store.transaction() as session:
+        _leased(session, run_id, token)  # a stale worker is told so before anything else
     artifacts = []
     for item in body.get("artifacts") or []:
         if item.get("kind") not in ARTIFACT_KINDS:

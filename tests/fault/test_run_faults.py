@@ -1,0 +1,140 @@
+"""Runs survive process faults: a killed or frozen worker ends its attempt as lost within its lease and releases
+its devices, and waiting work that the devices can no longer hold after a restart fails with the reason."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import chat_row, start_server, write_jsonl
+
+pytestmark = [pytest.mark.fault, pytest.mark.integration]
+MODEL = "optimize/tiny-llama-3.2"
+LEASE = "4"
+
+
+def workers(run_id: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info.get("cmdline") or []
+        if "optimize.worker" in cmdline and run_id in cmdline:
+            found.append(process)
+    return found
+
+
+def setup(client: httpx.Client, tmp_path: Path, project: str = "faults") -> None:
+    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    rows = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i}", f"answer {i}") for i in range(16)])
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", f"{project}/d", "-f", str(rows),
+                 "--server", str(client.base_url)]) == 0
+    client.post("/v1/training/projects", json={"name": project}).raise_for_status()
+
+
+def long_plan(project: str = "faults", gpus: int = 1, steps: int = 5000) -> dict:
+    return {"kind": "run", "project": project, "baseModel": MODEL,
+            "config": {"dataset": "d", "maxSeqLength": 128,
+                       "hyperparams": {"training": {"maxSteps": steps, "batchSize": 2}}},
+            "execution": {"deviceProfile": "cpu", "gpus": gpus}}
+
+
+def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.get(f"/v1/training/runs/{run_id}").json()
+        if run["phase"] in phases:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} stayed {run['phase']}, not {phases}")
+
+
+@pytest.fixture
+def lease_server(tmp_path):
+    proc = start_server(tmp_path / "server", env={"OPTIMIZE_LEASE_SECONDS": LEASE})
+    client = httpx.Client(base_url=proc.url, timeout=600)
+    setup(client, tmp_path)
+    yield proc, client
+    proc.stop()
+
+
+def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_server):
+    proc, client = lease_server
+    run = client.post("/v1/training/runs", json=long_plan()).json()
+    wait_for(client, run["runId"], {"TRAINING"})
+    [worker] = workers(run["runId"])
+    killed_at = time.monotonic()
+    worker.kill()
+    failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 10)
+    assert time.monotonic() - killed_at < float(LEASE) + 5
+    assert failed["failureReason"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    capacity = client.get("/v1/training/capacity").json()
+    assert capacity["claims"] == [] and all(not d["held"] for d in capacity["devices"])
+    # the freed device takes the next run
+    second = client.post("/v1/training/runs", json=long_plan(steps=2)).json()
+    assert wait_for(client, second["runId"], {"COMPLETED", "FAILED"})["phase"] == "COMPLETED"
+
+
+def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease_server):
+    proc, client = lease_server
+    run = client.post("/v1/training/runs", json=long_plan()).json()
+    wait_for(client, run["runId"], {"TRAINING"})
+    [worker] = workers(run["runId"])
+    worker.send_signal(signal.SIGSTOP)  # alive, but silent
+    try:
+        failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 15)
+        assert failed["failureReason"].startswith("worker lost: no heartbeat from its worker since")
+        assert f"lease {LEASE}s" in failed["failureReason"]
+        worker.wait(10)  # the server kills what it no longer trusts
+    finally:
+        if worker.is_running():
+            worker.kill()
+    assert client.get("/v1/training/capacity").json()["claims"] == []
+
+
+def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp_path):
+    catalog = yaml.safe_load((Path(__file__).resolve().parents[2] / "catalogs" / "default.yaml").read_text())
+    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
+    two_slots = tmp_path / "two-slots.yaml"
+    two_slots.write_text(yaml.safe_dump(catalog))
+    data_dir = tmp_path / "server"
+    proc = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE}, extra_args=["--catalog", str(two_slots)])
+    client = httpx.Client(base_url=proc.url, timeout=600)
+    setup(client, tmp_path)
+    first = client.post("/v1/training/runs", json=long_plan()).json()
+    wait_for(client, first["runId"], {"PREPARING", "TRAINING"})
+    waiting = client.post("/v1/training/runs", json=long_plan(gpus=2)).json()
+    time.sleep(2)
+    assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"  # waits for devices
+    proc.kill9()
+    restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE})  # the shipped catalog: one cpu slot
+    try:
+        client = httpx.Client(base_url=restarted.url, timeout=600)
+        failed = wait_for(client, waiting["runId"], {"FAILED"}, timeout=15)
+        assert "asks for 2 devices of profile 'cpu', more than this deployment has (cpu (1 device))" \
+            in failed["failureReason"]
+        # the first run's worker reports to a server that is gone: its attempt is lost within the lease
+        lost = wait_for(client, first["runId"], {"FAILED"}, timeout=float(LEASE) + 15)
+        assert lost["failureReason"].startswith("worker lost:")
+    finally:
+        restarted.stop()
+        for worker in workers(first["runId"]):
+            worker.kill()
+
+
+def test_a_stale_lease_is_refused_on_every_run_route(tmp_path):
+    proc = start_server(tmp_path / "server")
+    try:
+        for method, path in (("GET", ""), ("POST", "/heartbeat"), ("POST", "/progress"), ("POST", "/metrics"),
+                             ("POST", "/snapshots"), ("POST", "/result")):
+            response = httpx.request(method, f"{proc.url}/v1/internal/runs/abc{path}",
+                                     headers={"X-Lease-Token": "stale"}, json={} if method == "POST" else None)
+            assert response.status_code == 409 and response.json()["code"] == "lease_lost", (path, response.text)
+    finally:
+        proc.stop()
