@@ -1,0 +1,144 @@
+"""Admission resolves a plan into frozen settings: sources, default kernels, the configuration hash; and the
+reference start check's bounds and measurements."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimize.catalog.catalog import load_catalog
+from optimize.core.clock import utcnow
+from optimize.core.errors import Invalid, Refused
+from optimize.store.db import Store
+from optimize.store.migrate import upgrade
+from optimize.store.tables import BaseModelSelection, Dataset, DatasetVersion, Namespace
+from optimize.training.checks import default_bounds, reference_check
+from optimize.training.kernels import default_kernels
+from optimize.training.plans import parse_plan
+from optimize.training.resolve import admit
+
+E4B, E2B, G12B = "google/gemma-4-E4B-it", "google/gemma-4-E2B-it", "google/gemma-4-12B-it"
+
+
+@pytest.mark.parametrize("repository, profile, devices, expected", [
+    (E4B, "h200", 2, {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
+    (E2B, "h200", 4, {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
+    (G12B, "h200", 2, {"model.attentionImplementation": "flex_attention"}),
+    (E4B, "h200", 1, {}),  # measured on more than one H200 only
+    (E4B, "a100", 2, {}),
+    ("meta-llama/Llama-3.2-1B-Instruct", "h200", 2, {}),
+])
+def test_default_kernels_by_model_type(repository, profile, devices, expected):
+    assert default_kernels(repository, profile, devices) == expected
+
+
+def test_default_bounds_grow_with_length_and_keep_stated_ones():
+    assert default_bounds(0.001, 100, {}) == {"meanLogprobError": 0.03, "maxLogprobError": 1.0,
+                                              "fp32MaxLogprobError": 0.002}
+    assert default_bounds(0.02, 4096, {})["meanLogprobError"] == pytest.approx(0.06)
+    long = default_bounds(0.0, 16384, {})
+    assert long["maxLogprobError"] == 4.0 and long["fp32MaxLogprobError"] == 0.008
+    longest = default_bounds(0.0, 32768, {})
+    assert longest["maxLogprobError"] == 8.0 and longest["fp32MaxLogprobError"] == 0.016
+    assert default_bounds(0.5, 32768, {"max_logprob_error": 2.5, "mean_logprob_error": 0.1}) == {
+        "meanLogprobError": 0.1, "maxLogprobError": 2.5, "fp32MaxLogprobError": 0.016}
+
+
+@pytest.fixture
+def session(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    store = Store(url)
+    with store.transaction() as session:
+        session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
+        session.flush()
+        for name, kind, fmt in (("chat", "chat", "chat-jsonl-v1"), ("pairs", "preference", "preference-jsonl-v1")):
+            dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
+            session.add(dataset)
+            session.flush()
+            session.add(DatasetVersion(dataset_id=dataset.id, version=1, digest=f"sha256:{name:0>64}", format=fmt,
+                                       rows=10, tool_rows=0, size_bytes=100, object_count=1, created_at=utcnow()))
+        session.flush()
+        yield session
+    store.dispose()
+
+
+def plan_document(**execution) -> dict:
+    return {"kind": "run", "project": "proj", "baseModel": "google/gemma-4-e4b-it",
+            "config": {"dataset": "chat", "hyperparams": {"optimizer": {"learningRate": 0.001}}},
+            "execution": execution or {"deviceProfile": "cpu"}}
+
+
+def admitted(session, document):
+    catalog = load_catalog()
+    entry = catalog.find(document["baseModel"])
+    selection = BaseModelSelection(entry_id=entry.id, repository=entry.repository, commit="c" * 40,
+                                   content_digest="d" * 64, source="import", path="/nowhere", selected_at=utcnow())
+    return admit(session, parse_plan(document), document, entry, selection, [])
+
+
+def test_sources_name_stated_default_and_default_kernel_values(session):
+    result = admitted(session, plan_document(deviceProfile="h200", gpus=2))
+    assert result.sources["config.hyperparams.optimizer.learningRate"] == "stated"
+    assert result.sources["config.hyperparams.lora.rank"] == "default"
+    assert result.sources["config.model.attentionImplementation"] == "defaultKernels"
+    assert result.sources["config.liger.rms_norm"] == "defaultKernels"
+    assert result.resolved["config"]["model"]["attentionImplementation"] == "flex_attention"
+    assert result.resolved["config"]["model"]["precision"] == "bf16"  # a GPU profile
+    assert result.resolved["config"]["dataset"] == "proj/chat:v1"  # resolved in the project's namespace, frozen
+
+
+def test_a_value_the_run_sets_is_kept_over_the_default_kernels(session):
+    document = plan_document(deviceProfile="h200", gpus=2)
+    document["config"]["model"] = {"attentionImplementation": "sdpa"}
+    document["config"]["liger"] = {"geglu": False}
+    result = admitted(session, document)
+    assert result.resolved["config"]["model"]["attentionImplementation"] == "sdpa"
+    assert result.sources["config.model.attentionImplementation"] == "stated"
+    assert result.resolved["config"]["liger"] == {"geglu": False, "rms_norm": True}
+
+
+def test_the_configuration_hash_covers_config_and_kernels_not_execution(session):
+    base = admitted(session, plan_document(deviceProfile="h200", gpus=1)).config_hash
+    assert admitted(session, plan_document(deviceProfile="h200", gpus=1, saveEvery=5)).config_hash == base
+    assert admitted(session, plan_document(deviceProfile="h200", gpus=2)).config_hash != base  # kernels joined
+    other = plan_document(deviceProfile="h200", gpus=1)
+    other["config"]["hyperparams"]["optimizer"]["learningRate"] = 0.002
+    assert admitted(session, other).config_hash != base
+
+
+def test_cpu_runs_resolve_fp32_without_recomputation(session):
+    model = admitted(session, plan_document(deviceProfile="cpu")).resolved["config"]["model"]
+    assert model == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
+
+
+def test_admission_refusals(session):
+    document = plan_document()
+    document["config"]["dataset"] = "pairs"
+    with pytest.raises(Refused, match="holds preference pairs; method sft trains on chat rows"):
+        admitted(session, document)
+    document = plan_document()
+    document["config"]["liger"] = {"rms_norm": True}
+    with pytest.raises(Refused, match="liger kernels need a GPU"):
+        admitted(session, document)
+    document = plan_document()
+    document["config"]["dataset"] = "Bad Ref!"
+    with pytest.raises(Invalid, match="config.dataset"):
+        admitted(session, document)
+
+
+def test_reference_check_passes_for_the_same_weights_and_fails_for_other_ones(standin_dirs):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = str(standin_dirs["llama3.2"][0])
+    load = lambda dtype: AutoModelForCausalLM.from_pretrained(path, dtype=dtype)  # noqa: E731
+    batch = {"input_ids": torch.tensor([[1, 5, 9, 12, 40, 41, 42, 2]]), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    same = reference_check(load(torch.float32), load, batch, torch.float32, {})
+    assert same["status"] == "passed" and same["meanLogprobError"] == 0 and same["roundingError"] == 0
+    assert same["tokens"] == 7 and same["longest"] == 8
+    other = load(torch.float32)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.5)
+    failed = reference_check(other, load, batch, torch.float32, {})
+    assert failed["status"] == "failed" and "meanLogprobError" in failed["over"]
