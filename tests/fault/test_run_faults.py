@@ -69,6 +69,9 @@ def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_se
     run = client.post("/v1/training/runs", json=long_plan()).json()
     wait_for(client, run["runId"], {"TRAINING"})
     [worker] = workers(run["runId"])
+    environment = worker.environ()
+    assert environment["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert environment["CUDA_VISIBLE_DEVICES"] == ""  # a cpu slot: no GPU is handed over
     killed_at = time.monotonic()
     worker.kill()
     failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 10)
