@@ -142,3 +142,14 @@ def test_reference_check_passes_for_the_same_weights_and_fails_for_other_ones(st
             parameter.add_(torch.randn_like(parameter) * 0.5)
     failed = reference_check(other, load, batch, torch.float32, {})
     assert failed["status"] == "failed" and "meanLogprobError" in failed["over"]
+
+
+def test_a_worker_sees_only_its_granted_gpus_with_expandable_segments(monkeypatch):
+    from optimize.scheduler.local import device_environment
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert device_environment(["h200:2", "h200:5"], "gpu") == {
+        "CUDA_VISIBLE_DEVICES": "2,5", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert device_environment(["cpu:0"], "cpu")["CUDA_VISIBLE_DEVICES"] == ""
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")  # the deployment's own setting wins
+    assert device_environment(["h200:0"], "gpu")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:512"

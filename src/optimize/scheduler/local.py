@@ -30,14 +30,7 @@ class LocalLauncher:
         self._launch("analysis", analysis_id, token, {})
 
     def launch_run(self, run_id: str, token: str, devices: list[str], profile_kind: str) -> None:
-        """A run's worker sees only its granted GPUs; the allocator reserves close to what it allocates unless
-        the deployment configures another setting."""
-        env = {"PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")}
-        if profile_kind == "gpu":
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(device.rsplit(":", 1)[1] for device in devices)
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        self._launch("run", run_id, token, env)
+        self._launch("run", run_id, token, device_environment(devices, profile_kind))
 
     def kill(self, job_id: str) -> None:
         with self._lock:
@@ -81,6 +74,14 @@ class LocalLauncher:
             processes = list(self._processes.values())
         for process in processes:
             process.terminate()
+
+
+def device_environment(devices: list[str], profile_kind: str) -> dict[str, str]:
+    """A run's worker sees only its granted GPUs (none on a cpu slot); the allocator reserves close to what it
+    allocates unless the deployment configures another setting."""
+    visible = ",".join(device.rsplit(":", 1)[1] for device in devices) if profile_kind == "gpu" else ""
+    return {"CUDA_VISIBLE_DEVICES": visible,
+            "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")}
 
 
 def _last_line(path: Path) -> str:
