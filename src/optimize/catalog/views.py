@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimize.catalog.schema import DeviceProfile, Entry
+from optimize.catalog.schema import Entry
 from optimize.core.clock import iso
 from optimize.store.tables import BaseModelSelection
 

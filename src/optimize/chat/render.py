@@ -174,7 +174,7 @@ def _common_prefix_length(a: str, b: str) -> int:
 
 def check_explicit_mask(mask: Any, length: int, column: str) -> list[int]:
     """A mask is a non-empty list of 0/1 integers, one per token, selecting some token but not the first."""
-    hint = f"correct the masks, or remove loss.explicitLossMaskColumn to use the other loss settings"
+    hint = "correct the masks, or remove loss.explicitLossMaskColumn to use the other loss settings"
     if not isinstance(mask, list) or not mask or any(type(v) is not int or v not in (0, 1) for v in mask):
         raise RenderError(f"'{column}' must be a non-empty list of integer 0 and 1 values; {hint}")
     if len(mask) != length:

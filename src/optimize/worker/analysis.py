@@ -16,6 +16,7 @@ from typing import Any
 
 from optimize import __version__
 from optimize.worker.channel import ApiError, Channel
+from optimize.worker.rendering import renderer_for
 
 
 def run_analysis(channel: Channel, analysis_id: str) -> int:
@@ -48,16 +49,6 @@ class _Refusal(Exception):
     """The dataset cannot be analyzed as it is (a bad row); another attempt would fail the same way."""
 
 
-def _renderer(model: dict[str, Any]):
-    from optimize.chat.families import template_kwargs
-    from optimize.chat.render import ChatRenderer
-
-    if not model.get("path") or not Path(model["path"]).is_dir():
-        raise RuntimeError(f"base model {model['id']} is not in this host's model cache")
-    corrected = model["family"] if model.get("chatTemplate") == "corrected" else None
-    return ChatRenderer.from_pretrained(model["path"], template_kwargs(model["family"]), corrected_family=corrected)
-
-
 def _rows(channel: Channel, spec: dict[str, Any], cache: Path):
     """(line number, parsed row) across the shards, in order."""
     import orjson
@@ -77,7 +68,7 @@ def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     from optimize.chat.rows import RowError, RowKind, check_row
 
     cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
-    renderer = _renderer(spec["model"])
+    renderer = renderer_for(spec["model"])
     kind = RowKind(spec["kind"])
     builder = ReportBuilder(kind.value)
 

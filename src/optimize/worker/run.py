@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize.worker.channel import ApiError, Channel
+from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 from optimize.worker.uploads import Save, SaveUploader
 
@@ -61,7 +62,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     from optimize.training.engines import trl_sft
 
     config = spec["config"]
-    renderer = _renderer(spec["model"])
+    renderer = renderer_for(spec["model"])
     cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
@@ -144,16 +145,6 @@ class _Progress:
         if now - self._last >= 1.0:
             self._last = now
             self.reporter.progress(progress={"rowsDone": self.done, "rowsTotal": self.total})
-
-
-def _renderer(model: dict[str, Any]):
-    from optimize.chat.families import template_kwargs
-    from optimize.chat.render import ChatRenderer
-
-    if not model.get("path") or not Path(model["path"]).is_dir():
-        raise RuntimeError(f"base model {model['id']} is not in this host's model cache")
-    corrected = model["family"] if model.get("chatTemplate") == "corrected" else None
-    return ChatRenderer.from_pretrained(model["path"], template_kwargs(model["family"]), corrected_family=corrected)
 
 
 def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], renderer, cache: Path,
