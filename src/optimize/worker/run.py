@@ -22,6 +22,9 @@ from optimize.worker.reporter import Reporter
 from optimize.worker.uploads import Save, SaveUploader
 
 
+PREPARED_BATCH = 1024  # rendered rows held in memory before they are written out
+
+
 class RowRefused(Exception):
     """A row of the run's datasets cannot be trained as it is."""
 
@@ -66,16 +69,16 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
-    train_rows, too_long = _prepare(channel, spec["dataset"], config, renderer, cache, counter,
-                                    config["dataset"])
+    train_rows, kept, too_long = _prepare(channel, spec["dataset"], config, renderer, cache, counter,
+                                          config["dataset"], workdir / "train.parquet")
     eval_rows = None
     if spec["validation"]:
-        eval_rows, _ = _prepare(channel, spec["validation"], config, renderer, cache, counter,
-                                config["validation"]["dataset"])
-    if not train_rows["input_ids"]:
+        eval_rows, _, _ = _prepare(channel, spec["validation"], config, renderer, cache, counter,
+                                   config["validation"]["dataset"], workdir / "validation.parquet")
+    if not kept:
         raise RowRefused(f"no row of {config['dataset']} is left to train: every row is longer than maxSeqLength "
                          f"{config['maxSeqLength']}; raise maxSeqLength or shorten the rows")
-    data_fit = {"rows": len(train_rows["input_ids"]), "tooLong": too_long}
+    data_fit = {"rows": kept, "tooLong": too_long}
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
 
     class Hooks:
@@ -100,7 +103,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
 
     try:
         outcome = trl_sft.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
-                                eval_rows, workdir, Hooks())
+                                kept, eval_rows, workdir, Hooks())
     except trl_sft.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
@@ -148,9 +151,12 @@ class _Progress:
 
 
 def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], renderer, cache: Path,
-             counter: _Progress, reference: str) -> tuple[dict[str, list], int]:
-    """Every row checked, rendered and masked; (columns input_ids and labels, rows left out as too long)."""
+             counter: _Progress, reference: str, target: Path) -> tuple[Path, int, int]:
+    """Every row checked, rendered and masked, written to a Parquet file on local disk (memory holds one batch,
+    whatever the dataset's size); returns (the file, rows kept, rows left out as too long)."""
     import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from optimize.chat.render import LossPolicy, RenderError
     from optimize.chat.rows import RowError, RowKind, check_row
@@ -158,8 +164,16 @@ def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], 
     loss = config["loss"]
     policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
     limit, truncation = config["maxSeqLength"], config["data"]["truncation"]
+    schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
     columns: dict[str, list] = {"input_ids": [], "labels": []}
-    too_long = line = 0
+    too_long = line = kept = 0
+    writer = pq.ParquetWriter(target, schema)
+
+    def flush() -> None:
+        if columns["input_ids"]:
+            writer.write_table(pa.table(columns, schema=schema))
+            columns["input_ids"], columns["labels"] = [], []
+
     for item in dataset["objects"]:
         path = channel.fetch_blob(item["sha256"], cache)
         with path.open("rb") as handle:
@@ -181,4 +195,9 @@ def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], 
                         f"{limit}; raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
                 columns["input_ids"].append(rendered.input_ids)
                 columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
-    return columns, too_long
+                kept += 1
+                if len(columns["input_ids"]) == PREPARED_BATCH:
+                    flush()
+    flush()
+    writer.close()
+    return target, kept, too_long

@@ -1,8 +1,9 @@
 """Supervised fine-tuning with TRL's SFTTrainer and a PEFT LoRA adapter.
 
-Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains), so TRL's
-own rendering is skipped and what trains is exactly what the analysis measured. The engine reports through
-`EngineHooks`: metrics at every update, each save once written, and whether to stop.
+Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains) in Parquet
+files on local disk, so TRL's own rendering is skipped, what trains is exactly what the analysis measured, and a
+large dataset is memory-mapped rather than held in memory. The engine reports through `EngineHooks`: metrics at
+every update, each save once written, and whether to stop.
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def weights_digest(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: dict[str, list],
-          eval_rows: dict[str, list] | None, workdir: Path, hooks: EngineHooks) -> Outcome:
+def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
+          eval_rows: Path | None, workdir: Path, hooks: EngineHooks) -> Outcome:
+    """Train on prepared rows (Parquet files with input_ids and labels), memory-mapped from local disk."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -86,7 +88,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     attention = config["model"]["attentionImplementation"]
     loop = config["hyperparams"]["training"]
     lora = config["hyperparams"]["lora"]
-    steps = total_steps(len(train_rows["input_ids"]), config)
+    steps = total_steps(rows, config)
     save_every = save_every or steps
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
@@ -145,8 +147,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
 
     trainer = SFTTrainer(
         model=load(dtype), args=args, processing_class=tokenizer, peft_config=peft_config,
-        train_dataset=Dataset.from_dict(train_rows),
-        eval_dataset=Dataset.from_dict(eval_rows) if eval_rows else None, callbacks=[Bridge()],
+        train_dataset=Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
+        eval_dataset=Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None,
+        callbacks=[Bridge()],
     )
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     batch = next(iter(trainer.get_train_dataloader()))
