@@ -115,6 +115,14 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     waiting = client.post("/v1/training/runs", json=long_plan(gpus=2)).json()
     time.sleep(2)
     assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"  # waits for devices
+    claims = {c["for"]: c for c in client.get("/v1/training/capacity").json()["claims"]}
+    assert claims[first["runId"]]["state"] == "GRANTED" and claims[waiting["runId"]]["state"] == "QUEUED"
+    from optimize.cli.main import main
+
+    started = time.monotonic()
+    assert main(["training", "runs", "wait", waiting["runId"], "--timeout", "2", "--server", proc.url]) == 1
+    assert time.monotonic() - started < 15  # a timeout gives up following; the run goes on
+    assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"
     proc.kill9()
     restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE})  # the shipped catalog: one cpu slot
     try:
