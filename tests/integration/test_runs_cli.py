@@ -248,3 +248,38 @@ def test_projects_create_get_list(server, capsys):
         assert result.code == 1 and words in result.err
     missing = cli("training", "projects", "get", "nothere")
     assert missing.code == 1 and "does not exist" in missing.err
+
+
+def test_a_run_outside_every_measured_envelope_is_admitted_with_a_warning(trained, server, capsys, tmp_path):
+    cli = Cli(capsys, server.url)
+    document = plan(trained["project"], "chat:train")
+    document["config"]["maxSeqLength"] = 2048  # the stand-in's cpu envelope was measured up to 512 tokens
+    document["config"]["hyperparams"]["training"]["maxSteps"] = 1
+    result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
+    assert result.code == 0 and "may run out of device memory" in result.err
+    run_id = result.out.split()[1]
+    shown = cli.json("training", "runs", "get", run_id)
+    assert shown["warnings"] and "with maxSeqLength 2048" in shown["warnings"][0]
+    assert "Warning      unmeasured" in cli.ok("training", "runs", "get", run_id).out
+    cli("training", "runs", "wait", run_id, "--timeout", "120")
+
+
+def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, tmp_path, capsys):
+    from pathlib import Path
+
+    catalog = yaml.safe_load((Path(__file__).resolve().parents[2] / "catalogs" / "default.yaml").read_text())
+    catalog["trainer"]["base-model-catalog"]["strict-envelopes"] = True
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump(catalog))
+    proc = server_factory("strict", extra_args=["--catalog", str(strict)])
+    cli = Cli(capsys, proc.url)
+    cli.ok("training", "base-models", "select", MODEL)
+    cli.ok("registry", "datasets", "register", "strict/chat", "-f", str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
+    cli.ok("training", "projects", "create", "strict")
+    document = plan("strict", "chat")
+    document["config"]["maxSeqLength"] = 4096
+    result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
+    assert result.code == 1
+    assert "no measured training envelope of optimize/tiny-llama-3.2 covers sft at fp32 on 1 cpu slot" in result.err
+    assert "this deployment requires one" in result.err and "hint:" in result.err
+    assert cli.json("training", "runs", "list")["runs"] == []

@@ -153,3 +153,16 @@ def test_a_worker_sees_only_its_granted_gpus_with_expandable_segments(monkeypatc
     assert device_environment(["cpu:0"], "cpu")["CUDA_VISIBLE_DEVICES"] == ""
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")  # the deployment's own setting wins
     assert device_environment(["h200:0"], "gpu")["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:512"
+
+
+def test_envelopes_are_advisory_by_default_and_required_when_strict():
+    from optimize.training.envelopes import check_envelopes
+
+    entry = load_catalog().find("optimize/tiny-llama-3.2")  # measured: sft fp32 on cpu up to 512 tokens
+    assert check_envelopes(entry, "sft", "fp32", "cpu", 1, True, 512, strict=False) == []
+    [warning] = check_envelopes(entry, "sft", "fp32", "cpu", 1, True, 2048, strict=False)
+    assert "covers sft at fp32 on 1 cpu slot with maxSeqLength 2048" in warning
+    assert warning.endswith("the run may run out of device memory")
+    with pytest.raises(Refused, match="this deployment requires one") as refused:
+        check_envelopes(entry, "sft", "fp32", "cpu", 1, True, 2048, strict=True)
+    assert "akka training base-models get optimize/tiny-llama-3.2" in refused.value.hint

@@ -22,6 +22,7 @@ from optimize.core.names import check_name
 from optimize.core.refs import parse_reference
 from optimize.registry.datasets import resolve_reference
 from optimize.store.tables import BaseModelSelection
+from optimize.training.envelopes import check_envelopes
 from optimize.training.kernels import default_kernels
 from optimize.training.plans import RunPlan
 
@@ -46,10 +47,12 @@ class Admitted:
     sources: dict[str, str]
     config_hash: str
     device_count: int
+    warnings: list[str]
 
 
 def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entry,
-          selection: BaseModelSelection | None, profiles: list[DeviceProfile]) -> Admitted:
+          selection: BaseModelSelection | None, profiles: list[DeviceProfile], strict_envelopes: bool = False
+          ) -> Admitted:
     """Resolve and check everything a submission can know without reading rows."""
     if entry.serving_only:
         raise Refused(f"base model {entry.id} is allowed for serving only and cannot train",
@@ -98,9 +101,12 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                                                                                    "execution."))
     sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
                       else "default") for path in _leaves(resolved, "")}
+    warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
+                               on_cpu, config.max_seq_length, strict_envelopes)
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices)
+    return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
+                    warnings)
 
 
 def _pick(session: Session, text: str, project: str, field: str) -> DatasetPick:

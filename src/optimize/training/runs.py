@@ -48,7 +48,8 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
     with training.store.transaction() as session:
         project = open_project(session, plan.project)
         refuse_if_archived(session, project.name)
-        admitted = admit(session, plan, document, entry, selection, training.profiles)
+        admitted = admit(session, plan, document, entry, selection, training.profiles,
+                         training.catalog.strict_envelopes)
         now = utcnow()
         run_id = new_id()
         inserted = insert_ignoring_conflict(session, Run, {
@@ -61,7 +62,7 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
             "validation_reference": admitted.validation.reference if admitted.validation else None,
             "validation_digest": admitted.validation.digest if admitted.validation else None,
             "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
-            "device_count": admitted.device_count, "description": plan.description, "warnings": [],
+            "device_count": admitted.device_count, "description": plan.description, "warnings": admitted.warnings,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
             "created_at": now,
         }, ["submission_id"]) == 1

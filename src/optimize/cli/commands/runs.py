@@ -47,6 +47,8 @@ def start(
             raise CommandFailed(1)
     with client_for(out) as client:
         run = client.post("/v1/training/runs", json=document, retries=3)
+        for warning in run.get("warnings") or []:
+            out.note(f"[yellow]warning:[/] {warning}")
         if not wait:
             out.emit(run, lambda con, r: con.print(
                 f"Run {r['runId'][:12]} {r['phase'].title()} in project {r['project']}; follow it with: "
