@@ -1,6 +1,7 @@
 """Estimates of a run file's steps and time from a finished analysis.
 
-Steps follow from the rows and the plan's batch size, gradient accumulation, devices, epochs and maxSteps.
+Steps follow from the rows and the plan's batch size, gradient accumulation, devices, epochs and maxSteps, by
+the rule the engine trains by (training.steps).
 Tokens per epoch are the rows' lengths, each capped at maxSeqLength. Time follows from the throughput measured
 in the catalog envelope that matches the run's method and device profile; with no such measurement there is
 no time estimate, and the answer says why. Every input is named with whether the file stated it.
@@ -9,12 +10,12 @@ no time estimate, and the answer says why. Every input is named with whether the
 from __future__ import annotations
 
 import json
-from math import ceil
 from pathlib import Path
 from typing import Any
 
 from optimize.catalog.schema import Entry
 from optimize.training.plans import RunPlan, stated_and_resolved
+from optimize.training.steps import steps_per_epoch, total_steps
 
 INPUTS = (
     "config.method", "config.maxSeqLength", "config.hyperparams.training.epochs",
@@ -38,10 +39,9 @@ def estimate(report: dict[str, Any], lengths_file: Path, plan: RunPlan, entry: E
     cpu = plan.execution.device_profile == "cpu"
     devices = 1 if cpu else max(plan.execution.gpus, 1)
     per_update = loop.batch_size * loop.gradient_accumulation * devices
-    steps_per_epoch = max(1, ceil(rows / per_update))
-    full = steps_per_epoch * loop.epochs
-    steps = min(full, loop.max_steps) if loop.max_steps else full
-    tokens = round(_capped_tokens(lengths_file, plan.config.max_seq_length) * loop.epochs * steps / full)
+    per_epoch = steps_per_epoch(rows, loop.batch_size, loop.gradient_accumulation, devices)
+    steps = total_steps(rows, loop.model_dump(by_alias=True), devices)
+    tokens = round(_capped_tokens(lengths_file, plan.config.max_seq_length) * steps / per_epoch)
     envelope = next((e for e in entry.envelopes if e.method == plan.config.method
                      and e.device_profile == plan.execution.device_profile
                      and (cpu or e.gpus == plan.execution.gpus) and e.tokens_per_second), None)
@@ -53,7 +53,7 @@ def estimate(report: dict[str, Any], lengths_file: Path, plan: RunPlan, entry: E
         basis = (f"{envelope.tokens_per_second:g} tokens/s per device measured by {envelope.measurement.by} on "
                  f"{envelope.measurement.hardware} ({envelope.measurement.at})")
     return {
-        "stepsPerEpoch": steps_per_epoch, "steps": steps, "sequencesPerUpdate": per_update, "tokens": tokens,
+        "stepsPerEpoch": per_epoch, "steps": steps, "sequencesPerUpdate": per_update, "tokens": tokens,
         "seconds": seconds, "basis": basis,
         "inputs": [{"field": name, **fields[name]} for name in INPUTS],
     }

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from optimize.training.checks import failure_reason, reference_check, summary
+from optimize.training.steps import total_steps
 
 METRIC_NAMES = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",
                 "mean_token_accuracy": "tokenAccuracy", "entropy": "entropy", "epoch": "epoch"}
@@ -51,14 +52,6 @@ class Outcome:
     host_gib: float = 0.0
 
 
-def total_steps(rows: int, config: dict[str, Any]) -> int:
-    loop = config["hyperparams"]["training"]
-    if loop.get("maxSteps"):
-        return int(loop["maxSteps"])
-    per_epoch = max(1, math.ceil(math.ceil(rows / loop["batchSize"]) / loop["gradientAccumulation"]))
-    return per_epoch * int(loop["epochs"])
-
-
 def weights_digest(path: Path) -> str:
     """sha256 over the adapter's tensors (names, dtypes, shapes, bytes), independent of ids and lineage."""
     import torch
@@ -88,7 +81,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     attention = config["model"]["attentionImplementation"]
     loop = config["hyperparams"]["training"]
     lora = config["hyperparams"]["lora"]
-    steps = total_steps(rows, config)
+    steps = total_steps(rows, loop)
     save_every = save_every or steps
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
