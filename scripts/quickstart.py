@@ -1,7 +1,9 @@
 """The quickstart (`make demo`): a server on the embedded defaults in a temporary data dir, then the main job
 as far as the platform reaches today — register a chat and a preference dataset and show them, then list the
-base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, and analyze
-the chat dataset under it with the estimates for the example run file.
+base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, analyze the
+chat dataset under it with the estimates for the example run file, create the project and train the example
+run (LoRA SFT on the cpu, followed to its end), then show the run, its last metrics, its snapshots and the
+model it registered.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -21,7 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 AKKA = [sys.executable, "-m", "optimize"]
-EXAMPLES = REPO / "examples" / "datasets"
+EXAMPLES = "examples/datasets"  # paths relative to the repository root, where every step runs
+RUN_FILE = "examples/runs/support-sft.yaml"
 
 
 def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
@@ -43,9 +46,18 @@ def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
 
 def akka(url: str, *args: str) -> None:
     print(f"\n$ akka {' '.join(args)}", flush=True)
-    done = subprocess.run([*AKKA, *args], env={**os.environ, "OPTIMIZE_URL": url, "COLUMNS": "200"})
+    done = subprocess.run([*AKKA, *args], env={**os.environ, "OPTIMIZE_URL": url, "COLUMNS": "200"}, cwd=REPO)
     if done.returncode != 0:
         sys.exit(f"quickstart step failed: akka {' '.join(args)}")
+
+
+def akka_json(url: str, *args: str) -> dict:
+    """A step's JSON answer, read without printing it (to learn an id the next shown step names)."""
+    done = subprocess.run([*AKKA, *args, "-o", "json"], env={**os.environ, "OPTIMIZE_URL": url}, cwd=REPO,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"quickstart step failed: akka {' '.join(args)}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
 
 
 def main() -> None:
@@ -56,10 +68,10 @@ def main() -> None:
         url = wait_ready(data_dir, server)
         akka(url, "server", "status")
         akka(url, "registry", "info")
-        akka(url, "registry", "datasets", "register", "support/chat", "-f", str(EXAMPLES / "support-chat.jsonl"),
+        akka(url, "registry", "datasets", "register", "support/chat", "-f", f"{EXAMPLES}/support-chat.jsonl",
              "--alias", "train")
         akka(url, "registry", "datasets", "register", "support/preferences", "-f",
-             str(EXAMPLES / "support-preferences.jsonl"))
+             f"{EXAMPLES}/support-preferences.jsonl")
         akka(url, "registry", "datasets", "get", "support/chat:train")
         akka(url, "registry", "datasets", "versions", "support/preferences")
         akka(url, "registry", "datasets", "list")
@@ -68,10 +80,16 @@ def main() -> None:
         akka(url, "training", "capacity")
         akka(url, "training", "base-models", "select", "optimize/small-smollm2")
         akka(url, "training", "base-models", "get", "optimize/small-smollm2")
-        akka(url, "training", "datasets", "analyze", "support/chat:train", "-f",
-             str(REPO / "examples" / "runs" / "support-sft.yaml"), "--wait")
-        print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed.",
-              flush=True)
+        akka(url, "training", "datasets", "analyze", "support/chat:train", "-f", RUN_FILE, "--wait")
+        akka(url, "training", "projects", "create", "support")
+        akka(url, "training", "runs", "start", "-f", RUN_FILE, "--force", "--wait", "--exit-status")
+        run = akka_json(url, "training", "runs", "list", "--project", "support")["runs"][0]
+        akka(url, "training", "runs", "get", run["runId"][:12])
+        akka(url, "training", "runs", "metrics", run["runId"][:12], "--limit", "5")
+        akka(url, "training", "runs", "snapshots", run["runId"][:12])
+        akka(url, "registry", "models", "get", f"support/{run['modelName']}")
+        print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
+              f"the example run trained and its adapter registered as {run['results']['model']}.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
