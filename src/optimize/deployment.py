@@ -23,3 +23,4 @@ class Training:
     launcher: Any = None  # scheduler.local.LocalLauncher, set once the server knows its own URL
     scheduler: Any = None  # scheduler.loop.Scheduler, started with the server
     lease_seconds: float = 60.0  # how long a worker's attempt stays held without a heartbeat
+    analysis_wait_seconds: float = 1800.0  # how long a queued run waits for its datasets' analyses

@@ -220,19 +220,44 @@ def test_work_that_can_never_fit_fails_with_its_reason(trained, server, capsys, 
     assert "asks for 3 devices of profile 'cpu', more than this deployment has" in reason
 
 
-def test_a_long_row_fails_the_run_naming_its_line(trained, server, capsys, tmp_path):
+def test_a_long_row_is_refused_before_a_device_then_at_submission(trained, server, capsys, tmp_path):
     cli = Cli(capsys, server.url)
-    rows = [chat_row("short", "ok"), chat_row("long " * 400, "ok")]
+    rows = [chat_row("short", "ok"), chat_row("long " * 400, "ok"), chat_row("longer " * 500, "ok")]
     cli.ok("registry", "datasets", "register", f"{trained['project']}/long", "-f",
            str(write_jsonl(tmp_path / "long.jsonl", rows)))
-    run = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, plan(trained["project"], "long")), "--force")
+    path = write_plan(tmp_path, plan(trained["project"], "long"))
+    run = cli.json("training", "runs", "start", "-f", path, "--force")
+    assert run["lengthCheck"]["status"] == "waiting"  # no analysis yet: one is started, the run waits for it
     cli("training", "runs", "wait", run["runId"], "--timeout", "120")
     final = cli.json("training", "runs", "get", run["runId"])
-    assert final["phase"] == "FAILED"
-    assert f"{trained['project']}/long:v1 line 2 is " in final["failureReason"]
-    assert "longer than maxSeqLength 256" in final["failureReason"] and "data.truncation: drop" in final["failureReason"]
+    assert final["phase"] == "FAILED" and final["attempt"] == 0  # refused before it claimed a device
+    reason = final["failureReason"]
+    assert reason.startswith("the run is refused before it claims a device: 2 row(s) of ")
+    assert f"{trained['project']}/long:v1 are longer than maxSeqLength 256: line 3 (" in reason  # longest first
+    assert "), line 2 (" in reason and "measured by analysis" in reason and "under optimize/tiny-llama-3.2 at" in reason
+    assert "set data.truncation: drop" in reason
+    # the analysis is done now: the same plan is refused at submission, and nothing is stored
+    before = cli.json("training", "runs", "list", "--project", trained["project"])["runs"]
+    again = cli("training", "runs", "start", "-f", path, "--force")
+    assert again.code == 1 and "2 row(s) of" in again.err and "line 3 (" in again.err
+    assert cli.json("training", "runs", "list", "--project", trained["project"])["runs"] == before
+
+
+def test_a_run_whose_check_did_not_run_refuses_a_long_row_when_it_reads_it(server_factory, tmp_path, capsys):
+    proc = server_factory("nowait", env={"OPTIMIZE_ANALYSIS_WAIT_SECONDS": "0"})
+    cli = Cli(capsys, proc.url)
+    cli.ok("training", "base-models", "select", MODEL)
+    cli.ok("registry", "datasets", "register", "nw/long", "-f",
+           str(write_jsonl(tmp_path / "l.jsonl", [chat_row("short", "ok"), chat_row("long " * 400, "ok")])))
+    cli.ok("training", "projects", "create", "nw")
+    run = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, plan("nw", "long")), "--force")
+    cli("training", "runs", "wait", run["runId"], "--timeout", "120")
+    final = cli.json("training", "runs", "get", run["runId"])
+    assert final["lengthCheck"]["status"] == "notRun"
+    assert final["phase"] == "FAILED" and final["attempt"] == 1
+    assert "nw/long:v1 line 2 is " in final["failureReason"] and "longer than maxSeqLength 256" in final["failureReason"]
     capacity = cli.json("training", "capacity")
-    assert not any(c.get("for") == run["runId"] for c in capacity["claims"])  # devices released
+    assert capacity["claims"] == []  # devices released
 
 
 def test_projects_create_get_list(server, capsys):

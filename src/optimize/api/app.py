@@ -34,7 +34,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     catalog = load_catalog(settings.catalog_path)
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
-                                  settings.data_dir, blobs, lease_seconds=settings.lease_seconds)
+                                  settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
+                                  analysis_wait_seconds=settings.analysis_wait_seconds)
     fail_orphans(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,

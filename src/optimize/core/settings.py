@@ -39,6 +39,9 @@ class ServerSettings:
     detect_gpus: bool = True
     # How long a worker's attempt stays held without a heartbeat before it is failed as lost.
     lease_seconds: float = field(default_factory=lambda: float(os.environ.get("OPTIMIZE_LEASE_SECONDS", "60")))
+    # How long a queued run waits for the analyses its length check reads before it goes on without the check.
+    analysis_wait_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("OPTIMIZE_ANALYSIS_WAIT_SECONDS", "1800")))
 
     @property
     def resolved_database_url(self) -> str:

@@ -4,7 +4,8 @@ attempts whose worker stopped heart-beating.
 A grant is one transaction: the device holds (primary key per device, so no device has two holders), the new
 attempt with its lease, and the run's move to PREPARING. Holds are released only when the attempt ends. Work
 that the current devices can never hold fails with the reason, also when the inventory changed since it was
-queued (a restart with other devices).
+queued (a restart with other devices). Before its devices are claimed, a run's rows are checked against the
+dataset analyses it waits for (training.lengths).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from optimize.core.clock import utcnow
+from optimize.core.clock import as_utc, utcnow
 from optimize.deployment import Training
 from optimize.scheduler.devices import devices as all_devices
 from optimize.store.tables import DeviceHold, Run, RunAttempt
-from optimize.training.attempts import fail_run, holder, lose_attempt, expired_attempts
+from optimize.training.attempts import expired_attempts, fail_run, holder, lose_attempt
+from optimize.training.lengths import Subject, evaluate, record, refusal
 from optimize.training.phases import RunPhase, transition
 
 log = logging.getLogger("optimize.scheduler")
@@ -86,6 +88,8 @@ class Scheduler:
                 if profile is None or profile.devices < run.device_count:
                     fail_run(session, run, _never_fits(run, self.training.profiles))
                     return None
+                if not self._lengths_checked(session, run):
+                    return None
                 held = set(session.scalars(select(DeviceHold.device_id)))
                 free = [d.device_id for d in all_devices([profile]) if d.device_id not in held]
                 if len(free) < run.device_count:
@@ -106,6 +110,30 @@ class Scheduler:
                 return token, chosen, profile.kind
         except IntegrityError:
             return None  # another grant took a device first; the next tick tries again
+
+
+    def _lengths_checked(self, session, run: Run) -> bool:
+        """The length and template check before the claim: False while the run waits for its analyses (or was
+        refused by them); after the wait limit the run goes on with the check marked as not run."""
+        check = run.length_check or {}
+        if check.get("status") != "waiting":
+            return True
+        config = run.resolved["config"]
+        subjects = [Subject(d["role"], d["dataset"], digest) for d, digest in
+                    zip(check["datasets"], [run.dataset_digest, run.validation_digest], strict=False)]
+        sections, state = evaluate(session, self.training.blobs, subjects, run.base_entry_id, run.base_commit,
+                                   config["maxSeqLength"], config["data"]["truncation"])
+        reason = refusal(sections, config["data"]["truncation"], config["maxSeqLength"], run.base_entry_id)
+        if reason:
+            fail_run(session, run, f"the run is refused before it claims a device: {reason}")
+            return False
+        if state == "waiting":
+            waited = (utcnow() - as_utc(run.created_at)).total_seconds()
+            if waited < self.training.analysis_wait_seconds:
+                return False
+            state = "notRun"
+        run.length_check = record(sections, state)
+        return True
 
 
 def _never_fits(run: Run, profiles) -> str:

@@ -238,6 +238,7 @@ class Run(Base):
     failure_reason: Mapped[str | None] = mapped_column(Text)
     progress: Mapped[dict] = mapped_column(JSON, default=dict)  # rows done/total, observed step, total steps
     checks: Mapped[dict | None] = mapped_column(JSON)
+    length_check: Mapped[dict | None] = mapped_column(JSON)  # the analyses each dataset was checked against
     results: Mapped[dict] = mapped_column(JSON, default=dict)
     cost: Mapped[dict] = mapped_column(JSON, default=dict)
     phase_times: Mapped[dict] = mapped_column(JSON, default=dict)  # phase -> [entered iso, left iso|None]

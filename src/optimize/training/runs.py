@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from optimize.catalog.selection import selection_for
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, NotFound
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Training
 from optimize.projects.service import open_project
@@ -25,7 +25,9 @@ from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.phases import OPEN, RunPhase
 from optimize.training.plans import parse_plan
-from optimize.training.resolve import admit
+from optimize.analysis.service import start_analysis
+from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
+from optimize.training.resolve import Admitted, admit
 from optimize.training.views import metric_json, run_json, snapshot_json
 
 ID_PREFIX_MIN = 4
@@ -50,6 +52,7 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
         refuse_if_archived(session, project.name)
         admitted = admit(session, plan, document, entry, selection, training.profiles,
                          training.catalog.strict_envelopes)
+        length_check, to_analyze = check_lengths(training, session, admitted, plan)
         now = utcnow()
         run_id = new_id()
         inserted = insert_ignoring_conflict(session, Run, {
@@ -63,6 +66,7 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
             "validation_digest": admitted.validation.digest if admitted.validation else None,
             "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
             "device_count": admitted.device_count, "description": plan.description, "warnings": admitted.warnings,
+            "length_check": length_check,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
             "created_at": now,
         }, ["submission_id"]) == 1
@@ -71,9 +75,32 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
             return _same_submission(run, digest), False
         record(session, f"run:{run.id}", "phase", phase=RunPhase.QUEUED.value)
         body = run_json(run)
+    for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
+        start_analysis(training, reference, entry.id)
     if training.scheduler is not None:
         training.scheduler.wake()
     return body, True
+
+
+def subjects(admitted: Admitted) -> list[Subject]:
+    picks = [("training", admitted.dataset)] + ([("validation", admitted.validation)] if admitted.validation else [])
+    return [Subject(role, pick.reference, pick.digest) for role, pick in picks]
+
+
+def check_lengths(training: Training, session, admitted: Admitted, plan) -> tuple[dict[str, Any], list[str]]:
+    """The length and template check at submission: refused now where an analysis is done; otherwise the run
+    records that it waits for the analyses it starts (one device), or that the check did not run (several)."""
+    config = plan.config
+    sections, state = evaluate(session, training.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
+                               config.max_seq_length, config.data.truncation)
+    reason = refusal(sections, config.data.truncation, config.max_seq_length, admitted.entry.id)
+    if reason:
+        raise Refused(f"the run is refused before it claims a device: {reason}",
+                      hint="see the rows' lengths with: akka training runs start -f PLAN --dry-run")
+    to_analyze = [s["dataset"] for s in sections if s["status"] in ("none", "failed") and s.get("command")]
+    if state == "waiting" and admitted.device_count > 1:
+        state, to_analyze = "notRun", []  # a run on several devices uses an analysis only if one is done
+    return record_check(sections, state), to_analyze
 
 
 def _same_submission(run: Run, digest: str) -> dict[str, Any]:

@@ -53,6 +53,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "progress": run.progress or {},
         "savedStep": (run.progress or {}).get("savedStep"),
         "checks": run.checks,
+        "lengthCheck": run.length_check,
         "results": {**(run.results or {}), "model": run.model_reference},
         "cost": cost,
         "timing": {"phaseMillis": millis, "createdAt": iso(run.created_at), "finishedAt": iso(run.finished_at)},

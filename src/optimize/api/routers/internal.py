@@ -55,6 +55,8 @@ def analysis_running(analysis_id: str, training: TrainingDep, lease: Lease) -> d
 @router.post("/analyses/{analysis_id}/result")
 def analysis_result(analysis_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
     service.finish(training, analysis_id, lease, body)
+    if training.scheduler is not None:
+        training.scheduler.wake()  # runs may be waiting for this analysis before they claim devices
     return {"ok": True}
 
 

@@ -171,6 +171,18 @@ def _checks_line(checks: dict[str, Any] | None) -> str:
     return line
 
 
+def _length_line(check: dict[str, Any] | None) -> str:
+    if not check:
+        return DASH
+    words = {"passed": "passed", "waiting": "waiting for the datasets' analyses", "notRun": "not run"}
+    parts = []
+    for d in check["datasets"]:
+        source = f"analysis {d['analysisId'][:12]}" if d.get("analysisId") else "no analysis"
+        detail = f", {d['reason']}" if d.get("reason") else ""
+        parts.append(f"{d['dataset']} ({d['role']}) against {source}{detail}")
+    return f"{words[check['status']]}: " + "; ".join(parts)
+
+
 def _render_run(con, r) -> None:
     p = r.get("progress") or {}
     res = r.get("results") or {}
@@ -208,6 +220,7 @@ def _render_run(con, r) -> None:
     fit = res.get("dataFit") or {}
     if fit.get("tooLong"):
         con.print(f"  Data fit     {fit['tooLong']} row(s) longer than maxSeqLength left out (dataFit.tooLong)")
+    con.print(f"  Length check {_length_line(r.get('lengthCheck'))}")
     con.print(f"  Start checks {_checks_line(r.get('checks'))}")
     con.print("[bold]Cost[/]")
     devices = r["execution"]["devices"]

@@ -1,0 +1,26 @@
+"""run_length_check
+
+Revision ID: 0005
+Revises: 0004
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0005'
+down_revision = '0004'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('length_check', sa.JSON(), nullable=True))
+
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.drop_column('length_check')
+
