@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/envelopes_cpu.py FAMILY SIZE [--seq 512] [--steps 3]
 
 Builds the stand-in in a temporary folder, trains `--steps` updates of TRL's SFTTrainer with a PEFT LoRA
-adapter on rows of about `--seq` tokens, and prints the peak RSS of this process (`RESULT {json}`). The
+adapter on rows of about `--seq` tokens in fp32 (TRL's config would otherwise autocast to bf16, on the cpu too),
+and prints the peak RSS of this process (`RESULT {json}`). The
 figures recorded in catalogs/default.yaml come from this script.
 """
 
@@ -41,7 +42,7 @@ def main() -> None:
     rows = Dataset.from_list([{"input_ids": ids, "labels": [-100] * half + ids[half:]}] * 8)
     model = AutoModelForCausalLM.from_pretrained(work / "model")
     config = SFTConfig(output_dir=str(work / "out"), max_steps=args.steps, per_device_train_batch_size=2,
-                       report_to=[], use_cpu=True, logging_steps=1, save_strategy="no", max_length=args.seq,
+                       report_to=[], use_cpu=True, bf16=False, fp16=False, logging_steps=1, save_strategy="no", max_length=args.seq,
                        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False)
     trainer = SFTTrainer(model=model, args=config, train_dataset=rows, processing_class=tokenizer,
                          peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))

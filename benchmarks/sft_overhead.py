@@ -14,9 +14,9 @@ and the same number of updates are trained twice on the cpu:
     targets, learning rate, batch size, max_steps, seed, fp32, no gradient checkpointing, sdpa attention,
     logging_steps=1, a save every `--save-every` updates (optimizer and scheduler state included).
 
-The bare script draws the first batch once before training, as the platform's start check does, so both runs
-consume the same random numbers: they log the same tokens and the same loss at every update, which the output
-checks. (TRL's SFTConfig turns bf16 autocast on by default, on the cpu too; the bare script sets it off.)
+The platform puts the random state back after its start check reads the first batch, so both runs draw the same
+random numbers: they log the same tokens and the same loss at every update, which the output checks. (TRL's
+SFTConfig turns bf16 autocast on by default, on the cpu too; the bare script sets it off.)
 
 It prints both training-phase times — the platform's `cost.duration.training` (the TRAINING phase: the updates,
 per-step reporting, saves and their uploads, the result) and `cost.trainingSeconds` (the engine's own clock
@@ -272,9 +272,6 @@ def bare(spec_file: str) -> None:
         train_dataset=Dataset.from_parquet(str(work / "train.parquet"), cache_dir=str(work / "arrow")),
         callbacks=[Record()],
     )
-    # The platform draws the first batch for its start check before training; drawing it here too keeps the global
-    # RNG stream (the LoRA dropout masks) the same, so the two runs' losses can be compared value for value.
-    next(iter(trainer.get_train_dataloader()))
     ready = time.monotonic()
     trainer.train()
     ended = time.monotonic()

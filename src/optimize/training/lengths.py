@@ -97,6 +97,11 @@ def refusal(sections: list[dict[str, Any]], truncation: str, max_seq_length: int
                             f"{max_seq_length}: {named} ({source}); raise maxSeqLength (the analysis suggests "
                             f"{part['suggestedMaxSeqLength']}), shorten the rows, or set data.truncation: drop to "
                             "leave them out")
+        left_out = {"drop": part["overMaxSeqLength"], "oldest_or_drop": part.get("cannotFitTrimmed", 0)}.get(truncation)
+        if left_out and left_out == part["rows"]:
+            problems.append(f"data.truncation: {truncation} would leave {part['dataset']} empty: all {part['rows']} "
+                            f"row(s) are longer than maxSeqLength {max_seq_length} ({source}); raise maxSeqLength "
+                            f"(the analysis suggests {part['suggestedMaxSeqLength']}) or shorten the rows")
         if truncation == "oldest" and part.get("cannotFitTrimmed"):
             named = ", ".join(f"line {r['line']} ({r['trimmedLength']} tokens trimmed)" for r in part["unfitRows"])
             problems.append(f"{part['cannotFitTrimmed']} row(s) of {part['dataset']} are longer than maxSeqLength "

@@ -26,9 +26,6 @@ from optimize.training.envelopes import check_envelopes
 from optimize.training.kernels import default_kernels
 from optimize.training.plans import RunPlan
 
-NOT_YET = {"oldest", "oldest_or_drop"}  # trimming policies arrive with the data-fit work
-
-
 @dataclass
 class DatasetPick:
     reference: str
@@ -64,9 +61,6 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if selection is None:
         raise Refused(f"base model {entry.id} is not selected on this deployment",
                       hint=f"select it first: akka training base-models select {entry.id}")
-    if config.data.truncation in NOT_YET:
-        raise Refused(f"data.truncation: {config.data.truncation} is not available on this deployment yet",
-                      hint="set data.truncation to error or drop")
     if config.data.truncation == "right" and not config.loss.explicit_loss_mask_column:
         raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "

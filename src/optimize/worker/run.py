@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from optimize.training.data_fit import Fitter, RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
@@ -23,10 +24,6 @@ from optimize.worker.uploads import Save, SaveUploader
 
 
 PREPARED_BATCH = 1024  # rendered rows held in memory before they are written out
-
-
-class RowRefused(Exception):
-    """A row of the run's datasets cannot be trained as it is."""
 
 
 def run_training(channel: Channel, run_id: str) -> int:
@@ -69,16 +66,20 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
-    train_rows, kept, too_long = _prepare(channel, spec["dataset"], config, renderer, cache, counter,
-                                          config["dataset"], workdir / "train.parquet")
+    train_fit, eval_fit = _fitter(renderer, config), _fitter(renderer, config)
+    train_rows = _prepare(channel, spec["dataset"], train_fit, cache, counter, config["dataset"],
+                          workdir / "train.parquet")
     eval_rows = None
     if spec["validation"]:
-        eval_rows, _, _ = _prepare(channel, spec["validation"], config, renderer, cache, counter,
-                                   config["validation"]["dataset"], workdir / "validation.parquet")
-    if not kept:
-        raise RowRefused(f"no row of {config['dataset']} is left to train: every row is longer than maxSeqLength "
-                         f"{config['maxSeqLength']}; raise maxSeqLength or shorten the rows")
-    data_fit = {"rows": kept, "tooLong": too_long}
+        eval_rows = _prepare(channel, spec["validation"], eval_fit, cache, counter, config["validation"]["dataset"],
+                             workdir / "validation.parquet")
+    for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
+        if name and not fit.counts.rows:
+            raise RowRefused(f"no row of {name} is left: every row is longer than maxSeqLength "
+                             f"{config['maxSeqLength']} under data.truncation: {config['data']['truncation']}; raise "
+                             "maxSeqLength or shorten the rows")
+    kept = train_fit.counts.rows
+    data_fit = train_fit.counts.as_json()
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
 
     class Hooks:
@@ -136,6 +137,14 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     }
 
 
+def _fitter(renderer, config: dict[str, Any]) -> Fitter:
+    from optimize.chat.render import LossPolicy
+
+    loss = config["loss"]
+    policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
+    return Fitter(renderer, policy, config["maxSeqLength"], config["data"]["truncation"])
+
+
 class _Progress:
     """Rows done of rows total, reported at most once a second."""
 
@@ -150,54 +159,39 @@ class _Progress:
             self.reporter.progress(progress={"rowsDone": self.done, "rowsTotal": self.total})
 
 
-def _prepare(channel: Channel, dataset: dict[str, Any], config: dict[str, Any], renderer, cache: Path,
-             counter: _Progress, reference: str, target: Path) -> tuple[Path, int, int]:
-    """Every row checked, rendered and masked, written to a Parquet file on local disk (memory holds one batch,
-    whatever the dataset's size); returns (the file, rows kept, rows left out as too long)."""
+def _prepare(channel: Channel, dataset: dict[str, Any], fitter, cache: Path, counter: _Progress, reference: str,
+             target: Path) -> Path:
+    """Every row checked by the registry's rule, rendered, masked and fitted into maxSeqLength, written to a
+    Parquet file on local disk (memory holds one batch, whatever the dataset's size)."""
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from optimize.chat.render import LossPolicy, RenderError
     from optimize.chat.rows import RowError, RowKind, check_row
 
-    loss = config["loss"]
-    policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
-    limit, truncation = config["maxSeqLength"], config["data"]["truncation"]
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
     columns: dict[str, list] = {"input_ids": [], "labels": []}
-    too_long = line = kept = 0
-    writer = pq.ParquetWriter(target, schema)
-
-    def flush() -> None:
+    line = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        for item in dataset["objects"]:
+            path = channel.fetch_blob(item["sha256"], cache)
+            with path.open("rb") as handle:
+                for raw in handle:
+                    line += 1
+                    try:
+                        row = orjson.loads(raw)
+                        check_row(row, RowKind.CHAT)
+                    except (RowError, orjson.JSONDecodeError) as error:
+                        raise RowRefused(f"{reference} line {line}: {error}") from None
+                    rendered = fitter.fit(row, f"{reference} line {line}")
+                    counter.advance()
+                    if rendered is None:
+                        continue
+                    columns["input_ids"].append(rendered.input_ids)
+                    columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
+                    if len(columns["input_ids"]) == PREPARED_BATCH:
+                        writer.write_table(pa.table(columns, schema=schema))
+                        columns = {"input_ids": [], "labels": []}
         if columns["input_ids"]:
             writer.write_table(pa.table(columns, schema=schema))
-            columns["input_ids"], columns["labels"] = [], []
-
-    for item in dataset["objects"]:
-        path = channel.fetch_blob(item["sha256"], cache)
-        with path.open("rb") as handle:
-            for raw in handle:
-                line += 1
-                try:
-                    row = orjson.loads(raw)
-                    check_row(row, RowKind.CHAT)
-                    rendered = renderer.render(row, policy)
-                except (RowError, RenderError, orjson.JSONDecodeError) as error:
-                    raise RowRefused(f"{reference} line {line}: {error}") from None
-                counter.advance()
-                if len(rendered.input_ids) > limit:
-                    if truncation == "drop":
-                        too_long += 1
-                        continue
-                    raise RowRefused(
-                        f"{reference} line {line} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength "
-                        f"{limit}; raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
-                columns["input_ids"].append(rendered.input_ids)
-                columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
-                kept += 1
-                if len(columns["input_ids"]) == PREPARED_BATCH:
-                    flush()
-    flush()
-    writer.close()
-    return target, kept, too_long
+    return target

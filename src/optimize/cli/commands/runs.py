@@ -218,8 +218,15 @@ def _render_run(con, r) -> None:
     con.print(f"  Training     loss {loss['start']:.4f} → {loss['end']:.4f} (mean {loss['mean']:.4f})" if loss
               else f"  Training     loss {DASH}")
     fit = res.get("dataFit") or {}
+    fitted = []
     if fit.get("tooLong"):
-        con.print(f"  Data fit     {fit['tooLong']} row(s) longer than maxSeqLength left out (dataFit.tooLong)")
+        fitted.append(f"{fit['tooLong']} row(s) longer than maxSeqLength left out (tooLong)")
+    if fit.get("trimmed"):
+        fitted.append(f"{fit['trimmed']} row(s) trimmed, {fit['turnsRemoved']} oldest turn(s) removed")
+    if fit.get("cut"):
+        fitted.append(f"{fit['cut']} row(s) cut at maxSeqLength past their mask")
+    if fitted:
+        con.print(f"  Data fit     {'; '.join(fitted)}")
     con.print(f"  Length check {_length_line(r.get('lengthCheck'))}")
     con.print(f"  Start checks {_checks_line(r.get('checks'))}")
     con.print("[bold]Cost[/]")

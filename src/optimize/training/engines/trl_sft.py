@@ -126,6 +126,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                                                                "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
             values = {name: float(logs[key]) for key, name in METRIC_NAMES.items() if key in logs}
+            if "tokens" in values:
+                values["tokens"] = int(values["tokens"])
             if "loss" in values:
                 outcome.losses.append(values["loss"])
                 outcome.tokens = int(values.get("tokens", outcome.tokens))
@@ -145,9 +147,15 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         callbacks=[Bridge()],
     )
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
+    # The check reads the first batch; the random state is put back so training draws what a plain TRL run
+    # with the same seed draws (data order, dropout masks).
+    state = torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
     batch = next(iter(trainer.get_train_dataloader()))
     stated = config.get("checks", {}).get("reference", {})
     check = reference_check(trainer.model, load, batch, dtype, stated)
+    torch.set_rng_state(state[0])
+    if cuda:
+        torch.cuda.set_rng_state_all(state[1])
     checks = summary([check])
     if check["status"] == "failed":
         raise StartCheckFailed(checks, failure_reason(check))
