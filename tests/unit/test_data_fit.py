@@ -92,3 +92,16 @@ def test_right_cuts_past_the_limit_but_never_a_trained_token(renderers):
     row["mask"] = [0] * (n - 1) + [1]
     with pytest.raises(RowRefused, match="its mask selects tokens past maxSeqLength 20"):
         fitter(renderers, 20, "right", policy).fit(row, "line 1")
+
+
+def test_a_dataset_without_any_mask_is_refused_when_masks_are_named(renderers):
+    from optimize.training.data_fit import require_masks
+
+    fit = fitter(renderers, 4096, "error", LossPolicy(explicit_mask_column="mask"))
+    fit.fit(conversation(1), "line 1")
+    with pytest.raises(RowRefused, match="d/t:v1 holds no row with a mask under 'mask'"):
+        require_masks(fit, "d/t:v1")
+    row = conversation(1)
+    n = len(renderers[FAMILY].render(row).input_ids)
+    fit.fit({**row, "mask": [0] * (n - 1) + [1]}, "line 2")
+    require_masks(fit, "d/t:v1")  # one mask is enough; rows without one use the other loss settings

@@ -31,6 +31,7 @@ class DataFit:
     trimmed: int = 0
     turns_removed: int = 0
     cut: int = 0
+    masked: int = 0  # rows that carry an explicit loss mask
 
     def as_json(self) -> dict[str, int]:
         return {"rows": self.rows, "tooLong": self.too_long, "trimmed": self.trimmed,
@@ -48,6 +49,9 @@ class Fitter:
     def fit(self, row: dict[str, Any], where: str) -> Rendered | None:
         """The row as it trains, or None when it is left out; `where` names it ("ns/name:v1 line 7")."""
         rendered = self._render(row, where)
+        column = self.policy.explicit_mask_column
+        if column and row.get(column) is not None:
+            self.counts.masked += 1
         if len(rendered.input_ids) <= self.limit:
             return self._kept(rendered)
         if self.truncation == "drop":
@@ -100,3 +104,12 @@ class Fitter:
         raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long and still {shortest} with its oldest "
                          f"turns removed, longer than maxSeqLength {self.limit}; use a larger maxSeqLength, shorter "
                          "rows, or data.truncation: oldest_or_drop")
+
+
+def require_masks(fit: Fitter, reference: str) -> None:
+    """With loss.explicitLossMaskColumn, each training and validation dataset holds at least one mask."""
+    column = fit.policy.explicit_mask_column
+    if column and not fit.counts.masked:
+        raise RowRefused(f"{reference} holds no row with a mask under '{column}', which loss.explicitLossMaskColumn "
+                         "names; add masks to its rows, or remove loss.explicitLossMaskColumn to use the other loss "
+                         "settings")

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from optimize.training.data_fit import Fitter, RowRefused
+from optimize.training.data_fit import Fitter, RowRefused, require_masks
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
@@ -74,6 +74,8 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
         eval_rows = _prepare(channel, spec["validation"], eval_fit, cache, counter, config["validation"]["dataset"],
                              workdir / "validation.parquet")
     for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
+        if name:
+            require_masks(fit, name)
         if name and not fit.counts.rows:
             raise RowRefused(f"no row of {name} is left: every row is longer than maxSeqLength "
                              f"{config['maxSeqLength']} under data.truncation: {config['data']['truncation']}; raise "
