@@ -22,10 +22,11 @@ from optimize.projects.service import open_project
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import DatasetObject, DatasetVersion, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.phases import OPEN, RunPhase
 from optimize.training.plans import parse_plan
 from optimize.analysis.service import start_analysis
+from optimize.training.diagnostics import ReadLimits, diagnose
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
 from optimize.training.resolve import Admitted, admit
 from optimize.training.views import metric_json, run_json, snapshot_json
@@ -46,13 +47,9 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
         if existing is not None:
             return _same_submission(existing, digest), False
     entry = training.catalog.find(plan.base_model)
-    selection = selection_for(training.store, entry.id)
     with training.store.transaction() as session:
-        project = open_project(session, plan.project)
-        refuse_if_archived(session, project.name)
-        admitted = admit(session, plan, document, entry, selection, training.profiles,
-                         training.catalog.strict_envelopes)
-        length_check, to_analyze = check_lengths(training, session, admitted, plan)
+        project, admitted = _admit(training, session, plan, document, entry)
+        sections, state, to_analyze = check_lengths(training, session, admitted, plan)
         now = utcnow()
         run_id = new_id()
         inserted = insert_ignoring_conflict(session, Run, {
@@ -66,7 +63,7 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
             "validation_digest": admitted.validation.digest if admitted.validation else None,
             "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
             "device_count": admitted.device_count, "description": plan.description, "warnings": admitted.warnings,
-            "length_check": length_check,
+            "length_check": record_check(sections, state),
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
             "created_at": now,
         }, ["submission_id"]) == 1
@@ -82,14 +79,55 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
     return body, True
 
 
+def dry_run(training: Training, document: Any) -> dict[str, Any]:
+    """Everything a submission checks, with nothing started (no run, no analysis): the resolved settings with
+    their sources, the envelope verdict, the Lengths section and the datasets' diagnostics."""
+    if not isinstance(document, dict):
+        raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
+    plan = parse_plan(document)
+    entry = training.catalog.find(plan.base_model)
+    with training.store.transaction() as session:
+        project, admitted = _admit(training, session, plan, document, entry)
+        sections, state, _ = check_lengths(training, session, admitted, plan)
+        objects = {s.reference: _objects(session, s.digest) for s in subjects(admitted)}
+    limits = ReadLimits.from_env()
+    opener = lambda sha256: training.blobs.path_for(sha256).open("rb")  # noqa: E731
+    return {
+        "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
+        "modelName": admitted.model_name, "configHash": admitted.config_hash,
+        "resolved": {"config": admitted.resolved["config"], "execution": admitted.resolved["execution"],
+                     "sources": admitted.sources, "lengths": sections},
+        "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
+                     "mode": "strict" if training.catalog.strict_envelopes else "advisory"},
+        "warnings": admitted.warnings,
+        "lengthCheck": record_check(sections, state),
+        "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
+    }
+
+
+def _admit(training: Training, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
+    project = open_project(session, plan.project)
+    refuse_if_archived(session, project.name)
+    admitted = admit(session, plan, document, entry, selection_for(training.store, entry.id), training.profiles,
+                     training.catalog.strict_envelopes)
+    return project, admitted
+
+
+def _objects(session, digest: str) -> list[dict[str, Any]]:
+    version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
+    return [{"sha256": o.sha256, "rows": o.rows, "bytes": o.size_bytes} for o in session.scalars(
+        select(DatasetObject).where(DatasetObject.version_id == version.id).order_by(DatasetObject.position))]
+
+
 def subjects(admitted: Admitted) -> list[Subject]:
     picks = [("training", admitted.dataset)] + ([("validation", admitted.validation)] if admitted.validation else [])
     return [Subject(role, pick.reference, pick.digest) for role, pick in picks]
 
 
-def check_lengths(training: Training, session, admitted: Admitted, plan) -> tuple[dict[str, Any], list[str]]:
+def check_lengths(training: Training, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
     """The length and template check at submission: refused now where an analysis is done; otherwise the run
-    records that it waits for the analyses it starts (one device), or that the check did not run (several)."""
+    waits for the analyses to start (one device), or the check does not run (several devices). Returns the
+    Lengths sections, the check's state and the datasets to analyze."""
     config = plan.config
     sections, state = evaluate(session, training.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
                                config.max_seq_length, config.data.truncation)
@@ -100,7 +138,7 @@ def check_lengths(training: Training, session, admitted: Admitted, plan) -> tupl
     to_analyze = [s["dataset"] for s in sections if s["status"] in ("none", "failed") and s.get("command")]
     if state == "waiting" and admitted.device_count > 1:
         state, to_analyze = "notRun", []  # a run on several devices uses an analysis only if one is done
-    return record_check(sections, state), to_analyze
+    return sections, state, to_analyze
 
 
 def _same_submission(run: Run, digest: str) -> dict[str, Any]:

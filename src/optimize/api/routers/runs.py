@@ -19,7 +19,10 @@ KEEPALIVE_SECONDS = 5.0
 
 
 @router.post("")
-async def start_run(training: TrainingDep, plan: Any = Body(description="A run plan (kind: run)")) -> JSONResponse:
+async def start_run(training: TrainingDep, plan: Any = Body(description="A run plan (kind: run)"),
+                    dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
+    if dryRun:
+        return JSONResponse(await run_in_threadpool(runs.dry_run, training, plan))
     run, created = await run_in_threadpool(runs.submit, training, plan)
     return JSONResponse(run, status_code=202 if created else 200)
 

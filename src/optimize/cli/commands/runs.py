@@ -12,6 +12,7 @@ import typer
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.output import CommandFailed, Output, console
 from optimize.cli.render import DASH, age, footer, table
+from optimize.cli.dry_run import render_dry_run
 from optimize.client.http import segment
 
 app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
@@ -25,6 +26,10 @@ def start(
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Start without asking for confirmation.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check everything a submission checks; start nothing.")
+                       ] = False,
+    show_resolved: Annotated[bool, typer.Option("--show-resolved", help="With --dry-run: every resolved setting "
+                                                "and where it came from.")] = False,
 ) -> None:
     """Submit a run plan. The plan is checked first; then it asks before starting unless --force."""
     from optimize.core.ids import new_id
@@ -32,12 +37,19 @@ def start(
 
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    if show_resolved and not dry_run:
+        raise typer.BadParameter("--show-resolved needs --dry-run", param_hint="'--show-resolved'")
     try:
         text = sys.stdin.read() if plan_file == "-" else Path(plan_file).read_text()
     except OSError as error:
         fail(f"cannot read {plan_file}: {error.strerror}")
     document = load_plan_text(text)
     plan = parse_plan(document)  # refuses an unknown or malformed field by its path, before asking anything
+    if dry_run:
+        with client_for(out, timeout=120.0) as client:
+            answer = client.post("/v1/training/runs", json=document, params={"dryRun": "true"})
+        out.emit(answer, lambda con, d: render_dry_run(con, d, show_resolved))
+        return
     document.setdefault("submissionId", new_id())  # a retried request reaches the same run
     if not force:
         if not sys.stdin.isatty() or plan_file == "-":

@@ -1,0 +1,72 @@
+"""The text of `akka training runs start --dry-run`: envelope, Lengths, diagnostics, and (--show-resolved) every
+setting with its source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optimize.cli.render import DASH
+
+SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels"}
+
+
+def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
+    con.print(f"[bold]Dry run[/]: nothing was started. The run would be admitted into project {d['project']} and "
+              f"register its model as {d['project']}/{d['modelName']}.")
+    con.print(f"Base model   {d['baseModel']['id']} at {d['baseModel']['commit'][:12]}")
+    envelope = d["envelope"]
+    if envelope["status"] == "measured":
+        con.print(f"Envelope     inside a measured envelope ({envelope['mode']} catalog)")
+    for warning in d["warnings"]:
+        con.print(f"[yellow]Warning[/]      {warning}")
+    con.print("[bold]Lengths[/]")
+    for section in d["resolved"]["lengths"]:
+        _lengths(con, section)
+    con.print("[bold]Diagnostics[/]")
+    for item in d["diagnostics"]:
+        _diagnostics(con, item)
+    if show_resolved:
+        con.print("[bold]Resolved settings[/]")
+        for path, source in sorted(d["resolved"]["sources"].items()):
+            con.print(f"  {path} = {_value(d['resolved'], path)!r} ({SOURCES[source]})")
+
+
+def _lengths(con, s: dict[str, Any]) -> None:
+    head = f"  {s['dataset']} ({s['role']}), maxSeqLength {s['maxSeqLength']}:"
+    status = s["status"]
+    if status == "done":
+        con.print(f"{head} analysis {s['analysisId'][:12]}, tokenizer {s['tokenizer']['repository']} at "
+                  f"{s['tokenizer']['commit'][:12]}, chat template {s['chatTemplate']['sha256'][:12]} "
+                  f"({s['chatTemplate']['source']}), Optimize {s['optimizeVersion']}")
+        con.print(f"    {s['rows']} rows; median {s['median']}, p90 {s['p90']}, p99 {s['p99']}, longest {s['longest']}; "
+                  f"{s['overMaxSeqLength']} longer than maxSeqLength; suggested maxSeqLength "
+                  f"{s['suggestedMaxSeqLength']}")
+        if "cannotFitTrimmed" in s:
+            con.print(f"    {s['trimmed']} long row(s) trimmed; {s['cannotFitTrimmed']} cannot fit even trimmed")
+        if s["findingCount"]:
+            con.print(f"    {s['findingCount']} row(s) the chat template refuses or renders without a part")
+        return
+    con.print(f"{head} {s.get('note') or s.get('reason') or status}")
+    if status == "failed":
+        con.print(f"    the analysis failed: {s['reason']}")
+    if s.get("command"):
+        con.print(f"    start one with: {s['command']}")
+
+
+def _diagnostics(con, item: dict[str, Any]) -> None:
+    coverage = item["coverage"]
+    if not coverage["complete"]:
+        con.print(f"  note: {coverage['note']}")  # printed before the findings it qualifies
+    duplicates = item["duplicates"]
+    named = ", ".join(f"line {r['line']} = line {r['sameAs']}" for r in duplicates["rows"])
+    con.print(f"  {item['dataset']}: {coverage['read']} of {coverage['total']} examples read; "
+              f"{duplicates['count']} duplicate(s){': ' + named if named else ''}")
+    shapes = ", ".join(f"{s['shape']} {s['rows']}" for s in item["shapes"]) or DASH
+    con.print(f"    shapes: {shapes}")
+
+
+def _value(resolved: dict[str, Any], path: str) -> Any:
+    node: Any = resolved
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
