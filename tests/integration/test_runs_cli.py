@@ -191,7 +191,8 @@ def test_unknown_plan_field_is_refused_by_its_path(trained, server, capsys, tmp_
     ({"baseModel": "optimize/tiny-qwen2.5"}, "is not selected on this deployment"),
     ({"baseModel": "google/gemma-4-26b-a4b-it"}, "allowed for serving only and cannot train"),
     ({"config": {"dataset": "nope/nothing", "method": "sft"}}, "dataset nope/nothing does not exist"),
-    ({"config": {"dataset": "chat:train", "method": "dpo"}}, "method dpo is not trained on this deployment yet"),
+    ({"config": {"dataset": "chat:train", "method": "dpo"}}, "holds chat rows; method dpo trains on preference pairs"),
+    ({"config": {"dataset": "chat:train", "method": "grpo"}}, "method grpo is not trained on this deployment yet"),
     ({"config": {"dataset": "chat:train", "data": {"truncation": "right"}}}, "data.truncation: right would cut"),
 ])
 def test_refusals_at_submission_name_what_to_change(trained, change, words):

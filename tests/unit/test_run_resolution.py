@@ -51,12 +51,13 @@ def session(tmp_path):
     with store.transaction() as session:
         session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
         session.flush()
-        for name, kind, fmt in (("chat", "chat", "chat-jsonl-v1"), ("pairs", "preference", "preference-jsonl-v1")):
+        for name, kind, fmt, tools in (("chat", "chat", "chat-jsonl-v1", 0), ("pairs", "preference", "preference-jsonl-v1", 0),
+                                       ("tooled", "chat", "chat-jsonl-v1", 3)):
             dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
             session.add(dataset)
             session.flush()
             session.add(DatasetVersion(dataset_id=dataset.id, version=1, digest=f"sha256:{name:0>64}", format=fmt,
-                                       rows=10, tool_rows=0, size_bytes=100, object_count=1, created_at=utcnow()))
+                                       rows=10, tool_rows=tools, size_bytes=100, object_count=1, created_at=utcnow()))
         session.flush()
         yield session
     store.dispose()
@@ -115,6 +116,10 @@ def test_admission_refusals(session):
     document = plan_document()
     document["config"]["dataset"] = "pairs"
     with pytest.raises(Refused, match="holds preference pairs; method sft trains on chat rows"):
+        admitted(session, document)
+    document = plan_document()
+    document["config"].update(dataset="tooled", method="grpo")
+    with pytest.raises(Refused, match="proj/tooled:v1 has 3 row.s. that offer tools; the trl engine of a grpo run"):
         admitted(session, document)
     document = plan_document()
     document["config"]["liger"] = {"rms_norm": True}

@@ -26,11 +26,15 @@ from optimize.training.envelopes import check_envelopes
 from optimize.training.kernels import default_kernels
 from optimize.training.plans import RunPlan
 
+REINFORCEMENT = frozenset({"grpo", "gspo"})
+
+
 @dataclass
 class DatasetPick:
     reference: str
     digest: str
     rows: int
+    tool_rows: int
 
 
 @dataclass
@@ -55,9 +59,6 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused(f"base model {entry.id} is allowed for serving only and cannot train",
                       hint="choose a base model whose Allowed for line says training (akka training base-models list)")
     config = plan.config
-    if config.method != "sft":
-        raise Refused(f"method {config.method} is not trained on this deployment yet; method sft is",
-                      hint="set config.method: sft")
     if selection is None:
         raise Refused(f"base model {entry.id} is not selected on this deployment",
                       hint=f"select it first: akka training base-models select {entry.id}")
@@ -65,9 +66,19 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
                            "masks that exclude every token past maxSeqLength")
-    dataset = _pick(session, config.dataset, plan.project, "config.dataset")
-    validation = (_pick(session, config.validation.dataset, plan.project, "config.validation.dataset")
+    dataset = _pick(session, config.dataset, plan.project, "config.dataset", config.method)
+    validation = (_pick(session, config.validation.dataset, plan.project, "config.validation.dataset", config.method)
                   if config.validation.dataset else None)
+    if config.method in REINFORCEMENT:
+        for field, pick in (("config.dataset", dataset), ("config.validation.dataset", validation)):
+            if pick is not None and pick.tool_rows:
+                raise Refused(f"{field} {pick.reference} has {pick.tool_rows} row(s) that offer tools; the trl engine "
+                              f"of a {config.method} run does not render a row's tools into the prompts it rolls "
+                              "out, so the run would train unlike evaluation and serving",
+                              hint="remove tools from every row of a reinforcement dataset")
+    if config.method != "sft":
+        raise Refused(f"method {config.method} is not trained on this deployment yet; method sft is",
+                      hint="set config.method: sft")
     model_name = check_name(plan.model_name or entry.repository.split("/")[-1], "modelName")
     profile = next((p for p in profiles if p.name == plan.execution.device_profile), None)
     on_cpu = plan.execution.device_profile == "cpu" or (profile is not None and profile.kind == "cpu")
@@ -103,7 +114,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                     warnings)
 
 
-def _pick(session: Session, text: str, project: str, field: str) -> DatasetPick:
+def _pick(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:
     """A dataset reference; one with no namespace resolves inside the project's namespace."""
     qualified = text if "/" in text else f"{project}/{text}"
     try:
@@ -111,10 +122,14 @@ def _pick(session: Session, text: str, project: str, field: str) -> DatasetPick:
     except Invalid as error:
         raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
     found, version = resolve_reference(session, reference)
-    if found.kind != "chat":
-        raise Refused(f"{field} {found.namespace}/{found.name}:v{version.version} holds preference pairs; "
-                      "method sft trains on chat rows", hint="name a chat dataset, or train it with method dpo")
-    return DatasetPick(f"{found.namespace}/{found.name}:v{version.version}", version.digest, version.rows)
+    label = f"{found.namespace}/{found.name}:v{version.version}"
+    if method == "dpo" and found.kind != "preference":
+        raise Refused(f"{field} {label} holds chat rows; method dpo trains on preference pairs",
+                      hint="name a preference dataset, or train it with method sft")
+    if method != "dpo" and found.kind != "chat":
+        raise Refused(f"{field} {label} holds preference pairs; method {method} trains on chat rows",
+                      hint="name a chat dataset, or train it with method dpo")
+    return DatasetPick(label, version.digest, version.rows, version.tool_rows)
 
 
 def _leaves(document: Any, prefix: str) -> list[str]:
