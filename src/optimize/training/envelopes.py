@@ -24,8 +24,8 @@ def check_envelopes(entry: Entry, method: str, precision: str, profile: str, dev
     unit = "slot" if on_cpu else "GPU"
     run = (f"{method} at {precision} on {devices} {profile} {unit}{'s' if devices != 1 else ''} "
            f"with maxSeqLength {max_seq_length}")
-    measured = "; ".join(f"{e.method} {e.precision} on {e.device_profile} x{e.gpus} up to {e.longest_sequence} tokens"
-                         for e in entry.envelopes) or "none"
+    measured = "; ".join(f"{e.method} {e.precision} on {e.device_profile}{f' x{e.gpus}' if e.gpus else ''} up to "
+                         f"{e.longest_sequence} tokens" for e in entry.envelopes) or "none"
     if strict:
         raise Refused(f"no measured training envelope of {entry.id} covers {run} (measured: {measured}), and this "
                       "deployment requires one", hint="choose settings inside a measured envelope "
