@@ -42,7 +42,11 @@ def _lengths(con, s: dict[str, Any]) -> None:
                   f"{s['overMaxSeqLength']} longer than maxSeqLength; suggested maxSeqLength "
                   f"{s['suggestedMaxSeqLength']}")
         if "cannotFitTrimmed" in s:
-            con.print(f"    {s['trimmed']} long row(s) trimmed; {s['cannotFitTrimmed']} cannot fit even trimmed")
+            unmeasured = (f"; {s['trimUnmeasured']} of {s['trimMeasuredFrom']} tokens or fewer are trimmed when the "
+                          "run reads them"
+                          if s.get("trimUnmeasured") else "")
+            con.print(f"    {s['trimmed']} long row(s) trimmed; {s['cannotFitTrimmed']} cannot fit even trimmed"
+                      f"{unmeasured}")
         if s["findingCount"]:
             con.print(f"    {s['findingCount']} row(s) the chat template refuses or renders without a part")
         return

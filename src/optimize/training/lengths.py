@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize import __version__
+from optimize.analysis.measure import TRIM_FROM
 from optimize.store.tables import Analysis
 
 ROWS_NAMED = 20
@@ -67,9 +68,14 @@ def section(analysis: Analysis | None, subject: Subject, entry_id: str, commit: 
         "findings": report.get("findings") or [], "findingCount": report.get("findingCount", 0),
     })
     if truncation in ("oldest", "oldest_or_drop"):
-        unfit = sorted(((trimmed, line) for line, (length, trimmed) in enumerate(rows, 1) if trimmed > max_seq_length),
-                       key=lambda item: (-item[0], item[1]))
-        body["trimmed"] = len(over) - len(unfit)
+        # The analysis measures trimmed lengths of rows longer than TRIM_FROM only; a shorter long row is left to
+        # the run, which trims it (or refuses it by its line) when it reads it.
+        unfit = sorted(((trimmed, line) for line, (length, trimmed) in enumerate(rows, 1)
+                        if trimmed > max_seq_length and length > TRIM_FROM), key=lambda item: (-item[0], item[1]))
+        unmeasured = sum(1 for length, _ in rows if max_seq_length < length <= TRIM_FROM)
+        body["trimmed"] = len(over) - len(unfit) - unmeasured
+        body["trimUnmeasured"] = unmeasured
+        body["trimMeasuredFrom"] = TRIM_FROM
         body["cannotFitTrimmed"] = len(unfit)
         body["unfitRows"] = [{"line": line, "trimmedLength": trimmed} for trimmed, line in unfit[:ROWS_NAMED]]
     return body
