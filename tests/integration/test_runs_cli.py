@@ -309,3 +309,26 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
     assert "no measured training envelope of optimize/tiny-llama-3.2 covers sft at fp32 on 1 cpu slot" in result.err
     assert "this deployment requires one" in result.err and "hint:" in result.err
     assert cli.json("training", "runs", "list")["runs"] == []
+
+
+@pytest.mark.parametrize("truncation", ["error", "drop"])
+def test_rows_the_template_renders_without_a_part_are_refused_under_every_truncation(trained, server, capsys, tmp_path,
+                                                                                    truncation):
+    from tests.row_cases import TOOLS
+
+    cli = Cli(capsys, server.url)
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "12"}'}}
+    rows = [chat_row("hi", "hello"),
+            {"messages": [{"role": "user", "content": "find 12"},
+                          {"role": "assistant", "content": "checking", "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+                          {"role": "assistant", "content": "It shipped."}], "tools": TOOLS}]
+    name = f"{trained['project']}/calls"
+    cli.ok("registry", "datasets", "register", name, "-f", str(write_jsonl(tmp_path / "calls.jsonl", rows)))
+    cli.ok("training", "datasets", "analyze", name, "--model", MODEL, "--wait")
+    document = plan(trained["project"], "calls")
+    document["config"]["data"] = {"truncation": truncation}
+    result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
+    assert result.code == 1
+    assert (f"the chat template refuses or drops part of 1 row(s) of {name}:v1: line 2 (message 1: the chat "
+            "template renders the message without its text)") in " ".join(result.err.split())

@@ -58,7 +58,9 @@ class Store:
 
 
 def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any], keys: list[str]) -> int:
-    """INSERT that does nothing when a row with the same `keys` exists; returns the rows inserted (0 or 1)."""
+    """INSERT that does nothing when a row with the same `keys` exists; returns the rows inserted (0 or 1).
+
+    The count comes from RETURNING, not the cursor's rowcount, which psycopg reports as -1 for this statement."""
     dialect = session.get_bind().dialect.name
     if dialect == "sqlite":
         statement = sqlite.insert(table).values(values).on_conflict_do_nothing(index_elements=keys)
@@ -66,4 +68,5 @@ def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any
         statement = postgresql.insert(table).values(values).on_conflict_do_nothing(index_elements=keys)
     else:  # pragma: no cover - other dialects are not supported
         statement = insert(table).values(values)
-    return session.execute(statement).rowcount
+    primary_key = list(table.__table__.primary_key.columns)
+    return len(session.execute(statement.returning(*primary_key)).all())
