@@ -5,7 +5,7 @@ triage like examples/datasets/support-chat.jsonl, a sixth of them with a tool ca
 and the same number of updates are trained twice on the cpu:
 
 (a) through the platform: a real server on the embedded defaults in a temporary data dir; the model is selected,
-    the rows registered and the project created with the `akka` CLI, then the run plan
+    the rows registered and analyzed and the project created with the `akka` CLI, then the run plan
     (execution.deviceProfile: cpu) is POSTed to /v1/training/runs and followed over its events stream;
 (b) by a bare script in a subprocess (this file with `--bare SPEC`): the rows rendered and masked with
     `optimize.chat.render.ChatRenderer` exactly as the run worker's `_prepare` does (the registry's row rule,
@@ -162,6 +162,9 @@ def platform_setup(url: str, model: str, rows_file: Path) -> dict:
     akka(url, "training", "base-models", "select", model)
     akka(url, "registry", "datasets", "register", "bench/chat", "-f", str(rows_file), "--alias", "train")
     akka(url, "training", "projects", "create", "bench")
+    # Analyzed first, as a user does before training: otherwise the run's length check waits for the analysis
+    # in QUEUED, and the time to the first update would count it.
+    akka(url, "training", "datasets", "analyze", "bench/chat:train", "--model", model, "--wait")
     entry = json.loads(akka(url, "training", "base-models", "get", model, "-o", "json"))
     return {"id": entry["id"], "family": entry["family"], "path": entry["selection"]["path"],
             "chatTemplate": entry["chatTemplate"]}
