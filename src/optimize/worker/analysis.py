@@ -34,12 +34,7 @@ def run_analysis(channel: Channel, analysis_id: str) -> int:
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
         traceback.print_exc()
         result = {"failed": f"the analysis failed: {type(error).__name__}: {error}"}
-    try:
-        channel.post_json(f"{base}/result", result)
-    except ApiError as error:
-        print(f"cannot report: {error.message}", flush=True)
-        return 3
-    return 0
+    return channel.report_end(f"{base}/result", result)
 
 
 CHUNK_ROWS = 256  # rows measured per batch tokenizer call: fast, and memory stays bounded

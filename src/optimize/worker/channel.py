@@ -50,5 +50,14 @@ class Channel(OptimizeClient):
     def post_json(self, path: str, body: Any) -> Any:
         return self.request("POST", path, json=body, retries=3)
 
+    def report_end(self, path: str, result: dict[str, Any]) -> int:
+        """A job's last word; the worker's exit status: 0 once the server took it, 3 when it could not."""
+        try:
+            self.post_json(path, result)
+        except ApiError as error:
+            print(f"cannot report: {error.message}", flush=True)
+            return 3
+        return 0
+
 
 __all__ = ["ApiError", "Channel"]

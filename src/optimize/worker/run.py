@@ -49,12 +49,7 @@ def run_training(channel: Channel, run_id: str) -> int:
     if reporter.lost.is_set():
         print(f"stopped: {reporter.lost_reason}", flush=True)
         return 3
-    try:
-        channel.post_json(f"{base}/result", result)
-    except ApiError as error:
-        print(f"cannot report: {error.message}", flush=True)
-        return 3
-    return 0
+    return channel.report_end(f"{base}/result", result)
 
 
 def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
