@@ -82,12 +82,16 @@ def main() -> None:
         akka(url, "training", "base-models", "get", "optimize/small-smollm2")
         akka(url, "training", "datasets", "analyze", "support/chat:train", "-f", RUN_FILE, "--wait")
         akka(url, "training", "projects", "create", "support")
+        akka(url, "training", "runs", "start", "-f", RUN_FILE, "--dry-run")
         akka(url, "training", "runs", "start", "-f", RUN_FILE, "--force", "--wait", "--exit-status")
+        akka(url, "training", "runs", "list", "--project", "support")
         run = akka_json(url, "training", "runs", "list", "--project", "support")["runs"][0]
         akka(url, "training", "runs", "get", run["runId"][:12])
         akka(url, "training", "runs", "metrics", run["runId"][:12], "--limit", "5")
         akka(url, "training", "runs", "snapshots", run["runId"][:12])
         akka(url, "registry", "models", "get", f"support/{run['modelName']}")
+        akka(url, "registry", "models", "list", "--project", "support")
+        akka(url, "training", "projects", "list")
         print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
               f"the example run trained and its adapter registered as {run['results']['model']}.", flush=True)
     finally:

@@ -72,6 +72,17 @@ def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_se
     environment = worker.environ()
     assert environment["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     assert environment["CUDA_VISIBLE_DEVICES"] == ""  # a cpu slot: no GPU is handed over
+    # a worker's malformed reports are refused, and leave the run as it was
+    lease = {"X-Lease-Token": environment["OPTIMIZE_LEASE_TOKEN"]}
+    shard = client.get("/v1/registry/datasets/faults/d").json()["objects"][0]["digest"].removeprefix("sha256:")
+    for body, words in (({"artifacts": []}, "needs its step"),
+                        ({"step": 1, "artifacts": [{"kind": "weights", "manifestSha256": shard}]},
+                         "is not a snapshot manifest"),
+                        ({"step": 1, "artifacts": [{"kind": "nonsense"}]}, "is not one of weights, trainingState")):
+        refused = client.post(f"/v1/internal/runs/{run['runId']}/snapshots", json=body, headers=lease)
+        assert refused.status_code == 422 and words in refused.json()["detail"], refused.text
+    assert client.get(f"/v1/training/runs/{run['runId']}/snapshots").json()["snapshots"] == []
+    assert client.get(f"/v1/training/runs/{run['runId']}").json()["phase"] == "TRAINING"
     killed_at = time.monotonic()
     worker.kill()
     failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 10)

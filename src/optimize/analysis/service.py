@@ -15,16 +15,16 @@ from sqlalchemy import select
 from optimize import __version__
 from optimize.analysis.states import TERMINAL, AnalysisPhase, transition
 from optimize.deployment import Training
-from optimize.catalog.selection import selection_for
+from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
 from optimize.analysis.estimates import estimate
 from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
-from optimize.registry.datasets import resolve_reference
+from optimize.registry.datasets import examples_objects, resolve_reference
 from optimize.store.db import insert_ignoring_conflict
-from optimize.store.tables import Analysis, DatasetObject, DatasetVersion
+from optimize.store.tables import Analysis
 from optimize.training.plans import parse_plan
 
 ID_PREFIX_MIN = 4
@@ -137,17 +137,10 @@ def _leased(session, analysis_id: str, token: str) -> Analysis:
 def job_spec(training: Training, analysis_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         item = _leased(session, analysis_id, token)
-        version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == item.examples_digest).limit(1))
-        objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
-                                  .order_by(DatasetObject.position))
-        entry = training.catalog.find(item.base_entry_id)
-        chosen = selection_for(training.store, entry.id)
         return {
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
-            "objects": [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects],
-            "model": {"id": entry.id, "repository": entry.repository, "family": entry.family,
-                      "commit": item.base_commit, "path": chosen.path if chosen else None,
-                      "chatTemplate": entry.chat_template},
+            "objects": examples_objects(session, item.examples_digest),
+            "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
         }
 
 

@@ -118,6 +118,13 @@ def selection_for(store: Store, entry_id: str) -> BaseModelSelection | None:
         return session.get(BaseModelSelection, entry_id)
 
 
+def job_model(store: Store, entry: Entry, commit: str) -> dict[str, str | None]:
+    """What a job's worker needs of its base model: where this host caches it and how its rows render."""
+    chosen = selection_for(store, entry.id)
+    return {"id": entry.id, "repository": entry.repository, "family": entry.family, "commit": commit,
+            "path": chosen.path if chosen else None, "chatTemplate": entry.chat_template}
+
+
 def model_dir(store: Store, catalog: Catalog, query: str) -> Path:
     """The cached folder a job loads; a model never selected is refused, never downloaded at job time."""
     entry = catalog.find(query)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.cli.render import DASH
+from optimize.core.paths import lookup
 
 SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels"}
 
@@ -28,7 +29,7 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
     if show_resolved:
         con.print("[bold]Resolved settings[/]")
         for path, source in sorted(d["resolved"]["sources"].items()):
-            con.print(f"  {path} = {_value(d['resolved'], path)!r} ({SOURCES[source]})")
+            con.print(f"  {path} = {lookup(d['resolved'], path)!r} ({SOURCES[source]})")
 
 
 def _lengths(con, s: dict[str, Any]) -> None:
@@ -67,10 +68,3 @@ def _diagnostics(con, item: dict[str, Any]) -> None:
               f"{duplicates['count']} duplicate(s){': ' + named if named else ''}")
     shapes = ", ".join(f"{s['shape']} {s['rows']}" for s in item["shapes"]) or DASH
     con.print(f"    shapes: {shapes}")
-
-
-def _value(resolved: dict[str, Any], path: str) -> Any:
-    node: Any = resolved
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node

@@ -12,6 +12,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import NotFound
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_selector
+from optimize.registry.namespaces import is_archived
 from optimize.registry.views import version_json
 from optimize.store.db import Store
 from optimize.store.events import record
@@ -88,9 +89,14 @@ def aliases_by_version(session: Session, dataset: Dataset) -> dict[int, list[str
     return result
 
 
-def is_archived(session: Session, namespace: str) -> bool:
-    item = session.get(Namespace, namespace)
-    return bool(item and item.archived)
+def examples_objects(session: Session, digest: str) -> list[dict[str, Any]]:
+    """The objects (shards) holding the examples of a version digest, in order, as a job reads them."""
+    version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
+    if version is None:
+        raise NotFound(f"no dataset version holds the examples {digest}")
+    objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
+                              .order_by(DatasetObject.position))
+    return [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects]
 
 
 def describe_version(

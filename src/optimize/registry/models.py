@@ -18,7 +18,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference, parse_selector
-from optimize.registry.namespaces import ensure_open
+from optimize.registry.namespaces import ensure_exists, ensure_open, is_archived
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Model, ModelVersion, Namespace
@@ -49,11 +49,7 @@ def register_version(
     if variant not in VARIANTS:
         raise Invalid(f"model variant {variant!r} is not one of {', '.join(VARIANTS)}")
     now = utcnow()
-    if check_archived:
-        ensure_open(session, namespace)
-    else:
-        insert_ignoring_conflict(session, Namespace, {"name": namespace, "archived": False, "created_at": now},
-                                 ["name"])
+    (ensure_open if check_archived else ensure_exists)(session, namespace)
     insert_ignoring_conflict(session, Model, {"namespace": namespace, "name": name, "created_at": now},
                              ["namespace", "name"])
     # Lock the model row (PostgreSQL; SQLite serializes writers) so numbers are taken one registration at a
@@ -188,14 +184,9 @@ def _newest_id(session: Session, model: Model) -> int | None:
     )
 
 
-def _is_archived(session: Session, namespace: str) -> bool:
-    item = session.get(Namespace, namespace)
-    return bool(item and item.archived)
-
-
 def describe_version(session: Session, model: Model, version: ModelVersion) -> dict[str, Any]:
     """A version's JSON, with `latest` among its aliases when it is the newest."""
-    return model_version_json(model, version, archived=_is_archived(session, model.namespace),
+    return model_version_json(model, version, archived=is_archived(session, model.namespace),
                               aliases=["latest"] if _newest_id(session, model) == version.id else [])
 
 
@@ -248,7 +239,7 @@ def list_versions(
         if base_model is not None:
             matches = _base_model_matcher(session, base_model)
             versions = [item for item in versions if matches(item.lineage)]
-        archived = _is_archived(session, model.namespace)
+        archived = is_archived(session, model.namespace)
         newest = _newest_id(session, model)
         return [model_version_json(model, item, archived=archived,
                                    aliases=["latest"] if item.id == newest else []) for item in versions]

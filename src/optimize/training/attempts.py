@@ -13,15 +13,15 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
-from optimize.catalog.selection import selection_for
-from optimize.chat.formats import DatasetFormat
+from optimize.catalog.selection import job_model
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Invalid, LeaseLost
 from optimize.core.ids import new_id
 from optimize.deployment import Training
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import DatasetObject, DatasetVersion, DeviceHold, Run, RunAttempt, RunMetric, Snapshot
+from optimize.registry.datasets import examples_objects
+from optimize.store.tables import DeviceHold, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.phases import TERMINAL, RunPhase, transition
 from optimize.training.views import snapshot_json
 
@@ -32,12 +32,20 @@ def holder(run_id: str) -> str:
     return f"run:{run_id}"
 
 
-def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
+def _active(session, run_id: str, token: str) -> tuple[Run, RunAttempt] | None:
+    """The run and its attempt while this lease still holds them (attempt active, run not ended)."""
     attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id, RunAttempt.lease_token == token))
     run = session.get(Run, run_id)
     if attempt is None or run is None or attempt.state != "active" or RunPhase(run.phase) in TERMINAL:
-        raise LeaseLost(f"run {run_id} is no longer held by this worker")
+        return None
     return run, attempt
+
+
+def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
+    held = _active(session, run_id, token)
+    if held is None:
+        raise LeaseLost(f"run {run_id} is no longer held by this worker")
+    return held
 
 
 def end_attempt(session, run: Run, attempt: RunAttempt, reason: str) -> None:
@@ -64,12 +72,8 @@ def fail_run(session, run: Run, reason: str) -> bool:
 def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bool:
     """The worker of this attempt is gone (its process ended, or it stopped heart-beating): the run fails."""
     with training.store.transaction() as session:
-        attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id,
-                                                          RunAttempt.lease_token == token))
-        run = session.get(Run, run_id)
-        if attempt is None or run is None or attempt.state != "active" or RunPhase(run.phase) in TERMINAL:
-            return False
-        return fail_run(session, run, f"worker lost: {reason}")
+        held = _active(session, run_id, token)
+        return held is not None and fail_run(session, held[0], f"worker lost: {reason}")
 
 
 def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
@@ -77,7 +81,9 @@ def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
     now = utcnow()
     with training.store.transaction() as session:
         found = session.scalars(select(RunAttempt).where(RunAttempt.state == "active")).all()
-        return [(a.run_id, a.lease_token, f"no heartbeat from its worker since {iso(a.lease_expires_at - timedelta(seconds=training.lease_seconds))} (lease {training.lease_seconds:g}s)")
+        lease = timedelta(seconds=training.lease_seconds)
+        return [(a.run_id, a.lease_token, f"no heartbeat from its worker since {iso(a.lease_expires_at - lease)} "
+                                          f"(lease {training.lease_seconds:g}s)")
                 for a in found if as_utc(a.lease_expires_at) < now]
 
 
@@ -87,27 +93,19 @@ def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
 def job_spec(training: Training, run_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
-        entry = training.catalog.find(run.base_entry_id)
-        chosen = selection_for(training.store, entry.id)
         return {
             "runId": run.id, "attempt": attempt.number, "project": run.project, "method": run.method,
             "config": run.resolved["config"], "execution": run.resolved["execution"],
             "devices": attempt.devices, "leaseSeconds": training.lease_seconds,
             "dataset": _objects(session, run.dataset_digest),
             "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
-            "model": {"id": entry.id, "repository": entry.repository, "family": entry.family,
-                      "commit": run.base_commit, "path": chosen.path if chosen else None,
-                      "chatTemplate": entry.chat_template},
+            "model": job_model(training.store, training.catalog.find(run.base_entry_id), run.base_commit),
         }
 
 
 def _objects(session, digest: str) -> dict[str, Any]:
-    version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
-    objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
-                              .order_by(DatasetObject.position))
-    return {"digest": digest, "format": version.format, "rows": version.rows,
-            "kind": DatasetFormat(version.format).kind.value,
-            "objects": [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects]}
+    objects = examples_objects(session, digest)
+    return {"digest": digest, "rows": sum(o["rows"] for o in objects), "objects": objects}
 
 
 def heartbeat(training: Training, run_id: str, token: str) -> dict[str, Any]:
@@ -156,6 +154,9 @@ def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str,
     manifests were uploaded last, so a half-uploaded save is never listed."""
     with training.store.transaction() as session:
         _leased(session, run_id, token)  # a stale worker is told so before anything else
+    step = body.get("step")
+    if type(step) is not int or step < 0:
+        raise Invalid("a snapshot needs its step, a non-negative integer")
     artifacts = []
     for item in body.get("artifacts") or []:
         if item.get("kind") not in ARTIFACT_KINDS:
@@ -168,7 +169,6 @@ def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str,
         raise Invalid("a snapshot needs at least one artifact")
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
-        step = int(body["step"])
         insert_ignoring_conflict(session, Snapshot, {
             "id": new_id(), "run_id": run.id, "attempt": attempt.number, "step": step, "epoch": body.get("epoch"),
             "final": bool(body.get("final")), "artifacts": artifacts, "committed_at": utcnow()},
@@ -184,8 +184,15 @@ def _verified_manifest(training: Training, sha256: str) -> dict[str, Any]:
     path = training.blobs.path_for(sha256)
     if not path.is_file():
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
-    manifest = json.loads(path.read_bytes())
-    missing = [f["path"] for f in manifest.get("files", []) if not training.blobs.path_for(f["sha256"]).is_file()]
+    try:
+        manifest = json.loads(path.read_bytes())
+        files = manifest["files"]
+        if not all(isinstance(f["path"], str) and isinstance(f["bytes"], int) for f in files):
+            raise TypeError
+        missing = [f["path"] for f in files if not training.blobs.path_for(f["sha256"]).is_file()]
+    except (ValueError, KeyError, TypeError):
+        raise Invalid(f"blob sha256:{sha256} is not a snapshot manifest (JSON with files of path, sha256 and bytes)"
+                      ) from None
     if missing:
         raise Invalid(f"the snapshot's files {', '.join(missing)} are not held; upload them first")
     return manifest

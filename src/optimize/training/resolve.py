@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from optimize.catalog.schema import DeviceProfile, Entry
 from optimize.core.errors import Invalid, Refused
+from optimize.core.paths import lookup
 from optimize.core.names import check_name
 from optimize.core.refs import parse_reference
 from optimize.registry.datasets import resolve_reference
@@ -97,7 +98,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         model["gradientCheckpointing"] = not on_cpu
     kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
                                                               devices).items()
-               if not _stated(document, f"config.{path}")}
+               if lookup(document, f"config.{path}") is None}
     for path, value in kernels.items():
         _set(resolved["config"], path, value)
     if model["attentionImplementation"] is None:
@@ -136,15 +137,6 @@ def _leaves(document: Any, prefix: str) -> list[str]:
     if isinstance(document, dict) and document:
         return [leaf for key, value in document.items() for leaf in _leaves(value, f"{prefix}{key}.")]
     return [prefix.rstrip(".")] if prefix else []
-
-
-def _stated(document: dict[str, Any], path: str) -> bool:
-    node: Any = document
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return node is not None
 
 
 def _set(document: dict[str, Any], path: str, value: Any) -> None:

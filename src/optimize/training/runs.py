@@ -13,21 +13,21 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.catalog.selection import selection_for
+from optimize.analysis.service import start_analysis
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Training
 from optimize.projects.service import open_project
+from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import DatasetObject, DatasetVersion, Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.phases import OPEN, RunPhase
-from optimize.training.plans import parse_plan
-from optimize.analysis.service import start_analysis
+from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.diagnostics import ReadLimits, diagnose
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
+from optimize.training.phases import OPEN, RunPhase
+from optimize.training.plans import parse_plan
 from optimize.training.resolve import Admitted, admit
 from optimize.training.views import metric_json, run_json, snapshot_json
 
@@ -89,7 +89,7 @@ def dry_run(training: Training, document: Any) -> dict[str, Any]:
     with training.store.transaction() as session:
         project, admitted = _admit(training, session, plan, document, entry)
         sections, state, _ = check_lengths(training, session, admitted, plan)
-        objects = {s.reference: _objects(session, s.digest) for s in subjects(admitted)}
+        objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
     limits = ReadLimits.from_env()
     opener = lambda sha256: training.blobs.path_for(sha256).open("rb")  # noqa: E731
     return {
@@ -108,15 +108,9 @@ def dry_run(training: Training, document: Any) -> dict[str, Any]:
 def _admit(training: Training, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
     project = open_project(session, plan.project)
     refuse_if_archived(session, project.name)
-    admitted = admit(session, plan, document, entry, selection_for(training.store, entry.id), training.profiles,
+    admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
                      training.catalog.strict_envelopes)
     return project, admitted
-
-
-def _objects(session, digest: str) -> list[dict[str, Any]]:
-    version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
-    return [{"sha256": o.sha256, "rows": o.rows, "bytes": o.size_bytes} for o in session.scalars(
-        select(DatasetObject).where(DatasetObject.version_id == version.id).order_by(DatasetObject.position))]
 
 
 def subjects(admitted: Admitted) -> list[Subject]:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.paths import lookup
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.phases import RunPhase
 
@@ -63,16 +64,9 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "terminal": RunPhase(run.phase) in {RunPhase.COMPLETED, RunPhase.FAILED, RunPhase.CANCELLED},
     }
     if settings:
-        body["settings"] = {path: {"value": _lookup(run.resolved, path), "source": source}
+        body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}
                             for path, source in sorted(run.sources.items())}
     return body
-
-
-def _lookup(document: dict[str, Any], path: str) -> Any:
-    node: Any = document
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
 
 
 def metric_json(metric: RunMetric) -> dict[str, Any]:

@@ -7,7 +7,6 @@ checked by the registry's row rule first; a row that breaks it refuses the datas
 from __future__ import annotations
 
 import json
-import os
 import resource
 import tempfile
 import traceback
@@ -44,25 +43,13 @@ class _Refusal(Exception):
     """The dataset cannot be analyzed as it is (a bad row); another attempt would fail the same way."""
 
 
-def _rows(channel: Channel, spec: dict[str, Any], cache: Path):
-    """(line number, parsed row) across the shards, in order."""
-    import orjson
-
-    line = 0
-    for item in spec["objects"]:
-        path = channel.fetch_blob(item["sha256"], cache)
-        with path.open("rb") as handle:
-            for raw in handle:
-                line += 1
-                yield line, orjson.loads(raw)
-
-
 def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     from optimize.analysis.measure import measure_rows
     from optimize.analysis.report import ReportBuilder
     from optimize.chat.rows import RowError, RowKind, check_row
 
-    cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
+    import orjson
+
     renderer = renderer_for(spec["model"])
     kind = RowKind(spec["kind"])
     builder = ReportBuilder(kind.value)
@@ -77,7 +64,8 @@ def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as lengths:
         lines: list[int] = []
         rows: list[dict] = []
-        for line, row in _rows(channel, spec, cache):
+        for line, raw in channel.example_lines(spec["objects"]):
+            row = orjson.loads(raw)
             try:
                 check_row(row, kind)
             except RowError as error:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,19 @@ class Channel(OptimizeClient):
         super().__init__(server_url, timeout=300.0)
         self._http.headers["X-Lease-Token"] = token
 
-    def fetch_blob(self, sha256: str, cache: Path) -> Path:
+    def example_lines(self, objects: list[dict[str, Any]]) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw line) of a dataset version's examples across its objects, in order, read from local
+        files, so memory holds one line whatever the dataset's size."""
+        line = 0
+        for item in objects:
+            with self.fetch_blob(item["sha256"]).open("rb") as handle:
+                for raw in handle:
+                    line += 1
+                    yield line, raw
+
+    def fetch_blob(self, sha256: str, cache: Path | None = None) -> Path:
         """The blob as a local file, downloaded once, verified against its digest before it is used."""
+        cache = cache or Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
         target = cache / "sha256" / sha256[:2] / sha256
         if target.is_file():
             return target

@@ -8,7 +8,6 @@ its lease is lost it stops without writing more.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -58,15 +57,14 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
 
     config = spec["config"]
     renderer = renderer_for(spec["model"])
-    cache = Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
     train_fit, eval_fit = _fitter(renderer, config), _fitter(renderer, config)
-    train_rows = _prepare(channel, spec["dataset"], train_fit, cache, counter, config["dataset"],
+    train_rows = _prepare(channel, spec["dataset"], train_fit, counter, config["dataset"],
                           workdir / "train.parquet")
     eval_rows = None
     if spec["validation"]:
-        eval_rows = _prepare(channel, spec["validation"], eval_fit, cache, counter, config["validation"]["dataset"],
+        eval_rows = _prepare(channel, spec["validation"], eval_fit, counter, config["validation"]["dataset"],
                              workdir / "validation.parquet")
     for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
         if name:
@@ -156,7 +154,7 @@ class _Progress:
             self.reporter.progress(progress={"rowsDone": self.done, "rowsTotal": self.total})
 
 
-def _prepare(channel: Channel, dataset: dict[str, Any], fitter, cache: Path, counter: _Progress, reference: str,
+def _prepare(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
              target: Path) -> Path:
     """Every row checked by the registry's rule, rendered, masked and fitted into maxSeqLength, written to a
     Parquet file on local disk (memory holds one batch, whatever the dataset's size)."""
@@ -168,27 +166,22 @@ def _prepare(channel: Channel, dataset: dict[str, Any], fitter, cache: Path, cou
 
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
     columns: dict[str, list] = {"input_ids": [], "labels": []}
-    line = 0
     with pq.ParquetWriter(target, schema) as writer:
-        for item in dataset["objects"]:
-            path = channel.fetch_blob(item["sha256"], cache)
-            with path.open("rb") as handle:
-                for raw in handle:
-                    line += 1
-                    try:
-                        row = orjson.loads(raw)
-                        check_row(row, RowKind.CHAT)
-                    except (RowError, orjson.JSONDecodeError) as error:
-                        raise RowRefused(f"{reference} line {line}: {error}") from None
-                    rendered = fitter.fit(row, f"{reference} line {line}")
-                    counter.advance()
-                    if rendered is None:
-                        continue
-                    columns["input_ids"].append(rendered.input_ids)
-                    columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
-                    if len(columns["input_ids"]) == PREPARED_BATCH:
-                        writer.write_table(pa.table(columns, schema=schema))
-                        columns = {"input_ids": [], "labels": []}
+        for line, raw in channel.example_lines(dataset["objects"]):
+            try:
+                row = orjson.loads(raw)
+                check_row(row, RowKind.CHAT)
+            except (RowError, orjson.JSONDecodeError) as error:
+                raise RowRefused(f"{reference} line {line}: {error}") from None
+            rendered = fitter.fit(row, f"{reference} line {line}")
+            counter.advance()
+            if rendered is None:
+                continue
+            columns["input_ids"].append(rendered.input_ids)
+            columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
+            if len(columns["input_ids"]) == PREPARED_BATCH:
+                writer.write_table(pa.table(columns, schema=schema))
+                columns = {"input_ids": [], "labels": []}
         if columns["input_ids"]:
             writer.write_table(pa.table(columns, schema=schema))
     return target
