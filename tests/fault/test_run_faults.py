@@ -38,11 +38,11 @@ def setup(client: httpx.Client, tmp_path: Path, project: str = "faults") -> None
     client.post("/v1/training/projects", json={"name": project}).raise_for_status()
 
 
-def long_plan(project: str = "faults", gpus: int = 1, steps: int = 5000) -> dict:
+def long_plan(project: str = "faults", gpus: int = 1, steps: int = 5000, profile: str = "cpu") -> dict:
     return {"kind": "run", "project": project, "baseModel": MODEL,
             "config": {"dataset": "d", "maxSeqLength": 128,
                        "hyperparams": {"training": {"maxSteps": steps, "batchSize": 2}}},
-            "execution": {"deviceProfile": "cpu", "gpus": gpus}}
+            "execution": {"deviceProfile": profile, "gpus": gpus}}
 
 
 def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float = 120) -> dict:
@@ -114,16 +114,21 @@ def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease
 
 def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp_path):
     catalog = yaml.safe_load((Path(__file__).resolve().parents[2] / "catalogs" / "default.yaml").read_text())
-    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
-    two_slots = tmp_path / "two-slots.yaml"
-    two_slots.write_text(yaml.safe_dump(catalog))
+    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}, {"name": "spare", "kind": "cpu", "devices": 1}]
+    two_profiles = tmp_path / "two-profiles.yaml"
+    two_profiles.write_text(yaml.safe_dump(catalog))
     data_dir = tmp_path / "server"
-    proc = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE}, extra_args=["--catalog", str(two_slots)])
+    proc = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE}, extra_args=["--catalog", str(two_profiles)])
     client = httpx.Client(base_url=proc.url, timeout=600)
     setup(client, tmp_path)
-    first = client.post("/v1/training/runs", json=long_plan()).json()
+    # the engine limit holds whatever the deployment has: trl trains a supervised run on one device
+    refused = client.post("/v1/training/runs", json=long_plan(gpus=2))
+    assert refused.status_code == 400, refused.text
+    assert "the trl engine trains sft runs on 1 device; execution.gpus 2 needs an engine" in refused.json()["detail"]
+    assert refused.json()["hint"] == "set execution.gpus: 1"
+    first = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()
     wait_for(client, first["runId"], {"PREPARING", "TRAINING"})
-    waiting = client.post("/v1/training/runs", json=long_plan(gpus=2)).json()
+    waiting = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()
     time.sleep(2)
     assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"  # waits for devices
     claims = {c["for"]: c for c in client.get("/v1/training/capacity").json()["claims"]}
@@ -135,12 +140,12 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     assert time.monotonic() - started < 15  # a timeout gives up following; the run goes on
     assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"
     proc.kill9()
-    restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE})  # the shipped catalog: one cpu slot
+    restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": LEASE})  # the shipped catalog: cpu only
     try:
         client = httpx.Client(base_url=restarted.url, timeout=600)
         failed = wait_for(client, waiting["runId"], {"FAILED"}, timeout=15)
-        assert "asks for 2 devices of profile 'cpu', more than this deployment has (cpu (1 device))" \
-            in failed["failureReason"]
+        assert "no device of profile 'spare' exists on this deployment, so the run can never be scheduled; " \
+               "profiles here: cpu (1 device)" in failed["failureReason"]
         # the first run's worker reports to a server that is gone: its attempt is lost within the lease
         lost = wait_for(client, first["runId"], {"FAILED"}, timeout=float(LEASE) + 15)
         assert lost["failureReason"].startswith("worker lost:")

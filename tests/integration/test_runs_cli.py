@@ -204,21 +204,21 @@ def test_refusals_at_submission_name_what_to_change(trained, change, words):
     assert trained["client"].get("/v1/training/runs").json()["runs"] == before  # nothing stored
 
 
-def test_work_that_can_never_fit_fails_with_its_reason(trained, server, capsys, tmp_path):
+def test_work_this_deployment_can_never_train_is_refused_at_submission(trained, server, capsys, tmp_path):
     cli = Cli(capsys, server.url)
-    document = plan(trained["project"], "chat:train", execution={"deviceProfile": "h200", "gpus": 2})
-    run = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
-    result = cli("training", "runs", "wait", run["runId"], "--exit-status", "--timeout", "30")
-    assert result.code == 1
-    final = cli.json("training", "runs", "get", run["runId"])
-    assert final["phase"] == "FAILED"
-    assert "no device of profile 'h200' exists on this deployment" in final["failureReason"]
-    assert "cpu (1 device)" in final["failureReason"]
-    too_many = plan(trained["project"], "chat:train", execution={"deviceProfile": "cpu", "gpus": 3})
-    run = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, too_many), "--force")
-    cli("training", "runs", "wait", run["runId"], "--timeout", "30")
-    reason = cli.json("training", "runs", "get", run["runId"])["failureReason"]
-    assert "asks for 3 devices of profile 'cpu', more than this deployment has" in reason
+    before = cli.json("training", "runs", "list")["runs"]
+    for execution, words, hint in (
+            ({"deviceProfile": "h200", "gpus": 1},
+             "execution.deviceProfile 'h200' is not a device profile of this deployment; profiles here: cpu (1 device)",
+             "set execution.deviceProfile to one of them"),
+            ({"deviceProfile": "cpu", "gpus": 3},
+             "execution.gpus 3 asks for more devices of profile 'cpu' than this deployment has (cpu (1 device))",
+             "set execution.gpus to 1 or fewer")):
+        path = write_plan(tmp_path, plan(trained["project"], "chat:train", execution=execution))
+        for flags in ((), ("--dry-run",)):
+            result = cli("training", "runs", "start", "-f", path, "--force", *flags)
+            assert result.code == 1 and words in result.err and hint in result.err, result.err
+    assert cli.json("training", "runs", "list")["runs"] == before  # nothing stored
 
 
 def test_a_long_row_is_refused_before_a_device_then_at_submission(trained, server, capsys, tmp_path):

@@ -171,3 +171,37 @@ def test_envelopes_are_advisory_by_default_and_required_when_strict():
     with pytest.raises(Refused, match="this deployment requires one") as refused:
         check_envelopes(entry, "sft", "fp32", "cpu", 1, True, 2048, strict=True)
     assert "akka training base-models get optimize/tiny-llama-3.2" in refused.value.hint
+
+
+def _profiles(**counts):
+    from optimize.catalog.schema import DeviceProfile
+
+    return [DeviceProfile(name=name, kind="cpu" if name == "cpu" else "gpu", devices=n) for name, n in counts.items()]
+
+
+@pytest.mark.parametrize("profile, devices, words", [
+    ("a100", 1, "execution.deviceProfile 'a100' is not a device profile of this deployment; profiles here: "
+                "cpu (4 devices), h200 (8 devices)"),
+    ("h200", 9, "execution.gpus 9 asks for more devices of profile 'h200' than this deployment has"),
+    ("h200", 2, "the trl engine trains sft runs on 1 device; execution.gpus 2 needs an engine"),
+    ("cpu", 2, "the trl engine trains sft runs on 1 device"),
+])
+def test_layout_limits_refuse_under_every_envelope_mode(profile, devices, words):
+    from optimize.training.layout import check_layout
+
+    entry = load_catalog().find("optimize/tiny-llama-3.2")
+    with pytest.raises(Refused) as refused:
+        check_layout(entry, "sft", "fp32", profile, devices, 256, _profiles(cpu=4, h200=8))
+    assert words in refused.value.message and refused.value.hint
+
+
+def test_a_measured_envelope_larger_than_this_node_is_refused():
+    from optimize.training.layout import check_layout
+
+    entry = load_catalog().find("optimize/tiny-llama-3.2")
+    measured = next(e for e in entry.envelopes if e.device_profile == "cpu")
+    check_layout(entry, "sft", measured.precision, "cpu", 1, 256, _profiles(cpu=1), node_memory_gib=64)
+    with pytest.raises(Refused) as refused:
+        check_layout(entry, "sft", measured.precision, "cpu", 1, 256, _profiles(cpu=1),
+                     node_memory_gib=measured.host_memory_gib / 2)
+    assert f"peaks at {measured.host_memory_gib:g} GiB of host memory; this node has" in refused.value.message

@@ -16,10 +16,17 @@ def _covers(envelope: Envelope, method: str, precision: str, profile: str, devic
             and envelope.device_profile == profile and same_devices and max_seq_length <= envelope.longest_sequence)
 
 
+def covering(entry: Entry, method: str, precision: str, profile: str, devices: int, on_cpu: bool,
+             max_seq_length: int) -> Envelope | None:
+    """The first measured envelope that covers the run, if any."""
+    return next((e for e in entry.envelopes if _covers(e, method, precision, profile, devices, on_cpu, max_seq_length)),
+                None)
+
+
 def check_envelopes(entry: Entry, method: str, precision: str, profile: str, devices: int, on_cpu: bool,
                     max_seq_length: int, strict: bool) -> list[str]:
     """The warnings a run carries for its envelope (none when a measured envelope covers it)."""
-    if any(_covers(e, method, precision, profile, devices, on_cpu, max_seq_length) for e in entry.envelopes):
+    if covering(entry, method, precision, profile, devices, on_cpu, max_seq_length) is not None:
         return []
     unit = "slot" if on_cpu else "GPU"
     run = (f"{method} at {precision} on {devices} {profile} {unit}{'s' if devices != 1 else ''} "

@@ -25,6 +25,7 @@ from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.diagnostics import ReadLimits, diagnose
+from optimize.training.layout import check_layout
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
 from optimize.training.phases import OPEN, RunPhase
 from optimize.training.plans import parse_plan
@@ -110,6 +111,9 @@ def _admit(training: Training, session, plan, document: dict[str, Any], entry) -
     refuse_if_archived(session, project.name)
     admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
                      training.catalog.strict_envelopes)
+    config = admitted.resolved["config"]
+    check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
+                 admitted.device_count, config["maxSeqLength"], training.profiles)
     return project, admitted
 
 
