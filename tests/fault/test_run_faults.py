@@ -95,6 +95,42 @@ def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_se
     assert wait_for(client, second["runId"], {"COMPLETED", "FAILED"})["phase"] == "COMPLETED"
 
 
+def test_a_worker_lost_while_pausing_leaves_the_run_paused_with_the_reason(lease_server, capsys):
+    proc, client = lease_server
+    run = client.post("/v1/training/runs", json=long_plan()).json()
+    wait_for(client, run["runId"], {"PREPARING"})
+    [worker] = workers(run["runId"])  # started: it imports and reads its rows before its first update
+    assert client.post(f"/v1/training/runs/{run['runId']}/pause", json={"checkpoint": "save"}).status_code == 202
+    worker.kill()
+    paused = wait_for(client, run["runId"], {"PAUSED", "FAILED"}, timeout=float(LEASE) + 10)
+    assert paused["phase"] == "PAUSED", paused["failureReason"]
+    pause = paused["pause"]
+    assert pause["endReason"].startswith("worker lost: its process was killed by signal 9")
+    assert pause["saveFailed"] == "the worker stopped before it saved" and pause["snapshotId"] is None
+    assert pause["resourcesReleased"] and client.get("/v1/training/capacity").json()["claims"] == []
+    # nothing to restore: the resumed attempt says so, and cancelling it leaves the earlier pause as it ended
+    from optimize.cli.main import main
+
+    capsys.readouterr()
+    assert main(["training", "runs", "resume", run["runId"], "--server", proc.url]) == 0
+    assert "queued as attempt 2; it restored none; starts from the base model" in capsys.readouterr().out
+    resumed = client.get(f"/v1/training/runs/{run['runId']}").json()
+    assert resumed["resumed"]["snapshotId"] is None and resumed["resumed"]["afterPause"] == pause
+    wait_for(client, run["runId"], {"PREPARING", "TRAINING"})
+    assert main(["training", "runs", "cancel", run["runId"], "--force", "--server", proc.url]) == 0
+    cancelled = client.get(f"/v1/training/runs/{run['runId']}").json()
+    assert cancelled["phase"] == "CANCELLED" and cancelled["resumed"]["afterPause"] == pause
+    assert cancelled["attempt"] == 2
+    assert wait_gone(run["runId"])  # its worker was stopped
+
+
+def wait_gone(run_id: str, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while workers(run_id) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not workers(run_id)
+
+
 def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease_server):
     proc, client = lease_server
     run = client.post("/v1/training/runs", json=long_plan()).json()

@@ -44,9 +44,9 @@ def scripted():
 
 def test_a_dropped_stream_is_followed_again_until_the_run_ends(scripted, monkeypatch):
     monkeypatch.setattr(events.time, "sleep", lambda _s: None)
-    Scripted.script = [[{"runId": "r", "phase": "QUEUED", "terminal": False}],
-                       [{"runId": "r", "phase": "TRAINING", "terminal": False}],
-                       [{"runId": "r", "phase": "COMPLETED", "terminal": True}]]
+    Scripted.script = [[{"runId": "r", "phase": "QUEUED", "terminal": False, "settled": False}],
+                       [{"runId": "r", "phase": "TRAINING", "terminal": False, "settled": False}],
+                       [{"runId": "r", "phase": "COMPLETED", "terminal": True, "settled": True}]]
     with OptimizeClient(f"http://127.0.0.1:{scripted.server_address[1]}") as client:
         phases = [s["phase"] for s in events.follow(client, "/v1/training/runs/r/events")]
     assert phases == ["QUEUED", "TRAINING", "COMPLETED"] and Scripted.connections == 3

@@ -19,7 +19,8 @@ RETRIES = 8
 
 
 def follow(client: OptimizeClient, path: str, deadline: float | None = None) -> Iterator[dict[str, Any]]:
-    """Each status the stream sends, until one is terminal or the deadline passes (then TimeoutError)."""
+    """Each status the stream sends, until one is terminal or settled (paused), or the deadline passes (then
+    TimeoutError)."""
     failures = 0
     while True:
         try:
@@ -30,7 +31,7 @@ def follow(client: OptimizeClient, path: str, deadline: float | None = None) -> 
                 failures = 0
                 for status in _statuses(response.iter_lines(), deadline):
                     yield status
-                    if status.get("terminal"):
+                    if status.get("settled"):
                         return
         except (httpx.TransportError, httpx.StreamError) as error:
             failures += 1

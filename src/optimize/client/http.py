@@ -44,6 +44,11 @@ class OptimizeClient:
 
     def request(self, method: str, path: str, *, retries: int | None = None, **kwargs: Any) -> Any:
         """Send a request; GETs are retried on connection failures, writes are not."""
+        return self.request_with_status(method, path, retries=retries, **kwargs)[0]
+
+    def request_with_status(self, method: str, path: str, *, retries: int | None = None, **kwargs: Any
+                            ) -> tuple[Any, int]:
+        """The answer and its HTTP status, where the status says more than the body (200 vs 202)."""
         attempts = retries if retries is not None else (3 if method == "GET" else 1)
         for attempt in range(attempts):
             try:
@@ -58,7 +63,7 @@ class OptimizeClient:
                     code="unreachable",
                     hint="start one with: akka server start, or point --server / OPTIMIZE_URL at one",
                 ) from None
-        return _decode(response)
+        return _decode(response), response.status_code
 
     def get(self, path: str, **kwargs: Any) -> Any:
         return self.request("GET", path, **kwargs)

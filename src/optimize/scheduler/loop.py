@@ -105,8 +105,10 @@ class Scheduler:
                                        lease_expires_at=now + timedelta(seconds=self.training.lease_seconds),
                                        state="active", started_at=now))
                 session.flush()
+                # the new attempt shows its own progress; only the save it resumes from carries over
                 transition(session, run, RunPhase.PREPARING, attempt=number,
-                           progress={"rowsDone": 0, "rowsTotal": run.dataset_rows})
+                           progress={"rowsDone": 0, "rowsTotal": run.dataset_rows,
+                                     "savedStep": (run.progress or {}).get("savedStep")})
                 return token, chosen, profile.kind
         except IntegrityError:
             return None  # another grant took a device first; the next tick tries again

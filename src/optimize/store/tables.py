@@ -239,6 +239,8 @@ class Run(Base):
     progress: Mapped[dict] = mapped_column(JSON, default=dict)  # rows done/total, observed step, total steps
     checks: Mapped[dict | None] = mapped_column(JSON)
     length_check: Mapped[dict | None] = mapped_column(JSON)  # the analyses each dataset was checked against
+    pause: Mapped[dict | None] = mapped_column(JSON)  # the current attempt's pause: checkpoint, saved step, release
+    resumed: Mapped[dict | None] = mapped_column(JSON)  # what the latest resume restored, and the pause it ended
     results: Mapped[dict] = mapped_column(JSON, default=dict)
     cost: Mapped[dict] = mapped_column(JSON, default=dict)
     phase_times: Mapped[dict] = mapped_column(JSON, default=dict)  # phase -> [entered iso, left iso|None]

@@ -71,9 +71,18 @@ def fail_run(session, run: Run, reason: str) -> bool:
 
 def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bool:
     """The worker of this attempt is gone (its process ended, or it stopped heart-beating): the run fails."""
+    from optimize.training.lifecycle import finish_pause
+
     with training.store.transaction() as session:
         held = _active(session, run_id, token)
-        return held is not None and fail_run(session, held[0], f"worker lost: {reason}")
+        if held is None:
+            return False
+        run, attempt = held
+        if run.phase == RunPhase.PAUSING.value:  # it was stopping anyway: it pauses on what it committed
+            finish_pause(session, run, attempt, {"step": (run.progress or {}).get("observedStep")},
+                         reason=f"worker lost: {reason}")
+            return True
+        return fail_run(session, run, f"worker lost: {reason}")
 
 
 def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
@@ -100,7 +109,19 @@ def job_spec(training: Training, run_id: str, token: str) -> dict[str, Any]:
             "dataset": _objects(session, run.dataset_digest),
             "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
             "model": job_model(training.store, training.catalog.find(run.base_entry_id), run.base_commit),
+            "resume": _resume_point(session, run),
         }
+
+
+def _resume_point(session, run: Run) -> dict[str, Any] | None:
+    """The save a resumed attempt restores: its step and the manifests of its weights and training state."""
+    snapshot_id = (run.resumed or {}).get("snapshotId")
+    snapshot = session.get(Snapshot, snapshot_id) if snapshot_id else None
+    if snapshot is None:
+        return None
+    return {"snapshotId": snapshot.id, "step": snapshot.step,
+            "artifacts": [{"kind": a["kind"], "manifestSha256": a["manifestDigest"].removeprefix("sha256:")}
+                          for a in snapshot.artifacts]}
 
 
 def _objects(session, digest: str) -> dict[str, Any]:
@@ -112,7 +133,13 @@ def heartbeat(training: Training, run_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         attempt.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
-        return {"leaseExpiresAt": iso(attempt.lease_expires_at), "phase": run.phase}
+        return {"leaseExpiresAt": iso(attempt.lease_expires_at), **_instructions(run)}
+
+
+def _instructions(run: Run) -> dict[str, Any]:
+    """What the worker reads from every heartbeat and progress answer: the phase, and a pause to carry out."""
+    pause = run.pause if run.phase == RunPhase.PAUSING.value else None
+    return {"phase": run.phase, "pause": pause["checkpoint"] if pause else None}
 
 
 def report_progress(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +161,7 @@ def report_progress(training: Training, run_id: str, token: str, body: dict[str,
                 setattr(run, key, value)
             record(session, holder(run.id), "progress", step=progress.get("observedStep"),
                    rowsDone=progress.get("rowsDone"))
-        return {"phase": run.phase}
+        return _instructions(run)
 
 
 def report_metrics(training: Training, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,14 +226,20 @@ def _verified_manifest(training: Training, sha256: str) -> dict[str, Any]:
 
 
 def finish(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The worker's last word: failed with a reason, or completed with its final snapshot, which is registered
-    as the project's model."""
+    """The worker's last word: failed with a reason, stopped for a pause, or completed with its final snapshot,
+    which is registered as the project's model."""
     from optimize.training.completion import complete_run
+    from optimize.training.lifecycle import finish_pause
 
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         if body.get("failed"):
             fail_run(session, run, str(body["failed"]))
+            return {"phase": run.phase}
+        if body.get("paused") is not None:
+            if run.phase != RunPhase.PAUSING.value:
+                raise Invalid(f"run {run.id[:12]} is {run.phase}, not pausing; its worker cannot report a pause")
+            finish_pause(session, run, attempt, body["paused"])
             return {"phase": run.phase}
         complete_run(training, session, run, attempt, body)
         return {"phase": run.phase, "model": run.model_reference}

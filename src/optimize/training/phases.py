@@ -36,7 +36,8 @@ TRANSITIONS: dict[RunPhase, frozenset[RunPhase]] = {
     RunPhase.QUEUED: frozenset({RunPhase.PREPARING, RunPhase.FAILED, RunPhase.CANCELLED}),
     RunPhase.PREPARING: frozenset({RunPhase.TRAINING, RunPhase.PAUSING, RunPhase.FAILED, RunPhase.CANCELLED}),
     RunPhase.TRAINING: frozenset({RunPhase.COMPLETED, RunPhase.PAUSING, RunPhase.FAILED, RunPhase.CANCELLED}),
-    RunPhase.PAUSING: frozenset({RunPhase.PAUSED, RunPhase.FAILED, RunPhase.CANCELLED}),
+    # a pause that reaches the worker after its last update ends in COMPLETED
+    RunPhase.PAUSING: frozenset({RunPhase.PAUSED, RunPhase.COMPLETED, RunPhase.FAILED, RunPhase.CANCELLED}),
     RunPhase.PAUSED: frozenset({RunPhase.QUEUED, RunPhase.CANCELLED}),
     RunPhase.COMPLETED: frozenset(),
     RunPhase.FAILED: frozenset(),

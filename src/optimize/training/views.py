@@ -8,7 +8,7 @@ from typing import Any
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.phases import RunPhase
+from optimize.training.phases import TERMINAL, RunPhase
 
 
 def phase_millis(run: Run, now: datetime | None = None) -> dict[str, int]:
@@ -61,7 +61,11 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "failureReason": run.failure_reason,
         "warnings": run.warnings or [],
         "description": run.description,
-        "terminal": RunPhase(run.phase) in {RunPhase.COMPLETED, RunPhase.FAILED, RunPhase.CANCELLED},
+        "pause": run.pause,
+        "resumed": run.resumed,
+        "terminal": RunPhase(run.phase) in TERMINAL,
+        # nothing changes until a user acts: followers stop here
+        "settled": RunPhase(run.phase) in TERMINAL or run.phase == RunPhase.PAUSED.value,
     }
     if settings:
         body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ class Channel(OptimizeClient):
     def __init__(self, server_url: str, token: str) -> None:
         super().__init__(server_url, timeout=300.0)
         self._http.headers["X-Lease-Token"] = token
+        self.upload_rate = float(os.environ.get("OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND") or 0)  # 0: unlimited
 
     def example_lines(self, objects: list[dict[str, Any]]) -> Iterator[tuple[int, bytes]]:
         """(line number, raw line) of a dataset version's examples across its objects, in order, read from local
@@ -50,13 +52,14 @@ class Channel(OptimizeClient):
         return target
 
     def put_blob(self, path: Path) -> str:
-        """Upload a file of this worker's output under its sha256, streaming it."""
+        """Upload a file of this worker's output under its sha256, streaming it (no faster than the operator's
+        `OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND`, where a shared link needs it)."""
         digest = hashlib.sha256()
         with path.open("rb") as source:
             while chunk := source.read(1024 * 1024):
                 digest.update(chunk)
         with path.open("rb") as source:
-            self.put_stream(f"/v1/internal/blobs/{digest.hexdigest()}", iter(lambda: source.read(1024 * 1024), b""),
+            self.put_stream(f"/v1/internal/blobs/{digest.hexdigest()}", _paced(source, self.upload_rate),
                             path.stat().st_size)
         return digest.hexdigest()
 
@@ -71,6 +74,16 @@ class Channel(OptimizeClient):
             print(f"cannot report: {error.message}", flush=True)
             return 3
         return 0
+
+
+def _paced(source, rate: float, chunk: int = 64 * 1024) -> Iterator[bytes]:
+    """The file's bytes in chunks, sleeping so that they leave no faster than `rate` bytes a second (0: at once)."""
+    started, sent = time.monotonic(), 0
+    while data := source.read(chunk):
+        yield data
+        sent += len(data)
+        if rate > 0:
+            time.sleep(max(0.0, started + sent / rate - time.monotonic()))
 
 
 __all__ = ["ApiError", "Channel"]

@@ -2,7 +2,8 @@
 waits on the network. Progress keeps only its newest value; metrics are sent in batches.
 
 If the server answers `lease_lost`, or cannot be reached for longer than the lease, the attempt is no longer
-this worker's: `lost` is set and the training loop stops without writing more.
+this worker's: `lost` is set and the training loop stops without writing more. Every answer also says whether a
+pause was asked for (`pause`: latest or save), which the training loop carries out at its next update boundary.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Reporter:
         self.interval = max(0.5, min(5.0, lease_seconds / 4))
         self.lost = threading.Event()
         self.lost_reason = ""
+        self.pause: str | None = None  # the checkpoint of a pause the server asked for
         self._lock = threading.Lock()
         self._progress: dict[str, Any] | None = None
         self._metrics: list[dict[str, Any]] = []
@@ -83,8 +85,10 @@ class Reporter:
         if self.lost.is_set():
             return
         try:
-            self.channel.post_json(path, body)
+            answer = self.channel.post_json(path, body)
             self._last_contact = time.monotonic()
+            if isinstance(answer, dict) and answer.get("pause"):
+                self.pause = answer["pause"]
         except ApiError as error:
             if error.code == "lease_lost":
                 self._lose(error.message)

@@ -1,9 +1,10 @@
 """The run job: fetch the attempt's spec, read and render the rows (PREPARING), run the start checks and train
-(TRAINING), upload saves as they are written, and report the end.
+(TRAINING), upload saves as they are written, and report the end: failed, completed, or paused.
 
 Rows are read by the registry's row rule and rendered through `optimize.chat` under the run's loss policy; a
 row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
-its lease is lost it stops without writing more.
+its lease is lost it stops without writing more. A pause the server passes on stops it at the next update
+boundary (during PREPARING, at once when `latest`); a resumed attempt first downloads the save it restores.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from optimize.training.data_fit import Fitter, RowRefused, require_masks
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
-from optimize.worker.uploads import Save, SaveUploader
+from optimize.worker.upload_policy import Save, UploadPolicy
+from optimize.worker.uploads import SaveUploader
 
 
 PREPARED_BATCH = 1024  # rendered rows held in memory before they are written out
@@ -33,10 +35,15 @@ def run_training(channel: Channel, run_id: str) -> int:
         print(f"cannot start: {error.message}", flush=True)
         return 3
     reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
-    uploader = SaveUploader(channel, base).start()
+    execution = spec["execution"]
+    policy = UploadPolicy(execution["resumableSaveEvery"], execution["resumableSaveMinutes"] * 60)
+    uploader = SaveUploader(channel, base, policy).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
     try:
         result = _train(channel, spec, reporter, uploader, workdir)
+    except PausedWhilePreparing:
+        uploader.close()
+        result = {"paused": {"step": None}}
     except RowRefused as refusal:
         result = {"failed": str(refusal)}
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the run
@@ -56,6 +63,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     from optimize.training.engines import trl_sft
 
     config = spec["config"]
+    resume_from = _download_save(channel, spec["resume"], workdir / "resume") if spec.get("resume") else None
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
@@ -78,33 +86,41 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
 
     class Hooks:
-        def started(self, total_steps: int, checks: dict[str, Any]) -> None:
-            reporter.progress(urgent=True, training=True, checks=checks,
-                              progress={"observedStep": 0, "totalSteps": total_steps})
+        def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None:
+            # a resumed attempt reads PREPARING until its first update
+            reporter.progress(urgent=True, training=checks is not None, checks=checks,
+                              progress={"observedStep": from_step, "totalSteps": total_steps})
 
         def step(self, step: int, total_steps: int) -> None:
-            reporter.progress(progress={"observedStep": step, "totalSteps": total_steps,
-                                        "savesWaiting": uploader.waiting})
+            reporter.progress(training=True, progress={"observedStep": step, "totalSteps": total_steps,
+                                                       **uploader.counts()})
 
         def metric(self, kind: str, step: int, values: dict[str, Any]) -> None:
             reporter.metric(kind, step, values)
             if kind == "train" and "loss" in values:
                 reporter.progress(progress={"loss": values["loss"]})
 
-        def saved(self, step: int, directory: Path, epoch: float | None, final: bool) -> None:
-            uploader.put(Save(step, directory, epoch, final))
+        def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None:
+            uploader.put(Save(step, directory, epoch, final, epoch_end))
 
         def should_stop(self) -> bool:
             return reporter.lost.is_set()
 
+        def pause(self) -> str | None:
+            return reporter.pause
+
     try:
         outcome = trl_sft.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
-                                kept, eval_rows, workdir, Hooks())
+                                kept, eval_rows, workdir, Hooks(), resume_from)
     except trl_sft.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
         return {"failed": str(failed)}
     uploader.close()
+    reporter.progress(progress=uploader.counts())
+    if outcome.stopped_at is not None and not reporter.lost.is_set():
+        reporter.flush()
+        return {"paused": {"step": outcome.stopped_at, "saveError": uploader.error}}
     if uploader.error:
         return {"failed": uploader.error}
     if not any(item["step"] >= outcome.total_steps for item in uploader.committed):
@@ -140,6 +156,24 @@ def _fitter(renderer, config: dict[str, Any]) -> Fitter:
     return Fitter(renderer, policy, config["maxSeqLength"], config["data"]["truncation"])
 
 
+class PausedWhilePreparing(Exception):
+    """A latest pause reached the worker before its first update: it stops without training."""
+
+
+def _download_save(channel: Channel, resume: dict[str, Any], target: Path) -> Path:
+    """The save a resumed attempt restores, as a checkpoint folder: each artifact's manifest, then its files,
+    every blob verified against its digest."""
+    import json
+
+    folder = target / f"checkpoint-{resume['step']}"
+    folder.mkdir(parents=True)
+    for artifact in resume["artifacts"]:
+        manifest = json.loads(channel.fetch_blob(artifact["manifestSha256"]).read_bytes())
+        for item in manifest["files"]:
+            shutil.copyfile(channel.fetch_blob(item["sha256"]), folder / Path(item["path"]).name)
+    return folder
+
+
 class _Progress:
     """Rows done of rows total, reported at most once a second."""
 
@@ -147,6 +181,8 @@ class _Progress:
         self.reporter, self.total, self.done, self._last = reporter, total, 0, 0.0
 
     def advance(self) -> None:
+        if self.reporter.pause == "latest":
+            raise PausedWhilePreparing
         self.done += 1
         now = time.monotonic()
         if now - self._last >= 1.0:

@@ -1,8 +1,10 @@
-"""The save upload queue: saves written to local disk are uploaded to the blob store while training goes on.
+"""The save upload queue: saves written to local disk are uploaded to the blob store while training goes on,
+in the order and to the extent `upload_policy` decides (weights only while newer saves wait, training state at
+bounded intervals, the newest in full when the run stops).
 
 Each artifact kind (adapter `weights`, `trainingState`) is uploaded file by file under its digest, then its
 manifest, last; the snapshot is committed only after every manifest is held, so an interrupted upload is never
-listed. A save's local folder is removed once it is committed.
+listed. A save's local folder is removed once it is committed or skipped.
 """
 
 from __future__ import annotations
@@ -12,31 +14,28 @@ import queue
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from optimize.worker.channel import ApiError, Channel
+from optimize.worker.upload_policy import FULL, Save, UploadPolicy
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_config.json")
 STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json")
 
-
-@dataclass(frozen=True)
-class Save:
-    step: int
-    directory: Path
-    epoch: float | None = None
-    final: bool = False
+__all__ = ["Save", "SaveUploader"]
 
 
 class SaveUploader:
-    def __init__(self, channel: Channel, base: str) -> None:
+    def __init__(self, channel: Channel, base: str, policy: UploadPolicy) -> None:
         self.channel = channel
         self.base = base
+        self.policy = policy
         self.committed: list[dict[str, Any]] = []
+        self.skipped = 0
         self.error: str | None = None
         self._queue: queue.Queue[Save | None] = queue.Queue()
+        self._pending: list[Save] = []  # taken off the queue, not yet uploaded or skipped
         self._thread = threading.Thread(target=self._loop, name="uploads", daemon=True)
 
     def start(self) -> SaveUploader:
@@ -48,25 +47,57 @@ class SaveUploader:
 
     @property
     def waiting(self) -> int:
-        return self._queue.qsize()
+        """Saves written and not yet uploaded or skipped (the one uploading included)."""
+        return self._queue.qsize() + len(self._pending)
+
+    def counts(self) -> dict[str, int]:
+        return {"savesWaiting": self.waiting, "savesSkipped": self.skipped}
 
     def close(self, timeout: float | None = None) -> None:
-        """Upload what is queued, then stop."""
+        """The run stopped: upload the newest save in full (and epoch saves), skip the others waiting, then stop."""
         self._queue.put(None)
         self._thread.join(timeout)
 
     def _loop(self) -> None:
-        while (save := self._queue.get()) is not None:
-            try:
-                self.committed.append(self._upload(save))
-            except (ApiError, OSError) as error:
-                self.error = f"uploading the save at step {save.step} failed: {error}"
-            finally:
-                shutil.rmtree(save.directory, ignore_errors=True)
+        closing = False
+        while not (closing and not self._pending):
+            closing = self._take(block=not self._pending) or closing
+            if not self._pending:
+                continue
+            decision = self.policy.choose(self._pending, stopping=closing)
+            for save in decision.skipped:
+                self._drop(save)
+            self.skipped += len(decision.skipped)
+            self.policy.skipped(len(decision.skipped))
+            for save, mode in decision.uploads:
+                try:
+                    self.committed.append(self._upload(save, mode))
+                    self.policy.uploaded(save, mode)
+                except (ApiError, OSError) as error:
+                    self.error = f"uploading the save at step {save.step} failed: {error}"
+                finally:
+                    self._drop(save)
 
-    def _upload(self, save: Save) -> dict[str, Any]:
+    def _take(self, block: bool) -> bool:
+        """Move what is queued now into pending; True once the run has stopped (close was called)."""
+        try:
+            item = self._queue.get(block=block)
+            while True:
+                if item is None:
+                    return True
+                self._pending.append(item)
+                item = self._queue.get_nowait()
+        except queue.Empty:
+            return False
+
+    def _drop(self, save: Save) -> None:
+        self._pending.remove(save)
+        shutil.rmtree(save.directory, ignore_errors=True)
+
+    def _upload(self, save: Save, mode: str) -> dict[str, Any]:
         artifacts = []
-        for kind, names in (("weights", WEIGHT_FILES), ("trainingState", STATE_FILES)):
+        kinds = (("weights", WEIGHT_FILES), ("trainingState", STATE_FILES))
+        for kind, names in kinds if mode == FULL else kinds[:1]:
             files = [save.directory / name for name in names if (save.directory / name).is_file()]
             if not files:
                 continue

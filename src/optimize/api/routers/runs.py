@@ -1,4 +1,5 @@
-"""Training runs: submit, read, list, metrics, snapshots, and the events stream (server-sent events)."""
+"""Training runs: submit, read, list, metrics, snapshots, pause, resume, cancel, and the events stream
+(server-sent events)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
-from optimize.training import events, runs
+from optimize.training import events, lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 POLL_SECONDS = 0.5
@@ -47,15 +48,35 @@ def get_snapshots(run_id: str, training: TrainingDep) -> dict:
     return runs.run_snapshots(training, run_id)
 
 
+@router.post("/{run_id}/pause")
+def pause_run(run_id: str, training: TrainingDep, body: Any = Body(
+        None, description='{"checkpoint": "latest" | "save"}')) -> JSONResponse:
+    """202 when the pause is accepted; 200 when the same pause is already in progress."""
+    run, accepted = lifecycle.pause(training, run_id, body.get("checkpoint") if isinstance(body, dict) else None)
+    return JSONResponse(run, status_code=202 if accepted else 200)
+
+
+@router.post("/{run_id}/resume")
+def resume_run(run_id: str, training: TrainingDep) -> JSONResponse:
+    return JSONResponse(lifecycle.resume(training, run_id), status_code=202)
+
+
+@router.post("/{run_id}/cancel")
+def cancel_run(run_id: str, training: TrainingDep) -> JSONResponse:
+    """202 when cancelled now; 200 when the run was already cancelled."""
+    run, cancelled = lifecycle.cancel(training, run_id)
+    return JSONResponse(run, status_code=202 if cancelled else 200)
+
+
 @router.get("/{run_id}/events")
 async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
-    """The run's current status first, then a status after each change, until the run has ended."""
+    """The run's current status first, then a status after each change, until the run has ended or paused."""
     run, cursor = await run_in_threadpool(events.current, training, run_id)
 
     async def stream():
         nonlocal cursor
         yield _sse("status", run)
-        if run["terminal"]:
+        if run["settled"]:
             return
         quiet = 0.0
         while True:
@@ -64,7 +85,7 @@ async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
             if changed:
                 quiet = 0.0
                 yield _sse("status", status)
-                if status["terminal"]:
+                if status["settled"]:
                     return
             else:
                 quiet += POLL_SECONDS

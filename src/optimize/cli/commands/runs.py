@@ -1,4 +1,4 @@
-"""`akka training runs start|get|list|metrics|snapshots|wait`."""
+"""`akka training runs start|get|list|metrics|snapshots|wait|pause|resume|cancel`."""
 
 from __future__ import annotations
 
@@ -119,6 +119,66 @@ def wait(
         _follow(client, out, run, timeout, exit_status)
 
 
+@command(app, "pause")
+def pause(
+    out: Output,
+    run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+    checkpoint: Annotated[str, typer.Option("--checkpoint", help="latest: stop against the newest save with its "
+                                            "training state; save: save at the next update, then stop.")],
+) -> None:
+    """Pause a run: it stops and releases its devices; resume it later as a new attempt."""
+    if checkpoint not in ("latest", "save"):
+        raise typer.BadParameter("use latest or save", param_hint="'--checkpoint'")
+    with client_for(out) as client:
+        answer, status = client.request_with_status("POST", f"/v1/training/runs/{segment(run)}/pause",
+                                                    json={"checkpoint": checkpoint})
+    short = answer["runId"][:12]
+    if status == 200:
+        message = f"Run {short} is already pausing (--checkpoint {checkpoint}); follow it with: akka training runs wait {short}"
+    elif checkpoint == "save":
+        message = (f"Run {short} pausing: it saves at its next update, waits for the save to be committed, then stops "
+                   f"and releases its devices; follow it with: akka training runs wait {short}")
+    else:
+        message = (f"Run {short} pausing: it stops at its next update against its newest save with training state; "
+                   f"follow it with: akka training runs wait {short}")
+    out.emit({**answer, "alreadyPausing": status == 200}, lambda con, _: con.print(message))
+
+
+@command(app, "resume")
+def resume(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")]) -> None:
+    """Resume a paused run as a new attempt, from its newest save that holds training state."""
+    with client_for(out) as client:
+        answer = client.post(f"/v1/training/runs/{segment(run)}/resume")
+    short = answer["runId"][:12]
+    out.emit(answer, lambda con, r: con.print(f"Run {short} queued as attempt {r['resumed']['attempt']}; it "
+                                              f"{_restored(r['resumed'])}; follow it with: akka training runs wait {short}"))
+
+
+@command(app, "cancel")
+def cancel(
+    out: Output,
+    run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+    force: Annotated[bool, typer.Option("--force", help="Cancel without asking for confirmation.")] = False,
+) -> None:
+    """Cancel a run in any unfinished phase; its worker stops and its devices are released."""
+    if not force:
+        if not sys.stdin.isatty():
+            fail("cancelling a run needs confirmation", "pass --force to cancel without asking")
+        if not typer.confirm(f"Cancel run {run}? Its saves stay; it cannot be resumed."):
+            raise CommandFailed(1)
+    with client_for(out) as client:
+        answer, status = client.request_with_status("POST", f"/v1/training/runs/{segment(run)}/cancel")
+    short = answer["runId"][:12]
+    out.emit(answer, lambda con, _: con.print(
+        f"Run {short} was already cancelled." if status == 200 else f"Run {short} cancelled; its devices are released."))
+
+
+def _restored(resumed: dict[str, Any]) -> str:
+    if not resumed.get("snapshotId"):
+        return "restored none; starts from the base model"
+    return f"restored snapshot {resumed['snapshotId'][:12]} at step {resumed['step']} with its optimizer state"
+
+
 def _follow(client, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
     import json
 
@@ -156,9 +216,25 @@ def _status_line(r: dict[str, Any]) -> str:
         parts.append(f"step {p.get('observedStep', 0)}/{p['totalSteps']}")
     if p.get("loss") is not None:
         parts.append(f"loss {p['loss']:.4f}")
+    if r["phase"] in ("PAUSING", "PAUSED") and r.get("pause"):
+        parts.append(_pause_text(r["pause"]))
     if r.get("failureReason"):
         parts.append(f"— {r['failureReason'].splitlines()[0]}")
     return "  ".join(parts)
+
+
+def _pause_text(pause: dict[str, Any]) -> str:
+    if pause["state"] == "pausing":
+        return f"pausing (--checkpoint {pause['checkpoint']}), asked at step {pause.get('requestedAtStep') or 0}"
+    against = (f"against snapshot {pause['snapshotId'][:12]} at step {pause['savedStep']}" if pause.get("snapshotId")
+               else "with no save holding training state")
+    stopped = f" after step {pause['stoppedAtStep']}" if pause.get("stoppedAtStep") is not None else ""
+    text = f"paused{stopped} (--checkpoint {pause['checkpoint']}) {against}; devices released"
+    if pause.get("saveFailed"):
+        text += f"; the save failed: {pause['saveFailed']}"
+    if pause.get("endReason"):
+        text += f"; {pause['endReason']}"
+    return text
 
 
 def _seconds(value: float | None) -> str:
@@ -214,7 +290,14 @@ def _render_run(con, r) -> None:
         share = 100 * p.get("observedStep", 0) / p["totalSteps"]
         loss = f", loss {p['loss']:.4f}" if p.get("loss") is not None else ""
         con.print(f"  Progress     {p.get('observedStep', 0)}/{p['totalSteps']} steps ({share:.0f}%){loss}")
-    con.print(f"  Saved        {'step ' + str(p['savedStep']) if p.get('savedStep') else DASH}")
+    uploads = [f"{p[key]} {word}" for key, word in (("savesWaiting", "waiting to upload"), ("savesSkipped", "skipped"))
+               if p.get(key)]
+    saved = f"step {p['savedStep']}" if p.get("savedStep") else DASH
+    con.print(f"  Saved        {saved}{' (' + ', '.join(uploads) + ')' if uploads else ''}")
+    if r["phase"] in ("PAUSING", "PAUSED") and r.get("pause"):
+        con.print(f"  Pause        {_pause_text(r['pause'])}")
+    if r.get("resumed"):
+        con.print(f"  Resumed      attempt {r['resumed']['attempt']} {_restored(r['resumed'])}")
     if r.get("warnings"):
         for warning in r["warnings"]:
             con.print(f"  Warning      {warning}")

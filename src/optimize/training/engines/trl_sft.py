@@ -3,7 +3,10 @@
 Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains) in Parquet
 files on local disk, so TRL's own rendering is skipped, what trains is exactly what the analysis measured, and a
 large dataset is memory-mapped rather than held in memory. The engine reports through `EngineHooks`: metrics at
-every update, each save once written, and whether to stop.
+every update, each save once written, and whether to stop or pause.
+
+A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data position) through TRL's own
+`resume_from_checkpoint`, so on CPU with a seed it continues exactly where the save was taken.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ METRIC_NAMES = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "g
 
 
 class EngineHooks(Protocol):
-    def started(self, total_steps: int, checks: dict[str, Any]) -> None: ...
+    def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None: ...
     def step(self, step: int, total_steps: int) -> None: ...
     def metric(self, kind: str, step: int, values: dict[str, Any]) -> None: ...
-    def saved(self, step: int, directory: Path, epoch: float | None, final: bool) -> None: ...
+    def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None: ...
     def should_stop(self) -> bool: ...
+    def pause(self) -> str | None: ...
 
 
 class StartCheckFailed(Exception):
@@ -50,6 +54,7 @@ class Outcome:
     weights_digest: str | None = None
     peak_device_gib: float | None = None
     host_gib: float = 0.0
+    stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
 
 
 def weights_digest(path: Path) -> str:
@@ -67,8 +72,9 @@ def weights_digest(path: Path) -> str:
 
 
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
-          eval_rows: Path | None, workdir: Path, hooks: EngineHooks) -> Outcome:
-    """Train on prepared rows (Parquet files with input_ids and labels), memory-mapped from local disk."""
+          eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None) -> Outcome:
+    """Train on prepared rows (Parquet files with input_ids and labels), memory-mapped from local disk; from the
+    save in `resume_from` (a checkpoint folder) when the attempt resumes."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -114,9 +120,16 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
 
         def on_step_end(self, args, state, control, **kwargs):
             hooks.step(state.global_step, steps)
-            if hooks.should_stop():
+            if state.global_step >= steps:
+                return  # the last update: it completes and saves whatever was asked
+            if hooks.should_stop():  # the attempt is no longer this worker's: write nothing more
                 control.should_training_stop = True
                 control.should_save = False
+            elif (pause := hooks.pause()) is not None:
+                # latest keeps a save that falls due on this update; save saves now; both then stop
+                control.should_training_stop = True
+                control.should_save = control.should_save or pause == "save"
+                outcome.stopped_at = state.global_step
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = logs or {}
@@ -138,7 +151,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             final = state.global_step >= steps
             if final:
                 outcome.weights_digest = weights_digest(directory / "adapter_model.safetensors")
-            hooks.saved(state.global_step, directory, state.epoch, final)
+            epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6
+            hooks.saved(state.global_step, directory, state.epoch, final, epoch_end)
 
     trainer = SFTTrainer(
         model=load(dtype), args=args, processing_class=tokenizer, peft_config=peft_config,
@@ -147,6 +161,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         callbacks=[Bridge()],
     )
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
+    if resume_from is not None:  # the base model was checked when the run first started
+        hooks.started(steps, None, _restored_step(resume_from))
+        trainer.train(resume_from_checkpoint=str(resume_from))
+        return _finished(outcome, clock, cuda)
     # The check reads the first batch; the random state is put back so training draws what a plain TRL run
     # with the same seed draws (data order, dropout masks).
     state = torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
@@ -159,8 +177,20 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     checks = summary([check])
     if check["status"] == "failed":
         raise StartCheckFailed(checks, failure_reason(check))
-    hooks.started(steps, checks)
+    hooks.started(steps, checks, 0)
     trainer.train()
+    return _finished(outcome, clock, cuda)
+
+
+def _restored_step(checkpoint: Path) -> int:
+    import json
+
+    return int(json.loads((checkpoint / "trainer_state.json").read_text())["global_step"])
+
+
+def _finished(outcome: Outcome, clock: dict[str, float], cuda: bool) -> Outcome:
+    import torch
+
     outcome.train_seconds = time.monotonic() - clock["start"]
     if cuda:
         outcome.peak_device_gib = round(torch.cuda.max_memory_allocated() / 2**30, 3)

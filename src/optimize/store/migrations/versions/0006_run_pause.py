@@ -1,0 +1,26 @@
+"""run_pause
+
+Revision ID: 0006
+Revises: 0005
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0006'
+down_revision = '0005'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('pause', sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column('resumed', sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('runs', schema=None) as batch_op:
+        batch_op.drop_column('resumed')
+        batch_op.drop_column('pause')

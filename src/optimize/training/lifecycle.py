@@ -1,0 +1,138 @@
+"""Pause, resume and cancel: what a user asks of a run after it was submitted.
+
+A pause is recorded on the run (PAUSING) and read by its worker from its next heartbeat or progress answer;
+the worker stops (after a save with `checkpoint: save`) and reports, and only then are its devices released
+(PAUSED). A resume queues the run for a new attempt that restores the newest save holding training state; the
+updates after that save are discarded with their metrics, so the resumed attempt trains them again exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, Invalid, Refused
+from optimize.deployment import Training
+from optimize.store.events import record
+from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.attempts import end_attempt, holder
+from optimize.training.phases import TERMINAL, RunPhase, transition
+from optimize.training.runs import current_attempt, find_run
+from optimize.training.views import run_json
+
+CHECKPOINTS = ("latest", "save")
+
+
+def restore_point(session, run_id: str) -> Snapshot | None:
+    """The newest committed save of the run, of any attempt, that holds its training state."""
+    found = session.scalars(select(Snapshot).where(Snapshot.run_id == run_id)
+                            .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
+    return next((s for s in found if any(a["kind"] == "trainingState" for a in s.artifacts)), None)
+
+
+def pause(training: Training, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
+    """Record a pause; returns (run, accepted now). The same pause sent again while pausing is not new."""
+    if checkpoint not in CHECKPOINTS:
+        raise Invalid(f"checkpoint {checkpoint!r} is not one of latest, save",
+                      hint="pause with --checkpoint latest (stop against the newest resumable save) or --checkpoint "
+                           "save (save at the next update, then stop)")
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        phase = RunPhase(run.phase)
+        short = run.id[:12]
+        if phase is RunPhase.PAUSING:
+            asked = (run.pause or {}).get("checkpoint")
+            if asked != checkpoint:
+                raise Conflict(f"run {short} is already pausing with --checkpoint {asked}; a pause with "
+                               f"--checkpoint {checkpoint} cannot replace it",
+                               hint=f"wait for it to pause: akka training runs wait {short}")
+            return run_json(run, current_attempt(session, run)), False
+        if phase is RunPhase.PAUSED:
+            raise Refused(f"run {short} is PAUSED; there is nothing to pause",
+                          hint=f"resume the run to train it again: akka training runs resume {short}", phase=phase.value)
+        if phase not in (RunPhase.PREPARING, RunPhase.TRAINING):
+            hint = (f"it holds no devices yet; cancel it with: akka training runs cancel {short}"
+                    if phase is RunPhase.QUEUED else "start a branch from one of its snapshots to train further")
+            raise Refused(f"run {short} is {phase.value}; only a preparing or training run can be paused", hint=hint,
+                          phase=phase.value)
+        restorable = restore_point(session, run.id)
+        if checkpoint == "latest" and restorable is None:
+            raise Refused(f"run {short} has no save with its training state yet, so a latest pause would restart "
+                          "it from the base model",
+                          hint="pause with --checkpoint save to save at the next update and stop", phase=phase.value)
+        now = utcnow()
+        transition(session, run, RunPhase.PAUSING, pause={
+            "checkpoint": checkpoint, "attempt": run.attempt, "requestedAt": iso(now),
+            "requestedAtStep": (run.progress or {}).get("observedStep"), "state": "pausing",
+            "resourcesReleased": False})
+        return run_json(run, current_attempt(session, run)), True
+
+
+def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], reason: str = "paused") -> None:
+    """The worker stopped (or was lost while pausing): release its devices and record what it can resume from."""
+    point = restore_point(session, run.id)
+    stopped = body.get("step")
+    pause_record = dict(run.pause or {})
+    pause_record.update({"state": "paused", "pausedAt": iso(utcnow()), "stoppedAtStep": stopped,
+                         "savedStep": point.step if point else None, "snapshotId": point.id if point else None,
+                         "resourcesReleased": True})
+    if pause_record.get("checkpoint") == "save" and (point is None or stopped is None or point.step < stopped):
+        pause_record["saveFailed"] = body.get("saveError") or (
+            f"the save at step {stopped} was not committed before the worker stopped" if stopped is not None
+            else "the worker stopped before it saved")
+    if reason != "paused":
+        pause_record["endReason"] = reason
+    end_attempt(session, run, attempt, reason)
+    transition(session, run, RunPhase.PAUSED, pause=pause_record, cost=run.cost,
+               progress={**(run.progress or {}), "savedStep": point.step if point else None})
+
+
+def resume(training: Training, run_id: str) -> dict[str, Any]:
+    """Queue a paused run for a new attempt from its newest resumable save."""
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        phase = RunPhase(run.phase)
+        short = run.id[:12]
+        if phase is RunPhase.PAUSING:
+            raise Conflict(f"run {short} is still pausing", hint=f"wait for it to pause: akka training runs wait {short}")
+        if phase is not RunPhase.PAUSED:
+            raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
+        point = restore_point(session, run.id)
+        restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, "afterPause": run.pause}
+        if point is None:
+            restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
+        else:
+            restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
+                             "optimizerState": True})
+        # the updates after the restored save are trained again: their metrics go with them
+        session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
+        transition(session, run, RunPhase.QUEUED, pause=None, resumed=restored,
+                   progress={"savedStep": point.step if point else None})
+        body = run_json(run)
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return body
+
+
+def cancel(training: Training, run_id: str) -> tuple[dict[str, Any], bool]:
+    """Cancel a run in any unfinished phase; returns (run, cancelled now). Its worker, if any, is stopped."""
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        phase = RunPhase(run.phase)
+        if phase is RunPhase.CANCELLED:
+            return run_json(run), False
+        if phase in TERMINAL:
+            raise Refused(f"run {run.id[:12]} is {phase.value}; there is nothing to cancel", phase=phase.value)
+        attempt = current_attempt(session, run)
+        if attempt is not None:
+            end_attempt(session, run, attempt, "cancelled")
+        transition(session, run, RunPhase.CANCELLED, cost=run.cost)
+        record(session, holder(run.id), "cancelled", phase=phase.value)
+        body = run_json(run)
+    if training.launcher is not None:
+        training.launcher.kill(run.id)
+    if training.scheduler is not None:
+        training.scheduler.wake()  # its devices are free for the next run
+    return body, True
