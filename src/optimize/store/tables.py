@@ -304,6 +304,9 @@ class Snapshot(Base):
     final: Mapped[bool] = mapped_column(Boolean, default=False)
     artifacts: Mapped[list] = mapped_column(JSON)  # [{kind, manifestDigest, bytes}]
     committed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    pinned: Mapped[list | None] = mapped_column(JSON)  # kinds an operator holds against retention
+    swept: Mapped[list | None] = mapped_column(JSON)  # kinds retention removed from the catalog
+    registered: Mapped[list | None] = mapped_column(JSON)  # model versions registered from its weights
 
 
 class Model(Base):

@@ -23,6 +23,7 @@ from optimize.store.events import record
 from optimize.registry.datasets import examples_objects
 from optimize.store.tables import DeviceHold, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.phases import TERMINAL, RunPhase, transition
+from optimize.training.snapshots import sweep
 from optimize.training.views import snapshot_json
 
 ARTIFACT_KINDS = ("weights", "trainingState")
@@ -204,6 +205,7 @@ def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str,
                                                          Snapshot.step == step))
         run.progress = {**(run.progress or {}), "savedStep": step}
         record(session, holder(run.id), "snapshot", step=step, snapshotId=snapshot.id)
+        sweep(session, run)
         return snapshot_json(snapshot)
 
 

@@ -1,5 +1,6 @@
-"""A completed run registers its final adapter as `<project>/<modelName>:vN`, with the base model, the datasets
-and the run in its lineage, in the same transaction that completes the run."""
+"""A snapshot's adapter registered as `<project>/<modelName>:vN`, with the base model, the datasets and the run in
+its lineage: when a run completes (its final snapshot, in the same transaction that completes the run), and when
+a user registers any snapshot that still holds its weights. The same weights register as the same version."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from optimize.training.attempts import end_attempt
 from optimize.training.phases import RunPhase, transition
 
 
-def complete_run(training: Training, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
-    final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
-                           .order_by(Snapshot.step.desc()).limit(1))
-    weights = next((a for a in final.artifacts if a["kind"] == "weights"), None) if final else None
+def register_adapter(training: Training, session, run: Run, snapshot: Snapshot, modules: list[str],
+                     weights_digest: str | None, name: str | None = None) -> str:
+    """Register the snapshot's weights as a version of the project's model; returns its reference."""
+    weights = next((a for a in snapshot.artifacts if a["kind"] == "weights"), None)
     if weights is None:
-        raise Invalid("a run completes only once its final save, with its adapter weights, is committed")
+        raise Invalid(f"snapshot {snapshot.id[:12]} holds no adapter weights")
     entry = training.catalog.find(run.base_entry_id)
     lora = run.resolved["config"]["hyperparams"]["lora"]
     descriptor = {
@@ -30,19 +31,30 @@ def complete_run(training: Training, session, run: Run, attempt: RunAttempt, bod
         "baseCommit": run.base_commit,
         "adapterRank": lora["rank"],
         "adapterAlpha": lora["alpha"],
-        "modules": body.get("modules") or [],
+        "modules": modules,
         "artifact": {"kind": "weights", "manifestDigest": weights["manifestDigest"],
                      "location": f"blob://{weights['manifestDigest'].replace(':', '/')}"},
-        "weightsDigest": body.get("weightsDigest"),
+        "weightsDigest": weights_digest,
     }
     datasets = [{"reference": run.dataset_reference, "digest": run.dataset_digest, "role": "training"}]
     if run.validation_reference:
         datasets.append({"reference": run.validation_reference, "digest": run.validation_digest, "role": "validation"})
     lineage = {"baseModel": descriptor["baseModel"], "datasets": datasets,
-               "producedBy": {"kind": "run", "id": run.id, "snapshotId": final.id, "step": final.step}}
-    version = register_version(session, run.project, run.model_name, variant="ADAPTER", descriptor=descriptor,
+               "producedBy": {"kind": "run", "id": run.id, "snapshotId": snapshot.id, "step": snapshot.step}}
+    model_name = name or run.model_name
+    version = register_version(session, run.project, model_name, variant="ADAPTER", descriptor=descriptor,
                                lineage=lineage, produced_by_kind="run", produced_by_id=run.id)
-    reference = f"{run.project}/{run.model_name}:v{version.version}"
+    reference = f"{run.project}/{model_name}:v{version.version}"
+    snapshot.registered = sorted({*(snapshot.registered or []), reference})
+    return reference
+
+
+def complete_run(training: Training, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
+    final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
+                           .order_by(Snapshot.step.desc()).limit(1))
+    if final is None or not any(a["kind"] == "weights" for a in final.artifacts):
+        raise Invalid("a run completes only once its final save, with its adapter weights, is committed")
+    reference = register_adapter(training, session, run, final, body.get("modules") or [], body.get("weightsDigest"))
     cost = {**(run.cost or {}), **(body.get("cost") or {})}
     results = {**(run.results or {}), **(body.get("results") or {})}
     end_attempt(session, run, attempt, "completed")

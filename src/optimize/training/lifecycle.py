@@ -10,26 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.deployment import Training
 from optimize.store.events import record
-from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import Run, RunAttempt, RunMetric
 from optimize.training.attempts import end_attempt, holder
 from optimize.training.phases import TERMINAL, RunPhase, transition
 from optimize.training.runs import current_attempt, find_run
+from optimize.training.snapshots import restore_point
 from optimize.training.views import run_json
 
 CHECKPOINTS = ("latest", "save")
-
-
-def restore_point(session, run_id: str) -> Snapshot | None:
-    """The newest committed save of the run, of any attempt, that holds its training state."""
-    found = session.scalars(select(Snapshot).where(Snapshot.run_id == run_id)
-                            .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
-    return next((s for s in found if any(a["kind"] == "trainingState" for a in s.artifacts)), None)
 
 
 def pause(training: Training, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:

@@ -78,6 +78,12 @@ def metric_json(metric: RunMetric) -> dict[str, Any]:
 
 
 def snapshot_json(snapshot: Snapshot) -> dict[str, Any]:
+    """`kinds` are the artifact kinds it still holds; `swept` those retention took off the catalog."""
+    swept = snapshot.swept or []
+    held_by = ([f"pin ({', '.join(snapshot.pinned)})"] if snapshot.pinned else []) + (
+        ["final save"] if snapshot.final else []) + [f"model {ref}" for ref in snapshot.registered or []]
     return {"snapshotId": snapshot.id, "runId": snapshot.run_id, "attempt": snapshot.attempt, "step": snapshot.step,
             "epoch": snapshot.epoch, "final": snapshot.final, "artifacts": snapshot.artifacts,
-            "kinds": [a["kind"] for a in snapshot.artifacts], "committedAt": iso(snapshot.committed_at)}
+            "kinds": [a["kind"] for a in snapshot.artifacts if a["kind"] not in swept], "swept": swept,
+            "pinned": snapshot.pinned or [], "registered": snapshot.registered or [], "heldBy": held_by,
+            "committedAt": iso(snapshot.committed_at)}

@@ -373,10 +373,10 @@ def _num(value, fmt: str = "{:.4f}") -> str:
 
 
 def _render_snapshots(con, data) -> None:
-    grid = table("SNAPSHOT", "STEP", "ATTEMPT", "KINDS", "FINAL", "COMMITTED")
+    grid = table("SNAPSHOT", "STEP", "ATTEMPT", "KINDS", "HELD BY", "SWEPT", "COMMITTED")
     for s in data["snapshots"]:
-        grid.add_row(s["snapshotId"][:12], str(s["step"]), str(s["attempt"]), ", ".join(s["kinds"]),
-                     "yes" if s["final"] else "", age(s["committedAt"]))
+        grid.add_row(s["snapshotId"][:12], str(s["step"]), str(s["attempt"]), ", ".join(s["kinds"]) or DASH,
+                     "; ".join(s["heldBy"]) or DASH, ", ".join(s["swept"]) or DASH, age(s["committedAt"]))
     con.print(grid)
     count = len(data["snapshots"])
     con.print(f"1 to {count} of {count} snapshots." if count else "No snapshots committed yet.")

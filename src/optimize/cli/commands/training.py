@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import analyses, projects, runs
+from optimize.cli.commands import analyses, projects, runs, snapshots
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -19,6 +19,7 @@ app.add_typer(analyses.app, name="datasets")
 app.add_typer(projects.app, name="projects")
 app.add_typer(runs.app, name="runs")
 app.add_typer(runs.app, name="run", hidden=True)  # alias, as the reference names it
+app.add_typer(snapshots.app, name="snapshots")
 
 
 @command(base_models, "list")

@@ -11,7 +11,6 @@ A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data posi
 
 from __future__ import annotations
 
-import hashlib
 import math
 import resource
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from optimize.training.adapters import weights_digest
 from optimize.training.checks import failure_reason, reference_check, summary
 from optimize.training.steps import total_steps
 
@@ -55,20 +55,6 @@ class Outcome:
     peak_device_gib: float | None = None
     host_gib: float = 0.0
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
-
-
-def weights_digest(path: Path) -> str:
-    """sha256 over the adapter's tensors (names, dtypes, shapes, bytes), independent of ids and lineage."""
-    import torch
-    from safetensors import safe_open
-
-    digest = hashlib.sha256()
-    with safe_open(str(path), framework="pt") as tensors:
-        for name in sorted(tensors.keys()):
-            tensor = tensors.get_tensor(name).contiguous()
-            digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
-    return "sha256:" + digest.hexdigest()
 
 
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,

@@ -1,0 +1,42 @@
+"""Snapshots: `GET /v1/training/snapshots/{id}`, `POST …/{id}/register`, `POST …/{id}/pin|unpin`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from optimize.api.deps import TrainingDep
+from optimize.core.errors import Invalid
+from optimize.training import snapshots
+
+router = APIRouter(prefix="/v1/training/snapshots", tags=["training"])
+
+
+@router.get("/{snapshot_id}")
+def get_snapshot(snapshot_id: str, training: TrainingDep) -> dict:
+    return snapshots.get_snapshot(training, snapshot_id)
+
+
+@router.post("/{snapshot_id}/register")
+def register_snapshot(snapshot_id: str, training: TrainingDep,
+                      body: Any = Body(None, description='{"name": model name (default: the run\'s)}')) -> dict:
+    return snapshots.register(training, snapshot_id, _field(body, "name", str))
+
+
+@router.post("/{snapshot_id}/pin")
+def pin_snapshot(snapshot_id: str, training: TrainingDep,
+                 body: Any = Body(None, description='{"kinds": ["weights", "trainingState"]} (default: both)')) -> dict:
+    return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=True)
+
+
+@router.post("/{snapshot_id}/unpin")
+def unpin_snapshot(snapshot_id: str, training: TrainingDep, body: Any = Body(None)) -> dict:
+    return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=False)
+
+
+def _field(body: Any, name: str, kind: type) -> Any:
+    value = body.get(name) if isinstance(body, dict) else None
+    if value is not None and not isinstance(value, kind):
+        raise Invalid(f"{name} must be a {'string' if kind is str else 'list'}")
+    return value

@@ -1,0 +1,146 @@
+"""Snapshots as users handle them: read one, register its weights as a model version, pin its kinds against
+retention; and retention itself.
+
+Retention keeps a run's newest `execution.keepAdapters` weights and `execution.keepTrainingStates` training
+states (all when unset). Older ones are swept — left out of the catalog, never restored or registered — unless
+held: pinned by an operator, the run's final save, registered as a model version, or the save a paused run
+resumes from. A sweep takes the kind off the catalog; the content-addressed blobs stay on disk, since other
+snapshots may share them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.deployment import Training
+from optimize.store.events import record
+from optimize.store.tables import Run, Snapshot
+from optimize.training.adapters import adapted_modules, weights_digest
+from optimize.training.views import snapshot_json
+
+KINDS = ("weights", "trainingState")
+KEEP_SETTINGS = {"weights": "keepAdapters", "trainingState": "keepTrainingStates"}
+
+
+def find_snapshot(session, snapshot_id: str) -> Snapshot:
+    text = snapshot_id.strip().lower()
+    if len(text) < 4:
+        raise NotFound(f"snapshot {snapshot_id!r} does not exist", hint="give at least 4 characters of its id")
+    found = session.scalars(select(Snapshot).where(Snapshot.id.startswith(text)).limit(2)).all()
+    if len(found) > 1:
+        raise Conflict(f"{snapshot_id!r} names more than one snapshot", hint="give more of the id")
+    if not found:
+        raise NotFound(f"snapshot {snapshot_id!r} does not exist",
+                       hint="list a run's snapshots with: akka training runs snapshots RUN")
+    return found[0]
+
+
+def held_kinds(snapshot: Snapshot) -> set[str]:
+    """What a holder (operator pin, final save, registered model version) keeps of this snapshot."""
+    held = set(snapshot.pinned or [])
+    if snapshot.final:
+        held.update(KINDS)
+    if snapshot.registered:
+        held.add("weights")
+    return held
+
+
+def live_kinds(snapshot: Snapshot) -> list[str]:
+    swept = set(snapshot.swept or [])
+    return [a["kind"] for a in snapshot.artifacts if a["kind"] not in swept]
+
+
+def get_snapshot(training: Training, snapshot_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        snapshot = find_snapshot(session, snapshot_id)
+        run = session.get(Run, snapshot.run_id)
+        return {**snapshot_json(snapshot), "project": run.project, "modelName": run.model_name}
+
+
+def register(training: Training, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
+    """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
+    from optimize.training.completion import register_adapter
+
+    with training.store.transaction() as session:
+        snapshot = find_snapshot(session, snapshot_id)
+        kinds = live_kinds(snapshot)
+        short = snapshot.id[:12]
+        if "weights" not in kinds:
+            swept = "weights" in (snapshot.swept or [])
+            raise Refused(f"snapshot {short} " + ("had its weights swept by retention" if swept
+                                                  else "holds only training state, no adapter weights")
+                          + "; it cannot be registered",
+                          hint="register a snapshot that holds weights (see: akka training runs snapshots RUN)")
+        files = _weights_files(training, snapshot)
+        if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
+            raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
+        run = session.get(Run, snapshot.run_id)
+        reference = register_adapter(training, session, run, snapshot,
+                                     adapted_modules(files["adapter_config.json"]),
+                                     weights_digest(files["adapter_model.safetensors"]), name)
+        record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
+        return {**snapshot_json(snapshot), "model": reference}
+
+
+def _weights_files(training: Training, snapshot: Snapshot) -> dict[str, Any]:
+    weights = next(a for a in snapshot.artifacts if a["kind"] == "weights")
+    manifest = json.loads(training.blobs.path_for(weights["manifestDigest"].removeprefix("sha256:")).read_bytes())
+    return {item["path"]: training.blobs.path_for(item["sha256"]) for item in manifest["files"]}
+
+
+def pin(training: Training, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
+    """Pin (or unpin) kinds of a snapshot, both it holds by default; all or nothing, and idempotent."""
+    with training.store.transaction() as session:
+        snapshot = find_snapshot(session, snapshot_id)
+        held = [a["kind"] for a in snapshot.artifacts]
+        asked = list(dict.fromkeys(kinds)) if kinds else held
+        for kind in asked:
+            if kind not in KINDS:
+                raise Invalid(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+            if kind not in held:
+                raise Refused(f"snapshot {snapshot.id[:12]} holds no {kind}", hint=f"its kinds: {', '.join(held)}")
+        swept = [kind for kind in asked if kind in (snapshot.swept or [])]
+        if pinned and swept:
+            raise Refused(f"snapshot {snapshot.id[:12]}'s {', '.join(swept)} "
+                          f"{'was' if len(swept) == 1 else 'were'} swept by retention and cannot be pinned",
+                          hint="pin a kind the snapshot still holds")
+        now = set(snapshot.pinned or [])
+        snapshot.pinned = sorted(now | set(asked)) if pinned else sorted(now - set(asked)) or None
+        record(session, f"run:{snapshot.run_id}", "pinned" if pinned else "unpinned", snapshotId=snapshot.id,
+               kinds=asked)
+        if not pinned:
+            sweep(session, session.get(Run, snapshot.run_id))
+        return snapshot_json(snapshot)
+
+
+def restore_point(session, run_id: str) -> Snapshot | None:
+    """The newest committed save of the run, of any attempt, that still holds its training state."""
+    found = session.scalars(select(Snapshot).where(Snapshot.run_id == run_id)
+                            .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
+    return next((s for s in found if "trainingState" in live_kinds(s)), None)
+
+
+def sweep(session, run: Run) -> list[tuple[str, str]]:
+    """Apply the run's keep counts; returns the (snapshot id, kind) pairs swept now."""
+    execution = run.resolved["execution"]
+    snapshots = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
+                                .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
+    resumes_from = restore_point(session, run.id)
+    swept_now = []
+    for kind, setting in KEEP_SETTINGS.items():
+        keep = execution.get(setting)
+        if not keep:
+            continue
+        holding = [s for s in snapshots if kind in live_kinds(s)]
+        for snapshot in holding[keep:]:
+            if kind in held_kinds(snapshot) or (kind == "trainingState" and snapshot is resumes_from):
+                continue
+            snapshot.swept = sorted({*(snapshot.swept or []), kind})
+            swept_now.append((snapshot.id, kind))
+    if swept_now:
+        record(session, f"run:{run.id}", "swept", items=[f"{sid[:12]}:{kind}" for sid, kind in swept_now])
+    return swept_now
