@@ -7,8 +7,8 @@ from fastapi import FastAPI
 from optimize import __version__
 from optimize.api import problems
 from optimize.deployment import Training
-from optimize.api.routers import (analyses, base_models, datasets, health, info, internal, models, namespaces,
-                                  projects, runs, snapshots, uploads)
+from optimize.api.routers import (analyses, base_models, branches, datasets, health, info, internal, models,
+                                  namespaces, projects, runs, snapshots, uploads)
 from optimize.analysis.service import fail_if_unfinished, fail_orphans
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
@@ -39,7 +39,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     fail_orphans(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
-                   snapshots, internal):
+                   branches, snapshots, internal):
         app.include_router(module.router)
     return app
 

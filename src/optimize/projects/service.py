@@ -1,5 +1,8 @@
-"""Training projects: create, get, list. A project's name is the registry namespace its models go under, so it
-follows the registry's name rules, and additionally must not look like an id or be `counts`."""
+"""Training projects: create, get, list, archive, unarchive. A project's name is the registry namespace its models
+go under, so it follows the registry's name rules, and additionally must not look like an id or be `counts`.
+
+Archiving a project hides it and its runs from lists and refuses new work for it; reads still work. The registry
+namespace of the same name is separate state: archiving the project leaves it as it is, and the answer says so."""
 
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.tables import Project, Run
+from optimize.store.events import record
+from optimize.store.tables import Namespace, Project, Run
+from optimize.training.phases import OPEN
 
 _ID_SHAPED = re.compile(r"[0-9a-f]{8,}")
 RESERVED = frozenset({"counts"})
@@ -51,8 +56,14 @@ def find_project(session, name: str) -> Project:
 
 
 def open_project(session, name: str) -> Project:
-    """The project new work goes into; refused when archived."""
-    project = find_project(session, name)
+    """The project new work goes into; refused when archived.
+
+    The row is read with a shared lock (PostgreSQL; SQLite serializes writers anyway) held until the work is
+    stored, so an archive taking the row's exclusive lock either waits for the new work and then sees it, or
+    commits first and the submission sees the project archived."""
+    project = session.get(Project, name.lower(), with_for_update={"read": True})
+    if project is None:
+        project = find_project(session, name)  # raises NotFound with its hint
     if project.archived:
         raise Refused(f"training project {project.name!r} is archived and takes no new work",
                       hint=f"akka training projects unarchive {project.name}")
@@ -74,9 +85,69 @@ def list_projects(store: Store, include_archived: bool = False) -> list[dict[str
         return [project_json(p, counts.get(p.name, 0)) for p in session.scalars(query)]
 
 
+def archive_project(store: Store, name: str) -> dict[str, Any]:
+    """Archive a project: its lists leave it out and it takes no new work. Refused while any of its work is still in
+    progress, naming each item. Archiving twice changes nothing and says so in `changed`."""
+    with store.transaction() as session:
+        project = _locked(session, name)
+        if not project.archived:
+            busy = work_in_progress(session, project.name)
+            if busy:
+                raise Refused(
+                    f"training project {project.name!r} has work in progress: {', '.join(busy)}; "
+                    "it cannot be archived",
+                    hint="cancel them (akka training runs cancel RUN) or let them finish, then archive it again",
+                    inProgress=busy)
+        return _set_archived(session, project, True)
+
+
+def unarchive_project(store: Store, name: str) -> dict[str, Any]:
+    """Restore an archived project to lists and new work; unarchiving an open one changes nothing."""
+    with store.transaction() as session:
+        return _set_archived(session, _locked(session, name), False)
+
+
+def work_in_progress(session, name: str) -> list[str]:
+    """Every unfinished item of the project, described as `kind id (STATE)`; one collector per kind of work, so a
+    new kind (evaluations, distillations, endpoints) adds its own to `_WORK`."""
+    return [item for collect in _WORK for item in collect(session, name)]
+
+
+def _open_runs(session, name: str) -> list[str]:
+    query = (select(Run.id, Run.phase).where(Run.project == name, Run.phase.in_([p.value for p in OPEN]))
+             .order_by(Run.created_at, Run.id))
+    return [f"run {run_id[:12]} ({phase})" for run_id, phase in session.execute(query)]
+
+
+_WORK = (_open_runs,)
+
+
+def _locked(session, name: str) -> Project:
+    """The project row under an exclusive lock, so no submission slips in between the check and the change."""
+    project = session.get(Project, name.lower(), with_for_update=True)
+    return project if project is not None else find_project(session, name)
+
+
+def _set_archived(session, project: Project, archived: bool) -> dict[str, Any]:
+    changed = project.archived != archived
+    if changed:
+        project.archived = archived
+        record(session, f"project:{project.name}", "archived" if archived else "unarchived")
+    body = project_json(project, _run_count(session, project.name))
+    body["changed"] = changed
+    body["registryNamespace"] = registry_namespace(session, project.name)
+    return body
+
+
+def registry_namespace(session, name: str) -> dict[str, Any]:
+    """The state of the registry namespace named like the project: archiving one leaves the other as it is."""
+    namespace = session.get(Namespace, name)
+    return {"name": name, "exists": namespace is not None, "archived": bool(namespace and namespace.archived)}
+
+
 def _run_count(session, name: str) -> int:
     return session.scalar(select(func.count()).select_from(Run).where(Run.project == name)) or 0
 
 
-__all__ = ["check_project_name", "create_project", "find_project", "get_project", "list_projects",
-           "open_project"]
+__all__ = ["archive_project", "check_project_name", "create_project", "find_project", "get_project",
+           "list_projects", "open_project", "registry_namespace", "unarchive_project", "work_in_progress"]

@@ -241,6 +241,8 @@ class Run(Base):
     length_check: Mapped[dict | None] = mapped_column(JSON)  # the analyses each dataset was checked against
     pause: Mapped[dict | None] = mapped_column(JSON)  # the current attempt's pause: checkpoint, saved step, release
     resumed: Mapped[dict | None] = mapped_column(JSON)  # what the latest resume restored, and the pause it ended
+    parent_run_id: Mapped[str | None] = mapped_column(String(32), index=True)  # set on a branch
+    branch: Mapped[dict | None] = mapped_column(JSON)  # parent, snapshot, step, restore mode and why
     results: Mapped[dict] = mapped_column(JSON, default=dict)
     cost: Mapped[dict] = mapped_column(JSON, default=dict)
     phase_times: Mapped[dict] = mapped_column(JSON, default=dict)  # phase -> [entered iso, left iso|None]

@@ -111,7 +111,13 @@ def job_spec(training: Training, run_id: str, token: str) -> dict[str, Any]:
             "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
             "model": job_model(training.store, training.catalog.find(run.base_entry_id), run.base_commit),
             "resume": _resume_point(session, run),
+            "branch": {"restore": run.branch["restore"], "step": run.branch["step"],
+                       "artifacts": [_artifact(a) for a in run.branch["artifacts"]]} if run.branch else None,
         }
+
+
+def _artifact(item: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": item["kind"], "manifestSha256": item["manifestDigest"].removeprefix("sha256:")}
 
 
 def _resume_point(session, run: Run) -> dict[str, Any] | None:
@@ -121,8 +127,7 @@ def _resume_point(session, run: Run) -> dict[str, Any] | None:
     if snapshot is None:
         return None
     return {"snapshotId": snapshot.id, "step": snapshot.step,
-            "artifacts": [{"kind": a["kind"], "manifestSha256": a["manifestDigest"].removeprefix("sha256:")}
-                          for a in snapshot.artifacts]}
+            "artifacts": [_artifact(a) for a in snapshot.artifacts]}
 
 
 def _objects(session, digest: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import BaseModelSelection, Project, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.diagnostics import ReadLimits, diagnose
 from optimize.training.layout import check_layout
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
@@ -35,8 +35,9 @@ from optimize.training.views import metric_json, run_json, snapshot_json
 ID_PREFIX_MIN = 4
 
 
-def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
-    """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created)."""
+def submit(training: Training, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+    """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
+    A branch (training.branching) passes the snapshot it starts from and its restore mode."""
     if not isinstance(document, dict):
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)
@@ -65,6 +66,7 @@ def submit(training: Training, document: Any) -> tuple[dict[str, Any], bool]:
             "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
             "device_count": admitted.device_count, "description": plan.description, "warnings": admitted.warnings,
             "length_check": record_check(sections, state),
+            "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
             "created_at": now,
         }, ["submission_id"]) == 1
@@ -168,10 +170,15 @@ def get_run(training: Training, run_id: str, settings: bool = False) -> dict[str
         return run_json(run, current_attempt(session, run), settings=settings)
 
 
-def list_runs(training: Training, project: str | None = None, phase: str | None = None) -> list[dict[str, Any]]:
-    query = select(Run).order_by(Run.created_at.desc())
+def list_runs(training: Training, project: str | None = None, phase: str | None = None,
+              include_archived: bool = False) -> list[dict[str, Any]]:
+    """Runs, newest first. Runs of archived projects only with `include_archived` or when their project is named;
+    each row says whether its project is archived (`projectArchived`)."""
+    query = select(Run, Project.archived).join(Project, Project.name == Run.project).order_by(Run.created_at.desc())
     if project:
         query = query.where(Run.project == project.lower())
+    elif not include_archived:
+        query = query.where(Project.archived.is_(False))
     if phase:
         wanted = phase.upper()
         if wanted == "OPEN":
@@ -182,7 +189,7 @@ def list_runs(training: Training, project: str | None = None, phase: str | None 
             raise Invalid(f"phase {phase!r} is not a run phase",
                           hint=f"use open or one of {', '.join(p.value for p in RunPhase)}")
     with training.store.transaction() as session:
-        return [run_json(run) for run in session.scalars(query.limit(500))]
+        return [run_json(run) | {"projectArchived": archived} for run, archived in session.execute(query.limit(500))]
 
 
 def run_metrics(training: Training, run_id: str, limit: int | None = None) -> dict[str, Any]:

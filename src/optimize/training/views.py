@@ -63,6 +63,8 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "description": run.description,
         "pause": run.pause,
         "resumed": run.resumed,
+        "parentRunId": run.parent_run_id,
+        "branch": {k: v for k, v in run.branch.items() if k != "artifacts"} if run.branch else None,
         "terminal": RunPhase(run.phase) in TERMINAL,
         # nothing changes until a user acts: followers stop here
         "settled": RunPhase(run.phase) in TERMINAL or run.phase == RunPhase.PAUSED.value,

@@ -4,7 +4,8 @@
 Rows are read by the registry's row rule and rendered through `optimize.chat` under the run's loss policy; a
 row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
 its lease is lost it stops without writing more. A pause the server passes on stops it at the next update
-boundary (during PREPARING, at once when `latest`); a resumed attempt first downloads the save it restores.
+boundary (during PREPARING, at once when `latest`); a resumed attempt first downloads the save it restores, and
+a branch the parent's save it starts from.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
 
     config = spec["config"]
     resume_from = _download_save(channel, spec["resume"], workdir / "resume") if spec.get("resume") else None
+    branch = spec.get("branch")
+    start = trl_sft.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
+                          ) if branch else None
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
@@ -111,7 +115,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
 
     try:
         outcome = trl_sft.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
-                                kept, eval_rows, workdir, Hooks(), resume_from)
+                                kept, eval_rows, workdir, Hooks(), resume_from, start)
     except trl_sft.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
@@ -160,14 +164,14 @@ class PausedWhilePreparing(Exception):
     """A latest pause reached the worker before its first update: it stops without training."""
 
 
-def _download_save(channel: Channel, resume: dict[str, Any], target: Path) -> Path:
-    """The save a resumed attempt restores, as a checkpoint folder: each artifact's manifest, then its files,
-    every blob verified against its digest."""
+def _download_save(channel: Channel, save: dict[str, Any], target: Path) -> Path:
+    """The save an attempt resumes from (or a branch starts from) as a checkpoint folder: each artifact's
+    manifest, then its files, every blob verified against its digest."""
     import json
 
-    folder = target / f"checkpoint-{resume['step']}"
+    folder = target / f"checkpoint-{save['step']}"
     folder.mkdir(parents=True)
-    for artifact in resume["artifacts"]:
+    for artifact in save["artifacts"]:
         manifest = json.loads(channel.fetch_blob(artifact["manifestSha256"]).read_bytes())
         for item in manifest["files"]:
             shutil.copyfile(channel.fetch_blob(item["sha256"]), folder / Path(item["path"]).name)

@@ -1,4 +1,5 @@
-"""Training projects: `POST /v1/training/projects`, `GET /v1/training/projects[/{name}]`."""
+"""Training projects: `POST /v1/training/projects`, `GET /v1/training/projects[/{name}]`,
+`POST /v1/training/projects/{name}/archive|unarchive`."""
 
 from __future__ import annotations
 
@@ -32,3 +33,14 @@ def list_projects(training: TrainingDep, archived: bool = False) -> dict:
 @router.get("/{name}")
 def get_project(name: str, training: TrainingDep) -> dict:
     return service.get_project(training.store, name)
+
+
+@router.post("/{name}/archive")
+def archive_project(name: str, training: TrainingDep) -> dict:
+    """Archive: left out of lists with its runs, no new work; refused while any of its work is in progress."""
+    return service.archive_project(training.store, name)
+
+
+@router.post("/{name}/unarchive")
+def unarchive_project(name: str, training: TrainingDep) -> dict:
+    return service.unarchive_project(training.store, name)

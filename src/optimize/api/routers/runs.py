@@ -29,8 +29,10 @@ async def start_run(training: TrainingDep, plan: Any = Body(description="A run p
 
 
 @router.get("")
-def list_runs(training: TrainingDep, project: str | None = None, phase: str | None = None) -> dict:
-    return {"runs": runs.list_runs(training, project, phase)}
+def list_runs(training: TrainingDep, project: str | None = None, phase: str | None = None,
+              archived: bool = False) -> dict:
+    """Runs of archived projects are left out unless `archived=true` or their project is named."""
+    return {"runs": runs.list_runs(training, project, phase, archived)}
 
 
 @router.get("/{run_id}")

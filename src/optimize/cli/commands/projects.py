@@ -1,4 +1,5 @@
-"""`akka training projects create|get|list`: a project's name is the registry namespace of its models."""
+"""`akka training projects create|get|list|archive|unarchive`: a project's name is the registry namespace of its
+models."""
 
 from __future__ import annotations
 
@@ -37,6 +38,46 @@ def list_projects(out: Output, archived: Annotated[bool, typer.Option("--archive
     """List projects, newest first."""
     with client_for(out) as client:
         out.emit(client.get("/v1/training/projects", params={"archived": archived}), _render_list)
+
+
+@command(app, "archive")
+def archive(out: Output, name: Annotated[str, typer.Argument(help="Project name.")]) -> None:
+    """Archive a project: lists leave it and its runs out, it takes no new work; refused while work is in progress."""
+    with client_for(out) as client:
+        out.emit(client.post(f"/v1/training/projects/{segment(name)}/archive"), _render_archived)
+
+
+@command(app, "unarchive")
+def unarchive(out: Output, name: Annotated[str, typer.Argument(help="Project name.")]) -> None:
+    """Restore an archived project to lists and new work."""
+    with client_for(out) as client:
+        out.emit(client.post(f"/v1/training/projects/{segment(name)}/unarchive"), _render_unarchived)
+
+
+def _render_archived(con, p) -> None:
+    name = p["name"]
+    con.print(f"Project {name} {'archived' if p['changed'] else 'was already archived'}. {_namespace_note(p)}")
+    con.print(f"Lists leave it and its runs out unless --archived; unarchive it with: "
+              f"akka training projects unarchive {name}")
+
+
+def _namespace_note(p) -> str:
+    """The registry namespace of the same name is separate state: say whether it stays open, and how to close it."""
+    name, space = p["name"], p["registryNamespace"]
+    if space["archived"]:
+        return f"Its registry namespace {name}/ is archived too."
+    if space["exists"]:
+        return (f"Its registry namespace {name}/ stays open: its models resolve and new versions can still register "
+                f"there; archive it too with: akka registry namespaces archive {name}")
+    return f"It has no registry namespace {name}/ yet (one is created by the first registration into it)."
+
+
+def _render_unarchived(con, p) -> None:
+    name = p["name"]
+    con.print(f"Project {name} {'unarchived; it takes new work again' if p['changed'] else 'was not archived'}.")
+    if p["registryNamespace"]["archived"]:  # runs would still be refused: they register there
+        con.print(f"Its registry namespace {name}/ is still archived, so runs that register there are refused; "
+                  f"unarchive it with: akka registry namespaces unarchive {name}")
 
 
 def _render_one(con, p) -> None:

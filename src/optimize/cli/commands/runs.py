@@ -84,9 +84,10 @@ def list_runs(
     out: Output,
     project: Annotated[str | None, typer.Option("--project", help="Only this project's runs.")] = None,
     phase: Annotated[str | None, typer.Option("--phase", help="open (unfinished) or a phase, e.g. COMPLETED.")] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Include runs of archived projects.")] = False,
 ) -> None:
-    """List runs, newest first."""
-    params = {k: v for k, v in {"project": project, "phase": phase}.items() if v}
+    """List runs, newest first; runs of archived projects only with --archived or --project."""
+    params = {k: v for k, v in {"project": project, "phase": phase, "archived": archived}.items() if v}
     with client_for(out) as client:
         out.emit(client.get("/v1/training/runs", params=params), _render_list)
 
@@ -298,6 +299,10 @@ def _render_run(con, r) -> None:
         con.print(f"  Pause        {_pause_text(r['pause'])}")
     if r.get("resumed"):
         con.print(f"  Resumed      attempt {r['resumed']['attempt']} {_restored(r['resumed'])}")
+    if r.get("branch"):
+        b = r["branch"]
+        con.print(f"  Restore      {b['restore']} from snapshot {b['snapshotId'][:12]} at step {b['step']} of run "
+                  f"{b['parentRunId'][:12]} ({b['why']})")
     if r.get("warnings"):
         for warning in r["warnings"]:
             con.print(f"  Warning      {warning}")
@@ -351,7 +356,8 @@ def _render_list(con, data) -> None:
     for r in data["runs"]:
         p = r.get("progress") or {}
         progress = f"{p.get('observedStep', 0)}/{p['totalSteps']}" if p.get("totalSteps") else DASH
-        grid.add_row(r["runId"][:12], r["project"], r["method"], r["baseModel"]["id"], r["phase"].title(), progress,
+        project = r["project"] + (" (archived)" if r.get("projectArchived") else "")
+        grid.add_row(r["runId"][:12], project, r["method"], r["baseModel"]["id"], r["phase"].title(), progress,
                      r["results"].get("model") or DASH, age(r["timing"]["createdAt"]))
     con.print(grid)
     con.print(footer(len(data["runs"]), "run"))

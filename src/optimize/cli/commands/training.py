@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import analyses, projects, runs, snapshots
+from optimize.cli.commands import analyses, branches, projects, runs, snapshots
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -17,6 +17,7 @@ base_models = typer.Typer(help="The base-model catalog this deployment applies."
 app.add_typer(base_models, name="base-models")
 app.add_typer(analyses.app, name="datasets")
 app.add_typer(projects.app, name="projects")
+assert branches.branch  # its commands (branch, continue, sweep, …) join the runs group when imported
 app.add_typer(runs.app, name="runs")
 app.add_typer(runs.app, name="run", hidden=True)  # alias, as the reference names it
 app.add_typer(snapshots.app, name="snapshots")

@@ -57,10 +57,24 @@ class Outcome:
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
 
 
+@dataclass(frozen=True)
+class Start:
+    """Where a branch starts: a parent's save (a checkpoint folder) and what it restores from it."""
+
+    restore: str  # weights | trainingState
+    directory: Path
+    step: int  # the parent's update the save was taken at
+
+
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
-          eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None) -> Outcome:
+          eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
+          start: Start | None = None) -> Outcome:
     """Train on prepared rows (Parquet files with input_ids and labels), memory-mapped from local disk; from the
-    save in `resume_from` (a checkpoint folder) when the attempt resumes."""
+    save in `resume_from` (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
+
+    A trainingState branch goes on from its parent's update counter (so the optimizer, RNG and data position
+    restore as a resume does) but reports its own updates from 0, saves on its own count, and trains on a schedule
+    spanning its own updates at its own learning rate."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -73,8 +87,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     attention = config["model"]["attentionImplementation"]
     loop = config["hyperparams"]["training"]
     lora = config["hyperparams"]["lora"]
-    steps = total_steps(rows, loop)
-    save_every = save_every or steps
+    own_steps = total_steps(rows, loop)
+    offset = start.step if start is not None and start.restore == "trainingState" else 0
+    steps = offset + own_steps  # the engine's counter; hooks see updates from 0
+    save_every = save_every or own_steps
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
     def load(at_dtype):
@@ -87,7 +103,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         learning_rate=config["hyperparams"]["optimizer"]["learningRate"],
         weight_decay=config["hyperparams"]["optimizer"]["weightDecay"], warmup_steps=loop["warmupSteps"],
         lr_scheduler_type="linear", seed=config["seed"], data_seed=config["seed"], logging_steps=1,
-        save_strategy="steps", save_steps=save_every, save_only_model=False,
+        # on the parent's counter the trainer's own save rule would count from the parent's start
+        save_strategy="steps", save_steps=save_every if not offset else 10**9, save_only_model=False,
         eval_strategy="steps" if eval_rows else "no",
         eval_steps=(loop.get("validationFrequencySteps") or save_every) if eval_rows else None,
         bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
@@ -97,15 +114,21 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     )
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                              target_modules=lora["targets"], task_type="CAUSAL_LM")
-    outcome = Outcome(total_steps=steps, train_seconds=0.0, tokens=0)
+    outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
     clock = {"start": 0.0}
 
     class Bridge(TrainerCallback):
-        def on_train_begin(self, args, state, control, **kwargs):
+        def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             clock["start"] = time.monotonic()
+            if offset:
+                _own_schedule(optimizer, lr_scheduler, config["hyperparams"]["optimizer"]["learningRate"],
+                              loop["warmupSteps"], offset, own_steps)
 
         def on_step_end(self, args, state, control, **kwargs):
-            hooks.step(state.global_step, steps)
+            own = state.global_step - offset
+            hooks.step(own, own_steps)
+            if offset and own % save_every == 0:
+                control.should_save = True
             if state.global_step >= steps:
                 return  # the last update: it completes and saves whatever was asked
             if hooks.should_stop():  # the attempt is no longer this worker's: write nothing more
@@ -115,13 +138,13 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 # latest keeps a save that falls due on this update; save saves now; both then stop
                 control.should_training_stop = True
                 control.should_save = control.should_save or pause == "save"
-                outcome.stopped_at = state.global_step
+                outcome.stopped_at = own
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = logs or {}
             if "eval_loss" in logs:
                 outcome.validation_loss = float(logs["eval_loss"])
-                hooks.metric("validation", state.global_step, {"validationLoss": outcome.validation_loss,
+                hooks.metric("validation", state.global_step - offset, {"validationLoss": outcome.validation_loss,
                                                                "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
             values = {name: float(logs[key]) for key, name in METRIC_NAMES.items() if key in logs}
@@ -130,7 +153,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             if "loss" in values:
                 outcome.losses.append(values["loss"])
                 outcome.tokens = int(values.get("tokens", outcome.tokens))
-                hooks.metric("train", state.global_step, values)
+                hooks.metric("train", state.global_step - offset, values)
 
         def on_save(self, args, state, control, **kwargs):
             directory = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -138,18 +161,25 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             if final:
                 outcome.weights_digest = weights_digest(directory / "adapter_model.safetensors")
             epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6
-            hooks.saved(state.global_step, directory, state.epoch, final, epoch_end)
+            hooks.saved(state.global_step - offset, directory, state.epoch, final, epoch_end)
 
+    model = load(dtype)
+    if start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
+        from peft import PeftModel
+
+        model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
     trainer = SFTTrainer(
-        model=load(dtype), args=args, processing_class=tokenizer, peft_config=peft_config,
+        model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
         train_dataset=Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
         eval_dataset=Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None,
         callbacks=[Bridge()],
     )
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
-    if resume_from is not None:  # the base model was checked when the run first started
-        hooks.started(steps, None, _restored_step(resume_from))
-        trainer.train(resume_from_checkpoint=str(resume_from))
+    if resume_from is None and offset:
+        resume_from = start.directory  # a trainingState branch restores as a resume does
+    if resume_from is not None or start is not None:  # the base model was checked when the lineage started
+        hooks.started(own_steps, None, _restored_step(resume_from) - offset if resume_from else 0)
+        trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         return _finished(outcome, clock, cuda)
     # The check reads the first batch; the random state is put back so training draws what a plain TRL run
     # with the same seed draws (data order, dropout masks).
@@ -163,9 +193,27 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     checks = summary([check])
     if check["status"] == "failed":
         raise StartCheckFailed(checks, failure_reason(check))
-    hooks.started(steps, checks, 0)
+    hooks.started(own_steps, checks, 0)
     trainer.train()
     return _finished(outcome, clock, cuda)
+
+
+def _own_schedule(optimizer, scheduler, learning_rate: float, warmup: int, offset: int, own_steps: int) -> None:
+    """Replace the restored schedule with the trainer's linear warmup-and-decay spanning the branch's own updates
+    at its own learning rate; the optimizer's moments stay as restored."""
+
+    def factor(step: int) -> float:
+        own = step - offset
+        if own < warmup:
+            return own / max(1, warmup)
+        return max(0.0, (own_steps - own) / max(1, own_steps - warmup))
+
+    scheduler.lr_lambdas = [factor for _ in optimizer.param_groups]
+    scheduler.base_lrs = [learning_rate for _ in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["initial_lr"] = learning_rate
+        group["lr"] = learning_rate * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
 
 
 def _restored_step(checkpoint: Path) -> int:

@@ -1,0 +1,74 @@
+"""Branches of runs: `POST /v1/training/runs/{id}/branch|continue|sweep` (each with `?dryRun=true`), and
+`GET …/{id}/branches` (`?recursive=true`: the whole tree) and `GET …/{id}/ancestry`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from optimize.api.deps import TrainingDep
+from optimize.core.errors import Invalid
+from optimize.training import branching
+
+router = APIRouter(prefix="/v1/training/runs", tags=["training"])
+
+
+def _body(body: Any, allowed: set[str]) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise Invalid("the request body must be one JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise Invalid(f"unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(allowed))}")
+    return body
+
+
+def _integer(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is not None and (type(value) is not int or value < 1):
+        raise Invalid(f"{name} must be a positive integer")
+    return value
+
+
+def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
+    return JSONResponse(result, status_code=200 if dry else 202)
+
+
+@router.post("/{run_id}/branch")
+async def branch(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
+    b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
+    return _answer(await run_in_threadpool(
+        branching.branch, training, run_id, b.get("snapshotId"), b.get("restoreMode") or "auto", b.get("overrides"),
+        _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
+
+
+@router.post("/{run_id}/continue")
+async def continue_run(run_id: str, training: TrainingDep, body: Any = Body(None),
+                       dryRun: bool = False) -> JSONResponse:  # noqa: N803
+    b = _body(body, {"snapshotId", "steps", "overrides"})
+    steps = _integer(b, "steps")
+    if steps is None:
+        raise Invalid("a continuation needs steps: how many more updates it trains")
+    return _answer(await run_in_threadpool(branching.continue_run, training, run_id, steps, b.get("snapshotId"),
+                                           b.get("overrides"), dryRun), dryRun)
+
+
+@router.post("/{run_id}/sweep")
+async def sweep(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
+    b = _body(body, {"grid", "snapshotId", "restoreMode"})
+    return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), b.get("snapshotId"),
+                                           b.get("restoreMode") or "auto", dryRun), dryRun)
+
+
+@router.get("/{run_id}/branches")
+def branches(run_id: str, training: TrainingDep, recursive: bool = False) -> dict:
+    return branching.children(training, run_id, recursive)
+
+
+@router.get("/{run_id}/ancestry")
+def ancestry(run_id: str, training: TrainingDep) -> dict:
+    return branching.ancestry(training, run_id)

@@ -1,0 +1,258 @@
+"""Branches: a child run started from a parent's snapshot, with the parent's resolved settings and an overrides
+document; `continue` (a trainingState branch with a step budget) and sweeps (one branch per grid point) are
+spellings of the same thing. The parent is never changed.
+
+The restore mode is decided here. `trainingState` keeps the snapshot's optimizer state, random-number
+generators and data position (and replaces the schedule with one spanning the child's updates at its learning
+rate); it is accepted only for the same method and data, where the overrides touch nothing but the learning rate
+and the validation frequency, from a snapshot that still holds its training state. `weights` starts the child's
+optimizer fresh on the snapshot's adapter. `auto` (the default) takes trainingState wherever it is accepted and
+weights otherwise, and says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize.core.errors import Invalid, NotFound, Refused
+from optimize.deployment import Training
+from optimize.store.tables import Run, Snapshot
+from optimize.training.runs import dry_run, find_run, submit
+from optimize.training.snapshots import find_snapshot, live_kinds
+
+RESTORE_MODES = ("auto", "weights", "trainingState")
+CONTINUATION_PATHS = {"hyperparams.optimizer.learningRate", "hyperparams.training.validationFrequencySteps"}
+STEP_PATHS = {"hyperparams.training.maxSteps", "hyperparams.training.epochs"}
+MAX_SWEEP_POINTS = 50
+
+
+def leaves(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted paths of a nested document's leaves."""
+    found: dict[str, Any] = {}
+    for key, value in document.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            found.update(leaves(value, path + "."))
+        else:
+            found[path] = value
+    return found
+
+
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def source_snapshot(session, parent: Run, snapshot_id: str | None, need_state: bool) -> Snapshot:
+    """The snapshot named, else the parent's newest one holding what the branch needs."""
+    if snapshot_id:
+        snapshot = find_snapshot(session, snapshot_id)
+        if snapshot.run_id != parent.id:
+            raise Invalid(f"snapshot {snapshot.id[:12]} belongs to run {snapshot.run_id[:12]}, not to {parent.id[:12]}")
+        return snapshot
+    found = session.scalars(select(Snapshot).where(Snapshot.run_id == parent.id)
+                            .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
+    wanted = "trainingState" if need_state else "weights"
+    snapshot = next((s for s in found if wanted in live_kinds(s)), None)
+    if snapshot is None:
+        raise Refused(f"run {parent.id[:12]} has no snapshot holding {wanted} to branch from",
+                      hint=f"list its snapshots with: akka training runs snapshots {parent.id[:12]}")
+    return snapshot
+
+
+def choose_restore(requested: str, snapshot: Snapshot, parent: Run, overrides: dict[str, Any]) -> tuple[str, str]:
+    """(mode, why) for a branch; refuses a mode that cannot be honoured, naming the reason."""
+    if requested not in RESTORE_MODES:
+        raise Invalid(f"restore mode {requested!r} is not one of {', '.join(RESTORE_MODES)}")
+    kinds = live_kinds(snapshot)
+    changed = sorted(set(leaves(overrides)) - STEP_PATHS)
+    blockers = []
+    if "trainingState" not in kinds:
+        blockers.append(f"snapshot {snapshot.id[:12]} holds no training state (weights only)")
+    method = overrides.get("method")
+    if method and method != parent.method:
+        blockers.append(f"the branch trains {method}, not its parent's {parent.method}")
+    others = [path for path in changed if path not in CONTINUATION_PATHS]
+    if others:
+        blockers.append(f"the overrides change {', '.join(others)}; a trainingState branch accepts only the learning "
+                        "rate and the validation frequency")
+    if requested == "trainingState" and blockers:
+        raise Refused(f"a trainingState branch cannot start here: {'; '.join(blockers)}",
+                      hint="branch with --restore weights, or change only what a continuation accepts")
+    if requested == "weights":
+        if "weights" not in kinds:
+            raise Refused(f"snapshot {snapshot.id[:12]} holds no adapter weights to branch from")
+        return "weights", "asked for: a fresh optimizer on the snapshot's adapter"
+    if not blockers:
+        why = ("asked for" if requested == "trainingState" else "auto") + (
+            ": the snapshot holds its training state and the branch keeps its method, data and settings"
+            + (f" but {', '.join(changed)}" if changed else ""))
+        return "trainingState", why
+    if "weights" not in kinds:
+        raise Refused(f"snapshot {snapshot.id[:12]} holds no adapter weights to branch from")
+    return "weights", "auto: " + "; ".join(blockers)
+
+
+def _refuse_lora_changes(overrides: dict[str, Any], snapshot: Snapshot) -> None:
+    lora = sorted(path for path in leaves(overrides) if path.startswith("hyperparams.lora."))
+    if lora:
+        raise Refused(f"the overrides change {', '.join(lora)}, but a branch trains the adapter of snapshot "
+                      f"{snapshot.id[:12]} and keeps its LoRA settings",
+                      hint="remove the hyperparams.lora overrides, or start a new run from the base model")
+
+
+def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None, epochs: int | None
+                   ) -> dict[str, Any]:
+    """The parent's resolved settings (its datasets at the versions it trained on), the overrides over them."""
+    config = copy.deepcopy(parent.resolved["config"])
+    config["dataset"] = parent.dataset_reference
+    if parent.validation_reference:
+        config["validation"] = {**config.get("validation", {}), "dataset": parent.validation_reference}
+    config = merged(config, overrides)
+    training = config["hyperparams"]["training"]
+    if max_steps is not None:
+        training.update(maxSteps=max_steps)
+    if epochs is not None:
+        training.update(epochs=epochs, maxSteps=None)
+    return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
+            "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
+            "config": config, "execution": copy.deepcopy(parent.resolved["execution"])}
+
+
+def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) -> dict[str, Any]:
+    if overrides is None:
+        overrides = {}
+    if not isinstance(overrides, dict):
+        raise Invalid("the overrides must be one mapping: a partial config document")
+    if max_steps is not None and epochs is not None:
+        raise Invalid("give the branch's length by --max-steps or --epochs, not both")
+    stated = STEP_PATHS & set(leaves(overrides))
+    if stated and (max_steps is not None or epochs is not None):
+        raise Invalid(f"the overrides set {', '.join(sorted(stated))} and the command gives the length too; keep one")
+    return overrides
+
+
+def prepare(training: Training, parent_id: str, snapshot_id: str | None, restore: str, overrides: Any,
+            max_steps: int | None = None, epochs: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The child's plan document and its branch record, every rule checked; nothing is stored."""
+    overrides = _check_overrides(overrides, max_steps, epochs)
+    with training.store.transaction() as session:
+        parent = find_run(session, parent_id)
+        snapshot = source_snapshot(session, parent, snapshot_id, need_state=restore == "trainingState")
+        mode, why = choose_restore(restore or "auto", snapshot, parent, overrides)
+        _refuse_lora_changes(overrides, snapshot)
+        document = child_document(parent, overrides, max_steps, epochs)
+        record = {"parentRunId": parent.id, "snapshotId": snapshot.id, "step": snapshot.step, "restore": mode,
+                  "why": why, "requested": restore or "auto",
+                  "artifacts": [a for a in snapshot.artifacts if a["kind"] in
+                                (("weights", "trainingState") if mode == "trainingState" else ("weights",))]}
+    return document, record
+
+
+def branch(training: Training, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
+           overrides: Any = None, max_steps: int | None = None, epochs: int | None = None,
+           dry: bool = False) -> dict[str, Any]:
+    document, record = prepare(training, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
+    if dry:
+        return {**dry_run(training, document), "branch": record}
+    run, _ = submit(training, document, branch=record)
+    return run
+
+
+def continue_run(training: Training, parent_id: str, steps: int, snapshot_id: str | None = None,
+                 overrides: Any = None, dry: bool = False) -> dict[str, Any]:
+    """A trainingState branch of `steps` more updates (its schedule spans them at the child's learning rate)."""
+    return branch(training, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
+
+
+def grid_points(grid: Any) -> list[dict[str, Any]]:
+    """The grid's cartesian product as override documents (last axis fastest)."""
+    axes = grid.get("axes") if isinstance(grid, dict) else None
+    if not isinstance(axes, list) or not axes:
+        raise Invalid("the grid needs axes: a list of {path, values}")
+    paths = []
+    for number, axis in enumerate(axes, 1):
+        if not isinstance(axis, dict) or not isinstance(axis.get("path"), str) or not isinstance(axis.get("values"),
+                                                                                                 list):
+            raise Invalid(f"axis {number} needs a path (text) and values (a list)")
+        if not axis["values"]:
+            raise Invalid(f"axis {number} ({axis['path']}) has no values")
+        for other in paths:
+            if axis["path"] == other or axis["path"].startswith(other + ".") or other.startswith(axis["path"] + "."):
+                raise Invalid(f"axes {axis['path']} and {other} name the same or nested paths")
+        paths.append(axis["path"])
+    points = []
+    for values in itertools.product(*(axis["values"] for axis in axes)):
+        point: dict[str, Any] = {}
+        for path, value in zip(paths, values):
+            node = point
+            *parents, last = path.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[last] = value
+        points.append(point)
+    if len(points) > MAX_SWEEP_POINTS:
+        raise Refused(f"the grid makes {len(points)} points, more than {MAX_SWEEP_POINTS}",
+                      hint="remove values or axes")
+    return points
+
+
+def sweep(training: Training, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
+          dry: bool = False) -> dict[str, Any]:
+    """One branch per grid point; every point is checked (as a dry run) before any is submitted."""
+    points = grid_points(grid)
+    checked = []
+    for number, point in enumerate(points, 1):
+        try:
+            document, record = prepare(training, parent_id, snapshot_id, restore, point)
+            dry_run(training, document)
+        except (Invalid, Refused, NotFound) as error:
+            raise type(error)(f"sweep point {number} ({_describe(point)}): {error.message}", hint=error.hint) from None
+        checked.append((point, document, record))
+    if dry:
+        return {"dryRun": True, "points": [{"overrides": p, "restore": r["restore"], "why": r["why"]}
+                                           for p, _, r in checked]}
+    runs = [{"overrides": p, **submit(training, d, branch=r)[0]} for p, d, r in checked]
+    return {"runs": runs}
+
+
+def _describe(point: dict[str, Any]) -> str:
+    return ", ".join(f"{path}={value!r}" for path, value in leaves(point).items())
+
+
+def children(training: Training, run_id: str, recursive: bool = False) -> dict[str, Any]:
+    from optimize.training.views import run_json
+
+    with training.store.transaction() as session:
+        root = find_run(session, run_id)
+        rows, frontier = [], [(root.id, 1)]
+        while frontier:
+            parent, depth = frontier.pop(0)
+            found = session.scalars(select(Run).where(Run.parent_run_id == parent).order_by(Run.created_at)).all()
+            for child in found:
+                rows.append({**run_json(child), "depth": depth})
+                if recursive:
+                    frontier.append((child.id, depth + 1))
+        return {"runId": root.id, "runs": rows}
+
+
+def ancestry(training: Training, run_id: str) -> dict[str, Any]:
+    """The chain from the root run to this one, each hop with its source snapshot, step and step budget."""
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        chain = []
+        while run is not None:
+            hop = {"runId": run.id, "phase": run.phase, "method": run.method,
+                   "steps": (run.progress or {}).get("totalSteps")}
+            if run.branch:
+                hop.update(snapshotId=run.branch["snapshotId"], fromStep=run.branch["step"],
+                           restore=run.branch["restore"])
+            chain.append(hop)
+            run = session.get(Run, run.parent_run_id) if run.parent_run_id else None
+        return {"runId": chain[0]["runId"], "chain": list(reversed(chain))}
