@@ -98,6 +98,11 @@ def test_registering_a_snapshot_is_idempotent_and_the_final_save_is_the_runs_mod
                                               "step": weights_only["step"]}
     assert model["servingModel"]["weightsDigest"].startswith("sha256:")
     assert model["servingModel"]["weightsDigest"] != run["results"]["weightsDigest"]
+    # a weights-only snapshot can start a branch as an adapter, never as a continuation
+    dry = cli.json("training", "runs", "branch", kept["run"], "--snapshot", weights_only["snapshotId"], "--dry-run")
+    assert dry["branch"]["restore"] == "weights" and "holds no training state (weights only)" in dry["branch"]["why"]
+    refused = cli("training", "runs", "continue", kept["run"], "--snapshot", weights_only["snapshotId"], "--steps", "2")
+    assert refused.code == 1 and "holds no training state" in refused.err
     named = cli.json("training", "snapshots", "register", weights_only["snapshotId"], "--name", "early")
     assert named["model"] == f"{kept['project']}/early:v1"
     shown = cli.ok("training", "snapshots", "get", weights_only["snapshotId"]).out
