@@ -7,29 +7,19 @@ from __future__ import annotations
 import json
 import uuid
 
-import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, chat_row, write_jsonl
-from tests.integration.test_runs_cli import CAPITALS, MODEL, plan
+from tests.conftest import Cli
+from tests.integration.test_runs_cli import capitals_project, plan
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def parent(sqlite_server, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("branches")
-    name = f"br{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
-    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
-            for country, city in CAPITALS] * 2
-    from optimize.cli.main import main
-
-    assert main(["registry", "datasets", "register", f"{name}/chat", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
-                 "--server", sqlite_server.url]) == 0
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    made = capitals_project(sqlite_server.url, tmp_path_factory.mktemp("branches"), "br")
+    name, client, tmp = made["name"], made["client"], made["tmp"]
     document = plan(name, "chat")
     document["config"]["hyperparams"]["training"]["maxSteps"] = 12
     document["execution"]["saveEvery"] = 4

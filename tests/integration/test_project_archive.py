@@ -10,9 +10,9 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
+from tests.conftest import Cli
 from tests.integration.test_run_lifecycle import wait_until
-from tests.integration.test_runs_cli import CAPITALS, MODEL, plan, write_plan
+from tests.integration.test_runs_cli import capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -20,18 +20,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def project(sqlite_server, tmp_path_factory):
     """A project of its own (the server is shared) with a chat dataset in its registry namespace."""
-    tmp = tmp_path_factory.mktemp("archive")
-    name = f"arch{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=120)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
-    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
-            for country, city in CAPITALS] * 2
-    from optimize.cli.main import main
-
-    assert main(["registry", "datasets", "register", f"{name}/chat", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
-                 "--server", sqlite_server.url]) == 0
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
-    return {"name": name, "client": client, "tmp": tmp}
+    return capitals_project(sqlite_server.url, tmp_path_factory.mktemp("archive"), "arch")
 
 
 def long_plan(name: str) -> dict:

@@ -6,31 +6,19 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
-from tests.integration.test_runs_cli import CAPITALS, MODEL, plan, write_plan
+from tests.conftest import Cli
+from tests.integration.test_runs_cli import capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def project(sqlite_server, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lifecycle")
-    name = f"l{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
-    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
-            for country, city in CAPITALS] * 3
-    from optimize.cli.main import main
-
-    assert main(["registry", "datasets", "register", f"{name}/chat", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
-                 "--server", sqlite_server.url]) == 0
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
-    return {"name": name, "client": client, "tmp": tmp}
+    return capitals_project(sqlite_server.url, tmp_path_factory.mktemp("lifecycle"), "l", copies=3)
 
 
 def seeded_plan(name: str, steps: int = 30) -> dict:

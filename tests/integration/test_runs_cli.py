@@ -33,6 +33,22 @@ def plan(project: str, dataset: str, **overrides) -> dict:
     return document
 
 
+def capitals_project(url: str, tmp, prefix: str, copies: int = 2) -> dict:
+    """A project of its own on a shared server (its name starts with `prefix`), the stand-in model selected and a
+    chat dataset of capitals registered in its namespace as NAME/chat."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    client = httpx.Client(base_url=url, timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
+            for country, city in CAPITALS] * copies
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", f"{name}/chat", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
+                 "--server", url]) == 0
+    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    return {"name": name, "project": name, "client": client, "tmp": tmp}
+
+
 def write_plan(tmp_path, document: dict) -> str:
     path = tmp_path / f"plan-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -103,11 +119,11 @@ def test_snapshots_are_listed_with_both_kinds(trained, server, capsys):
     snapshots = Cli(capsys, server.url).json("training", "runs", "snapshots", trained["run"]["runId"])["snapshots"]
     assert [s["step"] for s in snapshots] == [6, 12, 16]
     assert snapshots[-1]["final"] and not snapshots[0]["final"]
-    for snapshot in snapshots:
+    for snapshot in snapshots:  # a save with a newer one queued behind it may upload its weights alone
         kinds = {a["kind"]: a for a in snapshot["artifacts"]}
-        assert set(kinds) == {"weights", "trainingState"}
         assert "adapter_model.safetensors" in kinds["weights"]["files"]
-        assert "optimizer.pt" in kinds["trainingState"]["files"]
+    final = {a["kind"]: a for a in snapshots[-1]["artifacts"]}
+    assert "optimizer.pt" in final["trainingState"]["files"]
     text = Cli(capsys, server.url).ok("training", "runs", "snapshots", trained["run"]["runId"]).out
     assert "1 to 3 of 3 snapshots." in text
 

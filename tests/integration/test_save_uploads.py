@@ -1,7 +1,7 @@
 """The save upload queue under a slow uploader (a worker upload rate the operator set): saves with newer ones
-behind them upload only their weights, training state still lands at bounded intervals, the saves between the
-upload in progress and the newest are skipped when the run stops, and a pause resumes from the newest save that
-holds training state, never from a weights-only one."""
+behind them upload only their weights, training state still lands at bounded intervals (skipping the saves
+waiting before it), the saves between the upload in progress and the newest are skipped when the run pauses, and
+a pause resumes from the newest save that holds training state, never from a weights-only one."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.conftest import Cli, chat_row, write_jsonl
 from tests.integration.test_runs_cli import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
-RATE = "250000"  # bytes a second: a full save (240 KB: adapter and optimizer state) takes about 9 updates
+RATE = "150000"  # bytes a second: a full save (240 KB: adapter and optimizer state) takes about 15 updates
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def plan(steps: int) -> dict:
     return {"kind": "run", "project": "slow", "baseModel": MODEL,
             "config": {"dataset": "d", "maxSeqLength": 128, "seed": 3,
                        "hyperparams": {"training": {"maxSteps": steps, "batchSize": 2}}},
-            "execution": {"saveEvery": 1, "resumableSaveEvery": 4}}
+            "execution": {"saveEvery": 1, "resumableSaveEvery": 3}}
 
 
 def kinds(client: httpx.Client, run_id: str) -> list[tuple[int, tuple[str, ...]]]:
@@ -46,7 +46,7 @@ def kinds(client: httpx.Client, run_id: str) -> list[tuple[int, tuple[str, ...]]
 def test_a_run_that_saves_faster_than_it_uploads_keeps_up_and_stays_resumable(slow, capsys, tmp_path):
     proc, client = slow
     cli = Cli(capsys, proc.url)
-    lines = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, plan(40)), "--force", "--wait", "-o",
+    lines = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, plan(60)), "--force", "--wait", "-o",
                    "json-compact").out.splitlines()
     run = json.loads(lines[-1])
     assert run["phase"] == "COMPLETED", run["failureReason"]
@@ -54,12 +54,12 @@ def test_a_run_that_saves_faster_than_it_uploads_keeps_up_and_stays_resumable(sl
     weights_only = [step for step, k in saved if k == ("weights",)]
     resumable = [step for step, k in saved if "trainingState" in k]
     assert weights_only, saved  # saves with newer ones behind them uploaded only their adapter
-    assert saved[-1] == (40, ("weights", "trainingState"))  # the newest, final save in full
+    assert saved[-1] == (60, ("weights", "trainingState"))  # the newest, final save in full
     assert len(resumable) >= 3, saved  # training state kept landing while the uploads lagged
     assert max(waiting for line in lines if (waiting := json.loads(line)["progress"].get("savesWaiting"))) > 1
     skipped = run["progress"]["savesSkipped"]
     assert skipped > 0 and run["progress"]["savesWaiting"] == 0
-    assert len(saved) + skipped == 40  # every save was uploaded (whole or weights only) or skipped, none lost
+    assert len(saved) + skipped == 60  # every save was uploaded (whole or weights only) or skipped, none lost
     text = cli.ok("training", "runs", "get", run["runId"]).out
     assert f"{skipped} skipped" in text
 

@@ -106,12 +106,13 @@ class Scheduler:
                                        state="active", started_at=now))
                 session.flush()
                 # the new attempt shows its own progress; only the save it resumes from carries over
-                transition(session, run, RunPhase.PREPARING, attempt=number,
-                           progress={"rowsDone": 0, "rowsTotal": run.dataset_rows,
-                                     "savedStep": (run.progress or {}).get("savedStep")})
+                if not transition(session, run, RunPhase.PREPARING, attempt=number,
+                                  progress={"rowsDone": 0, "rowsTotal": run.dataset_rows,
+                                            "savedStep": (run.progress or {}).get("savedStep")}):
+                    raise _MovedOn  # cancelled meanwhile: the holds and the attempt must not be kept
                 return token, chosen, profile.kind
-        except IntegrityError:
-            return None  # another grant took a device first; the next tick tries again
+        except (IntegrityError, _MovedOn):
+            return None  # another grant took a device first, or the run moved on; the next tick looks again
 
 
     def _lengths_checked(self, session, run: Run) -> bool:
@@ -136,6 +137,10 @@ class Scheduler:
             state = "notRun"
         run.length_check = record(sections, state)
         return True
+
+
+class _MovedOn(Exception):
+    """The run left QUEUED while it was being granted devices."""
 
 
 def _never_fits(run: Run, profiles) -> str:

@@ -77,6 +77,7 @@ def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bo
     with training.store.transaction() as session:
         held = _active(session, run_id, token)
         if held is None:
+            _release_ended(session, run_id, token)
             return False
         run, attempt = held
         if run.phase == RunPhase.PAUSING.value:  # it was stopping anyway: it pauses on what it committed
@@ -84,6 +85,14 @@ def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bo
                          reason=f"worker lost: {reason}")
             return True
         return fail_run(session, run, f"worker lost: {reason}")
+
+
+def _release_ended(session, run_id: str, token: str) -> None:
+    """An attempt still marked active whose run has ended (cancelled as its devices were granted) gives them back."""
+    attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id, RunAttempt.lease_token == token))
+    run = session.get(Run, run_id)
+    if attempt is not None and run is not None and attempt.state == "active":
+        end_attempt(session, run, attempt, f"its run is {run.phase}")
 
 
 def expired_attempts(training: Training) -> list[tuple[str, str, str]]:

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.deployment import Training
+from optimize.projects.service import open_project
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
 from optimize.training.adapters import adapted_modules, weights_digest
@@ -75,10 +76,11 @@ def register(training: Training, snapshot_id: str, name: str | None = None) -> d
                                                   else "holds only training state, no adapter weights")
                           + "; it cannot be registered",
                           hint="register a snapshot that holds weights (see: akka training runs snapshots RUN)")
+        run = session.get(Run, snapshot.run_id)
+        open_project(session, run.project)  # an archived project takes no new candidates
         files = _weights_files(training, snapshot)
         if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
             raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
-        run = session.get(Run, snapshot.run_id)
         reference = register_adapter(training, session, run, snapshot,
                                      adapted_modules(files["adapter_config.json"]),
                                      weights_digest(files["adapter_model.safetensors"]), name)

@@ -43,7 +43,7 @@ def run_training(channel: Channel, run_id: str) -> int:
     try:
         result = _train(channel, spec, reporter, uploader, workdir)
     except PausedWhilePreparing:
-        uploader.close()
+        uploader.close(pausing=True)
         result = {"paused": {"step": None}}
     except RowRefused as refusal:
         result = {"failed": str(refusal)}
@@ -120,7 +120,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
         return {"failed": str(failed)}
-    uploader.close()
+    uploader.close(pausing=outcome.stopped_at is not None)
     reporter.progress(progress=uploader.counts())
     if outcome.stopped_at is not None and not reporter.lost.is_set():
         reporter.flush()

@@ -6,7 +6,8 @@ A run that saves faster than it uploads must neither fall ever further behind no
 - a save with its training state uploads at least every `resumable_every` saves, or once `resumable_seconds`
   passed since the last such upload finished, whichever first; it is then the newest save queued, and the saves
   waiting before it are skipped;
-- when the run stops (pause, completion), the saves between the upload in progress and the newest are skipped;
+- when the run pauses, the saves between the upload in progress and the newest are skipped (a completed run
+  works through the saves still waiting by the rules above);
 - the newest save, and each epoch's save, upload in full.
 """
 

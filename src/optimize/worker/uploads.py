@@ -36,6 +36,7 @@ class SaveUploader:
         self.error: str | None = None
         self._queue: queue.Queue[Save | None] = queue.Queue()
         self._pending: list[Save] = []  # taken off the queue, not yet uploaded or skipped
+        self._pausing = False
         self._thread = threading.Thread(target=self._loop, name="uploads", daemon=True)
 
     def start(self) -> SaveUploader:
@@ -53,8 +54,10 @@ class SaveUploader:
     def counts(self) -> dict[str, int]:
         return {"savesWaiting": self.waiting, "savesSkipped": self.skipped}
 
-    def close(self, timeout: float | None = None) -> None:
-        """The run stopped: upload the newest save in full (and epoch saves), skip the others waiting, then stop."""
+    def close(self, pausing: bool = False, timeout: float | None = None) -> None:
+        """Training has ended. A pausing run uploads its newest save in full (and epoch saves) and skips the others
+        waiting; a completed run works through the saves still waiting by the usual rules. Then it stops."""
+        self._pausing = pausing
         self._queue.put(None)
         self._thread.join(timeout)
 
@@ -64,7 +67,7 @@ class SaveUploader:
             closing = self._take(block=not self._pending) or closing
             if not self._pending:
                 continue
-            decision = self.policy.choose(self._pending, stopping=closing)
+            decision = self.policy.choose(self._pending, stopping=closing and self._pausing)
             for save in decision.skipped:
                 self._drop(save)
             self.skipped += len(decision.skipped)
