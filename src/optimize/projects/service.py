@@ -16,7 +16,7 @@ from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Namespace, Project, Run
+from optimize.store.tables import Evaluation, Namespace, Project, Run
 from optimize.training.phases import OPEN
 
 _ID_SHAPED = re.compile(r"[0-9a-f]{8,}")
@@ -119,7 +119,14 @@ def _open_runs(session, name: str) -> list[str]:
     return [f"run {run_id[:12]} ({phase})" for run_id, phase in session.execute(query)]
 
 
-_WORK = (_open_runs,)
+def _open_evaluations(session, name: str) -> list[str]:
+    query = (select(Evaluation.id, Evaluation.phase).where(Evaluation.project == name,
+                                                          Evaluation.phase.in_(["QUEUED", "RUNNING"]))
+             .order_by(Evaluation.created_at, Evaluation.id))
+    return [f"evaluation {item_id[:12]} ({phase})" for item_id, phase in session.execute(query)]
+
+
+_WORK = (_open_runs, _open_evaluations)
 
 
 def _locked(session, name: str) -> Project:

@@ -32,6 +32,10 @@ class LocalLauncher:
     def launch_run(self, run_id: str, token: str, devices: list[str], profile_kind: str) -> None:
         self._launch("run", run_id, token, device_environment(devices, profile_kind))
 
+    def launch_evaluation(self, evaluation_id: str, token: str, devices: list[str] | None = None,
+                          profile_kind: str = "cpu") -> None:
+        self._launch("evaluation", evaluation_id, token, device_environment(devices or [], profile_kind))
+
     def kill(self, job_id: str) -> None:
         with self._lock:
             process = self._processes.get(job_id)

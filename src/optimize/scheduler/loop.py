@@ -15,13 +15,15 @@ import secrets
 import threading
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from optimize.core.clock import as_utc, utcnow
 from optimize.deployment import Training
 from optimize.scheduler.devices import devices as all_devices
-from optimize.store.tables import DeviceHold, Run, RunAttempt
+from optimize.evaluation import service as evaluations
+from optimize.store.events import record as record_event
+from optimize.store.tables import DeviceHold, Evaluation, Run, RunAttempt
 from optimize.training.attempts import expired_attempts, fail_run, holder, lose_attempt
 from optimize.training.lengths import Subject, evaluate, record, refusal
 from optimize.training.phases import RunPhase, transition
@@ -59,13 +61,57 @@ class Scheduler:
     def tick(self) -> None:
         self.reap()
         self.admit()
+        self.admit_evaluations()
 
     def reap(self) -> None:
-        for run_id, token, reason in expired_attempts(self.training):
-            if lose_attempt(self.training, run_id, token, reason):
-                log.warning("run %s: worker lost (%s)", run_id, reason)
+        lost = [(run_id, token, reason, lose_attempt) for run_id, token, reason in expired_attempts(self.training)]
+        lost += [(item, token, reason, evaluations.lose) for item, token, reason in evaluations.expired(self.training)]
+        for job_id, token, reason, lose in lost:
+            if lose(self.training, job_id, token, reason):
+                log.warning("job %s: worker lost (%s)", job_id, reason)
                 if self.training.launcher is not None:
-                    self.training.launcher.kill(run_id)
+                    self.training.launcher.kill(job_id)
+
+    def admit_evaluations(self) -> None:
+        with self.training.store.transaction() as session:
+            queued = session.scalars(select(Evaluation.id).where(Evaluation.phase == "QUEUED")
+                                     .order_by(Evaluation.created_at)).all()
+        for evaluation_id in queued:
+            token = self._place_evaluation(evaluation_id)
+            if token is not None and self.training.launcher is not None:
+                self.training.launcher.launch_evaluation(evaluation_id, token)
+
+    def _place_evaluation(self, evaluation_id: str) -> str | None:
+        """One device of the evaluation's profile, held until it ends; None while none is free."""
+        profiles = {p.name: p for p in self.training.profiles}
+        try:
+            with self.training.store.transaction() as session:
+                item = session.get(Evaluation, evaluation_id)
+                if item is None or item.phase != "QUEUED":
+                    return None
+                profile = profiles.get(item.device_profile)
+                if profile is None:
+                    item.phase, item.finished_at = "FAILED", utcnow()
+                    item.failure_reason = (f"no device of profile {item.device_profile!r} exists on this deployment, "
+                                           "so the evaluation can never be scheduled")
+                    return None
+                held = set(session.scalars(select(DeviceHold.device_id)))
+                free = [d.device_id for d in all_devices([profile]) if d.device_id not in held]
+                if not free:
+                    return None
+                now, token = utcnow(), secrets.token_hex(16)
+                session.add(DeviceHold(device_id=free[0], subject=evaluations.holder(item.id), kind="evaluation",
+                                       project=item.project, since=now))
+                moved = session.execute(update(Evaluation).where(
+                    Evaluation.id == item.id, Evaluation.phase == "QUEUED").values(
+                    phase="RUNNING", attempt=item.attempt + 1, devices=[free[0]], lease_token=token,
+                    lease_expires_at=now + timedelta(seconds=self.training.lease_seconds))).rowcount == 1
+                if not moved:
+                    raise _MovedOn  # cancelled meanwhile
+                record_event(session, evaluations.holder(item.id), "phase", phase="RUNNING")
+                return token
+        except (IntegrityError, _MovedOn):
+            return None
 
     def admit(self) -> None:
         with self.training.store.transaction() as session:

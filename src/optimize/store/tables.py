@@ -340,3 +340,48 @@ class ModelVersion(Base):
     produced_by_kind: Mapped[str | None] = mapped_column(String(16))
     produced_by_id: Mapped[str | None] = mapped_column(String(100), index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Evaluation(Base):
+    """One evaluation: a model's answers to a dataset's prompts, scored by a grader, as a job on a device."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    model_reference: Mapped[str] = mapped_column(String(200))  # as resolved: NS/NAME:vN or the base model id
+    model: Mapped[dict] = mapped_column(JSON)  # base entry and commit, and the adapter's weights manifest
+    dataset_reference: Mapped[str] = mapped_column(String(200))
+    dataset_digest: Mapped[str] = mapped_column(String(71))
+    dataset_rows: Mapped[int] = mapped_column(BigInteger)
+    grader: Mapped[str] = mapped_column(String(500))
+    device_profile: Mapped[str] = mapped_column(String(64))
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    lease_token: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    devices: Mapped[list | None] = mapped_column(JSON)
+    progress: Mapped[dict] = mapped_column(JSON, default=dict)
+    report: Mapped[dict | None] = mapped_column(JSON)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class EvaluationPrediction(Base):
+    """One answer of an evaluation, with what it was answered from (template, base model commit) and its score."""
+
+    __tablename__ = "evaluation_predictions"
+
+    evaluation_id: Mapped[str] = mapped_column(ForeignKey("evaluations.id"), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    prompt: Mapped[str] = mapped_column(Text)
+    expected: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)
+    score: Mapped[float | None] = mapped_column()
+    explanation: Mapped[str | None] = mapped_column(Text)
+    fields: Mapped[dict | None] = mapped_column(JSON)
+    chat_template_sha256: Mapped[str] = mapped_column(String(71))
+    base_model_revision: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+

@@ -67,8 +67,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
                            "masks that exclude every token past maxSeqLength")
-    dataset = _pick(session, config.dataset, plan.project, "config.dataset", config.method)
-    validation = (_pick(session, config.validation.dataset, plan.project, "config.validation.dataset", config.method)
+    dataset = pick_dataset(session, config.dataset, plan.project, "config.dataset", config.method)
+    validation = (pick_dataset(session, config.validation.dataset, plan.project, "config.validation.dataset",
+                               config.method)
                   if config.validation.dataset else None)
     if config.method in REINFORCEMENT:
         for field, pick in (("config.dataset", dataset), ("config.validation.dataset", validation)):
@@ -115,7 +116,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                     warnings)
 
 
-def _pick(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:
+def pick_dataset(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:
     """A dataset reference; one with no namespace resolves inside the project's namespace."""
     qualified = text if "/" in text else f"{project}/{text}"
     try:

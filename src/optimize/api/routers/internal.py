@@ -1,4 +1,4 @@
-"""Routes only workers call (analyses and runs), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
+"""Routes only workers call (analyses, runs and evaluations), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
 that no longer holds its attempt is answered 409 `lease_lost`."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
 from optimize.analysis import service
+from optimize.evaluation import service as evaluations
 from optimize.training import attempts
 from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import NotFound
@@ -91,3 +92,30 @@ def run_snapshot(run_id: str, body: dict[str, Any], training: TrainingDep, lease
 @router.post("/runs/{run_id}/result")
 def run_result(run_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
     return attempts.finish(training, run_id, lease, body)
+
+
+# --- evaluation workers ---------------------------------------------------------------------------------------
+
+
+@router.get("/evaluations/{evaluation_id}")
+def evaluation_spec(evaluation_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return evaluations.job_spec(training, evaluation_id, lease)
+
+
+@router.post("/evaluations/{evaluation_id}/heartbeat")
+def evaluation_heartbeat(evaluation_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return evaluations.heartbeat(training, evaluation_id, lease)
+
+
+@router.post("/evaluations/{evaluation_id}/predictions")
+def evaluation_predictions(evaluation_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return evaluations.add_predictions(training, evaluation_id, lease, body.get("items") or [])
+
+
+@router.post("/evaluations/{evaluation_id}/result")
+def evaluation_result(evaluation_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    answer = evaluations.finish(training, evaluation_id, lease, body)
+    if training.scheduler is not None:
+        training.scheduler.wake()  # its device is free for the next job
+    return answer
+

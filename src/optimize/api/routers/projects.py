@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.api.deps import TrainingDep
+from optimize.evaluation.scores import scores
 from optimize.projects import service
 
 router = APIRouter(prefix="/v1/training/projects", tags=["training"])
@@ -44,3 +45,10 @@ def archive_project(name: str, training: TrainingDep) -> dict:
 @router.post("/{name}/unarchive")
 def unarchive_project(name: str, training: TrainingDep) -> dict:
     return service.unarchive_project(training.store, name)
+
+
+@router.get("/{name}/scores")
+def project_scores(name: str, training: TrainingDep, dataset: str | None = None, grader: str | None = None) -> dict:
+    """The baseline and one column per training configuration, for one dataset and grader."""
+    return scores(training, name, dataset, grader)
+

@@ -54,6 +54,37 @@ def unarchive(out: Output, name: Annotated[str, typer.Argument(help="Project nam
         out.emit(client.post(f"/v1/training/projects/{segment(name)}/unarchive"), _render_unarchived)
 
 
+@command(app, "scores")
+def scores(
+    out: Output,
+    name: Annotated[str, typer.Argument(help="Project name.")],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Another dataset's scores (a reference prefix).")
+                       ] = None,
+    grader: Annotated[str | None, typer.Option("--grader", help="Another grader's scores.")] = None,
+) -> None:
+    """The base model's score and one column per training configuration, for one dataset and grader."""
+    params = {k: v for k, v in {"dataset": dataset, "grader": grader}.items() if v}
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/projects/{segment(name)}/scores", params=params), _render_scores)
+
+
+def _render_scores(con, data) -> None:
+    if not data["groups"]:
+        con.print(f"No completed evaluation in project {data['project']} yet; start one with: akka training "
+                  "evaluations start --model MODEL --dataset REF --project " + data["project"])
+        return
+    con.print(f"Scores of project {data['project']} on {data['dataset']} with {data['grader']}")
+    for group in data["groups"]:
+        grid = table("COLUMN", "MODEL", "MEAN SCORE", "EVALUATION")
+        cells = ([("baseline", group["baseline"])] if group["baseline"] else []) + [
+            (c["configuration"], c) for c in group["columns"]]
+        for column, cell in cells:
+            score = DASH if cell["meanScore"] is None else f"{cell['meanScore']:.3f}"
+            grid.add_row(column, cell["model"], score, cell["evaluationId"][:12])
+        con.print(f"Base model {group['baseModel']} at {group['baseCommit'][:12]}")
+        con.print(grid)
+
+
 def _render_archived(con, p) -> None:
     name = p["name"]
     con.print(f"Project {name} {'archived' if p['changed'] else 'was already archived'}. {_namespace_note(p)}")

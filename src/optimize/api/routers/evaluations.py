@@ -1,0 +1,67 @@
+"""Evaluations: `POST /v1/training/evaluations`, `GET …[?project=&model=&phase=]`, `GET …/{id}`,
+`POST …/{id}/cancel`, `GET …/{id}/predictions[?limit=]` and `GET …/{id}/events` (server-sent events)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from optimize.api.deps import TrainingDep
+from optimize.evaluation import service
+
+router = APIRouter(prefix="/v1/training/evaluations", tags=["training"])
+POLL_SECONDS = 0.5
+KEEPALIVE_SECONDS = 5.0
+
+
+@router.post("")
+def start(training: TrainingDep, body: Any = Body(description="{model, dataset, grader?, project?}")) -> JSONResponse:
+    return JSONResponse(service.start(training, body), status_code=202)
+
+
+@router.get("")
+def list_evaluations(training: TrainingDep, project: str | None = None, model: str | None = None,
+                     phase: str | None = None, archived: bool = False) -> dict:
+    return {"evaluations": service.list_evaluations(training, project, model, phase, archived)}
+
+
+@router.get("/{evaluation_id}")
+def get(evaluation_id: str, training: TrainingDep) -> dict:
+    return service.get(training, evaluation_id)
+
+
+@router.post("/{evaluation_id}/cancel")
+def cancel(evaluation_id: str, training: TrainingDep) -> dict:
+    return service.cancel(training, evaluation_id)
+
+
+@router.get("/{evaluation_id}/predictions")
+def predictions(evaluation_id: str, training: TrainingDep, limit: int | None = None) -> dict:
+    return service.predictions(training, evaluation_id, limit)
+
+
+@router.get("/{evaluation_id}/events")
+async def follow(evaluation_id: str, training: TrainingDep) -> StreamingResponse:
+    """The evaluation's status now, then whenever it changes, until it has ended."""
+    first = await run_in_threadpool(service.get, training, evaluation_id)
+
+    async def stream():
+        last, quiet = first, 0.0
+        yield f"event: status\ndata: {json.dumps(last)}\n\n"
+        while not last["terminal"]:
+            await asyncio.sleep(POLL_SECONDS)
+            now = await run_in_threadpool(service.get, training, last["evaluationId"])
+            quiet += POLL_SECONDS
+            if now != last:
+                last, quiet = now, 0.0
+                yield f"event: status\ndata: {json.dumps(now)}\n\n"
+            elif quiet >= KEEPALIVE_SECONDS:
+                quiet = 0.0
+                yield ": keep-alive\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

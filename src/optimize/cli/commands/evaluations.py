@@ -1,0 +1,170 @@
+"""`akka training evaluations start|get|list|wait|cancel|predictions`."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from optimize.cli.common import client_for, command, fail
+from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
+
+app = typer.Typer(help="Evaluations: score a model's answers to a dataset with a grader.", no_args_is_help=True)
+Evaluation = Annotated[str, typer.Argument(help="Evaluation id or unambiguous prefix.")]
+
+
+@command(app, "start")
+def start(
+    out: Output,
+    model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
+    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default) or http:URL.")] = "json-label-match",
+    project: Annotated[str | None, typer.Option("--project", help="The project it counts for (a base model "
+                                                "names none; a registered model its own).")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", min=1, help="Answer length limit "
+                                                       "(default 256).")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
+    exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
+                           ] = False,
+) -> None:
+    """Start an evaluation: the model answers each row's prompt on a device of its own; the grader scores it."""
+    if exit_status and not wait:
+        raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    body = {"model": model, "dataset": dataset, "grader": grader, "project": project, "maxNewTokens": max_new_tokens}
+    with client_for(out) as client:
+        answer = client.post("/v1/training/evaluations", json=body)
+        if not wait:
+            out.emit(answer, lambda con, e: con.print(
+                f"Evaluation {e['evaluationId'][:12]} of {e['model']} on {e['dataset']['reference']} "
+                f"{e['phase'].title()}; follow it with: akka training evaluations wait {e['evaluationId'][:12]}"))
+            return
+        out.note(f"Evaluation {answer['evaluationId'][:12]} submitted.")
+        _follow(client, out, answer["evaluationId"], None, exit_status)
+
+
+@command(app, "get")
+def get(out: Output, evaluation: Evaluation) -> None:
+    """Show an evaluation: its model, dataset, grader, phase and report."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/evaluations/{segment(evaluation)}"), _render)
+
+
+@command(app, "list")
+def list_evaluations(
+    out: Output,
+    project: Annotated[str | None, typer.Option("--project", help="Only this project's.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model's (a prefix of its reference).")
+                     ] = None,
+    phase: Annotated[str | None, typer.Option("--phase", help="open or a phase, e.g. COMPLETED.")] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived projects' evaluations.")] = False,
+) -> None:
+    """List evaluations, newest first (an archived project's only with --archived or --project)."""
+    params = {k: v for k, v in {"project": project, "model": model, "phase": phase, "archived": archived}.items()
+              if v}
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/evaluations", params=params), _render_list)
+
+
+@command(app, "wait")
+def wait(out: Output, evaluation: Evaluation,
+         exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 1 unless it completes.")] = False,
+         timeout: Annotated[float | None, typer.Option("--timeout", help="Give up after this many seconds.")] = None
+         ) -> None:
+    """Follow an evaluation until it ends: a line per change, then the evaluation."""
+    with client_for(out) as client:
+        _follow(client, out, evaluation, timeout, exit_status)
+
+
+@command(app, "cancel")
+def cancel(out: Output, evaluation: Evaluation) -> None:
+    """Cancel an evaluation; its answers so far are kept."""
+    with client_for(out) as client:
+        answer = client.post(f"/v1/training/evaluations/{segment(evaluation)}/cancel")
+    out.emit(answer, lambda con, e: con.print(f"Evaluation {e['evaluationId'][:12]} {e['phase'].title()}."))
+
+
+@command(app, "predictions")
+def predictions(out: Output, evaluation: Evaluation,
+                limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N.")] = None) -> None:
+    """Each answer with its expected answer, score, and what it was answered from."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/evaluations/{segment(evaluation)}/predictions",
+                            params={"limit": limit} if limit else None), _render_predictions)
+
+
+def _follow(client, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool) -> None:
+    from optimize.client.events import follow
+
+    deadline = time.monotonic() + timeout if timeout else None
+    last: dict[str, Any] | None = None
+    try:
+        for status in follow(client, f"/v1/training/evaluations/{segment(evaluation_id)}/events", deadline):
+            if out.is_json:
+                print(json.dumps(status, separators=(",", ":")), flush=True)
+            elif last is None or _line(status) != _line(last):
+                print(_line(status), flush=True)
+            last = status
+    except TimeoutError:
+        fail(f"evaluation {evaluation_id} has not ended after {timeout:g}s; it goes on",
+             f"follow it again with: akka training evaluations wait {evaluation_id}")
+    final = client.get(f"/v1/training/evaluations/{segment(last['evaluationId'])}")
+    if out.is_json:
+        out.emit(final)
+    else:
+        _render(console(), final)
+    if exit_status and final["phase"] != "COMPLETED":
+        raise CommandFailed(1)
+
+
+def _line(e: dict[str, Any]) -> str:
+    p = e.get("progress") or {}
+    parts = [f"{e['evaluationId'][:12]} {e['phase'].title()}", f"answered {p.get('answered', 0)}/{p.get('total', 0)}"]
+    if e.get("failureReason"):
+        parts.append(f"— {e['failureReason'].splitlines()[0]}")
+    return "  ".join(parts)
+
+
+def _score(value: float | None) -> str:
+    return DASH if value is None else f"{value:.3f}"
+
+
+def _render(con, e: dict[str, Any]) -> None:
+    p, r = e.get("progress") or {}, e.get("report") or {}
+    con.print(f"[bold]Evaluation[/]  {e['evaluationId']}")
+    con.print(f"Project     {e['project']}")
+    con.print(f"Model       {e['model']} (base {e['baseModel']['id']} at {e['baseModel']['commit'][:12]})")
+    con.print(f"Dataset     {e['dataset']['reference']} — {e['dataset']['rows']} example(s)")
+    con.print(f"Grader      {e['grader']}")
+    con.print(f"Phase       {e['phase'].title()} (attempt {e['attempt']}), answered {p.get('answered', 0)} of "
+              f"{p.get('total', 0)}")
+    if e.get("failureReason"):
+        con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
+    if r:
+        con.print(f"Mean score  {_score(r.get('meanScore'))} over {r['scored']} scored ({r['unscored']} unscored)")
+        con.print(f"Exact match {_score(r.get('exactMatchRate'))}")
+        for item in r.get("perFieldAccuracy", [])[:10]:
+            con.print(f"  {item['field']:<20} {item['accuracy']:.3f} of {item['examples']}")
+    con.print(f"Created     {age(e['createdAt'])}")
+
+
+def _render_list(con, data) -> None:
+    grid = table("EVALUATION", "PROJECT", "MODEL", "DATASET", "GRADER", "PHASE", "MEAN SCORE", "CREATED")
+    for e in data["evaluations"]:
+        grid.add_row(e["evaluationId"][:12], e["project"] + (" (archived)" if e.get("projectArchived") else ""),
+                     e["model"], e["dataset"]["reference"], e["grader"],
+                     e["phase"].title(), _score((e.get("report") or {}).get("meanScore")), age(e["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["evaluations"]), "evaluation"))
+
+
+def _render_predictions(con, data) -> None:
+    grid = table("LINE", "SCORE", "EXPECTED", "ANSWER", "BASE COMMIT")
+    for p in data["predictions"]:
+        grid.add_row(str(p["line"]), _score(p["score"]), p["expected"][:40], p["answer"][:40],
+                     p["baseModelRevision"][:12])
+    con.print(grid)
+    con.print(footer(len(data["predictions"]), "prediction"))

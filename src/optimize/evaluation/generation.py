@@ -1,0 +1,71 @@
+"""Generation behind one interface: prompts as token ids in, answers out, greedy and batched.
+
+Prompts arrive rendered and tokenized by `optimize.chat` (the row's tools, the base model's template, one
+beginning-of-sequence token), exactly as a supervised run trains them, so the engine never applies a template
+of its own. `TransformersGenerator` runs Transformers `generate` on CPU or GPU, with a LoRA adapter over the base
+when one is given; prompts are grouped by length and left-padded, a batch at a time. (A vLLM engine, for GPUs,
+will sit behind the same `generate` call.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    tokens: int  # generated tokens, the stop token included
+
+
+class TransformersGenerator:
+    def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device)
+        if adapter_dir is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter_dir))
+        self.model = model.eval()
+        stops = self.model.generation_config.eos_token_id
+        stops = [stops] if isinstance(stops, int) else list(stops or [])
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in stops:
+            stops.append(self.tokenizer.eos_token_id)
+        self.stop_ids = stops
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 256, batch_size: int = 8) -> list[Answer]:
+        """Greedy answers, in the prompts' order."""
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        answers: dict[int, Answer] = {}
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens)):
+                answers[index] = answer
+        return [answers[i] for i in range(len(prompts))]
+
+    def _batch(self, prompts: list[list[int]], max_new_tokens: int) -> list[Answer]:
+        torch = self.torch
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                      do_sample=False, pad_token_id=self.pad_id, eos_token_id=self.stop_ids)
+        answers = []
+        for row in out[:, width:].tolist():
+            kept = []
+            for token in row:
+                kept.append(token)
+                if token in self.stop_ids:
+                    break
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            answers.append(Answer(text.strip(), len(kept)))
+        return answers

@@ -1,0 +1,103 @@
+"""Graders: how one answer is scored against its expected answer, and how scores make a report.
+
+`json-label-match` (the default) compares the JSON object in the answer with the expected answer's, field by
+field (nested fields by dotted path), tolerating code fences and prose around it: the score is the share of the
+expected fields the answer matches exactly. An expected answer that holds no JSON is compared as text.
+`http:URL` posts `{input, output, expected}` to the user's evaluator, which answers `score` (0..1) or a boolean
+`ok`/`passed`, and an optional `explanation`. An unscored example (`score: None`, e.g. an evaluator that cannot
+be reached) is left out of the mean.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_GRADER = "json-label-match"
+
+
+@dataclass
+class Grade:
+    score: float | None
+    explanation: str
+    fields: dict[str, bool] = field(default_factory=dict)  # expected field path -> matched
+
+
+def find_json(text: str) -> Any | None:
+    """The first JSON object (or array) in the text: inside a code fence or between prose, else None."""
+    decoder = json.JSONDecoder()
+    for index, char in enumerate(text):
+        if char in "{[":
+            try:
+                value, _ = decoder.raw_decode(text, index)
+            except ValueError:
+                continue
+            return value
+    return None
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaves of a JSON object by dotted path (lists and scalars are leaves)."""
+    if not isinstance(value, dict) or not value:
+        return {prefix or "$": value}
+    found: dict[str, Any] = {}
+    for key, item in value.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        found.update(flatten(item, path) if isinstance(item, dict) and item else {path: item})
+    return found
+
+
+def json_label_match(answer: str, expected: str) -> Grade:
+    wanted = find_json(expected)
+    if wanted is None:
+        matched = answer.strip() == expected.strip()
+        return Grade(1.0 if matched else 0.0, "the text matches" if matched else "the text differs")
+    got = find_json(answer)
+    if got is None:
+        fields = {path: False for path in flatten(wanted)}
+        return Grade(0.0, "the answer holds no JSON", fields)
+    have = flatten(got)
+    fields = {path: path in have and have[path] == value for path, value in flatten(wanted).items()}
+    missed = [path for path, ok in fields.items() if not ok]
+    explanation = "every field matches" if not missed else f"{len(missed)} of {len(fields)} field(s) differ: " \
+        + ", ".join(missed[:5])
+    return Grade(sum(fields.values()) / len(fields), explanation, fields)
+
+
+def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -> Grade:
+    """`client` is an httpx.Client; whatever goes wrong leaves the example unscored, with the reason."""
+    try:
+        response = client.post(url, json={"input": prompt, "output": answer, "expected": expected})
+        body = response.json() if response.status_code == 200 else None
+    except Exception as error:  # noqa: BLE001 - any failure of the user's evaluator leaves the example unscored
+        return Grade(None, f"the evaluator at {url} could not be reached: {type(error).__name__}")
+    if not isinstance(body, dict):
+        return Grade(None, f"the evaluator at {url} answered {response.status_code} without a JSON object")
+    score = body.get("score")
+    if isinstance(score, bool) or score is None:
+        score = next((body[k] for k in ("score", "ok", "passed") if isinstance(body.get(k), bool)), None)
+        score = None if score is None else float(score)
+    if not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        return Grade(None, f"the evaluator at {url} gave no score between 0 and 1")
+    return Grade(float(score), str(body.get("explanation") or ""))
+
+
+def report(grades: list[Grade]) -> dict[str, Any]:
+    """Mean score over scored examples, exact-match rate, and per-field accuracy worst first."""
+    scored = [g for g in grades if g.score is not None]
+    totals: dict[str, list[int]] = {}
+    for grade in scored:
+        for path, ok in grade.fields.items():
+            totals.setdefault(path, [0, 0])
+            totals[path][0] += int(ok)
+            totals[path][1] += 1
+    per_field = sorted(({"field": path, "accuracy": hits / count, "examples": count}
+                        for path, (hits, count) in totals.items()), key=lambda f: (f["accuracy"], f["field"]))
+    return {
+        "meanScore": sum(g.score for g in scored) / len(scored) if scored else None,
+        "exactMatchRate": sum(g.score == 1.0 for g in scored) / len(scored) if scored else None,
+        "perFieldAccuracy": per_field,
+        "scored": len(scored),
+        "unscored": len(grades) - len(scored),
+    }

@@ -1,0 +1,54 @@
+"""A project's scores table: for one dataset and grader (by default those of its newest completed evaluation),
+the base model's score as the baseline and one column per training configuration (a run's config hash), each the
+newest completed evaluation of a model the project trained with it, grouped by base model commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from optimize.deployment import Training
+from optimize.projects.service import find_project
+from optimize.registry.models import resolve_model_reference
+from optimize.store.tables import Evaluation, Run
+
+
+def scores(training: Training, project: str, dataset: str | None = None, grader: str | None = None
+           ) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        name = find_project(session, project).name
+        done = session.scalars(select(Evaluation).where(Evaluation.project == name, Evaluation.phase == "COMPLETED")
+                               .order_by(Evaluation.created_at.desc())).all()
+        if dataset:
+            done = [e for e in done if e.dataset_reference.startswith(dataset)]
+        if grader:
+            done = [e for e in done if e.grader == grader]
+        if not done:
+            return {"project": name, "dataset": dataset, "grader": grader, "groups": []}
+        chosen_dataset, chosen_grader = done[0].dataset_reference, done[0].grader
+        groups: dict[str, dict[str, Any]] = {}
+        for item in done:  # newest first: the first of each column stays
+            if item.dataset_reference != chosen_dataset or item.grader != chosen_grader:
+                continue
+            group = groups.setdefault(item.model["baseCommit"], {
+                "baseModel": item.model["baseEntryId"], "baseCommit": item.model["baseCommit"], "baseline": None,
+                "columns": {}})
+            cell = {"model": item.model_reference, "evaluationId": item.id,
+                    "meanScore": (item.report or {}).get("meanScore")}
+            if item.model["kind"] != "adapter":
+                group["baseline"] = group["baseline"] or cell
+                continue
+            column = _configuration(session, item.model_reference)
+            group["columns"].setdefault(column, cell)
+        return {"project": name, "dataset": chosen_dataset, "grader": chosen_grader,
+                "groups": [{**g, "columns": [{"configuration": k, **v} for k, v in g["columns"].items()]}
+                           for g in groups.values()]}
+
+
+def _configuration(session, reference: str) -> str:
+    """The column a trained model falls in: the model name and the config hash of the run that trained it."""
+    _, version = resolve_model_reference(session, reference)
+    run = session.get(Run, (version.lineage.get("producedBy") or {}).get("id", "")) if version.lineage else None
+    name = reference.split("/", 1)[1].split(":")[0]
+    return f"{name} {run.config_hash[:8]}" if run is not None else name

@@ -1,0 +1,296 @@
+"""Evaluations as users and workers see them: start (every reference resolved and frozen), read, list, cancel,
+the predictions; the worker's spec, heartbeats, answers and result.
+
+A model is a base model of the catalog (selected on this deployment) or a registered model version: a BASE
+version, or an ADAPTER over its base. An evaluation waits in QUEUED for a device of its profile (the scheduler
+grants it: `scheduler.loop`), runs in RUNNING and ends COMPLETED, FAILED or CANCELLED. Every answer records the
+chat template and base model commit it came from; answers from another commit are answered again.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+
+from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.errors import Invalid, LeaseLost, NotFound, Refused
+from optimize.core.ids import new_id
+from optimize.core.refs import parse_reference
+from optimize.deployment import Training
+from optimize.catalog.selection import job_model, selection_for
+from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
+from optimize.projects.service import open_project
+from optimize.registry.datasets import examples_objects
+from optimize.registry.models import find_model, resolve_model_reference
+from optimize.store.db import insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction, Project
+from optimize.training.resolve import pick_dataset
+
+PHASES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+GRADERS_LATER = {"model": "a judge model", "bundle": "a scoring bundle"}
+
+
+def holder(evaluation_id: str) -> str:
+    return f"evaluation:{evaluation_id}"
+
+
+def check_grader(spec: str | None) -> str:
+    spec = (spec or DEFAULT_GRADER).strip()
+    if spec == DEFAULT_GRADER:
+        return spec
+    kind, _, rest = spec.partition(":")
+    if kind == "http" and rest.startswith(("http://", "https://")):
+        return spec
+    if kind in GRADERS_LATER:
+        raise Refused(f"grader {spec!r} needs {GRADERS_LATER[kind]}, which this deployment does not provide yet",
+                      hint=f"use {DEFAULT_GRADER} or http:URL")
+    raise Invalid(f"grader {spec!r} is not one of {DEFAULT_GRADER}, http:URL, model:REF, bundle:REF#MODULE",
+                  hint="e.g. --grader http://127.0.0.1:8000/score")
+
+
+def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str, Any], str | None]:
+    """(reference, model block, the project the model belongs to) for a base model or a registered version."""
+    version = None
+    try:
+        reference = parse_reference(text)
+        if find_model(session, reference.namespace, reference.name) is not None:
+            model, version = resolve_model_reference(session, reference)
+    except Invalid:
+        pass
+    if version is not None and version.variant == "ADAPTER":
+        d = version.descriptor
+        entry = training.catalog.find(d["baseRepository"])
+        return (f"{model.namespace}/{model.name}:v{version.version}",
+                {"kind": "adapter", "baseEntryId": entry.id, "baseCommit": d["baseCommit"],
+                 "manifestDigest": d["artifact"]["manifestDigest"], "weightsDigest": d.get("weightsDigest")},
+                model.namespace)
+    # a base model, also one allowed for serving only: it can be evaluated
+    entry = training.catalog.find(version.descriptor["catalogEntry"] if version is not None else text.split(":")[0])
+    selection = selection_for(training.store, entry.id)
+    if selection is None:
+        raise NotFound(f"base model {entry.id} is not selected on this deployment",
+                       hint=f"select it first: akka training base-models select {entry.id}")
+    return entry.id, {"kind": "base", "baseEntryId": entry.id, "baseCommit": selection.commit}, None
+
+
+def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
+        raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
+    grader = check_grader(body.get("grader"))
+    profile = body.get("deviceProfile") or "cpu"
+    if profile not in {p.name for p in training.profiles}:
+        raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
+                      hint="profiles here: " + ", ".join(p.name for p in training.profiles))
+    with training.store.transaction() as session:
+        reference, model, owner = resolve_model(training, session, body["model"])
+        model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
+        project_name = body.get("project") or owner
+        if project_name is None:
+            raise Invalid(f"{reference} is a base model, which belongs to no project: say which project the "
+                          "evaluation counts for", hint="pass --project NAME")
+        if owner is not None and body.get("project") and body["project"].lower() != owner:
+            raise Refused(f"model {reference} belongs to project {owner}, not {body['project']}",
+                          hint=f"leave --project out, or pass --project {owner}")
+        project = open_project(session, project_name)
+        dataset = pick_dataset(session, body["dataset"], project.name, "dataset", "sft")
+        evaluation = Evaluation(
+            id=new_id(), project=project.name, model_reference=reference, model=model,
+            dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
+            grader=grader, device_profile=profile, phase="QUEUED", attempt=0,
+            progress={"answered": 0, "total": dataset.rows}, created_at=utcnow())
+        session.add(evaluation)
+        session.flush()
+        record(session, holder(evaluation.id), "phase", phase="QUEUED")
+        answer = evaluation_json(evaluation)
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return answer
+
+
+def _max_new_tokens(value: Any) -> int:
+    if value is None:
+        return 256
+    if type(value) is not int or not 1 <= value <= 32768:
+        raise Invalid("maxNewTokens must be an integer from 1 to 32768")
+    return value
+
+
+def evaluation_json(item: Evaluation) -> dict[str, Any]:
+    return {"evaluationId": item.id, "project": item.project, "model": item.model_reference,
+            "baseModel": {"id": item.model["baseEntryId"], "commit": item.model["baseCommit"]},
+            "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
+                        "rows": item.dataset_rows},
+            "grader": item.grader, "deviceProfile": item.device_profile, "phase": item.phase,
+            "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == "RUNNING" else [],
+            "progress": item.progress, "report": item.report, "failureReason": item.failure_reason,
+            "createdAt": iso(item.created_at), "finishedAt": iso(item.finished_at),
+            "terminal": item.phase in TERMINAL, "settled": item.phase in TERMINAL}
+
+
+def find_evaluation(session, evaluation_id: str) -> Evaluation:
+    text = evaluation_id.strip().lower()
+    found = session.scalars(select(Evaluation).where(Evaluation.id.startswith(text)).limit(2)).all() \
+        if len(text) >= 4 else []
+    if len(found) != 1:
+        raise NotFound(f"evaluation {evaluation_id!r} does not exist" if not found else
+                       f"{evaluation_id!r} names more than one evaluation",
+                       hint="list evaluations with: akka training evaluations list")
+    return found[0]
+
+
+def get(training: Training, evaluation_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        return evaluation_json(find_evaluation(session, evaluation_id))
+
+
+def list_evaluations(training: Training, project: str | None, model: str | None, phase: str | None,
+                     include_archived: bool = False) -> list[dict[str, Any]]:
+    """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
+    query = select(Evaluation, Project.archived).join(Project, Project.name == Evaluation.project) \
+        .order_by(Evaluation.created_at.desc())
+    if project:
+        query = query.where(Evaluation.project == project.lower())
+    elif not include_archived:
+        query = query.where(Project.archived.is_(False))
+    if model:
+        query = query.where(Evaluation.model_reference.startswith(model))
+    if phase:
+        wanted = phase.upper()
+        if wanted == "OPEN":
+            query = query.where(Evaluation.phase.in_(["QUEUED", "RUNNING"]))
+        elif wanted in PHASES:
+            query = query.where(Evaluation.phase == wanted)
+        else:
+            raise Invalid(f"phase {phase!r} is not an evaluation phase", hint=f"use open or one of {', '.join(PHASES)}")
+    with training.store.transaction() as session:
+        return [{**evaluation_json(item), "projectArchived": archived}
+                for item, archived in session.execute(query.limit(500))]
+
+
+def cancel(training: Training, evaluation_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = find_evaluation(session, evaluation_id)
+        if item.phase in TERMINAL:
+            if item.phase == "CANCELLED":
+                return evaluation_json(item)
+            raise Refused(f"evaluation {item.id[:12]} is {item.phase}; there is nothing to cancel", phase=item.phase)
+        _end(session, item, "CANCELLED")
+        answer = evaluation_json(item)
+    if training.launcher is not None:
+        training.launcher.kill(answer["evaluationId"])
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return answer
+
+
+def predictions(training: Training, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = find_evaluation(session, evaluation_id)
+        query = select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id) \
+            .order_by(EvaluationPrediction.line)
+        rows = session.scalars(query.limit(limit) if limit else query).all()
+        return {"evaluationId": item.id, "predictions": [prediction_json(p) for p in rows]}
+
+
+def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
+    return {"line": p.line, "prompt": p.prompt, "expected": p.expected, "answer": p.answer, "score": p.score,
+            "explanation": p.explanation, "fields": p.fields, "chatTemplateSha256": p.chat_template_sha256,
+            "baseModelRevision": p.base_model_revision}
+
+
+def _end(session, item: Evaluation, phase: str, reason: str | None = None, **values: Any) -> None:
+    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(item.id)))
+    item.phase, item.failure_reason, item.finished_at = phase, reason, utcnow()
+    for key, value in values.items():
+        setattr(item, key, value)
+    record(session, holder(item.id), "phase", phase=phase, reason=reason)
+
+
+# --- the worker's calls ------------------------------------------------------------------------------------
+
+
+def _leased(session, evaluation_id: str, token: str) -> Evaluation:
+    item = session.get(Evaluation, evaluation_id)
+    if item is None or item.lease_token != token or item.phase != "RUNNING":
+        raise LeaseLost(f"evaluation {evaluation_id} is no longer held by this worker")
+    return item
+
+
+def job_spec(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = _leased(session, evaluation_id, token)
+        kept = session.scalars(select(EvaluationPrediction.line).where(
+            EvaluationPrediction.evaluation_id == item.id,
+            EvaluationPrediction.base_model_revision == item.model["baseCommit"])).all()
+        return {"evaluationId": item.id, "grader": item.grader, "leaseSeconds": training.lease_seconds,
+                "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
+                            "objects": examples_objects(session, item.dataset_digest)},
+                "model": job_model(training.store, training.catalog.find(item.model["baseEntryId"]),
+                                   item.model["baseCommit"]),
+                "adapterManifest": (item.model.get("manifestDigest") or "").removeprefix("sha256:") or None,
+                "maxNewTokens": item.model.get("maxNewTokens"),
+                "answeredLines": sorted(kept)}
+
+
+def heartbeat(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = _leased(session, evaluation_id, token)
+        item.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        return {"phase": item.phase}
+
+
+def add_predictions(training: Training, evaluation_id: str, token: str, items: list[dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """Answers as they are graded (visible while the evaluation runs); an answer from another base model commit
+    is replaced."""
+    with training.store.transaction() as session:
+        item = _leased(session, evaluation_id, token)
+        item.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        for p in items:
+            session.execute(delete(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id,
+                                                               EvaluationPrediction.line == p["line"]))
+            insert_ignoring_conflict(session, EvaluationPrediction, {
+                "evaluation_id": item.id, "line": p["line"], "prompt": p["prompt"], "expected": p["expected"],
+                "answer": p["answer"], "score": p.get("score"), "explanation": p.get("explanation"),
+                "fields": p.get("fields"), "chat_template_sha256": p["chatTemplateSha256"],
+                "base_model_revision": p["baseModelRevision"], "at": utcnow()}, ["evaluation_id", "line"])
+        answered = session.scalar(select(func.count()).select_from(EvaluationPrediction).where(
+            EvaluationPrediction.evaluation_id == item.id))
+        item.progress = {**item.progress, "answered": answered}
+        record(session, holder(item.id), "progress", answered=answered)
+        return {"accepted": len(items)}
+
+
+def finish(training: Training, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = _leased(session, evaluation_id, token)
+        if body.get("failed"):
+            _end(session, item, "FAILED", str(body["failed"])[:4000])
+        else:  # the report covers every answer held, those kept from an earlier attempt included
+            held = session.scalars(select(EvaluationPrediction).where(
+                EvaluationPrediction.evaluation_id == item.id)).all()
+            _end(session, item, "COMPLETED", report=report([Grade(p.score, p.explanation or "", p.fields or {})
+                                                            for p in held]))
+        return {"phase": item.phase}
+
+
+def lose(training: Training, evaluation_id: str, token: str, reason: str) -> bool:
+    """The worker is gone: the evaluation fails with the reason (its answers so far are kept)."""
+    with training.store.transaction() as session:
+        item = session.get(Evaluation, evaluation_id)
+        if item is None or item.lease_token != token or item.phase != "RUNNING":
+            return False
+        _end(session, item, "FAILED", f"worker lost: {reason}")
+        return True
+
+
+def expired(training: Training) -> list[tuple[str, str, str]]:
+    now = utcnow()
+    with training.store.transaction() as session:
+        running = session.scalars(select(Evaluation).where(Evaluation.phase == "RUNNING")).all()
+        return [(e.id, e.lease_token, f"no heartbeat from its worker (lease {training.lease_seconds:g}s)")
+                for e in running if e.lease_expires_at is not None and as_utc(e.lease_expires_at) < now]

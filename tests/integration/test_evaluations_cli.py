@@ -1,0 +1,161 @@
+"""Evaluations through the CLI and the API against a real server, real workers and real generation on CPU: the
+stand-in base and the adapter a run trained on a small labelling task, scored with json-label-match; the trained
+adapter scores higher than its base, and every answer says what it was answered from."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.conftest import Cli, chat_row, write_jsonl
+from tests.integration.test_runs_cli import MODEL, write_plan
+
+pytestmark = pytest.mark.integration
+TICKETS = [("my invoice is wrong", "billing"), ("I was charged twice", "billing"), ("refund my payment", "billing"),
+           ("the parcel never arrived", "shipping"), ("where is my package", "shipping"),
+           ("the box came damaged", "shipping")]
+
+
+def followed(cli: Cli, *args: str) -> dict:
+    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def labelled(sqlite_server, tmp_path_factory):
+    """A labelling dataset and an adapter trained on it."""
+    tmp = tmp_path_factory.mktemp("evaluations")
+    name = f"ev{uuid.uuid4().hex[:8]}"
+    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS] * 4
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", f"{name}/tickets", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
+                 "--server", sqlite_server.url]) == 0
+    assert main(["registry", "datasets", "register", f"{name}/tools", "-f", str(write_jsonl(tmp / "c.jsonl", [
+        {"messages": [{"role": "user", "content": "weather?"},
+                      {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                          "name": "weather", "arguments": {"city": "Paris"}}}]}],
+         "tools": [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]}])),
+                 "--server", sqlite_server.url]) == 0
+    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    document = {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "labeller",
+                "config": {"dataset": "tickets", "maxSeqLength": 128,
+                           "hyperparams": {"optimizer": {"learningRate": 0.02},
+                                           "training": {"maxSteps": 60, "batchSize": 8}}},
+                "execution": {"deviceProfile": "cpu"}}
+    cli_main = ["training", "runs", "start", "-f", write_plan(tmp, document), "--force", "--wait", "--server",
+                sqlite_server.url]
+    assert main(cli_main) == 0
+    model = client.get("/v1/training/runs", params={"project": name}).json()["runs"][0]["results"]["model"]
+    return {"name": name, "client": client, "model": model}
+
+
+def test_the_trained_adapter_scores_higher_than_its_base(labelled, sqlite_server, capsys):
+    cli = Cli(capsys, sqlite_server.url)
+    base = followed(cli, "training", "evaluations", "start", "--model", MODEL, "--dataset",
+                    f"{labelled['name']}/tickets", "--project", labelled["name"], "--max-new-tokens", "12", "--wait")
+    trained = followed(cli, "training", "evaluations", "start", "--model", labelled["model"], "--dataset",
+                       f"{labelled['name']}/tickets", "--max-new-tokens", "12", "--wait", "--exit-status")
+    assert base["phase"] == "COMPLETED" and trained["phase"] == "COMPLETED", trained["failureReason"]
+    assert trained["project"] == labelled["name"]  # a registered model's own project
+    assert trained["report"]["meanScore"] > base["report"]["meanScore"], (base["report"], trained["report"])
+    assert trained["report"]["scored"] == 24 and trained["report"]["perFieldAccuracy"][0]["field"] == "label"
+
+    answers = cli.json("training", "evaluations", "predictions", trained["evaluationId"], "--limit", "5")
+    assert len(answers["predictions"]) == 5
+    for p in answers["predictions"]:
+        assert p["chatTemplateSha256"].startswith("sha256:") or len(p["chatTemplateSha256"]) >= 64
+        assert p["baseModelRevision"] == trained["baseModel"]["commit"]
+        assert p["prompt"].count("<|begin_of_text|>") <= 1  # one beginning-of-sequence token
+    text = cli.ok("training", "evaluations", "get", trained["evaluationId"][:10]).out
+    assert "Mean score" in text and "label" in text
+    listed = cli.json("training", "evaluations", "list", "--project", labelled["name"])["evaluations"]
+    assert {e["evaluationId"] for e in listed} >= {base["evaluationId"], trained["evaluationId"]}
+    assert cli.json("training", "evaluations", "list", "--model", labelled["model"])["evaluations"][0][
+        "evaluationId"] == trained["evaluationId"]
+
+    table = cli.json("training", "projects", "scores", labelled["name"])
+    assert table["dataset"] == f"{labelled['name']}/tickets:v1" and table["grader"] == "json-label-match"
+    [group] = table["groups"]
+    assert group["baseline"]["evaluationId"] == base["evaluationId"]
+    [column] = group["columns"]
+    assert column["configuration"].startswith("labeller ") and column["meanScore"] == trained["report"]["meanScore"]
+    text = cli.ok("training", "projects", "scores", labelled["name"]).out
+    assert "baseline" in text and "labeller" in text
+
+
+def test_refusals_name_what_to_change(labelled, sqlite_server, capsys):
+    cli, client = Cli(capsys, sqlite_server.url), labelled["client"]
+    before = len(client.get("/v1/training/evaluations").json()["evaluations"])
+    no_project = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{labelled['name']}/tickets")
+    assert no_project.code == 1 and "belongs to no project" in no_project.err and "--project" in no_project.err
+    judge = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                "--grader", "model:x/judge")
+    assert judge.code == 1 and "needs a judge model" in judge.err
+    other = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                "--project", "elsewhere")
+    assert other.code == 1 and f"belongs to project {labelled['name']}" in other.err
+    missing = client.post("/v1/training/evaluations", json={"model": labelled["model"], "dataset": "nope"})
+    assert missing.status_code == 404
+    assert len(client.get("/v1/training/evaluations").json()["evaluations"]) == before
+
+    # a row whose answer calls tools is refused by its line once the worker reads it
+    refused = followed(cli, "training", "evaluations", "start", "--model", labelled["model"], "--dataset",
+                       "tools", "--wait")
+    assert refused["phase"] == "FAILED"
+    assert "tools:v1 line 1: the expected answer calls tools" in refused["failureReason"]
+
+
+def _running(client: httpx.Client, evaluation_id: str) -> dict:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        item = client.get(f"/v1/training/evaluations/{evaluation_id}").json()
+        if item["phase"] != "QUEUED":
+            return item
+        time.sleep(0.1)
+    raise AssertionError(f"evaluation {evaluation_id} stayed queued")
+
+
+def test_cancel_and_a_lost_worker_free_the_device(labelled, sqlite_server, capsys):
+    import psutil
+
+    cli, client = Cli(capsys, sqlite_server.url), labelled["client"]
+    body = {"model": labelled["model"], "dataset": "tickets", "maxNewTokens": 4000}
+    first = client.post("/v1/training/evaluations", json=body).json()
+    assert _running(client, first["evaluationId"])["phase"] == "RUNNING"
+    refused = cli("training", "projects", "archive", labelled["name"])  # work in progress is named
+    assert refused.code == 1 and f"evaluation {first['evaluationId'][:12]} (RUNNING)" in refused.err
+    cancelled = cli.json("training", "evaluations", "cancel", first["evaluationId"])
+    assert cancelled["phase"] == "CANCELLED" and cancelled["devicesHeld"] == []
+    refused = client.post(f"/v1/training/evaluations/{first['evaluationId']}/cancel")
+    assert refused.status_code == 200  # already cancelled: nothing more to do
+
+    second = client.post("/v1/training/evaluations", json=body).json()
+    assert _running(client, second["evaluationId"])["phase"] == "RUNNING"
+    found, deadline = [], time.monotonic() + 20
+    while not found and time.monotonic() < deadline:  # the process starts right after the grant
+        found = [p for p in psutil.process_iter(["cmdline"]) if second["evaluationId"] in (p.info.get("cmdline") or [])]
+        time.sleep(0.1)
+    [worker] = found
+    worker.kill()
+    failed = followed(cli, "training", "evaluations", "wait", second["evaluationId"])
+    assert failed["phase"] == "FAILED"
+    assert failed["failureReason"].startswith("worker lost: its process was killed by signal 9")
+    claims = client.get("/v1/training/capacity").json()["claims"]
+    assert not [c for c in claims if c["for"] in (first["evaluationId"], second["evaluationId"])], claims
+
+    # archived, the project's evaluations leave the list unless asked for, and it takes no new ones
+    cli.ok("training", "projects", "archive", labelled["name"])
+    mine = {first["evaluationId"], second["evaluationId"]}
+    assert not mine & {e["evaluationId"] for e in cli.json("training", "evaluations", "list")["evaluations"]}
+    shown = cli.json("training", "evaluations", "list", "--archived")["evaluations"]
+    assert all(e["projectArchived"] for e in shown if e["evaluationId"] in mine) and mine <= {
+        e["evaluationId"] for e in shown}
+    refused = client.post("/v1/training/evaluations", json=body)
+    assert refused.status_code == 400 and "is archived and takes no new work" in refused.json()["detail"]
+    cli.ok("training", "projects", "unarchive", labelled["name"])

@@ -1,0 +1,44 @@
+"""json-label-match: per-field exact match of the JSON in an answer, tolerant of fences and prose; the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimize.evaluation.graders import Grade, find_json, json_label_match, report
+
+
+@pytest.mark.parametrize("text, value", [
+    ('{"label": "billing"}', {"label": "billing"}),
+    ('Sure! Here it is:\n```json\n{"label": "billing", "urgent": true}\n```\nAnything else?',
+     {"label": "billing", "urgent": True}),
+    ("The answer is {not json} then [1, 2]", [1, 2]),
+    ("no json at all", None),
+])
+def test_the_first_json_value_is_found_around_prose_and_fences(text, value):
+    assert find_json(text) == value
+
+
+def test_fields_are_matched_one_by_one_nested_by_path():
+    expected = '{"label": "billing", "meta": {"urgent": true, "lang": "en"}}'
+    grade = json_label_match('```json\n{"label": "billing", "meta": {"urgent": false, "lang": "en"}}\n```', expected)
+    assert grade.fields == {"label": True, "meta.urgent": False, "meta.lang": True}
+    assert grade.score == pytest.approx(2 / 3) and "meta.urgent" in grade.explanation
+    assert json_label_match('{"meta": {"lang": "en", "urgent": true}, "label": "billing"}', expected).score == 1.0
+
+
+def test_an_answer_without_json_scores_zero_and_text_answers_compare_as_text():
+    grade = json_label_match("I think it is billing", '{"label": "billing"}')
+    assert grade.score == 0.0 and grade.fields == {"label": False} and "holds no JSON" in grade.explanation
+    assert json_label_match(" Paris ", "Paris").score == 1.0
+    assert json_label_match("Lyon", "Paris").score == 0.0
+
+
+def test_the_report_leaves_unscored_examples_out_and_lists_fields_worst_first():
+    grades = [Grade(1.0, "", {"a": True, "b": True}), Grade(0.5, "", {"a": True, "b": False}),
+              Grade(None, "the evaluator could not be reached")]
+    summary = report(grades)
+    assert summary["meanScore"] == 0.75 and summary["exactMatchRate"] == 0.5
+    assert summary["scored"] == 2 and summary["unscored"] == 1
+    assert [f["field"] for f in summary["perFieldAccuracy"]] == ["b", "a"]
+    assert summary["perFieldAccuracy"][0] == {"field": "b", "accuracy": 0.5, "examples": 2}
+    assert report([Grade(None, "")])["meanScore"] is None
