@@ -21,7 +21,7 @@ from optimize.chat.turns import trimmed
 
 
 class RowRefused(Exception):
-    """A row of the run's datasets cannot be trained as it is; the message names its dataset and line."""
+    """A row of the job's datasets cannot be used as it is; the message names its dataset and line."""
 
 
 @dataclass

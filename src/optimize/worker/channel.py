@@ -51,6 +51,17 @@ class Channel(OptimizeClient):
         os.replace(partial, target)
         return target
 
+    def fetch_artifact(self, manifest_sha256: str, folder: Path) -> Path:
+        """The files a snapshot artifact's manifest lists, copied into `folder` under their names."""
+        import json
+        import shutil
+
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = json.loads(self.fetch_blob(manifest_sha256).read_bytes())
+        for item in manifest["files"]:
+            shutil.copyfile(self.fetch_blob(item["sha256"]), folder / Path(item["path"]).name)
+        return folder
+
     def put_blob(self, path: Path) -> str:
         """Upload a file of this worker's output under its sha256, streaming it (no faster than the operator's
         `OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND`, where a shared link needs it)."""

@@ -8,22 +8,18 @@ earlier attempt from the same base model commit are not asked again.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
 
+from optimize.training.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
 BATCH_ROWS = 32  # rows asked, graded and sent together
-
-
-class RowRefused(Exception):
-    """A row the evaluation cannot ask; the reason names its line."""
 
 
 def run_evaluation(channel: Channel, evaluation_id: str) -> int:
@@ -45,11 +41,7 @@ def run_evaluation(channel: Channel, evaluation_id: str) -> int:
         result = {"failed": f"the evaluation failed: {type(error).__name__}: {error}"}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    reporter.stop()
-    if reporter.lost.is_set():
-        print(f"stopped: {reporter.lost_reason}", flush=True)
-        return 3
-    return channel.report_end(f"{base}/result", result)
+    return reporter.end(f"{base}/result", result)
 
 
 def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
@@ -60,8 +52,8 @@ def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, 
 
     renderer = renderer_for(spec["model"])
     prompts = list(_prompts(channel, spec, renderer))  # every row is checked before the model is loaded
-    adapter = _download_adapter(channel, spec["adapterManifest"], workdir / "adapter") \
-        if spec["adapterManifest"] else None
+    adapter = channel.fetch_artifact(spec["adapterManifest"], workdir / "adapter") if spec["adapterManifest"] \
+        else None
     generator = TransformersGenerator(spec["model"]["path"], adapter)
     grader = spec["grader"]
     http = httpx.Client(timeout=30.0) if grader.startswith("http:") else None
@@ -105,11 +97,3 @@ def _prompts(channel: Channel, spec: dict[str, Any], renderer):
         text = renderer.text(messages[:-1], row_tools(row), generation_prompt=True)
         ids = renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS once
         yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or ""}
-
-
-def _download_adapter(channel: Channel, manifest_sha256: str, target: Path) -> Path:
-    target.mkdir(parents=True)
-    manifest = json.loads(channel.fetch_blob(manifest_sha256).read_bytes())
-    for item in manifest["files"]:
-        shutil.copyfile(channel.fetch_blob(item["sha256"]), target / Path(item["path"]).name)
-    return target

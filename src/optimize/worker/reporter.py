@@ -62,6 +62,15 @@ class Reporter:
         self._thread.join(timeout=30)
         self._send()
 
+    def end(self, path: str, result: dict[str, Any]) -> int:
+        """Stop reporting and send the job's last word; the worker's exit status (3 when the job is no longer
+        this worker's, or the server could not take it)."""
+        self.stop()
+        if self.lost.is_set():
+            print(f"stopped: {self.lost_reason}", flush=True)
+            return 3
+        return self.channel.report_end(path, result)
+
     def _loop(self) -> None:
         next_beat = 0.0
         while not self._stop.is_set():

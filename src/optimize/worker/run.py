@@ -52,11 +52,7 @@ def run_training(channel: Channel, run_id: str) -> int:
         result = {"failed": f"training failed: {type(error).__name__}: {error}"}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    reporter.stop()
-    if reporter.lost.is_set():
-        print(f"stopped: {reporter.lost_reason}", flush=True)
-        return 3
-    return channel.report_end(f"{base}/result", result)
+    return reporter.end(f"{base}/result", result)
 
 
 def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
@@ -165,16 +161,10 @@ class PausedWhilePreparing(Exception):
 
 
 def _download_save(channel: Channel, save: dict[str, Any], target: Path) -> Path:
-    """The save an attempt resumes from (or a branch starts from) as a checkpoint folder: each artifact's
-    manifest, then its files, every blob verified against its digest."""
-    import json
-
+    """The save an attempt resumes from (or a branch starts from) as a checkpoint folder, every blob verified."""
     folder = target / f"checkpoint-{save['step']}"
-    folder.mkdir(parents=True)
     for artifact in save["artifacts"]:
-        manifest = json.loads(channel.fetch_blob(artifact["manifestSha256"]).read_bytes())
-        for item in manifest["files"]:
-            shutil.copyfile(channel.fetch_blob(item["sha256"]), folder / Path(item["path"]).name)
+        channel.fetch_artifact(artifact["manifestSha256"], folder)
     return folder
 
 
