@@ -159,3 +159,49 @@ def test_cancel_and_a_lost_worker_free_the_device(labelled, sqlite_server, capsy
     refused = client.post("/v1/training/evaluations", json=body)
     assert refused.status_code == 400 and "is archived and takes no new work" in refused.json()["detail"]
     cli.ok("training", "projects", "unarchive", labelled["name"])
+
+
+def test_a_retry_keeps_the_answers_of_the_commit_it_resolves_to_and_answers_the_rest_again(server_factory, tmp_path,
+                                                                                          capsys):
+    import shutil
+
+    proc = server_factory("retry")
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS]
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", "retry/tickets", "-f", str(write_jsonl(tmp_path / "t.jsonl", rows)),
+                 "--server", proc.url]) == 0
+    client.post("/v1/training/projects", json={"name": "retry"}).raise_for_status()
+    first = followed(cli, "training", "evaluations", "start", "--model", MODEL, "--dataset", "retry/tickets",
+                     "--project", "retry", "--max-new-tokens", "4", "--wait")
+    old_commit = first["baseModel"]["commit"]
+    before = cli.json("training", "evaluations", "predictions", first["evaluationId"])["predictions"]
+    assert {p["baseModelRevision"] for p in before} == {old_commit}
+
+    kept = cli.ok("training", "evaluations", "retry", first["evaluationId"])
+    assert "6 of 6 answers kept" in kept.out  # the same commit: nothing to answer again
+    again = followed(cli, "training", "evaluations", "wait", first["evaluationId"])
+    assert again["phase"] == "COMPLETED" and again["attempt"] == 2
+    assert cli.json("training", "evaluations", "predictions", first["evaluationId"])["predictions"] == before
+
+    # the base model selected again from a changed snapshot: another commit
+    selected = client.get(f"/v1/training/base-models/{MODEL}").json()["selection"]["path"]
+    changed = tmp_path / "changed"
+    shutil.copytree(selected, changed)
+    (changed / "NOTES.txt").write_text("a local change, so another commit\n")
+    client.post(f"/v1/training/base-models/{MODEL}/select", json={"from": str(changed)}).raise_for_status()
+    queued = cli.json("training", "evaluations", "retry", first["evaluationId"])
+    new_commit = queued["baseModel"]["commit"]
+    assert new_commit != old_commit and queued["progress"]["answered"] == 0
+    done = followed(cli, "training", "evaluations", "wait", first["evaluationId"])
+    assert done["phase"] == "COMPLETED" and done["report"]["scored"] == 6
+    after = cli.json("training", "evaluations", "predictions", first["evaluationId"])["predictions"]
+    assert [p["line"] for p in after] == list(range(1, 7))
+    assert {p["baseModelRevision"] for p in after} == {new_commit}  # every row answered again
+    running = client.post("/v1/training/evaluations", json={"model": MODEL, "dataset": "retry/tickets",
+                                                            "project": "retry", "maxNewTokens": 4000}).json()
+    refused = client.post(f"/v1/training/evaluations/{running['evaluationId']}/retry")
+    assert refused.status_code == 409 and "retry it once it has ended" in refused.json()["detail"]
+    client.post(f"/v1/training/evaluations/{running['evaluationId']}/cancel").raise_for_status()

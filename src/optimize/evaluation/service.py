@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 
 from optimize.core.clock import as_utc, iso, utcnow
-from optimize.core.errors import Invalid, LeaseLost, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Training
@@ -182,6 +182,32 @@ def cancel(training: Training, evaluation_id: str) -> dict[str, Any]:
         answer = evaluation_json(item)
     if training.launcher is not None:
         training.launcher.kill(answer["evaluationId"])
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return answer
+
+
+def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
+    """Queue an ended evaluation again. A base model resolves to the commit selected now; the answers from that
+    commit are kept and the other rows are answered again."""
+    with training.store.transaction() as session:
+        item = find_evaluation(session, evaluation_id)
+        if item.phase not in TERMINAL:
+            raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
+                           hint=f"follow it with: akka training evaluations wait {item.id[:12]}")
+        if item.model["kind"] == "base":
+            selection = selection_for(training.store, item.model["baseEntryId"])
+            if selection is None:
+                raise NotFound(f"base model {item.model['baseEntryId']} is no longer selected on this deployment",
+                               hint=f"select it: akka training base-models select {item.model['baseEntryId']}")
+            item.model = {**item.model, "baseCommit": selection.commit}
+        kept = session.scalar(select(func.count()).select_from(EvaluationPrediction).where(
+            EvaluationPrediction.evaluation_id == item.id,
+            EvaluationPrediction.base_model_revision == item.model["baseCommit"]))
+        item.phase, item.report, item.failure_reason, item.finished_at = "QUEUED", None, None, None
+        item.progress = {**item.progress, "answered": kept}
+        record(session, holder(item.id), "phase", phase="QUEUED", retried=True)
+        answer = evaluation_json(item)
     if training.scheduler is not None:
         training.scheduler.wake()
     return answer

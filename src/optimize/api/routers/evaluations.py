@@ -1,5 +1,5 @@
 """Evaluations: `POST /v1/training/evaluations`, `GET …[?project=&model=&phase=]`, `GET …/{id}`,
-`POST …/{id}/cancel`, `GET …/{id}/predictions[?limit=]` and `GET …/{id}/events` (server-sent events)."""
+`POST …/{id}/cancel|retry`, `GET …/{id}/predictions[?limit=]` and `GET …/{id}/events` (server-sent events)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,11 @@ def get(evaluation_id: str, training: TrainingDep) -> dict:
 @router.post("/{evaluation_id}/cancel")
 def cancel(evaluation_id: str, training: TrainingDep) -> dict:
     return service.cancel(training, evaluation_id)
+
+
+@router.post("/{evaluation_id}/retry")
+def retry(evaluation_id: str, training: TrainingDep) -> JSONResponse:
+    return JSONResponse(service.retry(training, evaluation_id), status_code=202)
 
 
 @router.get("/{evaluation_id}/predictions")

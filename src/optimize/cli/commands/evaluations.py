@@ -1,4 +1,4 @@
-"""`akka training evaluations start|get|list|wait|cancel|predictions`."""
+"""`akka training evaluations start|get|list|wait|cancel|retry|predictions`."""
 
 from __future__ import annotations
 
@@ -85,6 +85,21 @@ def cancel(out: Output, evaluation: Evaluation) -> None:
     with client_for(out) as client:
         answer = client.post(f"/v1/training/evaluations/{segment(evaluation)}/cancel")
     out.emit(answer, lambda con, e: con.print(f"Evaluation {e['evaluationId'][:12]} {e['phase'].title()}."))
+
+
+@command(app, "retry")
+def retry(out: Output, evaluation: Evaluation,
+          wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False) -> None:
+    """Run an ended evaluation again: a base model resolves to the commit selected now, and only the rows not
+    answered from that commit are asked again."""
+    with client_for(out) as client:
+        answer = client.post(f"/v1/training/evaluations/{segment(evaluation)}/retry")
+        if not wait:
+            out.emit(answer, lambda con, e: con.print(
+                f"Evaluation {e['evaluationId'][:12]} queued again at base commit {e['baseModel']['commit'][:12]}; "
+                f"{e['progress']['answered']} of {e['progress']['total']} answers kept"))
+            return
+        _follow(client, out, answer["evaluationId"], None, False)
 
 
 @command(app, "predictions")
