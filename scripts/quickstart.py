@@ -92,8 +92,17 @@ def main() -> None:
         akka(url, "registry", "models", "get", f"support/{run['modelName']}")
         akka(url, "registry", "models", "list", "--project", "support")
         akka(url, "training", "projects", "list")
+        model = run["results"]["model"]
+        for evaluated in (["--model", "optimize/small-smollm2", "--project", "support"], ["--model", model]):
+            akka(url, "training", "evaluations", "start", *evaluated, "--dataset", "support/chat:train",
+                 "--max-new-tokens", "24", "--wait", "--exit-status")
+        akka(url, "training", "projects", "scores", "support")
+        table = akka_json(url, "training", "projects", "scores", "support")["groups"][0]
+        base = table["baseline"]["meanScore"]
+        trained = table["columns"][0]["meanScore"]
         print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
-              f"the example run trained and its adapter registered as {run['results']['model']}.", flush=True)
+              f"the example run trained and its adapter registered as {model}; json-label-match mean score "
+              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
