@@ -128,6 +128,8 @@ def test_a_paused_and_resumed_run_ends_with_the_uninterrupted_weights(project, s
     ours = {m["step"]: m["loss"] for m in cli.json("training", "runs", "metrics", run_id)["steps"]}
     theirs = {m["step"]: m["loss"] for m in cli.json("training", "runs", "metrics", baseline["runId"])["steps"]}
     assert ours == theirs
+    # the results cover every update the run kept, not only its last attempt's
+    assert done["results"]["trainingLoss"] == baseline["results"]["trainingLoss"]
 
 
 def test_cancel_ends_a_run_in_any_unfinished_phase_and_frees_its_devices(project, sqlite_server, capsys):

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from optimize.core.errors import Invalid
 from optimize.deployment import Training
 from optimize.registry.models import base_model_reference, register_version
-from optimize.store.tables import Run, RunAttempt, Snapshot
+from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.attempts import end_attempt
 from optimize.training.phases import RunPhase, transition
 
@@ -57,6 +57,11 @@ def complete_run(training: Training, session, run: Run, attempt: RunAttempt, bod
     reference = register_adapter(training, session, run, final, body.get("modules") or [], body.get("weightsDigest"))
     cost = {**(run.cost or {}), **(body.get("cost") or {})}
     results = {**(run.results or {}), **(body.get("results") or {})}
+    losses = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id, RunMetric.kind == "train")
+                             .order_by(RunMetric.step)).all()
+    losses = [m.values["loss"] for m in losses if m.values.get("loss") is not None]
+    if losses:  # every update the run kept, over all its attempts (a resumed attempt reports only its own)
+        results["trainingLoss"] = {"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
     end_attempt(session, run, attempt, "completed")
     cost["deviceSeconds"] = run.cost["deviceSeconds"]
     transition(session, run, RunPhase.COMPLETED, model_reference=reference, results=results, cost=cost)
