@@ -108,3 +108,31 @@ def test_registering_into_a_version_reference_is_refused(server):
 def test_health(server):
     body = httpx.get(f"{server.url}/v1/health").json()
     assert body["status"] == "ok" and body["database"] in ("sqlite", "postgresql")
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/v1/training/runs/nosuchrun/pause", {"checkpoint": "save"}),
+    ("POST", "/v1/training/runs/nosuchrun/pause", ["not", "an", "object"]),
+    ("POST", "/v1/training/runs/nosuchrun/resume", None),
+    ("POST", "/v1/training/runs/nosuchrun/cancel", None),
+    ("POST", "/v1/training/runs/nosuchrun/branch", {"overrides": []}),
+    ("POST", "/v1/training/runs/nosuchrun/branch", "text"),
+    ("POST", "/v1/training/runs/nosuchrun/continue", {"steps": 0}),
+    ("POST", "/v1/training/runs/nosuchrun/sweep", {"grid": {"axes": "x"}}),
+    ("GET", "/v1/training/runs/nosuchrun/ancestry", None),
+    ("GET", "/v1/training/snapshots/zz", None),
+    ("POST", "/v1/training/snapshots/nosuchsnapshot/pin", {"kinds": "weights"}),
+    ("POST", "/v1/training/snapshots/nosuchsnapshot/register", {"name": 5}),
+    ("POST", "/v1/training/evaluations", ["x"]),
+    ("POST", "/v1/training/evaluations", {"model": "optimize/tiny-llama-3.2", "dataset": "a/b", "grader": "vibes"}),
+    ("POST", "/v1/training/evaluations", {"model": 5, "dataset": "a/b"}),
+    ("GET", "/v1/training/evaluations/nosuchevaluation/predictions?limit=-1", None),
+    ("POST", "/v1/training/evaluations/nosuchevaluation/retry", None),
+    ("GET", "/v1/training/evaluations?phase=sleeping", None),
+    ("GET", "/v1/training/projects/nosuchproject/scores", None),
+    ("POST", "/v1/training/projects/nosuchproject/archive", None),
+])
+def test_lifecycle_branch_snapshot_and_evaluation_routes_refuse_bad_input_as_problems(server, method, path, body):
+    response = httpx.request(method, server.url + path, json=body)
+    assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/problem+json"), response.text

@@ -214,6 +214,8 @@ def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
 
 
 def predictions(training: Training, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
+    if limit is not None and limit < 1:
+        raise Invalid("limit must be a positive integer")
     with training.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
         query = select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id) \
