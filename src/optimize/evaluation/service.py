@@ -24,7 +24,7 @@ from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
 from optimize.projects.service import open_project
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
-from optimize.store.db import insert_ignoring_conflict
+from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction, Project
 from optimize.training.resolve import pick_dataset
@@ -132,14 +132,8 @@ def evaluation_json(item: Evaluation) -> dict[str, Any]:
 
 
 def find_evaluation(session, evaluation_id: str) -> Evaluation:
-    text = evaluation_id.strip().lower()
-    found = session.scalars(select(Evaluation).where(Evaluation.id.startswith(text)).limit(2)).all() \
-        if len(text) >= 4 else []
-    if len(found) != 1:
-        raise NotFound(f"evaluation {evaluation_id!r} does not exist" if not found else
-                       f"{evaluation_id!r} names more than one evaluation",
-                       hint="list evaluations with: akka training evaluations list")
-    return found[0]
+    return find_by_id_prefix(session, Evaluation, evaluation_id, "evaluation",
+                             "list evaluations with: akka training evaluations list")
 
 
 def get(training: Training, evaluation_id: str) -> dict[str, Any]:

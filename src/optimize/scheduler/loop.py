@@ -95,8 +95,7 @@ class Scheduler:
                     item.failure_reason = (f"no device of profile {item.device_profile!r} exists on this deployment, "
                                            "so the evaluation can never be scheduled")
                     return None
-                held = set(session.scalars(select(DeviceHold.device_id)))
-                free = [d.device_id for d in all_devices([profile]) if d.device_id not in held]
+                free = _free_devices(session, profile)
                 if not free:
                     return None
                 now, token = utcnow(), secrets.token_hex(16)
@@ -136,8 +135,7 @@ class Scheduler:
                     return None
                 if not self._lengths_checked(session, run):
                     return None
-                held = set(session.scalars(select(DeviceHold.device_id)))
-                free = [d.device_id for d in all_devices([profile]) if d.device_id not in held]
+                free = _free_devices(session, profile)
                 if len(free) < run.device_count:
                     return None  # waits for devices
                 chosen = free[: run.device_count]
@@ -183,6 +181,11 @@ class Scheduler:
             state = "notRun"
         run.length_check = record(sections, state)
         return True
+
+
+def _free_devices(session, profile) -> list[str]:
+    held = set(session.scalars(select(DeviceHold.device_id)))
+    return [d.device_id for d in all_devices([profile]) if d.device_id not in held]
 
 
 class _MovedOn(Exception):

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, insert
+from sqlalchemy import Engine, create_engine, event, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
+
+from optimize.core.errors import Conflict, NotFound
 
 
 def normalize_url(url: str) -> str:
@@ -70,3 +72,20 @@ def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any
         statement = insert(table).values(values)
     primary_key = list(table.__table__.primary_key.columns)
     return len(session.execute(statement.returning(*primary_key)).all())
+
+
+ID_PREFIX_MIN = 4
+
+
+def find_by_id_prefix(session: Session, table: Any, text: str, noun: str, list_hint: str) -> Any:
+    """The one row whose id starts with `text` (at least 4 characters, any case): runs, snapshots, evaluations."""
+    prefix = text.strip().lower()
+    if len(prefix) < ID_PREFIX_MIN:
+        raise NotFound(f"{noun} {text!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters of its id")
+    found = session.scalars(select(table).where(table.id.startswith(prefix)).limit(2)).all()
+    if len(found) > 1:
+        raise Conflict(f"{text!r} names more than one {noun}", hint="give more of the id")
+    if not found:
+        raise NotFound(f"{noun} {text!r} does not exist", hint=list_hint)
+    return found[0]
+

@@ -15,13 +15,13 @@ from sqlalchemy import select
 
 from optimize.analysis.service import start_analysis
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Training
 from optimize.projects.service import open_project
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
-from optimize.store.db import insert_ignoring_conflict
+from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Project, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.diagnostics import ReadLimits, diagnose
@@ -32,7 +32,6 @@ from optimize.training.plans import parse_plan
 from optimize.training.resolve import Admitted, admit
 from optimize.training.views import metric_json, run_json, snapshot_json
 
-ID_PREFIX_MIN = 4
 
 
 def submit(training: Training, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
@@ -149,15 +148,7 @@ def _same_submission(run: Run, digest: str) -> dict[str, Any]:
 
 
 def find_run(session, run_id: str) -> Run:
-    text = run_id.strip().lower()
-    if len(text) < ID_PREFIX_MIN:
-        raise NotFound(f"run {run_id!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters of its id")
-    runs = session.scalars(select(Run).where(Run.id.startswith(text)).limit(2)).all()
-    if len(runs) > 1:
-        raise Conflict(f"{run_id!r} names more than one run", hint="give more of the id")
-    if not runs:
-        raise NotFound(f"run {run_id!r} does not exist", hint="list runs with: akka training runs list")
-    return runs[0]
+    return find_by_id_prefix(session, Run, run_id, "run", "list runs with: akka training runs list")
 
 
 def current_attempt(session, run: Run) -> RunAttempt | None:

@@ -15,8 +15,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Training
+from optimize.store.db import find_by_id_prefix
 from optimize.projects.service import open_project
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
@@ -28,16 +29,8 @@ KEEP_SETTINGS = {"weights": "keepAdapters", "trainingState": "keepTrainingStates
 
 
 def find_snapshot(session, snapshot_id: str) -> Snapshot:
-    text = snapshot_id.strip().lower()
-    if len(text) < 4:
-        raise NotFound(f"snapshot {snapshot_id!r} does not exist", hint="give at least 4 characters of its id")
-    found = session.scalars(select(Snapshot).where(Snapshot.id.startswith(text)).limit(2)).all()
-    if len(found) > 1:
-        raise Conflict(f"{snapshot_id!r} names more than one snapshot", hint="give more of the id")
-    if not found:
-        raise NotFound(f"snapshot {snapshot_id!r} does not exist",
-                       hint="list a run's snapshots with: akka training runs snapshots RUN")
-    return found[0]
+    return find_by_id_prefix(session, Snapshot, snapshot_id, "snapshot",
+                             "list a run's snapshots with: akka training runs snapshots RUN")
 
 
 def held_kinds(snapshot: Snapshot) -> set[str]:
