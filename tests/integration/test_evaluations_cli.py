@@ -205,3 +205,77 @@ def test_a_retry_keeps_the_answers_of_the_commit_it_resolves_to_and_answers_the_
     refused = client.post(f"/v1/training/evaluations/{running['evaluationId']}/retry")
     assert refused.status_code == 409 and "retry it once it has ended" in refused.json()["detail"]
     client.post(f"/v1/training/evaluations/{running['evaluationId']}/cancel").raise_for_status()
+
+
+def _proxy(url: str, endpoint: str):
+    """`akka training endpoints proxy ENDPOINT --port 0` as a process, and the address it reports."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "optimize", "training", "endpoints", "proxy", endpoint,
+                                "--port", "0", "-o", "json-compact", "--server", url], stdout=subprocess.PIPE,
+                               text=True)
+    return process, json.loads(process.stdout.readline())["url"]
+
+
+def test_an_endpoint_answers_the_openai_client_for_the_base_and_the_adapter(labelled, sqlite_server, capsys):
+    from openai import NotFoundError, OpenAI
+
+    cli, client, model = Cli(capsys, sqlite_server.url), labelled["client"], labelled["model"]
+    created = followed(cli, "training", "endpoints", "create", "--model", MODEL, "--project", labelled["name"],
+                       "--wait", "--timeout", "300")
+    endpoint = created["endpointId"]
+    proxy = None
+    try:
+        assert created["phase"] == "READY" and len(created["devicesHeld"]) == 1, created
+        # the candidate's base is served: it attaches to the same endpoint, on no new device
+        attached = followed(cli, "training", "endpoints", "create", "--model", model, "--wait", "--timeout", "120")
+        assert attached["endpointId"] == endpoint and attached["devicesHeld"] == created["devicesHeld"]
+        assert [m["name"] for m in attached["models"] if m["ready"]] == [MODEL, model]
+        claims = [c for c in client.get("/v1/training/capacity").json()["claims"] if c["for"] == endpoint]
+        assert len(claims) == 1, claims
+
+        openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key="unused", max_retries=0)
+        assert {MODEL, model} <= {m.id for m in openai.models.list()}
+        question = [{"role": "user", "content": "Label this ticket: I was charged twice"}]
+        answers = {}
+        for name in (MODEL, model, model.rsplit(":", 1)[0]):  # `proj/name` names the newest version
+            whole = openai.chat.completions.create(model=name, messages=question, max_tokens=12, temperature=0)
+            streamed = openai.chat.completions.create(model=name, messages=question, max_tokens=12, temperature=0,
+                                                      stream=True)
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices)
+            assert text.strip() == whole.choices[0].message.content, (name, text)
+            assert whole.usage.completion_tokens >= 1 and whole.choices[0].finish_reason in ("stop", "length")
+            answers[name] = whole
+        assert answers[model].model == model and answers[model.rsplit(":", 1)[0]].model == model
+        assert json.loads(answers[model].choices[0].message.content) == {"label": "billing"}
+        assert answers[MODEL].choices[0].message.content != answers[model].choices[0].message.content
+
+        sent = cli.json("training", "endpoints", "send", endpoint[:10], "--model", model, "--input",
+                        "Label this ticket: where is my package", "--temperature", "0", "--max-tokens", "12")
+        assert json.loads(sent["choices"][0]["message"]["content"])["label"] in ("billing", "shipping")
+        assert sent["model"] == model
+        with pytest.raises(NotFoundError, match="is not served by any endpoint"):
+            openai.chat.completions.create(model=f"{labelled['name']}/nothing", messages=question)
+        refused = client.post("/v1/chat/completions", json={"model": model, "messages": []})
+        assert refused.status_code == 400 and "messages must be a non-empty list" in refused.text
+
+        # the proxy forwards chat completions only, streaming included
+        proxy, address = _proxy(sqlite_server.url, endpoint[:12])
+        local = OpenAI(base_url=address, api_key="unused", max_retries=0)
+        streamed = local.chat.completions.create(model=model, messages=question, max_tokens=12, temperature=0,
+                                                 stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices).strip() == \
+            answers[model].choices[0].message.content
+        assert httpx.get(f"{address}/models").status_code == 404
+
+        detached = cli.json("training", "endpoints", "detach", endpoint, model)
+        assert [m["name"] for m in detached["models"]] == [MODEL]
+        assert model not in {m.id for m in openai.models.list()}
+    finally:
+        if proxy is not None:
+            proxy.kill()
+        deleted = cli.json("training", "endpoints", "delete", endpoint)
+    assert deleted["phase"] == "DELETED" and deleted["devicesHeld"] == []
+    assert not [c for c in client.get("/v1/training/capacity").json()["claims"] if c["for"] == endpoint]
+    assert cli("training", "endpoints", "send", endpoint, "--input", "hi").code == 1

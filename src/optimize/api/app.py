@@ -7,10 +7,12 @@ from fastapi import FastAPI
 from optimize import __version__
 from optimize.api import problems
 from optimize.deployment import Training
-from optimize.api.routers import (analyses, base_models, branches, datasets, evaluations as evaluation_routes,
-                                  health, info, internal, models, namespaces, projects, runs, snapshots, uploads)
+from optimize.api.routers import (analyses, base_models, branches, chat, datasets, endpoints as endpoint_routes,
+                                  evaluations as evaluation_routes, health, info, internal, models, namespaces,
+                                  projects, runs, snapshots, uploads)
 from optimize.analysis.service import fail_if_unfinished, fail_orphans
 from optimize.evaluation import service as evaluations
+from optimize.serving import endpoints
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
@@ -40,7 +42,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     fail_orphans(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
-                   branches, snapshots, evaluation_routes, internal):
+                   branches, snapshots, evaluation_routes, endpoint_routes, chat, internal):
         app.include_router(module.router)
     return app
 
@@ -55,6 +57,9 @@ def attach_launcher(app: FastAPI, server_url: str) -> None:
             fail_if_unfinished(training, job_id, token, reason)
         elif kind == "evaluation":
             evaluations.lose(training, job_id, token, reason)
+            training.scheduler.wake()
+        elif kind == "endpoint":
+            endpoints.lose(training, job_id, token, reason)
             training.scheduler.wake()
         else:
             lose_attempt(training, job_id, token, reason)

@@ -28,8 +28,12 @@ def _field_path(location: tuple) -> str:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(PlatformError)
-    async def platform_error(_request: Request, error: PlatformError) -> JSONResponse:
-        return JSONResponse(error.to_problem(), status_code=error.status, media_type=MEDIA_TYPE)
+    async def platform_error(request: Request, error: PlatformError) -> JSONResponse:
+        body = error.to_problem()
+        if request.url.path.endswith("/chat/completions"):  # what OpenAI clients read an error from
+            message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
+            body["error"] = {"message": message, "type": body["code"], "code": body["code"], "param": None}
+        return JSONResponse(body, status_code=error.status, media_type=MEDIA_TYPE)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:

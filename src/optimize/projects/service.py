@@ -16,7 +16,7 @@ from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Evaluation, Namespace, Project, Run
+from optimize.store.tables import Endpoint, Evaluation, Namespace, Project, Run
 from optimize.training.phases import OPEN
 
 _ID_SHAPED = re.compile(r"[0-9a-f]{8,}")
@@ -126,7 +126,14 @@ def _open_evaluations(session, name: str) -> list[str]:
     return [f"evaluation {item_id[:12]} ({phase})" for item_id, phase in session.execute(query)]
 
 
-_WORK = (_open_runs, _open_evaluations)
+def _open_endpoints(session, name: str) -> list[str]:
+    query = (select(Endpoint.id, Endpoint.phase).where(Endpoint.project == name,
+                                                      Endpoint.phase.in_(["AWAITING_CAPACITY", "STARTING", "READY"]))
+             .order_by(Endpoint.created_at, Endpoint.id))
+    return [f"endpoint {item_id[:12]} ({phase})" for item_id, phase in session.execute(query)]
+
+
+_WORK = (_open_runs, _open_evaluations, _open_endpoints)
 
 
 def _locked(session, name: str) -> Project:

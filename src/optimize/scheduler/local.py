@@ -36,6 +36,10 @@ class LocalLauncher:
                           profile_kind: str = "cpu") -> None:
         self._launch("evaluation", evaluation_id, token, device_environment(devices or [], profile_kind))
 
+    def launch_endpoint(self, endpoint_id: str, token: str, devices: list[str] | None = None,
+                        profile_kind: str = "cpu") -> None:
+        self._launch("endpoint", endpoint_id, token, device_environment(devices or [], profile_kind))
+
     def kill(self, job_id: str) -> None:
         with self._lock:
             process = self._processes.get(job_id)

@@ -1,4 +1,4 @@
-"""The scheduler: admits queued runs onto free devices of the profile and count they ask for, and reaps
+"""The scheduler: admits queued runs, evaluations and endpoints onto free devices of the profile and count they ask for, and reaps
 attempts whose worker stopped heart-beating.
 
 A grant is one transaction: the device holds (primary key per device, so no device has two holders), the new
@@ -22,8 +22,9 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.deployment import Training
 from optimize.scheduler.devices import devices as all_devices
 from optimize.evaluation import service as evaluations
+from optimize.serving import endpoints
 from optimize.store.events import record as record_event
-from optimize.store.tables import DeviceHold, Evaluation, Run, RunAttempt
+from optimize.store.tables import DeviceHold, Endpoint, Evaluation, Run, RunAttempt
 from optimize.training.attempts import expired_attempts, fail_run, holder, lose_attempt
 from optimize.training.lengths import Subject, evaluate, record, refusal
 from optimize.training.phases import RunPhase, transition
@@ -62,10 +63,12 @@ class Scheduler:
         self.reap()
         self.admit()
         self.admit_evaluations()
+        self.admit_endpoints()
 
     def reap(self) -> None:
         lost = [(run_id, token, reason, lose_attempt) for run_id, token, reason in expired_attempts(self.training)]
         lost += [(item, token, reason, evaluations.lose) for item, token, reason in evaluations.expired(self.training)]
+        lost += [(item, token, reason, endpoints.lose) for item, token, reason in endpoints.expired(self.training)]
         for job_id, token, reason, lose in lost:
             if lose(self.training, job_id, token, reason):
                 log.warning("job %s: worker lost (%s)", job_id, reason)
@@ -73,42 +76,51 @@ class Scheduler:
                     self.training.launcher.kill(job_id)
 
     def admit_evaluations(self) -> None:
-        with self.training.store.transaction() as session:
-            queued = session.scalars(select(Evaluation.id).where(Evaluation.phase == "QUEUED")
-                                     .order_by(Evaluation.created_at)).all()
-        for evaluation_id in queued:
-            token = self._place_evaluation(evaluation_id)
-            if token is not None and self.training.launcher is not None:
-                self.training.launcher.launch_evaluation(evaluation_id, token)
+        self._admit_single(Evaluation, "QUEUED", "RUNNING", evaluations.holder, "evaluation",
+                           self.training.launcher and self.training.launcher.launch_evaluation)
 
-    def _place_evaluation(self, evaluation_id: str) -> str | None:
-        """One device of the evaluation's profile, held until it ends; None while none is free."""
+    def admit_endpoints(self) -> None:
+        self._admit_single(Endpoint, "AWAITING_CAPACITY", "STARTING", endpoints.holder, "endpoint",
+                           self.training.launcher and self.training.launcher.launch_endpoint)
+
+    def _admit_single(self, table, waiting: str, granted: str, holder_of, kind: str, launch) -> None:
+        """Jobs on one device each (evaluations, endpoints), oldest first."""
+        with self.training.store.transaction() as session:
+            queued = session.scalars(select(table.id).where(table.phase == waiting).order_by(table.created_at)).all()
+        for item_id in queued:
+            grant = self._place_single(table, item_id, waiting, granted, holder_of(item_id), kind)
+            if grant is not None and launch:
+                launch(item_id, *grant)
+
+    def _place_single(self, table, item_id: str, waiting: str, granted: str, subject: str, kind: str
+                      ) -> tuple[str, list[str], str] | None:
+        """One device of the job's profile, held until it ends: (token, [device], profile kind); None while none
+        is free."""
         profiles = {p.name: p for p in self.training.profiles}
         try:
             with self.training.store.transaction() as session:
-                item = session.get(Evaluation, evaluation_id)
-                if item is None or item.phase != "QUEUED":
+                item = session.get(table, item_id)
+                if item is None or item.phase != waiting:
                     return None
                 profile = profiles.get(item.device_profile)
                 if profile is None:
                     item.phase, item.finished_at = "FAILED", utcnow()
                     item.failure_reason = (f"no device of profile {item.device_profile!r} exists on this deployment, "
-                                           "so the evaluation can never be scheduled")
+                                           f"so the {kind} can never be scheduled")
+                    record_event(session, subject, "phase", phase="FAILED", reason=item.failure_reason)
                     return None
                 free = _free_devices(session, profile)
                 if not free:
                     return None
                 now, token = utcnow(), secrets.token_hex(16)
-                session.add(DeviceHold(device_id=free[0], subject=evaluations.holder(item.id), kind="evaluation",
-                                       project=item.project, since=now))
-                moved = session.execute(update(Evaluation).where(
-                    Evaluation.id == item.id, Evaluation.phase == "QUEUED").values(
-                    phase="RUNNING", attempt=item.attempt + 1, devices=[free[0]], lease_token=token,
+                session.add(DeviceHold(device_id=free[0], subject=subject, kind=kind, project=item.project, since=now))
+                moved = session.execute(update(table).where(table.id == item.id, table.phase == waiting).values(
+                    phase=granted, attempt=item.attempt + 1, devices=[free[0]], lease_token=token,
                     lease_expires_at=now + timedelta(seconds=self.training.lease_seconds))).rowcount == 1
                 if not moved:
-                    raise _MovedOn  # cancelled meanwhile
-                record_event(session, evaluations.holder(item.id), "phase", phase="RUNNING")
-                return token
+                    raise _MovedOn  # cancelled or deleted meanwhile
+                record_event(session, subject, "phase", phase=granted)
+                return token, [free[0]], profile.kind
         except (IntegrityError, _MovedOn):
             return None
 

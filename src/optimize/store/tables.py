@@ -385,3 +385,27 @@ class EvaluationPrediction(Base):
     base_model_revision: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(UtcDateTime)
 
+
+
+class Endpoint(Base):
+    """One endpoint: a resident base model and the LoRA adapters attached to it, served by a worker on a
+    device it holds until the endpoint is deleted."""
+
+    __tablename__ = "endpoints"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    model_reference: Mapped[str] = mapped_column(String(200))  # the model it was created for
+    base: Mapped[dict] = mapped_column(JSON)  # baseEntryId and baseCommit of the resident model
+    adapters: Mapped[list] = mapped_column(JSON, default=list)  # [{name, manifestDigest, weightsDigest, at}]
+    device_profile: Mapped[str] = mapped_column(String(64))
+    phase: Mapped[str] = mapped_column(String(24), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    lease_token: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    devices: Mapped[list | None] = mapped_column(JSON)
+    address: Mapped[str | None] = mapped_column(String(200))  # where its worker answers (127.0.0.1:PORT)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -9,7 +9,7 @@ import sys
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="optimize.worker")
-    parser.add_argument("kind", choices=["analysis", "run", "evaluation"])
+    parser.add_argument("kind", choices=["analysis", "run", "evaluation", "endpoint"])
     parser.add_argument("job_id")
     parser.add_argument("--server", required=True)
     args = parser.parse_args()
@@ -28,6 +28,10 @@ def main() -> int:
             from optimize.worker.evaluation import run_evaluation
 
             return run_evaluation(channel, args.job_id)
+        if args.kind == "endpoint":
+            from optimize.worker.endpoint import run_endpoint
+
+            return run_endpoint(channel, args.job_id)
         from optimize.worker.analysis import run_analysis
 
         return run_analysis(channel, args.job_id)

@@ -1,4 +1,4 @@
-"""Routes only workers call (analyses, runs and evaluations), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
+"""Routes only workers call (analyses, runs, evaluations and endpoints), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
 that no longer holds its attempt is answered 409 `lease_lost`."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse, JSONResponse
 
 from optimize.analysis import service
 from optimize.evaluation import service as evaluations
+from optimize.serving import endpoints
 from optimize.training import attempts
 from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import NotFound
@@ -119,3 +120,24 @@ def evaluation_result(evaluation_id: str, body: dict[str, Any], training: Traini
         training.scheduler.wake()  # its device is free for the next job
     return answer
 
+
+
+# --- endpoint workers -----------------------------------------------------------------------------------------
+
+
+@router.get("/endpoints/{endpoint_id}")
+def endpoint_spec(endpoint_id: str, training: TrainingDep, lease: Lease) -> dict:
+    return endpoints.job_spec(training, endpoint_id, lease)
+
+
+@router.post("/endpoints/{endpoint_id}/heartbeat")
+def endpoint_heartbeat(endpoint_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    return endpoints.heartbeat(training, endpoint_id, lease, body)
+
+
+@router.post("/endpoints/{endpoint_id}/result")
+def endpoint_result(endpoint_id: str, body: dict[str, Any], training: TrainingDep, lease: Lease) -> dict:
+    answer = endpoints.finish(training, endpoint_id, lease, body)
+    if training.scheduler is not None:
+        training.scheduler.wake()  # its device is free for the next job
+    return answer

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import analyses, branches, evaluations, projects, runs, snapshots
+from optimize.cli.commands import analyses, branches, endpoints, evaluations, projects, runs, snapshots
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -22,6 +22,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(runs.app, name="run", hidden=True)  # alias, as the reference names it
 app.add_typer(snapshots.app, name="snapshots")
 app.add_typer(evaluations.app, name="evaluations")
+app.add_typer(endpoints.app, name="endpoints")
 
 
 @command(base_models, "list")

@@ -1,0 +1,63 @@
+"""OpenAI-compatible serving on the server itself: `POST /v1/chat/completions` (streaming included), where the
+request's `model` (a base model, or a registry reference such as `proj/name` or `proj/name:v2`) selects the
+endpoint and the base or adapter that answers, and `GET /v1/models`, what answers now.
+
+The server resolves the model to the exact version served, rewrites `model` to that name and forwards the
+request to the endpoint's worker, passing its answer (or its stream) through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from optimize.api.deps import TrainingDep
+from optimize.core.errors import Invalid, Unavailable
+from optimize.serving import endpoints
+
+router = APIRouter(prefix="/v1", tags=["serving"])
+TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+
+
+@router.get("/models")
+def models(training: TrainingDep) -> dict:
+    return {"object": "list", "data": endpoints.served_models(training)}
+
+
+@router.post("/chat/completions")
+async def chat(request: Request, training: TrainingDep):
+    return await forward(request, training, None)
+
+
+async def forward(request: Request, training, endpoint_id: str | None) -> Response:
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError:
+        raise Invalid("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise Invalid("the request body must be a JSON object with model and messages")
+    address, name = await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
+    client = httpx.AsyncClient(timeout=TIMEOUT)  # one a request: a stream outlives this call
+
+    async def close() -> None:
+        await answer.aclose()
+        await client.aclose()
+
+    try:
+        outgoing = client.build_request("POST", f"http://{address}/v1/chat/completions", json={**body, "model": name})
+        answer = await client.send(outgoing, stream=True)
+    except httpx.HTTPError as error:
+        await client.aclose()
+        raise Unavailable(f"the endpoint serving {name} did not answer: {error}",
+                          hint="see its phase with: akka training endpoints list") from None
+    if answer.headers.get("content-type", "").startswith("text/event-stream"):
+        return StreamingResponse(answer.aiter_raw(), status_code=answer.status_code, media_type="text/event-stream",
+                                 background=BackgroundTask(close))
+    content = await answer.aread()
+    await close()
+    return JSONResponse(json.loads(content), status_code=answer.status_code)

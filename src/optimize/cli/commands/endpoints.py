@@ -1,0 +1,213 @@
+"""`akka training endpoints create|get|list|wait|send|proxy|detach|delete`."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from optimize.cli.common import client_for, command, fail
+from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
+
+app = typer.Typer(help="Endpoints: serve a base model and its LoRA adapters over an OpenAI-compatible API.",
+                  no_args_is_help=True)
+Endpoint = Annotated[str, typer.Argument(help="Endpoint id or unambiguous prefix.")]
+Timeout = Annotated[float | None, typer.Option("--timeout", help="Give up waiting after this many seconds.")]
+
+
+@command(app, "create")
+def create(
+    out: Output,
+    model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
+    project: Annotated[str | None, typer.Option("--project", help="The project it counts for (a base model "
+                                                "names none; a registered model its own).")] = None,
+    device_profile: Annotated[str | None, typer.Option("--device-profile", help="Where it is served (default: "
+                                                       "where the catalog serves the model).")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait until the model answers; exit 1 if it never will.")
+                    ] = False,
+    timeout: Timeout = None,
+) -> None:
+    """Serve a model. A candidate whose base model an active endpoint of the project serves attaches to it, on
+    no new devices."""
+    body = {"model": model, "project": project, "deviceProfile": device_profile}
+    with client_for(out) as client:
+        answer = client.post("/v1/training/endpoints", json={k: v for k, v in body.items() if v is not None})
+        verb = "attached to" if answer["attached"] else "created as"
+        if not wait:
+            out.emit(answer, lambda con, e: con.print(
+                f"{model} {verb} endpoint {e['endpointId'][:12]} ({e['phase'].title()}); follow it with: "
+                f"akka training endpoints wait {e['endpointId'][:12]}"))
+            return
+        out.note(f"{model} {verb} endpoint {answer['endpointId'][:12]}.")
+        _follow(client, out, answer["endpointId"], timeout)
+
+
+@command(app, "get")
+def get(out: Output, endpoint: Endpoint) -> None:
+    """Show an endpoint: its models, phase, devices and, on failure, the reason."""
+    with client_for(out) as client:
+        out.emit(client.get(f"/v1/training/endpoints/{segment(endpoint)}"), _render)
+
+
+@command(app, "list")
+def list_endpoints(
+    out: Output,
+    project: Annotated[str | None, typer.Option("--project", help="Only this project's.")] = None,
+    phase: Annotated[str | None, typer.Option("--phase", help="active or a phase, e.g. READY.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only endpoints serving this model (a prefix).")
+                     ] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived projects' endpoints.")] = False,
+) -> None:
+    """List endpoints, newest first (an archived project's only with --archived or --project)."""
+    params = {k: v for k, v in {"project": project, "phase": phase, "model": model, "archived": archived}.items()
+              if v}
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/endpoints", params=params), _render_list)
+
+
+@command(app, "wait")
+def wait(out: Output, endpoint: Endpoint, timeout: Timeout = None) -> None:
+    """Wait until every model of the endpoint answers; exit 1 if the endpoint fails or is deleted."""
+    with client_for(out) as client:
+        _follow(client, out, endpoint, timeout)
+
+
+@command(app, "send")
+def send(
+    out: Output,
+    endpoint: Endpoint,
+    text: Annotated[str | None, typer.Option("--input", help="The user message.")] = None,
+    file: Annotated[str | None, typer.Option("--file", help="Read the user message from this file.")] = None,
+    instructions: Annotated[str | None, typer.Option("--instructions", help="The system message (default: a "
+                                                     "trained model's first training row's).")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0,
+                                                      help="Sampling temperature (0: greedy).")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer length limit.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Which served model answers (default: the "
+                                              "endpoint's own).")] = None,
+) -> None:
+    """Ask an endpoint one question through the server; no history is kept."""
+    if (text is None) == (file is None):
+        raise typer.BadParameter("give exactly one of --input and --file", param_hint="'--input'")
+    if file is not None:
+        from pathlib import Path
+
+        text = Path(file).read_text()
+    with client_for(out, timeout=600.0) as client:
+        info = client.get(f"/v1/training/endpoints/{segment(endpoint)}")
+        chosen = model or info["model"]
+        if instructions is None:
+            instructions = next((m.get("instructions") for m in info["models"] if m["name"] == chosen), None)
+        messages = ([{"role": "system", "content": instructions}] if instructions else []) + \
+            [{"role": "user", "content": text}]
+        body = {"model": chosen, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        answer = client.post(f"/v1/training/endpoints/{info['endpointId']}/chat/completions",
+                             json={k: v for k, v in body.items() if v is not None})
+    out.emit(answer, _render_answer)
+
+
+@command(app, "proxy")
+def proxy(out: Output, endpoint: Endpoint,
+          port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Local port (0: any free one).")] = 8900
+          ) -> None:
+    """Expose one endpoint on 127.0.0.1:PORT: POST /v1/chat/completions (streaming included) is forwarded to it
+    through the server; every other request is answered 404. Stop it with Ctrl-C."""
+    from optimize.cli.endpoint_proxy import serve
+
+    with client_for(out) as client:
+        info = client.get(f"/v1/training/endpoints/{segment(endpoint)}")
+        target = f"{client.base_url}/v1/training/endpoints/{info['endpointId']}/chat/completions"
+    serve(target, port, lambda address: out.emit(
+        {"endpointId": info["endpointId"], "url": f"http://{address}/v1"},
+        lambda con, p: con.print(f"Endpoint {p['endpointId'][:12]} is proxied at {p['url']} (Ctrl-C stops it)")))
+
+
+@command(app, "detach")
+def detach(out: Output, endpoint: Endpoint,
+           model: Annotated[str, typer.Argument(help="The attached model to stop serving (NS/NAME:vN).")]) -> None:
+    """Stop serving an attached adapter; the endpoint goes on serving its other models."""
+    with client_for(out) as client:
+        answer = client.post(f"/v1/training/endpoints/{segment(endpoint)}/detach", json={"model": model})
+    out.emit(answer, _render)
+
+
+@command(app, "delete")
+def delete(out: Output, endpoint: Endpoint) -> None:
+    """Take an endpoint down and free its device."""
+    with client_for(out) as client:
+        answer = client.request("DELETE", f"/v1/training/endpoints/{segment(endpoint)}")
+    out.emit(answer, lambda con, e: con.print(f"Endpoint {e['endpointId'][:12]} {e['phase'].title()}."))
+
+
+def _follow(client, out: Output, endpoint_id: str, timeout: float | None) -> None:
+    from optimize.client.events import follow
+
+    deadline = time.monotonic() + timeout if timeout else None
+    last: dict[str, Any] | None = None
+    try:
+        for status in follow(client, f"/v1/training/endpoints/{segment(endpoint_id)}/events", deadline):
+            if out.is_json:
+                print(json.dumps(status, separators=(",", ":")), flush=True)
+            elif last is None or _line(status) != _line(last):
+                print(_line(status), flush=True)
+            last = status
+    except TimeoutError:
+        fail(f"endpoint {endpoint_id} does not answer after {timeout:g}s; it goes on starting",
+             f"follow it again with: akka training endpoints wait {endpoint_id}")
+    final = client.get(f"/v1/training/endpoints/{segment(last['endpointId'])}")
+    if out.is_json:
+        out.emit(final)
+    else:
+        _render(console(), final)
+    if final["terminal"]:  # an endpoint that will not answer is a failure, whatever else was asked
+        raise CommandFailed(1)
+
+
+def _line(e: dict[str, Any]) -> str:
+    ready = sum(1 for m in e["models"] if m["ready"])
+    parts = [f"{e['endpointId'][:12]} {e['phase'].title()}", f"answering {ready}/{len(e['models'])} model(s)"]
+    if e.get("failureReason"):
+        parts.append(f"— {e['failureReason'].splitlines()[0]}")
+    return "  ".join(parts)
+
+
+def _render(con, e: dict[str, Any]) -> None:
+    con.print(f"[bold]Endpoint[/]    {e['endpointId']}")
+    con.print(f"Project     {e['project']}")
+    con.print(f"Base model  {e['baseModel']['id']} at {e['baseModel']['commit'][:12]}")
+    con.print(f"Phase       {e['phase'].title()} on {', '.join(e['devicesHeld']) or DASH} "
+              f"(profile {e['deviceProfile']})")
+    if e.get("failureReason"):
+        con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
+    for m in e["models"]:
+        con.print(f"  {m['kind']:<8} {m['name']:<40} {'answering' if m['ready'] else 'not answering yet'}")
+    con.print("Ask it      akka training endpoints send " + e["endpointId"][:12] + " --input TEXT, or POST "
+              "<server>/v1/chat/completions with model set to one of the names above")
+    con.print(f"Created     {age(e['createdAt'])}")
+
+
+def _render_list(con, data) -> None:
+    grid = table("ENDPOINT", "PROJECT", "BASE MODEL", "ADAPTERS", "PHASE", "DEVICES", "CREATED")
+    for e in data["endpoints"]:
+        adapters = [m["name"] for m in e["models"] if m["kind"] == "adapter"]
+        grid.add_row(e["endpointId"][:12], e["project"] + (" (archived)" if e.get("projectArchived") else ""),
+                     e["baseModel"]["id"], ", ".join(adapters) or DASH, e["phase"].title(),
+                     ", ".join(e["devicesHeld"]) or DASH, age(e["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["endpoints"]), "endpoint"))
+
+
+def _render_answer(con, answer: dict[str, Any]) -> None:
+    message = answer["choices"][0]["message"]
+    if message.get("content"):
+        con.print(message["content"], markup=False, highlight=False)
+    for call in message.get("tool_calls") or []:
+        con.print(f"tool call: {call['function']['name']}({call['function']['arguments']})", markup=False,
+                  highlight=False)
+    usage = answer.get("usage") or {}
+    con.print(f"[dim]{answer['model']} — {usage.get('completion_tokens', 0)} token(s), "
+              f"finish: {answer['choices'][0]['finish_reason']}[/]")

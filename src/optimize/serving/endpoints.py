@@ -1,0 +1,342 @@
+"""Endpoints as users and workers see them: create (or attach to a served base), read, list, detach, delete;
+the worker's spec, readiness, heartbeats and end.
+
+An endpoint is one resident base model plus the LoRA adapters attached to it. It waits in AWAITING_CAPACITY for
+a device of its profile (the scheduler grants it: `scheduler.loop`), loads in STARTING and answers in READY
+until it is deleted (DELETED) or fails (FAILED, with the reason). A candidate whose base model and commit an
+active endpoint of its project already serves attaches to it without new devices; its worker loads the adapter
+at its next heartbeat, and the model answers once the worker says it is loaded.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
+from optimize.core.ids import new_id
+from optimize.deployment import Training
+from optimize.catalog.selection import job_model
+from optimize.evaluation.service import resolve_model
+from optimize.projects.service import open_project
+from optimize.store.db import find_by_id_prefix
+from optimize.store.events import record
+from optimize.store.tables import DeviceHold, Endpoint, Project, Run
+
+PHASES = ("AWAITING_CAPACITY", "STARTING", "READY", "FAILED", "DELETED")
+ACTIVE = ("AWAITING_CAPACITY", "STARTING", "READY")
+TERMINAL = frozenset({"FAILED", "DELETED"})
+MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint
+
+
+def holder(endpoint_id: str) -> str:
+    return f"endpoint:{endpoint_id}"
+
+
+def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
+    """A new endpoint for the model, or the active endpoint of the project that already serves its base model
+    at the same commit, with the model attached."""
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        raise Invalid("an endpoint needs model (a base model or a registered model NS/NAME[:vN])")
+    with training.store.transaction() as session:
+        reference, model, owner = resolve_model(training, session, body["model"])
+        entry = training.catalog.find(model["baseEntryId"])
+        if "serving" not in entry.allowed_for:
+            raise Refused(f"base model {entry.id} is not allowed for serving on this deployment",
+                          hint="serve a model whose catalog entry allows serving (akka training base-models get)")
+        profile = _profile(training, body.get("deviceProfile"), entry)
+        project_name = body.get("project") or owner
+        if project_name is None:
+            raise Invalid(f"{reference} is a base model, which belongs to no project: say which project the "
+                          "endpoint counts for", hint="pass --project NAME")
+        if owner is not None and body.get("project") and body["project"].lower() != owner:
+            raise Refused(f"model {reference} belongs to project {owner}, not {body['project']}",
+                          hint=f"leave --project out, or pass --project {owner}")
+        project = open_project(session, project_name)
+        adapter = None if model["kind"] == "base" else {
+            "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
+            "instructions": _instructions(training, session, reference), "at": iso(utcnow()), "loaded": False}
+        served = session.scalars(select(Endpoint).where(
+            Endpoint.project == project.name, Endpoint.phase.in_(ACTIVE)).order_by(Endpoint.created_at)).all()
+        for endpoint in served:
+            if (endpoint.base["baseEntryId"], endpoint.base["baseCommit"]) == (entry.id, model["baseCommit"]):
+                if adapter is not None and all(a["name"] != reference for a in endpoint.adapters):
+                    if len(endpoint.adapters) >= MAX_ADAPTERS:
+                        raise Refused(f"endpoint {endpoint.id[:12]} already serves {MAX_ADAPTERS} adapters, the most "
+                                      "one endpoint loads at once",
+                                      hint=f"detach one: akka training endpoints detach {endpoint.id[:12]} MODEL")
+                    endpoint.adapters = [*endpoint.adapters, adapter]
+                    record(session, holder(endpoint.id), "attached", model=reference)
+                return {**endpoint_json(endpoint), "attached": True}
+        endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
+                            base={"baseEntryId": entry.id, "baseCommit": model["baseCommit"]},
+                            adapters=[adapter] if adapter else [], device_profile=profile,
+                            phase="AWAITING_CAPACITY", attempt=0, created_at=utcnow())
+        session.add(endpoint)
+        session.flush()
+        record(session, holder(endpoint.id), "phase", phase=endpoint.phase)
+        answer = {**endpoint_json(endpoint), "attached": False}
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return answer
+
+
+def _instructions(training: Training, session, reference: str) -> str | None:
+    """A trained model's instructions: the system message of its run's first training row, if it has one."""
+    import json
+
+    from optimize.registry.datasets import examples_objects
+    from optimize.registry.models import resolve_model_reference
+
+    _, version = resolve_model_reference(session, reference)
+    run = session.get(Run, version.produced_by_id) if version.produced_by_kind == "run" else None
+    if run is None:
+        return None
+    try:
+        first = examples_objects(session, run.dataset_digest)[0]
+        with training.blobs.path_for(first["sha256"]).open("rb") as handle:
+            messages = json.loads(handle.readline()).get("messages") or []
+    except (IndexError, OSError, ValueError, AttributeError, NotFound):
+        return None
+    head = messages[0] if messages and isinstance(messages[0], dict) else {}
+    return head.get("content") if head.get("role") == "system" and isinstance(head.get("content"), str) else None
+
+
+def _profile(training: Training, asked: Any, entry) -> str:
+    profiles = {p.name: p for p in training.profiles}
+    if asked is not None and asked not in profiles:
+        raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
+                      hint="profiles here: " + ", ".join(profiles))
+    if asked is None:  # where the catalog says the model is served, else the CPU slot
+        asked = next((name for name in entry.served_on if name in profiles), "cpu")
+    if "training" not in entry.allowed_for and profiles[asked].kind != "gpu":
+        raise Refused(f"{entry.id} is allowed for serving only, and is served on one GPU a replica; "
+                      f"{asked!r} is not a GPU profile",
+                      hint="pass a GPU profile: " + (", ".join(n for n, p in profiles.items() if p.kind == "gpu")
+                                                     or "this deployment has none"))
+    return asked
+
+
+def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
+    base_id = endpoint.base["baseEntryId"]
+    started = endpoint.phase == "READY"
+    models = [{"name": base_id, "kind": "base", "ready": started, "instructions": None}] + [
+        {"name": a["name"], "kind": "adapter", "ready": started and bool(a.get("loaded")),
+         "instructions": a.get("instructions")} for a in endpoint.adapters]
+    return {"endpointId": endpoint.id, "project": endpoint.project, "model": endpoint.model_reference,
+            "baseModel": {"id": base_id, "commit": endpoint.base["baseCommit"]}, "models": models,
+            "phase": endpoint.phase, "attempt": endpoint.attempt, "deviceProfile": endpoint.device_profile,
+            "devicesHeld": endpoint.devices or [] if endpoint.phase in ("STARTING", "READY") else [],
+            "failureReason": endpoint.failure_reason, "createdAt": iso(endpoint.created_at),
+            "readyAt": iso(endpoint.ready_at), "finishedAt": iso(endpoint.finished_at),
+            "terminal": endpoint.phase in TERMINAL,
+            # what `wait` stops at: every model answers, or the endpoint will never answer
+            "settled": endpoint.phase in TERMINAL or (started and all(m["ready"] for m in models))}
+
+
+def find_endpoint(session, endpoint_id: str) -> Endpoint:
+    return find_by_id_prefix(session, Endpoint, endpoint_id, "endpoint",
+                             "list endpoints with: akka training endpoints list")
+
+
+def get(training: Training, endpoint_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        return endpoint_json(find_endpoint(session, endpoint_id))
+
+
+def list_endpoints(training: Training, project: str | None, phase: str | None, model: str | None = None,
+                   include_archived: bool = False) -> list[dict[str, Any]]:
+    """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
+    query = select(Endpoint, Project.archived).join(Project, Project.name == Endpoint.project) \
+        .order_by(Endpoint.created_at.desc())
+    if project:
+        query = query.where(Endpoint.project == project.lower())
+    elif not include_archived:
+        query = query.where(Project.archived.is_(False))
+    if phase:
+        wanted = phase.upper()
+        if wanted == "ACTIVE":
+            query = query.where(Endpoint.phase.in_(ACTIVE))
+        elif wanted in PHASES:
+            query = query.where(Endpoint.phase == wanted)
+        else:
+            raise Invalid(f"phase {phase!r} is not an endpoint phase", hint=f"use active or one of {', '.join(PHASES)}")
+    with training.store.transaction() as session:
+        rows = [{**endpoint_json(e), "projectArchived": archived} for e, archived in session.execute(query.limit(500))]
+    if model:
+        rows = [row for row in rows if any(m["name"].startswith(model) for m in row["models"])]
+    return rows
+
+
+def detach(training: Training, endpoint_id: str, model: str) -> dict[str, Any]:
+    """Stop serving an adapter; detaching the last model an endpoint serves takes the endpoint down."""
+    with training.store.transaction() as session:
+        endpoint = find_endpoint(session, endpoint_id)
+        if endpoint.phase in TERMINAL:
+            raise Refused(f"endpoint {endpoint.id[:12]} is {endpoint.phase}; it serves nothing")
+        kept = [a for a in endpoint.adapters if a["name"] != model and not a["name"].startswith(model + ":")]
+        if len(kept) == len(endpoint.adapters):
+            names = ", ".join(a["name"] for a in endpoint.adapters) or "none"
+            raise NotFound(f"endpoint {endpoint.id[:12]} has no adapter {model!r} attached (attached: {names})",
+                           hint="the base model is detached by deleting the endpoint")
+        endpoint.adapters = kept
+        record(session, holder(endpoint.id), "detached", model=model)
+        return endpoint_json(endpoint)
+
+
+def delete_endpoint(training: Training, endpoint_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        endpoint = find_endpoint(session, endpoint_id)
+        if endpoint.phase == "DELETED":
+            return endpoint_json(endpoint)
+        _end(session, endpoint, "DELETED", endpoint.failure_reason)
+        answer = endpoint_json(endpoint)
+    if training.launcher is not None:
+        training.launcher.kill(answer["endpointId"])
+    if training.scheduler is not None:
+        training.scheduler.wake()
+    return answer
+
+
+def _end(session, endpoint: Endpoint, phase: str, reason: str | None = None) -> None:
+    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(endpoint.id)))
+    endpoint.phase, endpoint.failure_reason, endpoint.finished_at = phase, reason, utcnow()
+    endpoint.address = None
+    record(session, holder(endpoint.id), "phase", phase=phase, reason=reason)
+
+
+# --- routing a request ---------------------------------------------------------------------------------------
+
+
+def route(training: Training, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
+    """(the worker's address, the served model name) for a request's `model`: a base model, or a registered
+    model reference (`NS/NAME`, `NS/NAME:vN`, `NS/NAME:ALIAS`) resolved to the exact version served. With an
+    endpoint named, the request may leave the model out (the endpoint's own model answers)."""
+    with training.store.transaction() as session:
+        if endpoint_id is not None:
+            candidates = [find_endpoint(session, endpoint_id)]
+        else:
+            candidates = session.scalars(select(Endpoint).where(Endpoint.phase.in_(ACTIVE))
+                                         .order_by(Endpoint.created_at)).all()
+        wanted = requested or (candidates[0].model_reference if endpoint_id is not None else None)
+        if not wanted:
+            raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
+        names = _served_names(training, session, wanted)
+        for endpoint in candidates:
+            served = {endpoint.base["baseEntryId"]: True, **{a["name"]: bool(a.get("loaded"))
+                                                             for a in endpoint.adapters}}
+            name = next((n for n in names if n in served), None)
+            if name is None:
+                continue
+            if endpoint.phase != "READY" or not served[name]:
+                state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
+                raise Conflict(f"model {name} is not answering yet: endpoint {endpoint.id[:12]} is {state}",
+                               hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
+            return endpoint.address, name
+        where = f"endpoint {candidates[0].id[:12]}" if endpoint_id is not None else "any endpoint"
+        if endpoint_id is not None and candidates[0].phase in TERMINAL:
+            raise Conflict(f"endpoint {candidates[0].id[:12]} is {candidates[0].phase} and answers nothing")
+        raise NotFound(f"model {wanted!r} is not served by {where}",
+                       hint=f"serve it with: akka training endpoints create --model {wanted}")
+
+
+def _served_names(training: Training, session, wanted: str) -> list[str]:
+    """The names a requested model can be served under: the exact version a registry reference resolves to,
+    or the catalog id of a base model."""
+    from optimize.registry.models import find_model, resolve_model_reference
+    from optimize.core.refs import parse_reference
+
+    try:
+        reference = parse_reference(wanted)
+        if find_model(session, reference.namespace, reference.name) is not None:
+            model, version = resolve_model_reference(session, reference)
+            if version.variant == "ADAPTER":
+                return [f"{model.namespace}/{model.name}:v{version.version}"]
+            return [version.descriptor["catalogEntry"]]
+    except (Invalid, NotFound):
+        pass
+    try:
+        return [training.catalog.find(wanted).id]
+    except (Invalid, NotFound):
+        return [wanted]
+
+
+def served_models(training: Training) -> list[dict[str, Any]]:
+    """What answers now, in OpenAI's model list shape."""
+    with training.store.transaction() as session:
+        ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY").order_by(Endpoint.created_at)).all()
+        models: dict[str, dict[str, Any]] = {}
+        for endpoint in ready:
+            created = int(as_utc(endpoint.ready_at or endpoint.created_at).timestamp())
+            for item in endpoint_json(endpoint)["models"]:
+                if item["ready"] and item["name"] not in models:
+                    models[item["name"]] = {"id": item["name"], "object": "model", "created": created,
+                                            "owned_by": endpoint.project, "endpoint": endpoint.id}
+        return list(models.values())
+
+
+# --- the worker's calls ------------------------------------------------------------------------------------
+
+
+def _leased(session, endpoint_id: str, token: str) -> Endpoint:
+    endpoint = session.get(Endpoint, endpoint_id)
+    if endpoint is None or endpoint.lease_token != token or endpoint.phase not in ("STARTING", "READY"):
+        raise LeaseLost(f"endpoint {endpoint_id} is no longer held by this worker")
+    return endpoint
+
+
+def _worker_adapters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:")} for a in endpoint.adapters]
+
+
+def job_spec(training: Training, endpoint_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        endpoint = _leased(session, endpoint_id, token)
+        entry = training.catalog.find(endpoint.base["baseEntryId"])
+        return {"endpointId": endpoint.id, "leaseSeconds": training.lease_seconds,
+                "model": job_model(training.store, entry, endpoint.base["baseCommit"]),
+                "toolCallParser": entry.tool_call_parser, "contextLength": entry.context_length,
+                "adapters": _worker_adapters(endpoint)}
+
+
+def heartbeat(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The worker says where it answers and which adapters it has loaded; it is told which it should serve."""
+    with training.store.transaction() as session:
+        endpoint = _leased(session, endpoint_id, token)
+        endpoint.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        if body.get("address") and endpoint.phase == "STARTING":
+            endpoint.phase, endpoint.address, endpoint.ready_at = "READY", str(body["address"]), utcnow()
+            record(session, holder(endpoint.id), "phase", phase="READY")
+        loaded = set(body.get("loaded") or [])
+        if any(bool(a.get("loaded")) != (a["name"] in loaded) for a in endpoint.adapters):
+            endpoint.adapters = [{**a, "loaded": a["name"] in loaded} for a in endpoint.adapters]
+            record(session, holder(endpoint.id), "adapters", loaded=sorted(loaded))
+        return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
+
+
+def finish(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The worker could not serve: the endpoint fails with its reason."""
+    with training.store.transaction() as session:
+        endpoint = _leased(session, endpoint_id, token)
+        _end(session, endpoint, "FAILED", str(body.get("failed") or "the endpoint's worker stopped")[:4000])
+        return {"phase": endpoint.phase}
+
+
+def lose(training: Training, endpoint_id: str, token: str, reason: str) -> bool:
+    with training.store.transaction() as session:
+        endpoint = session.get(Endpoint, endpoint_id)
+        if endpoint is None or endpoint.lease_token != token or endpoint.phase not in ("STARTING", "READY"):
+            return False
+        _end(session, endpoint, "FAILED", f"worker lost: {reason}")
+        return True
+
+
+def expired(training: Training) -> list[tuple[str, str, str]]:
+    now = utcnow()
+    with training.store.transaction() as session:
+        held = session.scalars(select(Endpoint).where(Endpoint.phase.in_(("STARTING", "READY")))).all()
+        return [(e.id, e.lease_token, f"no heartbeat from its worker (lease {training.lease_seconds:g}s)")
+                for e in held if e.lease_expires_at is not None and as_utc(e.lease_expires_at) < now]

@@ -1,0 +1,148 @@
+"""Tool-call parsers: the calls a model wrote into its answer, in each family's own format, as OpenAI
+`tool_calls`. The catalog names a model's parser (`toolCallParser`); a model without one answers text only.
+
+- `hermes` (Qwen2.5, SmolLM2 and the ChatML stand-ins): `<tool_call>{"name": .., "arguments": {..}}</tool_call>`.
+- `llama3_json` (Llama 3.x): the answer is one JSON object `{"name": .., "parameters": {..}}` (or several,
+  separated by `;`), optionally after `<|python_tag|>`.
+- `gemma4`: `<|tool_call>call:NAME{key:value,..}<tool_call|>`, strings between `<|"|>` marks.
+- `mistral`: `[TOOL_CALLS]` followed by a JSON list of `{"name": .., "arguments": {..}}`.
+
+An answer whose calls cannot be read stays text: a parser never drops what the model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PARSERS = ("hermes", "llama3_json", "gemma4", "mistral")
+
+
+@dataclass
+class Parsed:
+    content: str | None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def parse(parser: str | None, text: str) -> Parsed:
+    """The answer's text before its calls, and its calls as OpenAI tool calls (`arguments` a JSON string)."""
+    reader = _READERS.get(parser or "")
+    if reader is None:
+        return Parsed(text)
+    try:
+        found = reader(text)
+    except (ValueError, TypeError, KeyError, IndexError):
+        found = None
+    if not found:
+        return Parsed(text)
+    content, calls = found
+    return Parsed(content.strip() or None, [_openai_call(name, arguments) for name, arguments in calls])
+
+
+def _openai_call(name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": f"call_{secrets.token_hex(12)}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments if arguments is not None else {})}}
+
+
+Found = tuple[str, list[tuple[str, Any]]] | None
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def _hermes(text: str) -> Found:
+    bodies = _HERMES.findall(text)
+    if not bodies:
+        return None
+    calls = []
+    for body in bodies:
+        call = json.loads(body)
+        calls.append((call["name"], call.get("arguments", call.get("parameters"))))
+    return text[:text.index("<tool_call>")], calls
+
+
+def _llama3_json(text: str) -> Found:
+    body = text.strip().removeprefix("<|python_tag|>").strip()
+    if not body.startswith("{"):
+        return None
+    calls = []
+    for part in body.split(";"):
+        call = json.loads(part)
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return None
+        calls.append((call["name"], call.get("parameters", call.get("arguments"))))
+    return "", calls
+
+
+def _mistral(text: str) -> Found:
+    if "[TOOL_CALLS]" not in text:
+        return None
+    head, _, body = text.partition("[TOOL_CALLS]")
+    items = json.loads(body.strip())
+    return head, [(item["name"], item.get("arguments")) for item in (items if isinstance(items, list) else [items])]
+
+
+_GEMMA = re.compile(r"<\|tool_call>call:([^{\s]+)(\{.*?\})<tool_call\|>", re.DOTALL)
+_QUOTE = '<|"|>'
+
+
+def _gemma4(text: str) -> Found:
+    matches = list(_GEMMA.finditer(text))
+    if not matches:
+        return None
+    calls = []
+    for match in matches:
+        value, end = _GemmaReader(match.group(2)).value(0)
+        calls.append((match.group(1), value))
+    return text[:matches[0].start()], calls
+
+
+class _GemmaReader:
+    """Gemma 4's argument notation: `{key:value,..}`, `[..]`, `<|"|>text<|"|>`, and bare numbers, booleans, null."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def value(self, at: int) -> tuple[Any, int]:
+        t = self.text
+        if t.startswith(_QUOTE, at):
+            end = t.index(_QUOTE, at + len(_QUOTE))
+            return t[at + len(_QUOTE):end], end + len(_QUOTE)
+        if t[at] == "{":
+            result, at = {}, at + 1
+            while t[at] != "}":
+                key, at = self._key(at)
+                result[key], at = self.value(at)
+                at = at + 1 if t[at] == "," else at
+            return result, at + 1
+        if t[at] == "[":
+            items, at = [], at + 1
+            while t[at] != "]":
+                item, at = self.value(at)
+                items.append(item)
+                at = at + 1 if t[at] == "," else at
+            return items, at + 1
+        end = at
+        while end < len(t) and t[end] not in ",}]":
+            end += 1
+        word = t[at:end]
+        try:
+            return json.loads(word), end
+        except ValueError:
+            return word, end
+
+    def _key(self, at: int) -> tuple[str, int]:
+        if self.text.startswith(_QUOTE, at):
+            key, at = self.value(at)
+        else:
+            end = self.text.index(":", at)
+            key, at = self.text[at:end], end
+        if self.text[at] != ":":
+            raise ValueError("a key without a value")
+        return key, at + 1
+
+
+_READERS: dict[str, Callable[[str], Found]] = {"hermes": _hermes, "llama3_json": _llama3_json, "gemma4": _gemma4,
+                                                "mistral": _mistral}

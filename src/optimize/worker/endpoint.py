@@ -1,0 +1,167 @@
+"""The endpoint job: load the base model and the attached adapters, answer OpenAI chat completions on a
+127.0.0.1 port, and tell the server where (it proxies `/v1/chat/completions` there).
+
+A heartbeat thread keeps the lease, reports the address and the adapters loaded, and carries out what the
+server answers: an adapter attached since is fetched and loaded, a detached one is unloaded. When the endpoint
+is deleted (the lease is gone) the worker stops serving and exits.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from optimize.serving.completions import RequestError, read_request
+from optimize.worker.channel import ApiError, Channel
+from optimize.worker.rendering import renderer_for
+
+
+def run_endpoint(channel: Channel, endpoint_id: str) -> int:
+    base = f"/v1/internal/endpoints/{endpoint_id}"
+    try:
+        spec = channel.get(base)
+    except ApiError as error:
+        print(f"cannot start: {error.message}", flush=True)
+        return 3
+    workdir = Path(tempfile.mkdtemp(prefix=f"endpoint-{endpoint_id[:12]}-"))
+    beat = _Heartbeat(channel, base, spec["leaseSeconds"], workdir)
+    beat.start()
+    try:
+        return _serve(spec, beat)
+    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the endpoint
+        traceback.print_exc()
+        beat.stop()
+        if beat.lost.is_set():
+            return 3
+        return channel.report_end(f"{base}/result",
+                                  {"failed": f"the endpoint failed: {type(error).__name__}: {error}"})
+    finally:
+        beat.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _serve(spec: dict[str, Any], beat: _Heartbeat) -> int:
+    import uvicorn
+
+    from optimize.serving.completions import Completer
+    from optimize.serving.engine import ServingModel
+
+    renderer = renderer_for(spec["model"])
+    engine = ServingModel(spec["model"]["path"])
+    beat.engine = engine
+    beat.sync(spec["adapters"])  # the adapters attached at creation answer from the first request
+    completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections queue from now on, so the address can be reported before uvicorn runs
+    server = uvicorn.Server(uvicorn.Config(_app(completer, spec["model"]["id"], engine), log_level="warning"))
+    beat.on_lost = lambda: setattr(server, "should_exit", True)
+    beat.address = "127.0.0.1:%d" % sock.getsockname()[1]
+    beat.wake()
+    print(f"serving {spec['model']['id']} on {beat.address}", flush=True)
+    server.run(sockets=[sock])
+    if beat.lost.is_set():
+        print(f"stopped: {beat.lost_reason}", flush=True)
+    return 3 if beat.lost.is_set() else 0
+
+
+def _app(completer, base_name: str, engine) -> FastAPI:
+    app = FastAPI()
+
+    def refuse(message: str, status: int = 400) -> JSONResponse:
+        return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": None}},
+                            status_code=status)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            return refuse("the request body is not JSON")
+        try:
+            chat_request = read_request(body)
+            if chat_request.model != base_name and chat_request.model not in engine.adapters:
+                return refuse(f"model {chat_request.model!r} is not loaded on this endpoint", 404)
+            adapter = None if chat_request.model == base_name else chat_request.model
+            if chat_request.stream:
+                events = await run_in_threadpool(completer.chunks, adapter, chat_request)
+                return StreamingResponse(events, media_type="text/event-stream")
+            return JSONResponse(await run_in_threadpool(completer.complete, adapter, chat_request))
+        except RequestError as error:
+            return refuse(str(error))
+
+    return app
+
+
+class _Heartbeat:
+    def __init__(self, channel: Channel, base: str, lease_seconds: float, workdir: Path) -> None:
+        self.channel = channel
+        self.base = base
+        self.lease_seconds = lease_seconds
+        self.interval = max(0.5, min(2.0, lease_seconds / 4))  # an attached adapter loads within about this
+        self.workdir = workdir
+        self.engine = None
+        self.address: str | None = None
+        self.on_lost = lambda: None
+        self.lost = threading.Event()
+        self.lost_reason = ""
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._last_contact = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def sync(self, wanted: list[dict[str, Any]]) -> bool:
+        """Load the adapters the server lists and unload the others; True when anything changed."""
+        if self.engine is None:
+            return False
+        names = {a["name"] for a in wanted}
+        changed = False
+        for name in [n for n in self.engine.adapters if n not in names]:
+            self.engine.unload_adapter(name)
+            changed = True
+        for adapter in wanted:
+            if adapter["name"] not in self.engine.adapters:
+                folder = self.workdir / adapter["manifest"][:16]
+                self.engine.load_adapter(adapter["name"], self.channel.fetch_artifact(adapter["manifest"], folder))
+                changed = True
+        return changed
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                answer = self.channel.post_json(f"{self.base}/heartbeat", {
+                    "address": self.address, "loaded": sorted(self.engine.adapters) if self.engine else []})
+                self._last_contact = time.monotonic()
+                if self.address and self.sync(answer.get("adapters") or []):
+                    continue  # say at once that the adapters are loaded
+            except ApiError as error:
+                if error.code == "lease_lost" or time.monotonic() - self._last_contact > self.lease_seconds:
+                    self.lost_reason = error.message
+                    self.lost.set()
+                    self.on_lost()
+                    return
+            except Exception:  # noqa: BLE001 - an adapter that fails to load is retried at the next beat
+                traceback.print_exc()
+            self._wake.wait(self.interval)
+            self._wake.clear()
