@@ -3,7 +3,8 @@ as far as the platform reaches today — register a chat and a preference datase
 base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, analyze the
 chat dataset under it with the estimates for the example run file, create the project and train the example
 run (LoRA SFT on the cpu, followed to its end), then show the run, its last metrics, its snapshots and the
-model it registered.
+model it registered, evaluate the base model and the trained adapter, and serve the adapter from an
+endpoint that answers one ticket.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 AKKA = [sys.executable, "-m", "optimize"]
 EXAMPLES = "examples/datasets"  # paths relative to the repository root, where every step runs
 RUN_FILE = "examples/runs/support-sft.yaml"
+QUESTION = "My router will not turn on. Order #1002."
 
 
 def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
@@ -100,9 +102,18 @@ def main() -> None:
         table = akka_json(url, "training", "projects", "scores", "support")["groups"][0]
         base = table["baseline"]["meanScore"]
         trained = table["columns"][0]["meanScore"]
+        # serve the trained adapter and ask it one ticket (its instructions: its first training row's system message)
+        akka(url, "training", "endpoints", "create", "--model", model, "--wait", "--timeout", "600")
+        endpoint = akka_json(url, "training", "endpoints", "list", "--project", "support")["endpoints"][0]["endpointId"]
+        ask = ["training", "endpoints", "send", endpoint[:12], "--input", QUESTION, "--temperature", "0",
+               "--max-tokens", "32"]
+        akka(url, *ask)
+        answer = akka_json(url, *ask)["choices"][0]["message"]["content"]
+        akka(url, "training", "endpoints", "delete", endpoint[:12])
         print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
               f"the example run trained and its adapter registered as {model}; json-label-match mean score "
-              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter.", flush=True)
+              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter; the served adapter answered "
+              f"{answer!r}.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:

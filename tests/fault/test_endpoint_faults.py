@@ -1,0 +1,66 @@
+"""Endpoint faults against a real server: an endpoint waits for capacity while the device is held, a lost worker
+fails its endpoint with the reason and frees the device for the one waiting, and a project with an endpoint
+serving cannot be archived."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import Cli
+
+pytestmark = pytest.mark.integration
+LLAMA, QWEN = "optimize/tiny-llama-3.2", "optimize/tiny-qwen2.5"
+
+
+def _worker(endpoint_id: str):
+    import psutil
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = [p for p in psutil.process_iter(["cmdline"]) if endpoint_id in (p.info.get("cmdline") or [])]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no worker process for endpoint {endpoint_id}")
+
+
+def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiting(server_factory, capsys):
+    proc = server_factory("endpoints")
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    for model in (LLAMA, QWEN):
+        client.post(f"/v1/training/base-models/{model}/select", json={}).raise_for_status()
+    client.post("/v1/training/projects", json={"name": "serve"}).raise_for_status()
+
+    first = json.loads(cli.ok("training", "endpoints", "create", "--model", LLAMA, "--project", "serve", "--wait",
+                              "--timeout", "300", "-o", "json-compact").out.splitlines()[-1])
+    assert first["phase"] == "READY"
+    # another base model needs a device of its own; the only cpu slot is held, so it waits
+    second = cli.json("training", "endpoints", "create", "--model", QWEN, "--project", "serve")
+    assert second["attached"] is False and second["phase"] == "AWAITING_CAPACITY"
+    time.sleep(2)
+    assert cli.json("training", "endpoints", "get", second["endpointId"])["phase"] == "AWAITING_CAPACITY"
+
+    refused = cli("training", "projects", "archive", "serve")
+    assert refused.code == 1 and f"endpoint {first['endpointId'][:12]} (READY)" in refused.err
+    assert f"endpoint {second['endpointId'][:12]} (AWAITING_CAPACITY)" in refused.err
+
+    _worker(first["endpointId"]).kill()
+    waited = cli("training", "endpoints", "wait", first["endpointId"], "--timeout", "120")
+    assert waited.code == 1  # an endpoint that will not answer is a failure
+    failed = cli.json("training", "endpoints", "get", first["endpointId"])
+    assert failed["phase"] == "FAILED" and failed["devicesHeld"] == []
+    assert failed["failureReason"].startswith("worker lost: its process was killed by signal 9")
+    answer = client.post("/v1/chat/completions", json={"model": LLAMA, "messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 404 and "is not served by any endpoint" in answer.json()["error"]["message"]
+
+    ready = json.loads(cli.ok("training", "endpoints", "wait", second["endpointId"], "--timeout", "300",
+                              "-o", "json-compact").out.splitlines()[-1])
+    assert ready["phase"] == "READY" and ready["devicesHeld"] == ["cpu:0"]
+    listed = cli.json("training", "endpoints", "list", "--project", "serve", "--phase", "active")["endpoints"]
+    assert [e["endpointId"] for e in listed] == [second["endpointId"]]
+    cli.ok("training", "endpoints", "delete", second["endpointId"])
+    cli.ok("training", "projects", "archive", "serve")  # nothing in progress any more
