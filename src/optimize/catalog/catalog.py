@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from optimize.catalog.schema import CatalogFile, Entry, entry_id_problems
-from optimize.core.errors import Invalid, NotFound
+from optimize.catalog.schema import CatalogFile, DeviceProfile, Entry, entry_id_problems
+from optimize.core.errors import Invalid, NotFound, Refused
 
 SHIPPED = Path(__file__).resolve().parents[3] / "catalogs" / "default.yaml"
 
@@ -19,6 +19,15 @@ SHIPPED = Path(__file__).resolve().parents[3] / "catalogs" / "default.yaml"
 def shipped_catalog_path() -> Path:
     """The catalog shipped with Optimize (`catalogs/default.yaml`), unless OPTIMIZE_CATALOG names another."""
     return Path(os.environ.get("OPTIMIZE_CATALOG") or SHIPPED)
+
+
+def check_replica_profile(entry: Entry, profile: DeviceProfile, profiles: list[DeviceProfile], work: str) -> None:
+    """A model allowed for serving only runs on one GPU a replica: an endpoint or evaluation of it on another kind
+    of device is refused, naming the GPU profiles there are."""
+    if entry.serving_only and profile.kind != "gpu":
+        gpus = ", ".join(p.name for p in profiles if p.kind == "gpu") or "this deployment has none"
+        raise Refused(f"{entry.id} is allowed for serving only and runs on one GPU a replica; an {work} of it "
+                      f"cannot use profile {profile.name!r} ({profile.kind})", hint=f"pass a GPU profile: {gpus}")
 
 
 @dataclass(frozen=True)

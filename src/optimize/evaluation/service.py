@@ -19,6 +19,7 @@ from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Training
+from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
 from optimize.projects.service import open_project
@@ -87,6 +88,8 @@ def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
                       hint="profiles here: " + ", ".join(p.name for p in training.profiles))
     with training.store.transaction() as session:
         reference, model, owner = resolve_model(training, session, body["model"])
+        check_replica_profile(training.catalog.find(model["baseEntryId"]),
+                              next(p for p in training.profiles if p.name == profile), training.profiles, "evaluation")
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project_name = body.get("project") or owner
         if project_name is None:

@@ -19,6 +19,7 @@ from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Training
+from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
 from optimize.projects.service import open_project
@@ -112,11 +113,7 @@ def _profile(training: Training, asked: Any, entry) -> str:
                       hint="profiles here: " + ", ".join(profiles))
     if asked is None:  # where the catalog says the model is served, else the CPU slot
         asked = next((name for name in entry.served_on if name in profiles), "cpu")
-    if "training" not in entry.allowed_for and profiles[asked].kind != "gpu":
-        raise Refused(f"{entry.id} is allowed for serving only, and is served on one GPU a replica; "
-                      f"{asked!r} is not a GPU profile",
-                      hint="pass a GPU profile: " + (", ".join(n for n, p in profiles.items() if p.kind == "gpu")
-                                                     or "this deployment has none"))
+    check_replica_profile(entry, profiles[asked], training.profiles, "endpoint")
     return asked
 
 
