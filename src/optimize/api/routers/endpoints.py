@@ -4,21 +4,17 @@ OpenAI chat completions, what `akka training endpoints proxy` forwards to)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, Body, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
+from optimize.api.status_stream import status_events
 from optimize.api.routers.chat import forward
 from optimize.serving import endpoints as service
 
 router = APIRouter(prefix="/v1/training/endpoints", tags=["training"])
-POLL_SECONDS = 0.5
-KEEPALIVE_SECONDS = 5.0
 
 
 @router.post("")
@@ -61,20 +57,4 @@ async def chat(endpoint_id: str, request: Request, training: TrainingDep):
 @router.get("/{endpoint_id}/events")
 async def follow(endpoint_id: str, training: TrainingDep) -> StreamingResponse:
     """The endpoint's status now, then whenever it changes, until it answers with every model or never will."""
-    first = await run_in_threadpool(service.get, training, endpoint_id)
-
-    async def stream():
-        last, quiet = first, 0.0
-        yield f"event: status\ndata: {json.dumps(last)}\n\n"
-        while not last["settled"]:
-            await asyncio.sleep(POLL_SECONDS)
-            now = await run_in_threadpool(service.get, training, last["endpointId"])
-            quiet += POLL_SECONDS
-            if now != last:
-                last, quiet = now, 0.0
-                yield f"event: status\ndata: {json.dumps(now)}\n\n"
-            elif quiet >= KEEPALIVE_SECONDS:
-                quiet = 0.0
-                yield ": keep-alive\n\n"
-
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return await status_events(service.get, training, endpoint_id, "endpointId")

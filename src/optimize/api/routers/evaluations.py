@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, Body
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
+from optimize.api.status_stream import status_events
 from optimize.evaluation import service
 
 router = APIRouter(prefix="/v1/training/evaluations", tags=["training"])
-POLL_SECONDS = 0.5
-KEEPALIVE_SECONDS = 5.0
 
 
 @router.post("")
@@ -53,20 +49,4 @@ def predictions(evaluation_id: str, training: TrainingDep, limit: int | None = N
 @router.get("/{evaluation_id}/events")
 async def follow(evaluation_id: str, training: TrainingDep) -> StreamingResponse:
     """The evaluation's status now, then whenever it changes, until it has ended."""
-    first = await run_in_threadpool(service.get, training, evaluation_id)
-
-    async def stream():
-        last, quiet = first, 0.0
-        yield f"event: status\ndata: {json.dumps(last)}\n\n"
-        while not last["terminal"]:
-            await asyncio.sleep(POLL_SECONDS)
-            now = await run_in_threadpool(service.get, training, last["evaluationId"])
-            quiet += POLL_SECONDS
-            if now != last:
-                last, quiet = now, 0.0
-                yield f"event: status\ndata: {json.dumps(now)}\n\n"
-            elif quiet >= KEEPALIVE_SECONDS:
-                quiet = 0.0
-                yield ": keep-alive\n\n"
-
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return await status_events(service.get, training, evaluation_id, "evaluationId")

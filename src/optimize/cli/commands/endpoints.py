@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Annotated, Any
 
 import typer
 
-from optimize.cli.common import client_for, command, fail
-from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.common import client_for, command
+from optimize.cli.follow import follow_status
+from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.client.http import segment
 
@@ -144,25 +143,7 @@ def delete(out: Output, endpoint: Endpoint) -> None:
 
 
 def _follow(client, out: Output, endpoint_id: str, timeout: float | None) -> None:
-    from optimize.client.events import follow
-
-    deadline = time.monotonic() + timeout if timeout else None
-    last: dict[str, Any] | None = None
-    try:
-        for status in follow(client, f"/v1/training/endpoints/{segment(endpoint_id)}/events", deadline):
-            if out.is_json:
-                print(json.dumps(status, separators=(",", ":")), flush=True)
-            elif last is None or _line(status) != _line(last):
-                print(_line(status), flush=True)
-            last = status
-    except TimeoutError:
-        fail(f"endpoint {endpoint_id} does not answer after {timeout:g}s; it goes on starting",
-             f"follow it again with: akka training endpoints wait {endpoint_id}")
-    final = client.get(f"/v1/training/endpoints/{segment(last['endpointId'])}")
-    if out.is_json:
-        out.emit(final)
-    else:
-        _render(console(), final)
+    final = follow_status(client, out, "endpoints", endpoint_id, timeout, _line, _render, "does not answer yet")
     if final["terminal"]:  # an endpoint that will not answer is a failure, whatever else was asked
         raise CommandFailed(1)
 

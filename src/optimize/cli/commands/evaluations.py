@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Annotated, Any
 
 import typer
 
-from optimize.cli.common import client_for, command, fail
-from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.common import client_for, command
+from optimize.cli.follow import follow_status
+from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.client.http import segment
 
@@ -112,25 +111,7 @@ def predictions(out: Output, evaluation: Evaluation,
 
 
 def _follow(client, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool) -> None:
-    from optimize.client.events import follow
-
-    deadline = time.monotonic() + timeout if timeout else None
-    last: dict[str, Any] | None = None
-    try:
-        for status in follow(client, f"/v1/training/evaluations/{segment(evaluation_id)}/events", deadline):
-            if out.is_json:
-                print(json.dumps(status, separators=(",", ":")), flush=True)
-            elif last is None or _line(status) != _line(last):
-                print(_line(status), flush=True)
-            last = status
-    except TimeoutError:
-        fail(f"evaluation {evaluation_id} has not ended after {timeout:g}s; it goes on",
-             f"follow it again with: akka training evaluations wait {evaluation_id}")
-    final = client.get(f"/v1/training/evaluations/{segment(last['evaluationId'])}")
-    if out.is_json:
-        out.emit(final)
-    else:
-        _render(console(), final)
+    final = follow_status(client, out, "evaluations", evaluation_id, timeout, _line, _render)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 

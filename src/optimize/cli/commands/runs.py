@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from optimize.cli.common import client_for, command, fail
-from optimize.cli.output import CommandFailed, Output, console
+from optimize.cli.follow import follow_status
+from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.cli.dry_run import render_dry_run
 from optimize.client.http import segment
@@ -181,29 +181,7 @@ def _restored(resumed: dict[str, Any]) -> str:
 
 
 def _follow(client, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
-    import json
-
-    from optimize.client.events import follow
-
-    deadline = time.monotonic() + timeout if timeout else None
-    last: dict[str, Any] | None = None
-    try:
-        for status in follow(client, f"/v1/training/runs/{segment(run_id)}/events", deadline):
-            if out.is_json:
-                print(json.dumps(status, separators=(",", ":")), flush=True)
-            else:
-                line = _status_line(status)
-                if last is None or line != _status_line(last):
-                    print(line, flush=True)
-            last = status
-    except TimeoutError:
-        fail(f"run {run_id} has not ended after {timeout:g}s; it goes on", "follow it again with: akka training runs wait "
-             + run_id)
-    final = client.get(f"/v1/training/runs/{segment(last['runId'])}")
-    if out.is_json:
-        out.emit(final)
-    else:
-        _render_run(console(), final)
+    final = follow_status(client, out, "runs", run_id, timeout, _status_line, _render_run)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 
