@@ -89,6 +89,23 @@ def test_the_trained_adapter_scores_higher_than_its_base(labelled, sqlite_server
     assert "baseline" in text and "labeller" in text
 
 
+def test_a_judge_model_grades_each_answer(labelled, sqlite_server, capsys):
+    """The base model judges the adapter's answers: served for the evaluation, its reply is read as a score, and a
+    reply without one leaves the example unscored, quoting it."""
+    cli = Cli(capsys, sqlite_server.url)
+    judged = followed(cli, "training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                      "--grader", f"model:{MODEL}", "--max-new-tokens", "12", "--wait", "--exit-status")
+    assert judged["phase"] == "COMPLETED" and judged["grader"] == f"model:{MODEL}"
+    assert judged["report"]["scored"] + judged["report"]["unscored"] == 24
+    answers = cli.json("training", "evaluations", "predictions", judged["evaluationId"])["predictions"]
+    assert len(answers) == 24
+    for p in answers:
+        if p["score"] is None:
+            assert p["explanation"].startswith(f"the judge {MODEL} gave no score between 0 and 1: ")
+        else:
+            assert 0 <= p["score"] <= 1 and p["explanation"].startswith(f"judged by {MODEL}")
+
+
 def test_refusals_name_what_to_change(labelled, sqlite_server, capsys):
     cli, client = Cli(capsys, sqlite_server.url), labelled["client"]
     before = len(client.get("/v1/training/evaluations").json()["evaluations"])
@@ -96,7 +113,10 @@ def test_refusals_name_what_to_change(labelled, sqlite_server, capsys):
     assert no_project.code == 1 and "belongs to no project" in no_project.err and "--project" in no_project.err
     judge = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
                 "--grader", "model:x/judge")
-    assert judge.code == 1 and "needs a judge model" in judge.err
+    assert judge.code == 1 and "no base model 'x/judge'" in judge.err
+    bundle = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                 "--grader", "bundle:x/scorers#score")
+    assert bundle.code == 1 and "needs a scoring bundle" in bundle.err
     other = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
                 "--project", "elsewhere")
     assert other.code == 1 and f"belongs to project {labelled['name']}" in other.err

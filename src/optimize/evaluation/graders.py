@@ -5,7 +5,9 @@ field (nested fields by dotted path), tolerating code fences and prose around it
 expected fields the answer matches exactly. An expected answer that holds no JSON is compared as text.
 `http:URL` posts `{input, output, expected}` to the user's evaluator, which answers `score` (0..1) or a boolean
 `ok`/`passed`, and an optional `explanation`. An unscored example (`score: None`, e.g. an evaluator that cannot
-be reached) is left out of the mean.
+be reached) is left out of the mean. `model:REF` asks a judge model (a base model or a registered adapter, served
+for the evaluation beside the model evaluated) to compare the answer with the expected one and reply with a JSON
+score; a reply without a score between 0 and 1 leaves the example unscored, quoting the reply.
 """
 
 from __future__ import annotations
@@ -81,6 +83,29 @@ def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -
     if not isinstance(score, (int, float)) or not 0 <= score <= 1:
         return Grade(None, f"the evaluator at {url} gave no score between 0 and 1")
     return Grade(float(score), str(body.get("explanation") or ""))
+
+
+JUDGE_INSTRUCTIONS = ("You grade answers. Compare the answer with the reference answer and reply with only a JSON "
+                      'object {"score": S}, where S is a number from 0 (wrong) to 1 (right).')
+
+
+def judge_messages(question: str, answer: str, expected: str) -> list[dict[str, str]]:
+    """What the judge is asked for one example."""
+    return [{"role": "system", "content": JUDGE_INSTRUCTIONS},
+            {"role": "user", "content": f"Question:\n{question}\n\nReference answer:\n{expected}\n\n"
+                                        f"Answer to grade:\n{answer}"}]
+
+
+def judge_grade(judge: str, reply: str) -> Grade:
+    """The judge's reply read as a grade: `{"score": S}` with S from 0 to 1 (or a boolean), else unscored."""
+    found = find_json(reply)
+    score = found.get("score") if isinstance(found, dict) else None
+    if isinstance(score, bool):
+        score = float(score)
+    if not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        return Grade(None, f"the judge {judge} gave no score between 0 and 1: {reply.strip()[:120]!r}")
+    return Grade(float(score), f"judged by {judge}" + (f": {found['explanation']}" if found.get("explanation")
+                                                        else ""))
 
 
 def report(grades: list[Grade]) -> dict[str, Any]:

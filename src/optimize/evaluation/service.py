@@ -32,7 +32,7 @@ from optimize.training.resolve import pick_dataset
 
 PHASES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
-GRADERS_LATER = {"model": "a judge model", "bundle": "a scoring bundle"}
+GRADERS_LATER = {"bundle": "a scoring bundle"}
 
 
 def holder(evaluation_id: str) -> str:
@@ -46,11 +46,13 @@ def check_grader(spec: str | None) -> str:
     kind, _, rest = spec.partition(":")
     if kind == "http" and rest.startswith(("http://", "https://")):
         return spec
+    if kind == "model" and rest.strip():
+        return f"model:{rest.strip()}"
     if kind in GRADERS_LATER:
         raise Refused(f"grader {spec!r} needs {GRADERS_LATER[kind]}, which this deployment does not provide yet",
-                      hint=f"use {DEFAULT_GRADER} or http:URL")
+                      hint=f"use {DEFAULT_GRADER}, http:URL or model:REF")
     raise Invalid(f"grader {spec!r} is not one of {DEFAULT_GRADER}, http:URL, model:REF, bundle:REF#MODULE",
-                  hint="e.g. --grader http://127.0.0.1:8000/score")
+                  hint="e.g. --grader http://127.0.0.1:8000/score or --grader model:NS/NAME")
 
 
 def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str, Any], str | None]:
@@ -88,8 +90,13 @@ def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
                       hint="profiles here: " + ", ".join(p.name for p in training.profiles))
     with training.store.transaction() as session:
         reference, model, owner = resolve_model(training, session, body["model"])
-        check_replica_profile(training.catalog.find(model["baseEntryId"]),
-                              next(p for p in training.profiles if p.name == profile), training.profiles, "evaluation")
+        device = next(p for p in training.profiles if p.name == profile)
+        check_replica_profile(training.catalog.find(model["baseEntryId"]), device, training.profiles, "evaluation")
+        if grader.startswith("model:"):  # the judge is resolved and frozen now, like the model evaluated
+            judge_reference, judge, _ = resolve_model(training, session, grader.removeprefix("model:"))
+            check_replica_profile(training.catalog.find(judge["baseEntryId"]), device, training.profiles,
+                                  "evaluation")
+            model["judge"] = {"reference": judge_reference, **judge}
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project_name = body.get("project") or owner
         if project_name is None:
@@ -256,9 +263,21 @@ def job_spec(training: Training, evaluation_id: str, token: str) -> dict[str, An
                             "objects": examples_objects(session, item.dataset_digest)},
                 "model": job_model(training.store, training.catalog.find(item.model["baseEntryId"]),
                                    item.model["baseCommit"]),
-                "adapterManifest": (item.model.get("manifestDigest") or "").removeprefix("sha256:") or None,
+                "adapterManifest": _manifest(item.model),
+                "judge": _judge_spec(training, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
                 "answeredLines": sorted(kept)}
+
+
+def _manifest(model: dict[str, Any]) -> str | None:
+    return (model.get("manifestDigest") or "").removeprefix("sha256:") or None
+
+
+def _judge_spec(training: Training, judge: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not judge:
+        return None
+    return {"reference": judge["reference"], "adapterManifest": _manifest(judge),
+            "model": job_model(training.store, training.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
 
 
 def heartbeat(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:

@@ -45,34 +45,60 @@ def run_evaluation(channel: Channel, evaluation_id: str) -> int:
 
 
 def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
-    import httpx
-
-    from optimize.evaluation.generation import TransformersGenerator
-    from optimize.evaluation.graders import DEFAULT_GRADER, http_grade, json_label_match
-
     renderer = renderer_for(spec["model"])
     prompts = list(_prompts(channel, spec, renderer))  # every row is checked before the model is loaded
-    adapter = channel.fetch_artifact(spec["adapterManifest"], workdir / "adapter") if spec["adapterManifest"] \
-        else None
-    generator = TransformersGenerator(spec["model"]["path"], adapter)
-    grader = spec["grader"]
-    http = httpx.Client(timeout=30.0) if grader.startswith("http:") else None
+    generator = _generator(channel, spec, workdir / "adapter")
+    grade = _grader(channel, spec, workdir)
     answered = set(spec["answeredLines"])
     pending = [p for p in prompts if p["line"] not in answered]
     for start in range(0, len(pending), BATCH_ROWS):
         if reporter.lost.is_set():
             return
         batch = pending[start:start + BATCH_ROWS]
-        answers = generator.generate([p["ids"] for p in batch], spec.get("maxNewTokens") or 256)
+        answers = [a.text for a in generator.generate([p["ids"] for p in batch], spec.get("maxNewTokens") or 256)]
         items = []
-        for item, answer in zip(batch, answers):
-            grade = json_label_match(answer.text, item["expected"]) if grader == DEFAULT_GRADER else \
-                http_grade(grader.removeprefix("http:"), item["prompt"], answer.text, item["expected"], http)
+        for item, answer, grade_of in zip(batch, answers, grade(batch, answers)):
             items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
-                          "answer": answer.text, "score": grade.score, "explanation": grade.explanation,
-                          "fields": grade.fields, "chatTemplateSha256": renderer.chat_template_sha256,
+                          "answer": answer, "score": grade_of.score, "explanation": grade_of.explanation,
+                          "fields": grade_of.fields, "chatTemplateSha256": renderer.chat_template_sha256,
                           "baseModelRevision": spec["model"]["commit"]})
         channel.post_json(f"{base}/predictions", {"items": items})
+
+
+def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
+    """The model answering (a base model, or an adapter over it), on this job's device."""
+    from optimize.evaluation.generation import TransformersGenerator
+
+    adapter = channel.fetch_artifact(spec["adapterManifest"], adapter_dir) if spec["adapterManifest"] else None
+    return TransformersGenerator(spec["model"]["path"], adapter)
+
+
+def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
+    """A function grading a batch of rows' answers, by the evaluation's grader."""
+    import httpx
+
+    from optimize.evaluation.graders import (DEFAULT_GRADER, http_grade, judge_grade, judge_messages,
+                                             json_label_match)
+
+    grader = spec["grader"]
+    if grader == DEFAULT_GRADER:
+        return lambda batch, answers: [json_label_match(a, item["expected"]) for item, a in zip(batch, answers)]
+    if grader.startswith("http:"):
+        http = httpx.Client(timeout=30.0)
+        url = grader.removeprefix("http:")
+        return lambda batch, answers: [http_grade(url, item["prompt"], a, item["expected"], http)
+                                       for item, a in zip(batch, answers)]
+    judge = spec["judge"]  # model:REF, served here beside the model evaluated
+    judge_renderer = renderer_for(judge["model"])
+    judge_model = _generator(channel, judge, workdir / "judge")
+
+    def ask_judge(batch, answers):
+        prompts = [judge_renderer.tokenizer(judge_renderer.text(
+            judge_messages(item["question"], answer, item["expected"]), None, generation_prompt=True),
+            add_special_tokens=False)["input_ids"] for item, answer in zip(batch, answers)]
+        return [judge_grade(judge["reference"], reply.text) for reply in judge_model.generate(prompts, 64)]
+
+    return ask_judge
 
 
 def _prompts(channel: Channel, spec: dict[str, Any], renderer):
@@ -96,4 +122,5 @@ def _prompts(channel: Channel, spec: dict[str, Any], renderer):
                              "text; leave such rows out of the evaluation dataset")
         text = renderer.text(messages[:-1], row_tools(row), generation_prompt=True)
         ids = renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS once
-        yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or ""}
+        question = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages[:-1] if m["role"] != "system")
+        yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or "", "question": question}
