@@ -1,5 +1,5 @@
-"""Routes only workers call (analyses, runs, evaluations and endpoints), under `/v1/internal/`: each write carries the attempt's lease token, and a worker
-that no longer holds its attempt is answered 409 `lease_lost`."""
+"""Routes only workers call (analyses, runs, evaluations and endpoints), under `/v1/internal/`: each write
+carries the attempt's lease token, and a worker that no longer holds its attempt is answered 409 `lease_lost`."""
 
 from __future__ import annotations
 

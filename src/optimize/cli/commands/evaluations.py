@@ -21,7 +21,8 @@ def start(
     out: Output,
     model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
     dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
-    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL or model:REF (a judge model).")] = "json-label-match",
+    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL or model:REF "
+                                        "(a judge model).")] = "json-label-match",
     project: Annotated[str | None, typer.Option("--project", help="The project it counts for (a base model "
                                                 "names none; a registered model its own).")] = None,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", min=1, help="Answer length limit "
