@@ -1,0 +1,323 @@
+"""OpenAI chat completions over an endpoint's engine: requests refused by the field at fault, and answers shaped
+as `chat.completion` or as a `chat.completion.chunk` stream.
+
+The Completer runs on a real tokenizer and chat template (the SmolLM2 stand-in: ChatML with hermes
+`<tool_call>` calls). The engine is a scripted double that hands over the token ids of a fixed answer the way
+`ServingModel.stream` does (stopping after a stop token or at the token limit), since what is checked here is
+the response shaping, not generation.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optimize.serving.completions import DEFAULT_MAX_TOKENS, Completer, RequestError, read_request
+
+USER = [{"role": "user", "content": "What's the weather in Paris?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "The time in a zone",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}]
+CALLS_ANSWER = ('Let me look that up.\n'
+                '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris, France"}}</tool_call>\n'
+                '<tool_call>{"name": "get_time", "arguments": {"zone": "CET"}}</tool_call>')
+TEXT_ANSWER = "Café au lait ☕ costs 3€ in Paris, about ¥500."
+
+
+# --- read_request ----------------------------------------------------------------------------------------
+
+
+def body(**fields):
+    return {"model": "optimize/tiny-smollm2", "messages": USER, **fields}
+
+
+REFUSALS = {  # id: (request body, what the message must name)
+    "body-null": (None, "request body"),
+    "body-list": ([USER], "request body"),
+    "body-string": ("hello", "request body"),
+    "no-messages": ({"model": "m"}, "messages"),
+    "empty-messages": (body(messages=[]), "messages"),
+    "messages-string": (body(messages="hi"), "messages"),
+    "message-string": (body(messages=["hi"]), "message 0"),
+    "unknown-role": (body(messages=[{"role": "wizard", "content": "hi"}]), "role 'wizard'"),
+    "no-content": (body(messages=[{"role": "user"}]), "message 0 (user) has no content"),
+    "number-content": (body(messages=[{"role": "user", "content": 5}]), "content"),
+    "tools-string": (body(tools="get_weather"), "'tools'"),
+    "tool-without-function": (body(tools=[{"type": "function"}]), "tool 0"),
+    "n-2": (body(n=2), "n must be 1"),
+    "max_tokens-negative": (body(max_tokens=-1), "max_tokens"),
+    "max_tokens-string": (body(max_tokens="64"), "max_tokens"),
+    "max_tokens-float": (body(max_tokens=1.5), "max_tokens"),
+    "max_tokens-bool": (body(max_tokens=True), "max_tokens"),
+    "temperature-high": (body(temperature=2.5), "temperature"),
+    "temperature-negative": (body(temperature=-0.1), "temperature"),
+    "temperature-string": (body(temperature="hot"), "temperature"),
+    "temperature-bool": (body(temperature=True), "temperature"),
+    "top_p-high": (body(top_p=1.5), "top_p"),
+    "top_p-negative": (body(top_p=-0.5), "top_p"),
+    "top_p-string": (body(top_p="all"), "top_p"),
+}
+
+
+@pytest.mark.parametrize("request_body, field", list(REFUSALS.values()), ids=list(REFUSALS))
+def test_a_bad_request_is_refused_naming_the_field(request_body, field):
+    with pytest.raises(RequestError) as refused:
+        read_request(request_body)
+    assert field in str(refused.value)
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: `... or DEFAULT_MAX_TOKENS` turns max_tokens 0 into 256 "
+                                       "instead of refusing it")
+@pytest.mark.parametrize("fields", [{"max_tokens": 0}, {"max_completion_tokens": 0, "max_tokens": 8}])
+def test_max_tokens_zero_is_refused(fields):
+    with pytest.raises(RequestError, match="max_tokens"):
+        read_request(body(**fields))
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: an explicit null (OpenAI's schema allows null for n, "
+                                       "temperature and top_p) is refused instead of taking the default")
+def test_explicit_nulls_take_the_defaults():
+    request = read_request(body(n=None, temperature=None, top_p=None, max_tokens=None))
+    assert (request.temperature, request.top_p, request.max_tokens) == (1.0, 1.0, DEFAULT_MAX_TOKENS)
+
+
+def test_a_good_request_is_read_with_defaults():
+    request = read_request(body())
+    assert request.model == "optimize/tiny-smollm2" and request.messages == USER and request.tools is None
+    assert (request.max_tokens, request.temperature, request.top_p, request.stream) == (DEFAULT_MAX_TOKENS, 1.0,
+                                                                                       1.0, False)
+
+
+def test_max_completion_tokens_wins_over_max_tokens_and_sampling_is_kept():
+    request = read_request(body(max_tokens=99, max_completion_tokens=12, temperature=0, top_p=0.5, stream=True))
+    assert (request.max_tokens, request.temperature, request.top_p, request.stream) == (12, 0.0, 0.5, True)
+
+
+def test_a_developer_message_is_read_as_a_system_message():
+    request = read_request(body(messages=[{"role": "developer", "content": "Answer in French."}, *USER]))
+    assert request.messages[0] == {"role": "system", "content": "Answer in French."}
+
+
+def test_tool_choice_none_drops_the_tools():
+    assert read_request(body(tools=TOOLS)).tools == TOOLS
+    assert read_request(body(tools=TOOLS, tool_choice="none")).tools is None
+    assert read_request(body(tools=TOOLS, tool_choice="auto")).tools == TOOLS
+
+
+# --- the Completer on the SmolLM2 stand-in ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from optimize.catalog.standins import StandIn, build
+    from optimize.chat.families import template_kwargs
+    from optimize.chat.render import ChatRenderer
+    from transformers import GenerationConfig
+
+    path = tmp_path_factory.mktemp("standin") / "smollm2"
+    build(StandIn("smollm2"), path)
+    renderer = ChatRenderer.from_pretrained(str(path), template_kwargs("smollm2"))
+    # the stop ids as ServingModel reads them: the generation config's eos ids, then the tokenizer's eos
+    stops = GenerationConfig.from_pretrained(str(path)).eos_token_id
+    stops = [stops] if isinstance(stops, int) else list(stops)
+    if renderer.tokenizer.eos_token_id not in stops:
+        stops.append(renderer.tokenizer.eos_token_id)
+    return renderer, stops
+
+
+class ScriptedEngine:
+    """Hands over a fixed answer's token ids as `ServingModel.stream` does: up to `max_new_tokens`, ending after
+    the first stop token; records what it was asked."""
+
+    def __init__(self, ids: list[int], stop_ids: list[int]) -> None:
+        self.ids = ids
+        self.stop_ids = stop_ids
+        self.asked: list[dict] = []
+
+    def stream(self, adapter, prompt, max_new_tokens, temperature=0.0, top_p=1.0):
+        self.asked.append({"adapter": adapter, "prompt": list(prompt), "max_new_tokens": max_new_tokens,
+                           "temperature": temperature, "top_p": top_p})
+        for token in self.ids[:max_new_tokens]:
+            yield token
+            if token in self.stop_ids:
+                return
+
+
+def completer_for(smollm2, answer: str, stop: bool = True, context_length: int | None = 4096):
+    renderer, stops = smollm2
+    ids = renderer.tokenizer(answer, add_special_tokens=False)["input_ids"] + ([stops[0]] if stop else [])
+    engine = ScriptedEngine(ids, stops)
+    return Completer(engine, renderer, "hermes", context_length), engine
+
+
+def events(stream) -> list:
+    """The stream's server-sent events: each `data:` payload, JSON-decoded, `[DONE]` kept as the string."""
+    out = []
+    for event in stream:
+        assert event.startswith("data: ") and event.endswith("\n\n")
+        payload = event[len("data: "):-2]
+        out.append(payload if payload == "[DONE]" else json.loads(payload))
+    return out
+
+
+def streamed_content(chunks: list) -> str:
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c != "[DONE]")
+
+
+def test_a_tool_call_answer_with_tools_offered_finishes_with_parsed_tool_calls(smollm2):
+    completer, _ = completer_for(smollm2, CALLS_ANSWER)
+    answer = completer.complete(None, read_request(body(tools=TOOLS)))
+    choice = answer["choices"][0]
+    assert answer["object"] == "chat.completion" and answer["id"].startswith("chatcmpl-")
+    assert answer["model"] == "optimize/tiny-smollm2"
+    assert choice["finish_reason"] == "tool_calls"
+    message = choice["message"]
+    assert message["role"] == "assistant" and message["content"] == "Let me look that up."
+    calls = message["tool_calls"]
+    assert [(c["type"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("function", "get_weather", {"city": "Paris, France"}), ("function", "get_time", {"zone": "CET"})]
+    assert len({c["id"] for c in calls}) == 2
+
+
+def test_the_prompt_the_engine_gets_carries_the_offered_tools(smollm2):
+    renderer, _ = smollm2
+    completer, engine = completer_for(smollm2, CALLS_ANSWER)
+    request = read_request(body(tools=TOOLS, temperature=0.3, top_p=0.9))
+    answer = completer.complete("acme/helper:v2", request)
+    asked = engine.asked[0]
+    expected = renderer.tokenizer(renderer.text(request.messages, TOOLS, generation_prompt=True),
+                                  add_special_tokens=False)["input_ids"]
+    assert asked["prompt"] == expected and answer["usage"]["prompt_tokens"] == len(expected)
+    prompt = renderer.tokenizer.decode(asked["prompt"])
+    assert '"name": "get_weather"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    assert (asked["adapter"], asked["temperature"], asked["top_p"]) == ("acme/helper:v2", 0.3, 0.9)
+
+
+def test_the_same_answer_without_tools_offered_is_plain_content(smollm2):
+    completer, engine = completer_for(smollm2, CALLS_ANSWER)
+    for request in (read_request(body()), read_request(body(tools=TOOLS, tool_choice="none"))):
+        answer = completer.complete(None, request)
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "stop" and "tool_calls" not in choice["message"]
+        assert choice["message"]["content"].startswith("Let me look that up.")
+        assert '"name": "get_weather"' in choice["message"]["content"]
+    assert all("get_weather" not in completer.renderer.tokenizer.decode(a["prompt"]) for a in engine.asked)
+
+
+def test_a_call_that_cannot_be_read_stays_content(smollm2):
+    completer, _ = completer_for(smollm2, 'Trying.\n<tool_call>{"name": "get_weather", "arguments": {"city": }'
+                                          '</tool_call>')
+    choice = completer.complete(None, read_request(body(tools=TOOLS)))["choices"][0]
+    assert choice["finish_reason"] == "stop" and "tool_calls" not in choice["message"]
+    assert choice["message"]["content"].startswith("Trying.")
+    assert '"city": }' in choice["message"]["content"]
+
+
+def test_usage_counts_the_stop_token_and_the_answer_ends_at_it(smollm2):
+    renderer, _ = smollm2
+    completer, engine = completer_for(smollm2, TEXT_ANSWER)
+    answer = completer.complete(None, read_request(body()))
+    answered = len(renderer.tokenizer(TEXT_ANSWER, add_special_tokens=False)["input_ids"]) + 1
+    assert answer["choices"][0]["message"]["content"] == TEXT_ANSWER
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    assert answer["usage"] == {"prompt_tokens": len(engine.asked[0]["prompt"]), "completion_tokens": answered,
+                               "total_tokens": len(engine.asked[0]["prompt"]) + answered}
+
+
+def test_an_answer_cut_at_max_tokens_finishes_with_length(smollm2):
+    completer, engine = completer_for(smollm2, TEXT_ANSWER)
+    answer = completer.complete(None, read_request(body(max_tokens=5)))
+    assert engine.asked[0]["max_new_tokens"] == 5
+    assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == 5
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: a tool-call answer cut at max_tokens mid-way through its second "
+                                       "call reports finish_reason tool_calls with the first call only")
+def test_a_tool_call_answer_cut_at_max_tokens_finishes_with_length(smollm2):
+    renderer, _ = smollm2
+    cut = len(renderer.tokenizer(CALLS_ANSWER, add_special_tokens=False)["input_ids"]) - 6  # inside call two
+    completer, _ = completer_for(smollm2, CALLS_ANSWER, stop=False)
+    answer = completer.complete(None, read_request(body(tools=TOOLS, max_tokens=cut)))
+    assert answer["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_token_limit_is_what_the_context_leaves(smollm2):
+    completer, engine = completer_for(smollm2, TEXT_ANSWER, context_length=None)
+    completer.complete(None, read_request(body(max_tokens=100)))
+    prompt = len(engine.asked[0]["prompt"])
+    completer.context_length = prompt + 7
+    completer.complete(None, read_request(body(max_tokens=100)))
+    assert [a["max_new_tokens"] for a in engine.asked] == [100, 7]
+
+
+def test_a_prompt_as_long_as_the_context_is_refused_before_any_generation(smollm2):
+    completer, engine = completer_for(smollm2, TEXT_ANSWER, context_length=8)
+    for answer in (completer.complete, completer.chunks):  # a stream is refused before it starts
+        with pytest.raises(RequestError, match=r"the prompt is \d+ tokens, and the model's context is 8"):
+            answer(None, read_request(body()))
+    assert engine.asked == []
+
+
+# --- streaming -------------------------------------------------------------------------------------------
+
+
+def test_streamed_text_concatenates_to_the_complete_content_and_ends_with_usage_then_done(smollm2):
+    completer, _ = completer_for(smollm2, TEXT_ANSWER)
+    whole = completer.complete(None, read_request(body()))
+    chunks = events(completer.chunks(None, read_request(body(stream=True))))
+    assert chunks[-1] == "[DONE]" and "[DONE]" not in chunks[:-1]
+    chunks = chunks[:-1]
+    assert len(chunks) > 3  # text arrives as it is decoded, not in one piece
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert streamed_content(chunks) == whole["choices"][0]["message"]["content"] == TEXT_ANSWER
+    assert all("\ufffd" not in (c["choices"][0]["delta"].get("content") or "") for c in chunks)
+    assert all(c["choices"][0]["finish_reason"] is None and "usage" not in c for c in chunks[:-1])
+    last = chunks[-1]
+    assert last["choices"][0]["delta"] == {} and last["choices"][0]["finish_reason"] == "stop"
+    assert last["usage"] == whole["usage"]
+
+
+def test_a_stream_cut_at_max_tokens_finishes_with_length(smollm2):
+    completer, _ = completer_for(smollm2, TEXT_ANSWER)
+    chunks = events(completer.chunks(None, read_request(body(max_tokens=4, stream=True))))
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-2]["usage"]["completion_tokens"] == 4
+
+
+@pytest.mark.xfail(strict=True, reason="src bug: complete() strips the answer's content and the stream does "
+                                       "not, so the two differ when the model writes leading/trailing whitespace")
+def test_streamed_text_matches_the_complete_content_around_whitespace(smollm2):
+    completer, _ = completer_for(smollm2, "\nSunny, 21 degrees.\n")
+    whole = completer.complete(None, read_request(body()))
+    chunks = events(completer.chunks(None, read_request(body(stream=True))))
+    assert streamed_content(chunks) == whole["choices"][0]["message"]["content"]
+
+
+def test_a_stream_with_tools_carries_tool_call_deltas_with_an_index(smollm2):
+    completer, _ = completer_for(smollm2, CALLS_ANSWER)
+    whole = completer.complete(None, read_request(body(tools=TOOLS)))
+    chunks = events(completer.chunks(None, read_request(body(tools=TOOLS, stream=True))))
+    assert chunks[-1] == "[DONE]"
+    chunks = chunks[:-1]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert streamed_content(chunks) == whole["choices"][0]["message"]["content"] == "Let me look that up."
+    deltas = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert [d["index"] for d in deltas] == [0, 1]
+    assert [(d["type"], d["function"]["name"], json.loads(d["function"]["arguments"])) for d in deltas] == [
+        ("function", "get_weather", {"city": "Paris, France"}), ("function", "get_time", {"zone": "CET"})]
+    assert len({d["id"] for d in deltas}) == 2
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[-1]["usage"] == whole["usage"]
+
+
+def test_a_stream_with_tools_and_a_text_answer_streams_the_text(smollm2):
+    completer, _ = completer_for(smollm2, TEXT_ANSWER)
+    chunks = events(completer.chunks(None, read_request(body(tools=TOOLS, stream=True))))[:-1]
+    assert streamed_content(chunks) == TEXT_ANSWER
+    assert not any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
