@@ -117,8 +117,6 @@ def test_create_with_an_unknown_device_profile_is_refused_naming_the_profiles(cl
     assert "deviceProfile 'tpu'" in body["detail"] and "cpu" in body["hint"]
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: serving/endpoints.py _profile tests `asked not in profiles` on an "
-                                       "unhashable value: TypeError, answered 500")
 @pytest.mark.parametrize("profile", [["cpu"], {"name": "cpu"}], ids=["list", "object"])
 def test_create_with_a_device_profile_that_is_not_a_name_is_refused(client, profile):
     refused_storing_nothing(client, "POST", ENDPOINTS, None,
@@ -141,8 +139,6 @@ def test_create_in_an_archived_project_is_refused(client, project):
     assert "'closed' is archived" in body["detail"] and "unarchive closed" in body["hint"]
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: serving/endpoints.py create passes a non-string project to "
-                                       "open_project, whose name.lower() raises AttributeError, answered 500")
 @pytest.mark.parametrize("project", [5, ["shop"]], ids=["number", "list"])
 def test_create_with_a_project_that_is_not_a_name_is_refused(client, project):
     refused_storing_nothing(client, "POST", ENDPOINTS, None, json={"model": MODEL, "project": project})
@@ -202,9 +198,6 @@ def test_an_endpoint_waiting_for_capacity_refuses_what_it_cannot_do(client):
     assert client.delete(f"{ENDPOINTS}/{short}").status_code == 200  # deleting again changes nothing
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: serving/endpoints.py route matches the deleted endpoint's base "
-                                       "model before its TERMINAL check, so it answers 'not answering yet ... wait "
-                                       "for it' for an endpoint that never will")
 def test_chat_with_a_deleted_endpoint_says_it_answers_nothing(client):
     short = client.post(ENDPOINTS, json={"model": MODEL, "project": "shop"}).json()["endpointId"][:12]
     client.delete(f"{ENDPOINTS}/{short}").raise_for_status()
@@ -250,8 +243,6 @@ def test_chat_with_an_unknown_endpoint_is_not_found(bare):
     assert "endpoint 'nosuchendpoint' does not exist" in message
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: serving/endpoints.py route hands a non-string model to "
-                                       "parse_reference (text.strip()): AttributeError, answered 500")
 @pytest.mark.parametrize("model", [5, [MODEL], {"id": MODEL}], ids=["number", "list", "object"])
 def test_chat_with_a_model_that_is_not_a_string_is_refused(bare, model):
     is_openai_problem(bare.post("/v1/chat/completions", json={"model": model, "messages": []}), None)

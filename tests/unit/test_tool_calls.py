@@ -108,8 +108,6 @@ def test_hermes_leaves_a_call_it_cannot_read_as_text(text):
     assert_stays_text("hermes", text)
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: hermes returns the complete first call and silently drops the "
-                                       "rest of the answer (a second call cut off mid-way, text after the calls)")
 def test_hermes_never_drops_a_call_cut_off_after_a_complete_one():
     text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n'
             '<tool_call>{"name": "book_table", "arguments": {"party": {"si')
@@ -146,8 +144,6 @@ def test_llama3_json_leaves_what_is_not_a_call_as_text(text):
     assert_stays_text("llama3_json", text)
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: llama3_json splits the answer on every ';', also inside a JSON "
-                                       "string, so a valid call whose argument holds ';' is not read")
 def test_llama3_json_reads_a_call_whose_argument_holds_a_semicolon():
     text = '{"name": "run_sql", "parameters": {"query": "SELECT 1; SELECT 2"}}'
     assert read(parse("llama3_json", text)) == [("run_sql", {"query": "SELECT 1; SELECT 2"})]
@@ -199,8 +195,6 @@ class _TooSlow(Exception):
     pass
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: _GemmaReader loops forever (appending '' without advancing) on "
-                                       "a list that is not closed before its object closes")
 def test_gemma4_a_list_left_open_stays_text_promptly():
     def stop(*_):
         raise _TooSlow

@@ -83,6 +83,9 @@ def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str
 def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
         raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
+    for field in ("project", "deviceProfile", "grader"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise Invalid(f"{field} must be a string")
     grader = check_grader(body.get("grader"))
     profile = body.get("deviceProfile") or "cpu"
     if profile not in {p.name for p in training.profiles}:

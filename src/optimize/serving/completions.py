@@ -56,17 +56,23 @@ def read_request(body: Any) -> ChatRequest:
         messages = normalize_messages(messages)
     except (RowError, ValueError, KeyError, TypeError) as error:
         raise RequestError(f"messages: {error}") from None
-    if body.get("n", 1) != 1:
+    if body.get("n") not in (None, 1):
         raise RequestError("n must be 1: an endpoint answers one choice a request")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or DEFAULT_MAX_TOKENS
+    field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(field)
+    if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
+        max_tokens = DEFAULT_MAX_TOKENS
     if type(max_tokens) is not int or max_tokens < 1:
-        raise RequestError("max_tokens must be a positive integer")
-    temperature, top_p = body.get("temperature", 1.0), body.get("top_p", 1.0)
-    for field, value, high in (("temperature", temperature, 2.0), ("top_p", top_p, 1.0)):
+        raise RequestError(f"{field} must be a positive integer")
+    temperature = 1.0 if body.get("temperature") is None else body["temperature"]
+    top_p = 1.0 if body.get("top_p") is None else body["top_p"]
+    for name, value, high in (("temperature", temperature, 2.0), ("top_p", top_p, 1.0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= high:
-            raise RequestError(f"{field} must be a number from 0 to {high:g}")
+            raise RequestError(f"{name} must be a number from 0 to {high:g}")
+    if top_p == 0:  # only the likeliest token is left: greedy
+        temperature, top_p = 0.0, 1.0
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
-                       float(top_p) or 1.0, bool(body.get("stream")))
+                       float(top_p), bool(body.get("stream")))
 
 
 class Completer:
@@ -160,7 +166,8 @@ class Completer:
             parsed = parse(self.tool_parser, self._text(tokens, skip_special=False))
             if parsed.calls:
                 return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.calls}, "tool_calls"
-        return {"role": "assistant", "content": self._text(tokens, skip_special=True).strip()}, \
+        # the text as generated (as the stream sends it), without the stop token
+        return {"role": "assistant", "content": self._text(tokens, skip_special=True)}, \
             "stop" if stopped else "length"
 
 

@@ -40,8 +40,11 @@ def holder(endpoint_id: str) -> str:
 def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
     """A new endpoint for the model, or the active endpoint of the project that already serves its base model
     at the same commit, with the model attached."""
-    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"].strip():
         raise Invalid("an endpoint needs model (a base model or a registered model NS/NAME[:vN])")
+    for field in ("project", "deviceProfile"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise Invalid(f"{field} must be a name (a string)")
     with training.store.transaction() as session:
         reference, model, owner = resolve_model(training, session, body["model"])
         entry = training.catalog.find(model["baseEntryId"])
@@ -218,6 +221,12 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
         else:
             candidates = session.scalars(select(Endpoint).where(Endpoint.phase.in_(ACTIVE))
                                          .order_by(Endpoint.created_at)).all()
+        if requested is not None and not isinstance(requested, str):
+            raise Invalid("model must be a string: a served model's name", hint="GET /v1/models lists them")
+        if endpoint_id is not None and candidates[0].phase in TERMINAL:
+            raise Conflict(f"endpoint {candidates[0].id[:12]} is {candidates[0].phase} and answers nothing",
+                           hint="serve the model again with: akka training endpoints create --model "
+                                + candidates[0].model_reference)
         wanted = requested or (candidates[0].model_reference if endpoint_id is not None else None)
         if not wanted:
             raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
@@ -234,8 +243,6 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
             return endpoint.address, name
         where = f"endpoint {candidates[0].id[:12]}" if endpoint_id is not None else "any endpoint"
-        if endpoint_id is not None and candidates[0].phase in TERMINAL:
-            raise Conflict(f"endpoint {candidates[0].id[:12]} is {candidates[0].phase} and answers nothing")
         raise NotFound(f"model {wanted!r} is not served by {where}",
                        hint=f"serve it with: akka training endpoints create --model {wanted}")
 

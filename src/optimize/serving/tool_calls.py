@@ -49,30 +49,42 @@ def _openai_call(name: str, arguments: Any) -> dict[str, Any]:
 
 Found = tuple[str, list[tuple[str, Any]]] | None
 
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_HERMES = re.compile(r"\s*<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
 def _hermes(text: str) -> Found:
-    bodies = _HERMES.findall(text)
-    if not bodies:
+    """Text, then one or more calls and nothing after them (an answer cut inside a call, or going on after its
+    calls, stays text)."""
+    start = text.find("<tool_call>")
+    if start < 0:
         return None
-    calls = []
-    for body in bodies:
-        call = json.loads(body)
-        calls.append((call["name"], call.get("arguments", call.get("parameters"))))
-    return text[:text.index("<tool_call>")], calls
+    calls, at = [], start
+    while at < len(text.rstrip()):
+        match = _HERMES.match(text, at)
+        if match is None:
+            return None
+        call = json.loads(match.group(1))
+        calls.append((_name(call), call.get("arguments", call.get("parameters"))))
+        at = match.end()
+    return text[:start], calls
+
+
+def _name(call: Any) -> str:
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+        raise ValueError("a call without a name")
+    return call["name"]
 
 
 def _llama3_json(text: str) -> Found:
     body = text.strip().removeprefix("<|python_tag|>").strip()
     if not body.startswith("{"):
         return None
-    calls = []
-    for part in body.split(";"):
-        call = json.loads(part)
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            return None
-        calls.append((call["name"], call.get("parameters", call.get("arguments"))))
+    decoder, calls, at = json.JSONDecoder(), [], 0
+    while at < len(body):  # objects one after another, `;` between them (never split inside a string)
+        call, at = decoder.raw_decode(body, at)
+        calls.append((_name(call), call.get("parameters", call.get("arguments"))))
+        while at < len(body) and body[at] in "; \n\t":
+            at += 1
     return "", calls
 
 
@@ -81,7 +93,10 @@ def _mistral(text: str) -> Found:
         return None
     head, _, body = text.partition("[TOOL_CALLS]")
     items = json.loads(body.strip())
-    return head, [(item["name"], item.get("arguments")) for item in (items if isinstance(items, list) else [items])]
+    items = items if isinstance(items, list) else [items]
+    if not items:
+        return None
+    return head, [(_name(item), item.get("arguments")) for item in items]
 
 
 _GEMMA = re.compile(r"<\|tool_call>call:([^{\s]+)(\{.*?\})<tool_call\|>", re.DOTALL)
@@ -115,23 +130,33 @@ class _GemmaReader:
             while t[at] != "}":
                 key, at = self._key(at)
                 result[key], at = self.value(at)
-                at = at + 1 if t[at] == "," else at
+                at = self._after_item(at, "}")
             return result, at + 1
         if t[at] == "[":
             items, at = [], at + 1
             while t[at] != "]":
                 item, at = self.value(at)
                 items.append(item)
-                at = at + 1 if t[at] == "," else at
+                at = self._after_item(at, "]")
             return items, at + 1
         end = at
         while end < len(t) and t[end] not in ",}]":
             end += 1
         word = t[at:end]
+        if not word:
+            raise ValueError(f"a value is missing at {at}")
         try:
             return json.loads(word), end
         except ValueError:
             return word, end
+
+    def _after_item(self, at: int, closer: str) -> int:
+        """Past the `,` after an item; an item must be followed by `,` or the bracket that closes it."""
+        if self.text[at] == ",":
+            return at + 1
+        if self.text[at] != closer:
+            raise ValueError(f"expected ',' or {closer!r} at {at}")
+        return at
 
     def _key(self, at: int) -> tuple[str, int]:
         if self.text.startswith(_QUOTE, at):
