@@ -274,3 +274,11 @@ def test_call_ids_are_unique_within_and_across_answers(parser):
              "mistral": "[TOOL_CALLS] " + json.dumps([{"name": "get_weather", "arguments": {"city": "Paris"}}] * 2)}
     ids = [call["id"] for _ in range(3) for call in parse(parser, twice[parser]).calls]
     assert len(ids) == 6 and len(set(ids)) == 6
+
+
+def test_an_answer_calling_a_tool_not_offered_stays_text():
+    person = '{"name": "Bob", "parameters": {"age": 3}}'  # JSON with a name, not a call of an offered tool
+    assert parse("llama3_json", person, {"get_weather"}).calls == []
+    assert parse("llama3_json", person, {"get_weather"}).content == person
+    offered = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    assert [c["function"]["name"] for c in parse("hermes", offered, {"get_weather"}).calls] == ["get_weather"]

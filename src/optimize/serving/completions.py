@@ -163,9 +163,13 @@ class Completer:
     def _message(self, tokens: list[int], request: ChatRequest) -> tuple[dict[str, Any], str]:
         stopped = bool(tokens) and tokens[-1] in self.engine.stop_ids
         if request.tools and self.tool_parser:
-            parsed = parse(self.tool_parser, self._text(tokens, skip_special=False))
+            offered = {(tool.get("function") or {}).get("name") for tool in request.tools if isinstance(tool, dict)}
+            text = self._text(tokens, skip_special=False)
+            parsed = parse(self.tool_parser, text, offered)
             if parsed.calls:
                 return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.calls}, "tool_calls"
+            # calls that cannot be read stay as the model wrote them, their markers included
+            return {"role": "assistant", "content": text}, "stop" if stopped else "length"
         # the text as generated (as the stream sends it), without the stop token
         return {"role": "assistant", "content": self._text(tokens, skip_special=True)}, \
             "stop" if stopped else "length"

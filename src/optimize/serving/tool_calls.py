@@ -27,8 +27,9 @@ class Parsed:
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse(parser: str | None, text: str) -> Parsed:
-    """The answer's text before its calls, and its calls as OpenAI tool calls (`arguments` a JSON string)."""
+def parse(parser: str | None, text: str, offered: set[str] | None = None) -> Parsed:
+    """The answer's text before its calls, and its calls as OpenAI tool calls (`arguments` a JSON string). With
+    `offered`, an answer calling a tool not offered stays text (a JSON answer with a `name` is not a call)."""
     reader = _READERS.get(parser or "")
     if reader is None:
         return Parsed(text)
@@ -36,7 +37,7 @@ def parse(parser: str | None, text: str) -> Parsed:
         found = reader(text)
     except (ValueError, TypeError, KeyError, IndexError):
         found = None
-    if not found:
+    if not found or (offered is not None and any(name not in offered for name, _ in found[1])):
         return Parsed(text)
     content, calls = found
     return Parsed(content.strip() or None, [_openai_call(name, arguments) for name, arguments in calls])
