@@ -64,3 +64,28 @@ def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiti
     assert [e["endpointId"] for e in listed] == [second["endpointId"]]
     cli.ok("training", "endpoints", "delete", second["endpointId"])
     cli.ok("training", "projects", "archive", "serve")  # nothing in progress any more
+
+
+def _ready(cli: Cli, endpoint_id: str) -> dict:
+    return json.loads(cli.ok("training", "endpoints", "wait", endpoint_id, "--timeout", "300", "-o",
+                             "json-compact").out.splitlines()[-1])
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "kill9"])
+def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, capsys, stop):
+    proc = server_factory("restart")
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post("/v1/training/projects", json={"name": "again"}).raise_for_status()
+    endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "again")["endpointId"]
+    assert _ready(cli, endpoint)["attempt"] == 1
+    proc.stop() if stop == "sigterm" else proc.kill9()
+
+    proc = server_factory("restart")  # the same data dir: the next server process
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    again = _ready(cli, endpoint)
+    assert again["phase"] == "READY" and again["attempt"] == 2 and again["failureReason"] is None
+    answer = client.post("/v1/chat/completions", json={"model": LLAMA, "max_tokens": 4,
+                                                       "messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 200 and answer.json()["model"] == LLAMA
+    cli.ok("training", "endpoints", "delete", endpoint)

@@ -40,6 +40,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                   settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
                                   analysis_wait_seconds=settings.analysis_wait_seconds)
     fail_orphans(app.state.training)
+    endpoints.restart(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
                    branches, snapshots, evaluation_routes, endpoint_routes, chat, internal):
@@ -59,6 +60,8 @@ def attach_launcher(app: FastAPI, server_url: str) -> None:
             evaluations.lose(training, job_id, token, reason)
             training.scheduler.wake()
         elif kind == "endpoint":
+            if training.launcher.stopping:
+                return  # stopped with the server: it starts again with the next one (endpoints.restart)
             endpoints.lose(training, job_id, token, reason)
             training.scheduler.wake()
         else:

@@ -3,8 +3,8 @@
 Prompts arrive rendered and tokenized by `optimize.chat` (the row's tools, the base model's template, one
 beginning-of-sequence token), exactly as a supervised run trains them, so the engine never applies a template
 of its own. `TransformersGenerator` runs Transformers `generate` on CPU or GPU, with a LoRA adapter over the base
-when one is given; prompts are grouped by length and left-padded, a batch at a time. (A vLLM engine, for GPUs,
-will sit behind the same `generate` call.)
+when one is given; prompts are grouped by length and left-padded, a batch at a time. `vllm_engine.VLLMGenerator`
+sits behind the same `generate` call on GPUs; `generator_for` picks it where vLLM is installed.
 """
 
 from __future__ import annotations
@@ -69,3 +69,12 @@ class TransformersGenerator:
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
             answers.append(Answer(text.strip(), len(kept)))
         return answers
+
+
+def generator_for(model_dir: str | Path, adapter_dir: str | Path | None = None):
+    """vLLM where it is installed and a GPU is visible, else Transformers `generate`."""
+    from optimize.evaluation import vllm_engine
+
+    if vllm_engine.available():
+        return vllm_engine.VLLMGenerator(model_dir, adapter_dir)
+    return TransformersGenerator(model_dir, adapter_dir)

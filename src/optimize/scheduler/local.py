@@ -25,6 +25,7 @@ class LocalLauncher:
         self.on_exit = on_exit
         self._processes: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
+        self.stopping = False  # set while the server shuts down: its workers' exits are not their jobs' failures
 
     def launch_analysis(self, analysis_id: str, token: str) -> None:
         self._launch("analysis", analysis_id, token, {})
@@ -78,6 +79,7 @@ class LocalLauncher:
             log.exception("recording the end of worker %s failed", job_id)
 
     def stop_all(self) -> None:
+        self.stopping = True
         with self._lock:
             processes = list(self._processes.values())
         for process in processes:

@@ -208,6 +208,20 @@ def _end(session, endpoint: Endpoint, phase: str, reason: str | None = None) -> 
     record(session, holder(endpoint.id), "phase", phase=phase, reason=reason)
 
 
+def restart(training: Training) -> int:
+    """At server start: the endpoints a previous server process was serving start again, once, on the devices
+    free now, with the adapters attached to them; a worker left from that process finds its lease gone."""
+    with training.store.transaction() as session:
+        served = session.scalars(select(Endpoint).where(Endpoint.phase.in_(("STARTING", "READY")))).all()
+        for endpoint in served:
+            session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(endpoint.id)))
+            endpoint.phase, endpoint.address, endpoint.lease_token = "AWAITING_CAPACITY", None, None
+            endpoint.adapters = [{**a, "loaded": False} for a in endpoint.adapters]
+            record(session, holder(endpoint.id), "phase", phase=endpoint.phase,
+                   reason="the server restarted; the endpoint starts again")
+        return len(served)
+
+
 # --- routing a request ---------------------------------------------------------------------------------------
 
 

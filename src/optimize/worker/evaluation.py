@@ -67,10 +67,10 @@ def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, 
 
 def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
     """The model answering (a base model, or an adapter over it), on this job's device."""
-    from optimize.evaluation.generation import TransformersGenerator
+    from optimize.evaluation.generation import generator_for
 
     adapter = channel.fetch_artifact(spec["adapterManifest"], adapter_dir) if spec["adapterManifest"] else None
-    return TransformersGenerator(spec["model"]["path"], adapter)
+    return generator_for(spec["model"]["path"], adapter)
 
 
 def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
