@@ -90,12 +90,14 @@ def test_the_trained_adapter_scores_higher_than_its_base(labelled, sqlite_server
 
 
 def test_a_judge_model_grades_each_answer(labelled, sqlite_server, capsys):
-    """The base model judges the adapter's answers: served for the evaluation, its reply is read as a score, and a
-    reply without one leaves the example unscored, quoting it."""
+    """The base model judges the adapter's answers under the instructions given: served for the evaluation, its
+    reply is read as a score, and a reply without one leaves the example unscored, quoting it."""
     cli = Cli(capsys, sqlite_server.url)
     judged = followed(cli, "training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
-                      "--grader", f"model:{MODEL}", "--max-new-tokens", "12", "--wait", "--exit-status")
+                      "--grader", f"model:{MODEL}", "--grader-instructions", "Score 1 when the answer is JSON.",
+                      "--max-new-tokens", "12", "--wait", "--exit-status")
     assert judged["phase"] == "COMPLETED" and judged["grader"] == f"model:{MODEL}"
+    assert judged["graderInstructions"] == "Score 1 when the answer is JSON."
     assert judged["report"]["scored"] + judged["report"]["unscored"] == 24
     answers = cli.json("training", "evaluations", "predictions", judged["evaluationId"])["predictions"]
     assert len(answers) == 24
@@ -114,6 +116,9 @@ def test_refusals_name_what_to_change(labelled, sqlite_server, capsys):
     judge = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
                 "--grader", "model:x/judge")
     assert judge.code == 1 and "no base model 'x/judge'" in judge.err
+    not_judged = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                     "--grader-instructions", "be strict")
+    assert not_judged.code == 1 and "graderInstructions are for a judge model's grader" in not_judged.err
     bundle = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
                  "--grader", "bundle:x/scorers#score")
     assert bundle.code == 1 and "needs a scoring bundle" in bundle.err

@@ -16,11 +16,13 @@ from tests.integration.test_runs_cli import write_plan
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/small-smollm2"
+SYSTEM = "You answer weather questions by calling a tool."
 WEATHER = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
 
 
 def _row(city: str) -> dict:
-    return {"messages": [{"role": "user", "content": f"What is the weather in {city}?"},
+    return {"messages": [{"role": "system", "content": SYSTEM},
+                         {"role": "user", "content": f"What is the weather in {city}?"},
                          {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
                              "name": "weather", "arguments": {"city": city}}}]}],
             "tools": [WEATHER]}
@@ -51,8 +53,10 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
     created = json.loads(cli.ok("training", "endpoints", "create", "--model", model, "--wait", "--timeout", "300",
                                 "-o", "json-compact").out.splitlines()[-1])
     try:
+        # a trained model's instructions: its first training row's system message (what `send` uses by default)
+        assert [m["instructions"] for m in created["models"]] == [None, SYSTEM]
         openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key="unused", max_retries=0)
-        question = [{"role": "user", "content": "What is the weather in Paris?"}]
+        question = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is the weather in Paris?"}]
         whole = openai.chat.completions.create(model=model, messages=question, tools=[WEATHER], temperature=0,
                                                max_tokens=48)
         choice = whole.choices[0]
@@ -72,5 +76,8 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
         # without the tools offered, the same answer is text: nothing is parsed
         plain = openai.chat.completions.create(model=model, messages=question, temperature=0, max_tokens=48)
         assert plain.choices[0].message.tool_calls is None
+        sent = cli.json("training", "endpoints", "send", created["endpointId"], "--input",
+                        "What is the weather in Rome?", "--temperature", "0", "--max-tokens", "48")
+        assert sent["model"] == model and sent["choices"][0]["message"]["content"]
     finally:
         cli.ok("training", "endpoints", "delete", created["endpointId"])

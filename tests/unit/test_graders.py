@@ -45,13 +45,17 @@ def test_the_report_leaves_unscored_examples_out_and_lists_fields_worst_first():
 
 
 def test_a_judge_reply_is_read_as_a_score_or_leaves_the_example_unscored():
-    from optimize.evaluation.graders import judge_grade, judge_messages
+    from optimize.evaluation.graders import JUDGE_INSTRUCTIONS, judge_grade, judge_messages
 
     assert judge_grade("p/judge", 'Sure. {"score": 0.5, "explanation": "half"}').score == 0.5
     assert judge_grade("p/judge", '```json\n{"score": true}\n```').score == 1.0
     for reply in ("looks right", '{"score": 7}', '{"grade": 1}', '[0.5]'):
         grade = judge_grade("p/judge", reply)
         assert grade.score is None and grade.explanation.startswith("the judge p/judge gave no score")
-    system, user = judge_messages("user: 2+2?", "4", "4")
-    assert system["role"] == "system" and '{"score": S}' in system["content"]
-    assert "Question:\nuser: 2+2?" in user["content"] and "Reference answer:\n4" in user["content"]
+    system, user = judge_messages("user: 2+2?", "4")
+    assert system == {"role": "system", "content": JUDGE_INSTRUCTIONS} and '{"score": S' in system["content"]
+    assert user["content"] == "Input:\nuser: 2+2?\n\nOutput:\n4"  # never the expected answer
+    system, _ = judge_messages("q", "a", context="You triage tickets.")
+    assert system["content"] == "You triage tickets.\n\n" + JUDGE_INSTRUCTIONS
+    system, _ = judge_messages("q", "a", instructions="Score 1 for JSON.", context="You triage tickets.")
+    assert system["content"] == "Score 1 for JSON."

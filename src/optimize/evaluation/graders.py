@@ -6,8 +6,9 @@ expected fields the answer matches exactly. An expected answer that holds no JSO
 `http:URL` posts `{input, output, expected}` to the user's evaluator, which answers `score` (0..1) or a boolean
 `ok`/`passed`, and an optional `explanation`. An unscored example (`score: None`, e.g. an evaluator that cannot
 be reached) is left out of the mean. `model:REF` asks a judge model (a base model or a registered adapter, served
-for the evaluation beside the model evaluated) to compare the answer with the expected one and reply with a JSON
-score; a reply without a score between 0 and 1 leaves the example unscored, quoting the reply.
+for the evaluation beside the model evaluated) to grade the answer and reply with a JSON
+score; it sees the input and the output, not the expected answer. A reply without a score between 0 and 1 leaves
+the example unscored, quoting the reply.
 """
 
 from __future__ import annotations
@@ -85,15 +86,20 @@ def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -
     return Grade(float(score), str(body.get("explanation") or ""))
 
 
-JUDGE_INSTRUCTIONS = ("You grade answers. Compare the answer with the reference answer and reply with only a JSON "
-                      'object {"score": S}, where S is a number from 0 (wrong) to 1 (right).')
+JUDGE_INSTRUCTIONS = ("Grade the answer to the conversation below. Reply with only a JSON object "
+                      '{"score": S, "explanation": "one sentence"}, where S is a number from 0 (wrong or unhelpful) '
+                      "to 1 (right and complete).")
 
 
-def judge_messages(question: str, answer: str, expected: str) -> list[dict[str, str]]:
-    """What the judge is asked for one example."""
-    return [{"role": "system", "content": JUDGE_INSTRUCTIONS},
-            {"role": "user", "content": f"Question:\n{question}\n\nReference answer:\n{expected}\n\n"
-                                        f"Answer to grade:\n{answer}"}]
+def judge_messages(question: str, answer: str, instructions: str | None = None,
+                   context: str | None = None) -> list[dict[str, str]]:
+    """What the judge is asked for one example: the input and the output, never the expected answer. The judge's
+    instructions are the evaluation's own (or a trained judge's), else the scored row's system message followed
+    by the built-in grading instructions, else the built-ins."""
+    if instructions is None:
+        instructions = f"{context}\n\n{JUDGE_INSTRUCTIONS}" if context else JUDGE_INSTRUCTIONS
+    return [{"role": "system", "content": instructions},
+            {"role": "user", "content": f"Input:\n{question}\n\nOutput:\n{answer}"}]
 
 
 def judge_grade(judge: str, reply: str) -> Grade:

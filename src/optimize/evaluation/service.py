@@ -28,6 +28,7 @@ from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction, Project
+from optimize.training.instructions import trained_instructions
 from optimize.training.resolve import pick_dataset
 
 PHASES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -83,7 +84,7 @@ def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str
 def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
         raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
-    for field in ("project", "deviceProfile", "grader"):
+    for field in ("project", "deviceProfile", "grader", "graderInstructions"):
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Invalid(f"{field} must be a string")
     grader = check_grader(body.get("grader"))
@@ -99,7 +100,13 @@ def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
             judge_reference, judge, _ = resolve_model(training, session, grader.removeprefix("model:"))
             check_replica_profile(training.catalog.find(judge["baseEntryId"]), device, training.profiles,
                                   "evaluation")
-            model["judge"] = {"reference": judge_reference, **judge}
+            instructions = body.get("graderInstructions")
+            if instructions is None and judge["kind"] == "adapter":
+                instructions = trained_instructions(training, session, judge_reference)
+            model["judge"] = {"reference": judge_reference, "instructions": instructions, **judge}
+        elif body.get("graderInstructions") is not None:
+            raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
+                          hint="leave them out, or pass --grader model:NS/NAME")
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project_name = body.get("project") or owner
         if project_name is None:
@@ -137,7 +144,8 @@ def evaluation_json(item: Evaluation) -> dict[str, Any]:
             "baseModel": {"id": item.model["baseEntryId"], "commit": item.model["baseCommit"]},
             "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
                         "rows": item.dataset_rows},
-            "grader": item.grader, "deviceProfile": item.device_profile, "phase": item.phase,
+            "grader": item.grader, "graderInstructions": (item.model.get("judge") or {}).get("instructions"),
+            "deviceProfile": item.device_profile, "phase": item.phase,
             "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == "RUNNING" else [],
             "progress": item.progress, "report": item.report, "failureReason": item.failure_reason,
             "createdAt": iso(item.created_at), "finishedAt": iso(item.finished_at),
@@ -280,6 +288,7 @@ def _judge_spec(training: Training, judge: dict[str, Any] | None) -> dict[str, A
     if not judge:
         return None
     return {"reference": judge["reference"], "adapterManifest": _manifest(judge),
+            "instructions": judge.get("instructions"),
             "model": job_model(training.store, training.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
 
 

@@ -23,9 +23,10 @@ from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
 from optimize.projects.service import open_project
+from optimize.training.instructions import trained_instructions
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
-from optimize.store.tables import DeviceHold, Endpoint, Project, Run
+from optimize.store.tables import DeviceHold, Endpoint, Project
 
 PHASES = ("AWAITING_CAPACITY", "STARTING", "READY", "FAILED", "DELETED")
 ACTIVE = ("AWAITING_CAPACITY", "STARTING", "READY")
@@ -62,7 +63,7 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
         project = open_project(session, project_name)
         adapter = None if model["kind"] == "base" else {
             "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
-            "instructions": _instructions(training, session, reference), "at": iso(utcnow()), "loaded": False}
+            "instructions": trained_instructions(training, session, reference), "at": iso(utcnow()), "loaded": False}
         served = session.scalars(select(Endpoint).where(
             Endpoint.project == project.name, Endpoint.phase.in_(ACTIVE)).order_by(Endpoint.created_at)).all()
         for endpoint in served:
@@ -86,27 +87,6 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
     if training.scheduler is not None:
         training.scheduler.wake()
     return answer
-
-
-def _instructions(training: Training, session, reference: str) -> str | None:
-    """A trained model's instructions: the system message of its run's first training row, if it has one."""
-    import json
-
-    from optimize.registry.datasets import examples_objects
-    from optimize.registry.models import resolve_model_reference
-
-    _, version = resolve_model_reference(session, reference)
-    run = session.get(Run, version.produced_by_id) if version.produced_by_kind == "run" else None
-    if run is None:
-        return None
-    try:
-        first = examples_objects(session, run.dataset_digest)[0]
-        with training.blobs.path_for(first["sha256"]).open("rb") as handle:
-            messages = json.loads(handle.readline()).get("messages") or []
-    except (IndexError, OSError, ValueError, AttributeError, NotFound):
-        return None
-    head = messages[0] if messages and isinstance(messages[0], dict) else {}
-    return head.get("content") if head.get("role") == "system" and isinstance(head.get("content"), str) else None
 
 
 def _profile(training: Training, asked: Any, entry) -> str:

@@ -94,7 +94,8 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
 
     def ask_judge(batch, answers):
         prompts = [judge_renderer.tokenizer(judge_renderer.text(
-            judge_messages(item["question"], answer, item["expected"]), None, generation_prompt=True),
+            judge_messages(item["question"], answer, judge["instructions"], item["system"]), None,
+            generation_prompt=True),
             add_special_tokens=False)["input_ids"] for item, answer in zip(batch, answers)]
         return [judge_grade(judge["reference"], reply.text) for reply in judge_model.generate(prompts, 64)]
 
@@ -123,4 +124,6 @@ def _prompts(channel: Channel, spec: dict[str, Any], renderer):
         text = renderer.text(messages[:-1], row_tools(row), generation_prompt=True)
         ids = renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS once
         question = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages[:-1] if m["role"] != "system")
-        yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or "", "question": question}
+        system = messages[0].get("content") if messages[0]["role"] == "system" else None
+        yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or "", "question": question,
+               "system": system if isinstance(system, str) else None}

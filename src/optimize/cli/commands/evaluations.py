@@ -23,6 +23,9 @@ def start(
     dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
     grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL or model:REF "
                                         "(a judge model).")] = "json-label-match",
+    grader_instructions: Annotated[str | None, typer.Option("--grader-instructions", help="With model:REF: the "
+                                                            "judge's instructions (default: a trained judge's own, "
+                                                            "else built-in).")] = None,
     project: Annotated[str | None, typer.Option("--project", help="The project it counts for (a base model "
                                                 "names none; a registered model its own).")] = None,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", min=1, help="Answer length limit "
@@ -34,7 +37,8 @@ def start(
     """Start an evaluation: the model answers each row's prompt on a device of its own; the grader scores it."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
-    body = {"model": model, "dataset": dataset, "grader": grader, "project": project, "maxNewTokens": max_new_tokens}
+    body = {"model": model, "dataset": dataset, "grader": grader, "project": project, "maxNewTokens": max_new_tokens,
+            "graderInstructions": grader_instructions}
     with client_for(out) as client:
         answer = client.post("/v1/training/evaluations", json=body)
         if not wait:
