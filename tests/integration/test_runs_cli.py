@@ -210,6 +210,8 @@ def test_unknown_plan_field_is_refused_by_its_path(trained, server, capsys, tmp_
     ({"config": {"dataset": "chat:train", "method": "dpo"}}, "holds chat rows; method dpo trains on preference pairs"),
     ({"config": {"dataset": "chat:train", "method": "grpo"}}, "method grpo is not trained on this deployment yet"),
     ({"config": {"dataset": "chat:train", "data": {"truncation": "right"}}}, "data.truncation: right would cut"),
+    ({"config": {"dataset": "chat:train", "hyperparams": {"lora": {"adaptExperts": True}}}},
+     "has no expert weights that lora.adaptExperts could adapt"),
 ])
 def test_refusals_at_submission_name_what_to_change(trained, change, words):
     document = {**plan(trained["project"], "chat:train"), **change}

@@ -81,6 +81,10 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if config.method != "sft":
         raise Refused(f"method {config.method} is not trained on this deployment yet; method sft is",
                       hint="set config.method: sft")
+    if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
+        reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
+            f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
+        raise Refused(reason, hint="remove lora.adaptExperts or set it to false")
     model_name = check_name(plan.model_name or entry.repository.split("/")[-1], "modelName")
     profile = next((p for p in profiles if p.name == plan.execution.device_profile), None)
     on_cpu = plan.execution.device_profile == "cpu" or (profile is not None and profile.kind == "cpu")
