@@ -78,9 +78,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                               f"of a {config.method} run does not render a row's tools into the prompts it rolls "
                               "out, so the run would train unlike evaluation and serving",
                               hint="remove tools from every row of a reinforcement dataset")
-    if config.method != "sft":
-        raise Refused(f"method {config.method} is not trained on this deployment yet; method sft is",
-                      hint="set config.method: sft")
+    if config.method not in ("sft", "dpo"):
+        raise Refused(f"method {config.method} is not trained on this deployment yet; methods sft and dpo are",
+                      hint="set config.method: sft or dpo")
     if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
         reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
             f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
@@ -99,8 +99,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     model = resolved["config"]["model"]
     if model["precision"] is None:
         model["precision"] = "fp32" if on_cpu else "bf16"
-    if model["gradientCheckpointing"] is None:
-        model["gradientCheckpointing"] = not on_cpu
+    if model["gradientCheckpointing"] is None:  # a dpo run recomputes activations unless told not to
+        model["gradientCheckpointing"] = config.method == "dpo" or not on_cpu
+    preference_warnings = _preference(resolved["config"], config, on_cpu) if config.method == "dpo" else []
     kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
                                                               devices).items()
                if lookup(document, f"config.{path}") is None}
@@ -113,11 +114,25 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
                       else "default") for path in _leaves(resolved, "")}
     warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
-                               on_cpu, config.max_seq_length, strict_envelopes)
+                               on_cpu, config.max_seq_length, strict_envelopes) + preference_warnings
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings)
+
+
+def _preference(resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
+    """Which loss a dpo run computes: Liger's fused loss where a pass holds more than one pair (by default at a
+    maxSeqLength of 1024 or less) and a GPU runs it; TRL's own otherwise, said in the run's settings."""
+    preference = resolved["preference"]
+    several = config.hyperparams.training.batch_size > 1
+    wanted = preference["fusedLoss"] if preference["fusedLoss"] is not None else \
+        several and config.max_seq_length <= 1024
+    preference["fusedLoss"] = bool(wanted) and not on_cpu
+    if wanted and on_cpu:
+        return ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own "
+                f"{preference['lossType']} loss"]
+    return []
 
 
 def pick_dataset(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:

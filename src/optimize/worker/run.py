@@ -67,15 +67,16 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
-    train_fit, eval_fit = _fitter(renderer, config), _fitter(renderer, config)
-    train_rows = _prepare(channel, spec["dataset"], train_fit, counter, config["dataset"],
-                          workdir / "train.parquet")
+    dpo = config["method"] == "dpo"
+    fitter, prepare = (_pair_fitter, _prepare_pairs) if dpo else (_fitter, _prepare)
+    train_fit, eval_fit = fitter(renderer, config), fitter(renderer, config)
+    train_rows = prepare(channel, spec["dataset"], train_fit, counter, config["dataset"], workdir / "train.parquet")
     eval_rows = None
     if spec["validation"]:
-        eval_rows = _prepare(channel, spec["validation"], eval_fit, counter, config["validation"]["dataset"],
-                             workdir / "validation.parquet")
+        eval_rows = prepare(channel, spec["validation"], eval_fit, counter, config["validation"]["dataset"],
+                            workdir / "validation.parquet")
     for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
-        if name:
+        if name and not dpo:
             require_masks(fit, name)
         if name and not fit.counts.rows:
             raise RowRefused(f"no row of {name} is left: every row is longer than maxSeqLength "
@@ -137,6 +138,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             "steps": outcome.total_steps,
             "tokens": outcome.tokens,
             "weightsDigest": outcome.weights_digest,
+            **({"preference": _preference_results(config, outcome.last)} if dpo else {}),
         },
         "cost": {
             "trainingSeconds": round(outcome.train_seconds, 2),
@@ -148,12 +150,60 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     }
 
 
+def _preference_results(config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
+    """A dpo run's last preference accuracy and reward margin, and the loss it computed."""
+    preference = config["preference"]
+    return {"accuracy": last.get("preferenceAccuracy"), "rewardMargin": last.get("rewardMargin"),
+            "lossType": preference["lossType"], "beta": preference["beta"],
+            "loss": "liger-fused" if preference["fusedLoss"] else "trl"}
+
+
 def _fitter(renderer, config: dict[str, Any]) -> Fitter:
     from optimize.chat.render import LossPolicy
 
     loss = config["loss"]
     policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
     return Fitter(renderer, policy, config["maxSeqLength"], config["data"]["truncation"])
+
+
+def _pair_fitter(renderer, config: dict[str, Any]):
+    from optimize.training.pairs import PairFitter
+
+    return PairFitter(renderer, config["maxSeqLength"], config["data"]["truncation"])
+
+
+def _prepare_pairs(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
+                   target: Path) -> Path:
+    """Every pair checked by the registry's rule and rendered (`training.pairs`), written as prompt, chosen and
+    rejected token ids to a Parquet file on local disk."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from optimize.chat.rows import RowError, RowKind, check_row
+
+    names = ("prompt_ids", "chosen_ids", "rejected_ids")
+    schema = pa.schema([(name, pa.list_(pa.int32())) for name in names])
+    columns: dict[str, list] = {name: [] for name in names}
+    with pq.ParquetWriter(target, schema) as writer:
+        for line, raw in channel.example_lines(dataset["objects"]):
+            try:
+                row = orjson.loads(raw)
+                check_row(row, RowKind.PREFERENCE)
+            except (RowError, orjson.JSONDecodeError) as error:
+                raise RowRefused(f"{reference} line {line}: {error}") from None
+            pair = fitter.fit(row, f"{reference} line {line}")
+            counter.advance()
+            if pair is None:
+                continue
+            for name, ids in zip(names, (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids)):
+                columns[name].append(ids)
+            if len(columns["prompt_ids"]) == PREPARED_BATCH:
+                writer.write_table(pa.table(columns, schema=schema))
+                columns = {name: [] for name in names}
+        if columns["prompt_ids"]:
+            writer.write_table(pa.table(columns, schema=schema))
+    return target
 
 
 class PausedWhilePreparing(Exception):

@@ -229,6 +229,8 @@ def _seconds(value: float | None) -> str:
 def _checks_line(checks: dict[str, Any] | None) -> str:
     if not checks:
         return DASH
+    if not checks["total"]:
+        return "none before the first update (the reference check compares supervised batches)"
     mark = {"passed": "✓ passed", "warning": "✓ passed", "failed": "✗ failed"}[checks["status"]]
     line = f"{mark} {checks['passed']} of {checks['total']} in {_seconds(checks['seconds'])}"
     for check in checks["checks"]:
@@ -295,6 +297,13 @@ def _render_run(con, r) -> None:
     loss = res.get("trainingLoss")
     con.print(f"  Training     loss {loss['start']:.4f} → {loss['end']:.4f} (mean {loss['mean']:.4f})" if loss
               else f"  Training     loss {DASH}")
+    if res.get("preference"):
+        p = res["preference"]
+        value = "—" if p.get("accuracy") is None else f"{p['accuracy']:.3f}"
+        margin = "—" if p.get("rewardMargin") is None else f"{p['rewardMargin']:.4f}"
+        engine = "Liger's fused loss" if p["loss"] == "liger-fused" else "TRL's loss"
+        con.print(f"  Preference   accuracy {value}, reward margin {margin}; {p['lossType']} loss (beta "
+                  f"{p['beta']:g}) computed with {engine}")
     fit = res.get("dataFit") or {}
     fitted = []
     if fit.get("tooLong"):
@@ -342,11 +351,14 @@ def _render_list(con, data) -> None:
 
 
 def _render_metrics(con, data) -> None:
-    grid = table("STEP", "LOSS", "LEARNING RATE", "GRAD NORM", "TOKENS", "VALIDATION LOSS")
+    preference = any("preferenceAccuracy" in m for m in data["steps"])  # a dpo run's accuracy and margin
+    extra = ("ACCURACY", "MARGIN") if preference else ()
+    grid = table("STEP", "LOSS", *extra, "LEARNING RATE", "GRAD NORM", "TOKENS", "VALIDATION LOSS")
     validation = {m["step"]: m.get("validationLoss") for m in data["validation"]}
     for m in data["steps"]:
         v = validation.get(m["step"])
-        grid.add_row(str(m["step"]), _num(m.get("loss")), _num(m.get("learningRate"), "{:.3g}"),
+        values = (_num(m.get("preferenceAccuracy"), "{:.3f}"), _num(m.get("rewardMargin"))) if preference else ()
+        grid.add_row(str(m["step"]), _num(m.get("loss")), *values, _num(m.get("learningRate"), "{:.3g}"),
                      _num(m.get("gradNorm")), str(m.get("tokens", DASH)), _num(v))
     con.print(grid)
     con.print(footer(len(data["steps"]), "step"))

@@ -1,4 +1,5 @@
-"""Supervised fine-tuning with TRL's SFTTrainer and a PEFT LoRA adapter.
+"""Supervised fine-tuning with TRL's SFTTrainer and a PEFT LoRA adapter (and the run loop a dpo run shares:
+`trl_dpo` supplies its trainer and arguments).
 
 Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains) in Parquet
 files on local disk, so TRL's own rendering is skipped, what trains is exactly what the analysis measured, and a
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from optimize.training.adapters import weights_digest
 from optimize.training.checks import failure_reason, reference_check, summary
+from optimize.training.engines import trl_dpo
 from optimize.training.steps import total_steps
 
 METRIC_NAMES = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",
@@ -55,6 +57,7 @@ class Outcome:
     peak_device_gib: float | None = None
     host_gib: float = 0.0
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
+    last: dict[str, float] = field(default_factory=dict)  # the newest value of each training metric
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=at_dtype, attn_implementation=attention)
         return loaded.to("cuda") if cuda else loaded
 
-    args = SFTConfig(
+    dpo = config.get("method") == "dpo"
+    common = dict(
         output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
         per_device_eval_batch_size=loop["batchSize"], gradient_accumulation_steps=loop["gradientAccumulation"],
         learning_rate=config["hyperparams"]["optimizer"]["learningRate"],
@@ -109,9 +113,12 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         eval_steps=(loop.get("validationFrequencySteps") or save_every) if eval_rows else None,
         bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
         gradient_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
-        max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True},
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
     )
+    if dpo:
+        args = trl_dpo.arguments(config, common, fused=bool(config["preference"].get("fusedLoss")) and cuda)
+    else:
+        args = SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True})
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                              target_modules=lora["targets"], task_type="CAUSAL_LM")
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
@@ -147,10 +154,12 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 hooks.metric("validation", state.global_step - offset, {"validationLoss": outcome.validation_loss,
                                                                "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
-            values = {name: float(logs[key]) for key, name in METRIC_NAMES.items() if key in logs}
+            values = {name: float(logs[key]) for key, name in {**METRIC_NAMES, **trl_dpo.METRIC_NAMES}.items()
+                      if key in logs}
             if "tokens" in values:
                 values["tokens"] = int(values["tokens"])
             if "loss" in values:
+                outcome.last.update(values)
                 outcome.losses.append(values["loss"])
                 outcome.tokens = int(values.get("tokens", outcome.tokens))
                 hooks.metric("train", state.global_step - offset, values)
@@ -168,18 +177,23 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         from peft import PeftModel
 
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
-    trainer = SFTTrainer(
-        model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
-        train_dataset=Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
-        eval_dataset=Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None,
-        callbacks=[Bridge()],
-    )
+    datasets = (Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
+                Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None)
+    if dpo:
+        trainer = trl_dpo.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()])
+    else:
+        trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
+                             train_dataset=datasets[0], eval_dataset=datasets[1], callbacks=[Bridge()])
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does
     if resume_from is not None or start is not None:  # the base model was checked when the lineage started
         hooks.started(own_steps, None, _restored_step(resume_from) - offset if resume_from else 0)
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+        return _finished(outcome, clock, cuda)
+    if dpo:  # the reference check compares supervised batches; a pair batch has no labels to compare on
+        hooks.started(own_steps, summary([]), 0)
+        trainer.train()
         return _finished(outcome, clock, cuda)
     # The check reads the first batch; the random state is put back so training draws what a plain TRL run
     # with the same seed draws (data order, dropout masks).
