@@ -61,7 +61,8 @@ def section(analysis: Analysis | None, subject: Subject, entry_id: str, commit: 
     body.update({
         "status": "done", "tokenizer": report["tokenizer"], "chatTemplate": report["chatTemplate"],
         "optimizeVersion": report["optimizeVersion"], "baseModelCommit": analysis.base_commit,
-        "rows": report.get("rows", report.get("pairs")), **report["lengths"],
+        "rows": report.get("rows", report.get("pairs")), "unit": "pairs" if "pairs" in report else "rows",
+        **report["lengths"],
         "longest": report["lengths"]["max"], "overMaxSeqLength": len(over),
         "suggestedMaxSeqLength": report["suggestedMaxSeqLength"],
         "longRows": [{"line": line, "length": length} for length, line in over[:ROWS_NAMED]],
@@ -92,25 +93,26 @@ def refusal(sections: list[dict[str, Any]], truncation: str, max_seq_length: int
     """The sentence that refuses the run, or None when every done section passes."""
     problems = []
     for part in (s for s in sections if s["status"] == "done"):
+        unit = "pair" if part.get("unit") == "pairs" else "row"  # a dpo run's dataset is measured in pairs
         source = f"measured by analysis {part['analysisId'][:12]} under {entry_id} at {part['baseModelCommit'][:12]}"
         if part["findings"]:
             named = ", ".join(f"line {f['line']} ({_where(f)}{f['reason']})" for f in part["findings"][:ROWS_NAMED])
-            problems.append(f"the chat template refuses or drops part of {part['findingCount']} row(s) of "
-                            f"{part['dataset']}: {named} ({source}); fix or remove those rows")
+            problems.append(f"the chat template refuses or drops part of {part['findingCount']} {unit}(s) of "
+                            f"{part['dataset']}: {named} ({source}); fix or remove those {unit}s")
         if truncation == "error" and part["overMaxSeqLength"]:
             named = ", ".join(f"line {r['line']} ({r['length']} tokens)" for r in part["longRows"])
-            problems.append(f"{part['overMaxSeqLength']} row(s) of {part['dataset']} are longer than maxSeqLength "
+            problems.append(f"{part['overMaxSeqLength']} {unit}(s) of {part['dataset']} are longer than maxSeqLength "
                             f"{max_seq_length}: {named} ({source}); raise maxSeqLength (the analysis suggests "
-                            f"{part['suggestedMaxSeqLength']}), shorten the rows, or set data.truncation: drop to "
+                            f"{part['suggestedMaxSeqLength']}), shorten the {unit}s, or set data.truncation: drop to "
                             "leave them out")
         left_out = {"drop": part["overMaxSeqLength"], "oldest_or_drop": part.get("cannotFitTrimmed", 0)}.get(truncation)
         if left_out and left_out == part["rows"]:
             problems.append(f"data.truncation: {truncation} would leave {part['dataset']} empty: all {part['rows']} "
-                            f"row(s) are longer than maxSeqLength {max_seq_length} ({source}); raise maxSeqLength "
-                            f"(the analysis suggests {part['suggestedMaxSeqLength']}) or shorten the rows")
+                            f"{unit}(s) are longer than maxSeqLength {max_seq_length} ({source}); raise maxSeqLength "
+                            f"(the analysis suggests {part['suggestedMaxSeqLength']}) or shorten the {unit}s")
         if truncation == "oldest" and part.get("cannotFitTrimmed"):
             named = ", ".join(f"line {r['line']} ({r['trimmedLength']} tokens trimmed)" for r in part["unfitRows"])
-            problems.append(f"{part['cannotFitTrimmed']} row(s) of {part['dataset']} are longer than maxSeqLength "
+            problems.append(f"{part['cannotFitTrimmed']} {unit}(s) of {part['dataset']} are longer than maxSeqLength "
                             f"{max_seq_length} even with their oldest turns removed: {named} ({source}); use a larger "
                             "maxSeqLength, shorter rows, or data.truncation: oldest_or_drop")
     return "; ".join(problems) or None

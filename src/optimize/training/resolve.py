@@ -81,6 +81,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if config.method not in ("sft", "dpo"):
         raise Refused(f"method {config.method} is not trained on this deployment yet; methods sft and dpo are",
                       hint="set config.method: sft or dpo")
+    if config.method == "dpo" and config.data.truncation not in ("error", "drop"):
+        raise Refused(f"data.truncation: {config.data.truncation} applies to chat rows; a dpo run keeps or leaves out "
+                      "whole pairs", hint="set data.truncation to error or drop")
     if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
         reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
             f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
