@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, chat_row, write_jsonl
+from tests.conftest import Cli, chat_row, pair_row, write_jsonl
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/tiny-llama-3.2"
@@ -326,6 +326,12 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
     assert result.code == 1
     assert "no measured training envelope of optimize/tiny-llama-3.2 covers sft at fp32 on 1 cpu slot" in result.err
     assert "this deployment requires one" in result.err and "hint:" in result.err
+    # a dpo run needs a dpo measurement: the sft envelope that covers its length does not count
+    cli.ok("registry", "datasets", "register", "strict/prefs", "-f", str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
+    document = plan("strict", "prefs")
+    document["config"]["method"] = "dpo"
+    result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
+    assert result.code == 1 and "covers dpo at fp32 on 1 cpu slot with maxSeqLength" in result.err, result.err
     assert cli.json("training", "runs", "list")["runs"] == []
 
 
