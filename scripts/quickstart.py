@@ -3,8 +3,8 @@ as far as the platform reaches today — register a chat and a preference datase
 base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, analyze the
 chat dataset under it with the estimates for the example run file, create the project and train the example
 run (LoRA SFT on the cpu, followed to its end), then show the run, its last metrics, its snapshots and the
-model it registered, evaluate the base model and the trained adapter, and serve the adapter from an
-endpoint that answers one ticket.
+model it registered, evaluate the base model and the trained adapter, branch a dpo run from that adapter on
+the preference pairs, and serve the supervised adapter from an endpoint that answers one ticket.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 AKKA = [sys.executable, "-m", "optimize"]
 EXAMPLES = "examples/datasets"  # paths relative to the repository root, where every step runs
 RUN_FILE = "examples/runs/support-sft.yaml"
+DPO_OVERRIDES = "examples/runs/support-dpo-overrides.yaml"
 QUESTION = "My router will not turn on. Order #1002."
 
 
@@ -99,6 +100,10 @@ def main() -> None:
             akka(url, "training", "evaluations", "start", *evaluated, "--dataset", "support/chat:train",
                  "--max-new-tokens", "24", "--wait", "--exit-status")
         akka(url, "training", "projects", "scores", "support")
+        # preference tuning: a dpo branch of the supervised run, on the preference pairs, from its adapter
+        akka(url, "training", "runs", "branch", run["runId"][:12], "--restore", "weights", "--overrides",
+             DPO_OVERRIDES, "--max-steps", "12", "--wait", "--exit-status")
+        dpo = akka_json(url, "training", "runs", "list", "--project", "support")["runs"][0]["results"]["preference"]
         table = akka_json(url, "training", "projects", "scores", "support")["groups"][0]
         base = table["baseline"]["meanScore"]
         trained = table["columns"][0]["meanScore"]
@@ -112,8 +117,8 @@ def main() -> None:
         akka(url, "training", "endpoints", "delete", endpoint[:12])
         print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
               f"the example run trained and its adapter registered as {model}; json-label-match mean score "
-              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter; the served adapter answered "
-              f"{answer!r}.", flush=True)
+              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter; a dpo branch of it reached "
+              f"preference accuracy {dpo['accuracy']:.2f}; the served adapter answered {answer!r}.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:

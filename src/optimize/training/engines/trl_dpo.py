@@ -20,7 +20,14 @@ METRIC_NAMES = {"rewards/accuracies": "preferenceAccuracy", "rewards/margins": "
 
 
 def arguments(config: dict[str, Any], common: dict[str, Any], fused: bool):
+    import importlib.util
+
     from trl import DPOConfig
+
+    if fused and importlib.util.find_spec("liger_kernel") is None:  # said, never fallen back from silently
+        raise RuntimeError("the run computes Liger's fused DPO loss (preference.fusedLoss), and liger-kernel is not "
+                           "installed on this training machine; install liger-kernel there, or set "
+                           "preference.fusedLoss: false to compute TRL's own loss")
 
     preference = config["preference"]
     return DPOConfig(**common, beta=preference["beta"], loss_type=[preference["lossType"]],
