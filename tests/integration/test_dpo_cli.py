@@ -146,3 +146,29 @@ def test_a_dpo_run_pauses_and_resumes(prefs, sqlite_server, capsys):
     assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
     steps = [m["step"] for m in cli.json("training", "runs", "metrics", run_id)["steps"]]
     assert steps == list(range(1, 401)) and done["results"]["preference"]["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("truncation", ["error", "drop"])
+def test_a_pair_the_template_cannot_render_after_its_prompt_is_refused_by_its_line(prefs, sqlite_server, capsys,
+                                                                                  tmp_path, truncation):
+    from tests.row_cases import TOOLS
+
+    cli = Cli(capsys, sqlite_server.url)
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": {"q": "12"}}}
+    # Llama 3.2's template writes a call without the text beside it: the chosen answer loses its text
+    dropped = {"prompt": [{"role": "user", "content": "find 12"}], "tools": TOOLS,
+               "chosen": {"role": "assistant", "content": "checking", "tool_calls": [call]},
+               "rejected": {"role": "assistant", "content": "no idea"}}
+    name = f"{prefs['name']}/dropped-{truncation}"
+    cli.ok("registry", "datasets", "register", name, "-f",
+           str(write_jsonl(tmp_path / "d.jsonl", [pair(*TICKETS[0]), dropped])))
+    cli.ok("training", "datasets", "analyze", name, "--model", MODEL, "--wait")
+    document = dpo_plan(prefs["name"])
+    document["config"]["dataset"] = name
+    document["config"]["data"] = {"truncation": truncation}
+    result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
+    assert result.code == 1
+    words = " ".join(result.err.split())
+    assert f"the chat template refuses or drops part of 1 pair(s) of {name}:v1: line 2" in words, words
+    assert "'chosen'" in words
+
