@@ -22,12 +22,12 @@ from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
-from optimize.projects.service import open_project
+from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction, Project
+from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction
 from optimize.training.instructions import trained_instructions
 from optimize.training.resolve import pick_dataset
 
@@ -165,12 +165,7 @@ def get(training: Training, evaluation_id: str) -> dict[str, Any]:
 def list_evaluations(training: Training, project: str | None, model: str | None, phase: str | None,
                      include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
-    query = select(Evaluation, Project.archived).join(Project, Project.name == Evaluation.project) \
-        .order_by(Evaluation.created_at.desc())
-    if project:
-        query = query.where(Evaluation.project == project.lower())
-    elif not include_archived:
-        query = query.where(Project.archived.is_(False))
+    query = project_work(Evaluation, project, include_archived)
     if model:
         query = query.where(Evaluation.model_reference.startswith(model))
     if phase:

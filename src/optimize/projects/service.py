@@ -76,6 +76,17 @@ def get_project(store: Store, name: str) -> dict[str, Any]:
         return project_json(project, _run_count(session, project.name))
 
 
+def project_work(table, project: str | None, include_archived: bool):
+    """The query listing one kind of a project's work (runs, evaluations, endpoints), newest first, with whether
+    its project is archived: one project's when it is named (archived or not), else every open project's, and
+    every project's with `include_archived`."""
+    query = select(table, Project.archived).join(Project, Project.name == table.project) \
+        .order_by(table.created_at.desc())
+    if project:
+        return query.where(table.project == project.lower())
+    return query if include_archived else query.where(Project.archived.is_(False))
+
+
 def list_projects(store: Store, include_archived: bool = False) -> list[dict[str, Any]]:
     with store.transaction() as session:
         query = select(Project).order_by(Project.created_at.desc())

@@ -22,11 +22,11 @@ from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
-from optimize.projects.service import open_project
+from optimize.projects.service import open_project, project_work
 from optimize.training.instructions import trained_instructions
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
-from optimize.store.tables import DeviceHold, Endpoint, Project
+from optimize.store.tables import DeviceHold, Endpoint
 
 PHASES = ("AWAITING_CAPACITY", "STARTING", "READY", "FAILED", "DELETED")
 ACTIVE = ("AWAITING_CAPACITY", "STARTING", "READY")
@@ -130,12 +130,7 @@ def get(training: Training, endpoint_id: str) -> dict[str, Any]:
 def list_endpoints(training: Training, project: str | None, phase: str | None, model: str | None = None,
                    include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
-    query = select(Endpoint, Project.archived).join(Project, Project.name == Endpoint.project) \
-        .order_by(Endpoint.created_at.desc())
-    if project:
-        query = query.where(Endpoint.project == project.lower())
-    elif not include_archived:
-        query = query.where(Project.archived.is_(False))
+    query = project_work(Endpoint, project, include_archived)
     if phase:
         wanted = phase.upper()
         if wanted == "ACTIVE":

@@ -18,12 +18,12 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Training
-from optimize.projects.service import open_project
+from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import BaseModelSelection, Project, Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.diagnostics import ReadLimits, diagnose
 from optimize.training.layout import check_layout
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
@@ -165,11 +165,7 @@ def list_runs(training: Training, project: str | None = None, phase: str | None 
               include_archived: bool = False) -> list[dict[str, Any]]:
     """Runs, newest first. Runs of archived projects only with `include_archived` or when their project is named;
     each row says whether its project is archived (`projectArchived`)."""
-    query = select(Run, Project.archived).join(Project, Project.name == Run.project).order_by(Run.created_at.desc())
-    if project:
-        query = query.where(Run.project == project.lower())
-    elif not include_archived:
-        query = query.where(Project.archived.is_(False))
+    query = project_work(Run, project, include_archived)
     if phase:
         wanted = phase.upper()
         if wanted == "OPEN":
