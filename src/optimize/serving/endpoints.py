@@ -18,11 +18,13 @@ from sqlalchemy import delete, select
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
 from optimize.core.ids import new_id
+from optimize.core.refs import parse_reference
 from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
 from optimize.projects.service import open_project, project_work
+from optimize.registry.models import find_model, resolve_model_reference
 from optimize.training.instructions import trained_instructions
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
@@ -239,9 +241,6 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
 def _served_names(training: Training, session, wanted: str) -> list[str]:
     """The names a requested model can be served under: the exact version a registry reference resolves to,
     or the catalog id of a base model."""
-    from optimize.registry.models import find_model, resolve_model_reference
-    from optimize.core.refs import parse_reference
-
     try:
         reference = parse_reference(wanted)
         if find_model(session, reference.namespace, reference.name) is not None:
