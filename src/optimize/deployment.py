@@ -24,3 +24,4 @@ class Training:
     scheduler: Any = None  # scheduler.loop.Scheduler, started with the server
     lease_seconds: float = 60.0  # how long a worker's attempt stays held without a heartbeat
     analysis_wait_seconds: float = 1800.0  # how long a queued run waits for its datasets' analyses
+    endpoint_idle_seconds: float = 3600.0  # how long an endpoint holds its device without a request

@@ -89,3 +89,24 @@ def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, caps
                                                        "messages": [{"role": "user", "content": "hi"}]})
     assert answer.status_code == 200 and answer.json()["model"] == LLAMA
     cli.ok("training", "endpoints", "delete", endpoint)
+
+
+def test_an_idle_endpoint_is_taken_down_and_frees_its_device(server_factory, capsys):
+    proc = server_factory("idle", env={"OPTIMIZE_ENDPOINT_IDLE_SECONDS": "4"})
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    assert cli.json("training", "endpoints", "info")["idleTimeoutSeconds"] == 4
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post("/v1/training/projects", json={"name": "idle"}).raise_for_status()
+    endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "idle")["endpointId"]
+    assert _ready(cli, endpoint)["phase"] == "READY"
+    answer = client.post("/v1/chat/completions", json={"model": LLAMA, "max_tokens": 2,
+                                                       "messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 200
+    assert cli.json("training", "endpoints", "get", endpoint)["lastRequestAt"] is not None
+    deadline = time.monotonic() + 60
+    while (item := cli.json("training", "endpoints", "get", endpoint))["phase"] == "READY":
+        assert time.monotonic() < deadline, item
+        time.sleep(0.5)
+    assert item["phase"] == "DELETED" and item["devicesHeld"] == []
+    assert item["failureReason"].startswith("taken down after 4 seconds without a request")
+    assert not [c for c in client.get("/v1/training/capacity").json()["claims"] if c["for"] == endpoint]

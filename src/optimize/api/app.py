@@ -38,7 +38,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                   settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
-                                  analysis_wait_seconds=settings.analysis_wait_seconds)
+                                  analysis_wait_seconds=settings.analysis_wait_seconds,
+                                  endpoint_idle_seconds=settings.endpoint_idle_seconds)
     fail_orphans(app.state.training)
     endpoints.restart(app.state.training)
     problems.install(app)

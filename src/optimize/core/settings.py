@@ -42,6 +42,9 @@ class ServerSettings:
     # How long a queued run waits for the analyses its length check reads before it goes on without the check.
     analysis_wait_seconds: float = field(
         default_factory=lambda: float(os.environ.get("OPTIMIZE_ANALYSIS_WAIT_SECONDS", "1800")))
+    # an endpoint holds its device while idle; after this long without a request it is taken down
+    endpoint_idle_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("OPTIMIZE_ENDPOINT_IDLE_SECONDS", "3600")))
 
     @property
     def resolved_database_url(self) -> str:

@@ -74,6 +74,10 @@ class Scheduler:
                 log.warning("job %s: worker lost (%s)", job_id, reason)
                 if self.training.launcher is not None:
                     self.training.launcher.kill(job_id)
+        for endpoint_id in endpoints.take_down_idle(self.training):
+            log.info("endpoint %s: taken down while idle", endpoint_id)
+            if self.training.launcher is not None:
+                self.training.launcher.kill(endpoint_id)
 
     def admit_evaluations(self) -> None:
         self._admit_single(Evaluation, "QUEUED", "RUNNING", evaluations.holder, "evaluation",

@@ -3,7 +3,8 @@ the worker's spec, readiness, heartbeats and end.
 
 An endpoint is one resident base model plus the LoRA adapters attached to it. It waits in AWAITING_CAPACITY for
 a device of its profile (the scheduler grants it: `scheduler.loop`), loads in STARTING and answers in READY
-until it is deleted (DELETED) or fails (FAILED, with the reason). A candidate whose base model and commit an
+until it is deleted (DELETED; also when it answered no request for the deployment's idle timeout, since it holds
+its device while idle) or fails (FAILED, with the reason). A candidate whose base model and commit an
 active endpoint of its project already serves attaches to it without new devices; its worker loads the adapter
 at its next heartbeat, and the model answers once the worker says it is loaded.
 """
@@ -113,7 +114,8 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
             "phase": endpoint.phase, "attempt": endpoint.attempt, "deviceProfile": endpoint.device_profile,
             "devicesHeld": endpoint.devices or [] if endpoint.phase in ("STARTING", "READY") else [],
             "failureReason": endpoint.failure_reason, "createdAt": iso(endpoint.created_at),
-            "readyAt": iso(endpoint.ready_at), "finishedAt": iso(endpoint.finished_at),
+            "readyAt": iso(endpoint.ready_at), "lastRequestAt": iso(endpoint.last_request_at),
+            "finishedAt": iso(endpoint.finished_at),
             "terminal": endpoint.phase in TERMINAL,
             # what `wait` stops at: every model answers, or the endpoint will never answer
             "settled": endpoint.phase in TERMINAL or (started and all(m["ready"] for m in models))}
@@ -178,6 +180,33 @@ def delete_endpoint(training: Training, endpoint_id: str) -> dict[str, Any]:
     return answer
 
 
+def take_down_idle(training: Training) -> list[str]:
+    """Endpoints that answered no request for `endpoint_idle_seconds` (counted from when they became ready) are
+    taken down, freeing their devices; the ids taken down, whose workers the caller stops."""
+    idle = timedelta(seconds=training.endpoint_idle_seconds)
+    now = utcnow()
+    with training.store.transaction() as session:
+        ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY")).all()
+        stale = [e for e in ready if as_utc(e.last_request_at or e.ready_at or e.created_at) + idle < now]
+        for endpoint in stale:
+            _end(session, endpoint, "DELETED", f"taken down after {_duration(training.endpoint_idle_seconds)} "
+                                               "without a request, to free its device; create it again to serve")
+        return [e.id for e in stale]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} seconds"
+
+
+def info(training: Training) -> dict[str, Any]:
+    """What endpoints of this deployment can do."""
+    from optimize.serving.tool_calls import PARSERS
+
+    return {"idleTimeoutSeconds": training.endpoint_idle_seconds, "adaptersAtOnce": MAX_ADAPTERS,
+            "devicesPerEndpoint": 1, "engine": "transformers", "toolCallParsers": list(PARSERS),
+            "deviceProfiles": [p.name for p in training.profiles]}
+
+
 def _end(session, endpoint: Endpoint, phase: str, reason: str | None = None) -> None:
     session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(endpoint.id)))
     endpoint.phase, endpoint.failure_reason, endpoint.finished_at = phase, reason, utcnow()
@@ -232,6 +261,7 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
                 state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
                 raise Conflict(f"model {name} is not answering yet: endpoint {endpoint.id[:12]} is {state}",
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
+            endpoint.last_request_at = utcnow()  # its idle time starts again
             return endpoint.address, name
         where = f"endpoint {candidates[0].id[:12]}" if endpoint_id is not None else "any endpoint"
         raise NotFound(f"model {wanted!r} is not served by {where}",

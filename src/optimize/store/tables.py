@@ -408,4 +408,5 @@ class Endpoint(Base):
     failure_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_request_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # its idle time counts from here
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

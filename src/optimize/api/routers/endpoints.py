@@ -1,4 +1,5 @@
-"""Endpoints: `POST /v1/training/endpoints`, `GET …[?project=&phase=&model=]`, `GET …/{id}`, `DELETE …/{id}`,
+"""Endpoints: `POST /v1/training/endpoints`, `GET …[?project=&phase=&model=]`, `GET …/info`, `GET …/{id}`,
+`DELETE …/{id}`,
 `POST …/{id}/detach`, `GET …/{id}/events` (server-sent events) and `POST …/{id}/chat/completions` (one endpoint's
 OpenAI chat completions, what `akka training endpoints proxy` forwards to)."""
 
@@ -27,6 +28,11 @@ def create(training: TrainingDep, body: Any = Body(description="{model, project?
 def list_endpoints(training: TrainingDep, project: str | None = None, phase: str | None = None,
                    model: str | None = None, archived: bool = False) -> dict:
     return {"endpoints": service.list_endpoints(training, project, phase, model, archived)}
+
+
+@router.get("/info")
+def info(training: TrainingDep) -> dict:
+    return service.info(training)
 
 
 @router.get("/{endpoint_id}")

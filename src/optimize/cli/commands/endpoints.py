@@ -1,4 +1,4 @@
-"""`akka training endpoints create|get|list|wait|send|proxy|detach|delete`."""
+"""`akka training endpoints create|get|list|wait|send|proxy|detach|info|delete`."""
 
 from __future__ import annotations
 
@@ -132,6 +132,17 @@ def detach(out: Output, endpoint: Endpoint,
     with client_for(out) as client:
         answer = client.post(f"/v1/training/endpoints/{segment(endpoint)}/detach", json={"model": model})
     out.emit(answer, _render)
+
+
+@command(app, "info")
+def info(out: Output) -> None:
+    """What endpoints here can do: idle timeout, adapters loaded at once, devices, engine, tool-call parsers."""
+    with client_for(out) as client:
+        out.emit(client.get("/v1/training/endpoints/info"), lambda con, i: con.print(
+            f"Idle timeout      {i['idleTimeoutSeconds']:g} s (an endpoint holds its device until then)\n"
+            f"Adapters at once  {i['adaptersAtOnce']}\nDevices each      {i['devicesPerEndpoint']}\n"
+            f"Engine            {i['engine']}\nTool-call parsers {', '.join(i['toolCallParsers'])}\n"
+            f"Device profiles   {', '.join(i['deviceProfiles'])}"))
 
 
 @command(app, "delete")
