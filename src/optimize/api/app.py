@@ -42,6 +42,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                   endpoint_idle_seconds=settings.endpoint_idle_seconds)
     fail_orphans(app.state.training)
     endpoints.restart(app.state.training)
+    evaluations.requeue_after_restart(app.state.training)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
                    branches, snapshots, evaluation_routes, endpoint_routes, chat, internal):
@@ -58,6 +59,8 @@ def attach_launcher(app: FastAPI, server_url: str) -> None:
         if kind == "analysis":
             fail_if_unfinished(training, job_id, token, reason)
         elif kind == "evaluation":
+            if training.launcher.stopping:
+                return  # stopped with the server: the next one queues it again (evaluations.requeue_after_restart)
             evaluations.lose(training, job_id, token, reason)
             training.scheduler.wake()
         elif kind == "endpoint":

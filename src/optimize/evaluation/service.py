@@ -329,6 +329,19 @@ def finish(training: Training, evaluation_id: str, token: str, body: dict[str, A
         return {"phase": item.phase}
 
 
+def requeue_after_restart(training: Training) -> int:
+    """At server start: evaluations a previous server process was running are queued again; the answers they hold
+    from their base model commit are kept, and only the other rows are asked."""
+    with training.store.transaction() as session:
+        running = session.scalars(select(Evaluation).where(Evaluation.phase == "RUNNING")).all()
+        for item in running:
+            session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(item.id)))
+            item.phase, item.lease_token, item.lease_expires_at = "QUEUED", None, None
+            record(session, holder(item.id), "phase", phase="QUEUED",
+                   reason="the server restarted; the evaluation goes on from the answers it holds")
+        return len(running)
+
+
 def lose(training: Training, evaluation_id: str, token: str, reason: str) -> bool:
     """The worker is gone: the evaluation fails with the reason (its answers so far are kept)."""
     with training.store.transaction() as session:

@@ -1,6 +1,7 @@
-"""Endpoint faults against a real server: an endpoint waits for capacity while the device is held, a lost worker
-fails its endpoint with the reason and frees the device for the one waiting, and a project with an endpoint
-serving cannot be archived."""
+"""Endpoint and evaluation faults against a real server: an endpoint waits for capacity while the device is held,
+a lost worker fails its endpoint with the reason and frees the device for the one waiting, a project with an
+endpoint serving cannot be archived, an idle endpoint is taken down; endpoints and running evaluations go on with
+the next server process after the server stops (SIGTERM) or dies (kill -9)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,29 @@ def test_an_idle_endpoint_is_taken_down_and_frees_its_device(server_factory, cap
     assert item["phase"] == "DELETED" and item["devicesHeld"] == []
     assert item["failureReason"].startswith("taken down after 4 seconds without a request")
     assert not [c for c in client.get("/v1/training/capacity").json()["claims"] if c["for"] == endpoint]
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "kill9"])
+def test_an_evaluation_goes_on_with_the_next_server(server_factory, capsys, tmp_path, stop):
+    from tests.conftest import chat_row, write_jsonl
+
+    proc = server_factory("evaluate")
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post("/v1/training/projects", json={"name": "scores"}).raise_for_status()
+    rows = [chat_row(f"Label ticket {i}", '{"label": "billing"}') for i in range(40)]
+    cli.ok("registry", "datasets", "register", "scores/tickets", "-f", str(write_jsonl(tmp_path / "t.jsonl", rows)))
+    started = client.post("/v1/training/evaluations", json={"model": LLAMA, "dataset": "scores/tickets",
+                                                            "project": "scores", "maxNewTokens": 400}).json()
+    deadline = time.monotonic() + 120
+    while client.get(f"/v1/training/evaluations/{started['evaluationId']}").json()["phase"] != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.stop() if stop == "sigterm" else proc.kill9()
+
+    proc = server_factory("evaluate")  # the same data dir: the next server process
+    cli = Cli(capsys, proc.url)
+    done = json.loads(cli.ok("training", "evaluations", "wait", started["evaluationId"], "--timeout", "300",
+                             "-o", "json-compact").out.splitlines()[-1])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done
+    assert done["report"]["scored"] == 40
