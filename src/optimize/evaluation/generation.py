@@ -19,6 +19,16 @@ class Answer:
     tokens: int  # generated tokens, the stop token included
 
 
+def stop_and_pad_ids(model, tokenizer) -> tuple[list[int], int]:
+    """The tokens an answer stops at (the model's generation config and the tokenizer's end of sequence), and the
+    token prompts are padded with."""
+    stops = model.generation_config.eos_token_id
+    stops = [stops] if isinstance(stops, int) else list(stops or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stops:
+        stops.append(tokenizer.eos_token_id)
+    return stops, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
+
+
 class TransformersGenerator:
     def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32") -> None:
         import torch
@@ -34,12 +44,7 @@ class TransformersGenerator:
 
             model = PeftModel.from_pretrained(model, str(adapter_dir))
         self.model = model.eval()
-        stops = self.model.generation_config.eos_token_id
-        stops = [stops] if isinstance(stops, int) else list(stops or [])
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in stops:
-            stops.append(self.tokenizer.eos_token_id)
-        self.stop_ids = stops
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
+        self.stop_ids, self.pad_id = stop_and_pad_ids(self.model, self.tokenizer)
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 256, batch_size: int = 8) -> list[Answer]:
         """Greedy answers, in the prompts' order."""

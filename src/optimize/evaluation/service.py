@@ -22,7 +22,7 @@ from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
-from optimize.projects.service import open_project, project_work
+from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
@@ -108,14 +108,7 @@ def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
-        project_name = body.get("project") or owner
-        if project_name is None:
-            raise Invalid(f"{reference} is a base model, which belongs to no project: say which project the "
-                          "evaluation counts for", hint="pass --project NAME")
-        if owner is not None and body.get("project") and body["project"].lower() != owner:
-            raise Refused(f"model {reference} belongs to project {owner}, not {body['project']}",
-                          hint=f"leave --project out, or pass --project {owner}")
-        project = open_project(session, project_name)
+        project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
         dataset = pick_dataset(session, body["dataset"], project.name, "dataset", "sft")
         evaluation = Evaluation(
             id=new_id(), project=project.name, model_reference=reference, model=model,

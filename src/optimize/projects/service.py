@@ -76,6 +76,19 @@ def get_project(store: Store, name: str) -> dict[str, Any]:
         return project_json(project, _run_count(session, project.name))
 
 
+def project_for_model(session, reference: str, owner: str | None, asked: str | None, work: str) -> Project:
+    """The open project work over a model counts for: a registered model's own (another one named is refused), or
+    the one named for a base model, which belongs to none."""
+    name = asked or owner
+    if name is None:
+        raise Invalid(f"{reference} is a base model, which belongs to no project: say which project the {work} "
+                      "counts for", hint="pass --project NAME")
+    if owner is not None and asked and asked.lower() != owner:
+        raise Refused(f"model {reference} belongs to project {owner}, not {asked}",
+                      hint=f"leave --project out, or pass --project {owner}")
+    return open_project(session, name)
+
+
 def project_work(table, project: str | None, include_archived: bool):
     """The query listing one kind of a project's work (runs, evaluations, endpoints), newest first, with whether
     its project is archived: one project's when it is named (archived or not), else every open project's, and

@@ -24,7 +24,7 @@ from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
-from optimize.projects.service import open_project, project_work
+from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.training.instructions import trained_instructions
 from optimize.store.db import find_by_id_prefix
@@ -56,14 +56,7 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
             raise Refused(f"base model {entry.id} is not allowed for serving on this deployment",
                           hint="serve a model whose catalog entry allows serving (akka training base-models get)")
         profile = _profile(training, body.get("deviceProfile"), entry)
-        project_name = body.get("project") or owner
-        if project_name is None:
-            raise Invalid(f"{reference} is a base model, which belongs to no project: say which project the "
-                          "endpoint counts for", hint="pass --project NAME")
-        if owner is not None and body.get("project") and body["project"].lower() != owner:
-            raise Refused(f"model {reference} belongs to project {owner}, not {body['project']}",
-                          hint=f"leave --project out, or pass --project {owner}")
-        project = open_project(session, project_name)
+        project = project_for_model(session, reference, owner, body.get("project"), "endpoint")
         adapter = None if model["kind"] == "base" else {
             "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
             "instructions": trained_instructions(training, session, reference), "at": iso(utcnow()), "loaded": False}
@@ -250,12 +243,11 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
         wanted = requested or (candidates[0].model_reference if endpoint_id is not None else None)
         if not wanted:
             raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
-        names = _served_names(training, session, wanted)
+        name = _served_name(training, session, wanted)
         for endpoint in candidates:
             served = {endpoint.base["baseEntryId"]: True, **{a["name"]: bool(a.get("loaded"))
                                                              for a in endpoint.adapters}}
-            name = next((n for n in names if n in served), None)
-            if name is None:
+            if name not in served:
                 continue
             if endpoint.phase != "READY" or not served[name]:
                 state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
@@ -268,22 +260,22 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
                        hint=f"serve it with: akka training endpoints create --model {wanted}")
 
 
-def _served_names(training: Training, session, wanted: str) -> list[str]:
-    """The names a requested model can be served under: the exact version a registry reference resolves to,
-    or the catalog id of a base model."""
+def _served_name(training: Training, session, wanted: str) -> str:
+    """The name a requested model is served under: the exact version a registry reference resolves to, or the
+    catalog id of a base model (else the text as given, which nothing serves)."""
     try:
         reference = parse_reference(wanted)
         if find_model(session, reference.namespace, reference.name) is not None:
             model, version = resolve_model_reference(session, reference)
             if version.variant == "ADAPTER":
-                return [f"{model.namespace}/{model.name}:v{version.version}"]
-            return [version.descriptor["catalogEntry"]]
+                return f"{model.namespace}/{model.name}:v{version.version}"
+            return version.descriptor["catalogEntry"]
     except (Invalid, NotFound):
         pass
     try:
-        return [training.catalog.find(wanted).id]
+        return training.catalog.find(wanted).id
     except (Invalid, NotFound):
-        return [wanted]
+        return wanted
 
 
 def served_models(training: Training) -> list[dict[str, Any]]:

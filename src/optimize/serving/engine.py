@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from optimize.evaluation.generation import stop_and_pad_ids
+
 
 class _TokenQueue:
     """A Transformers streamer that hands over each generated token id (the prompt, sent first, is skipped)."""
@@ -46,12 +48,7 @@ class ServingModel:
         self.peft = None  # the PeftModel around the base, once an adapter is loaded
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
         self.lock = threading.Lock()
-        stops = self.base.generation_config.eos_token_id
-        stops = [stops] if isinstance(stops, int) else list(stops or [])
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in stops:
-            stops.append(self.tokenizer.eos_token_id)
-        self.stop_ids = stops
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
+        self.stop_ids, self.pad_id = stop_and_pad_ids(self.base, self.tokenizer)
 
     def load_adapter(self, name: str, directory: Path) -> None:
         key = "adapter_" + hashlib.sha256(name.encode()).hexdigest()[:16]  # PEFT keys cannot hold '/', ':' or '.'

@@ -176,34 +176,13 @@ def _prepare_pairs(channel: Channel, dataset: dict[str, Any], fitter, counter: _
                    target: Path) -> Path:
     """Every pair checked by the registry's rule and rendered (`training.pairs`), written as prompt, chosen and
     rejected token ids to a Parquet file on local disk."""
-    import orjson
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from optimize.chat.rows import RowKind
 
-    from optimize.chat.rows import RowError, RowKind, check_row
+    def columns(pair) -> tuple[list[int], ...]:
+        return pair.prompt_ids, pair.chosen_ids, pair.rejected_ids
 
-    names = ("prompt_ids", "chosen_ids", "rejected_ids")
-    schema = pa.schema([(name, pa.list_(pa.int32())) for name in names])
-    columns: dict[str, list] = {name: [] for name in names}
-    with pq.ParquetWriter(target, schema) as writer:
-        for line, raw in channel.example_lines(dataset["objects"]):
-            try:
-                row = orjson.loads(raw)
-                check_row(row, RowKind.PREFERENCE)
-            except (RowError, orjson.JSONDecodeError) as error:
-                raise RowRefused(f"{reference} line {line}: {error}") from None
-            pair = fitter.fit(row, f"{reference} line {line}")
-            counter.advance()
-            if pair is None:
-                continue
-            for name, ids in zip(names, (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids)):
-                columns[name].append(ids)
-            if len(columns["prompt_ids"]) == PREPARED_BATCH:
-                writer.write_table(pa.table(columns, schema=schema))
-                columns = {name: [] for name in names}
-        if columns["prompt_ids"]:
-            writer.write_table(pa.table(columns, schema=schema))
-    return target
+    return _write_prepared(channel, dataset, fitter, counter, reference, target, RowKind.PREFERENCE,
+                           ("prompt_ids", "chosen_ids", "rejected_ids"), columns)
 
 
 class PausedWhilePreparing(Exception):
@@ -236,32 +215,45 @@ class _Progress:
 
 def _prepare(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
              target: Path) -> Path:
-    """Every row checked by the registry's rule, rendered, masked and fitted into maxSeqLength, written to a
-    Parquet file on local disk (memory holds one batch, whatever the dataset's size)."""
+    """Every row checked by the registry's rule, rendered, masked and fitted into maxSeqLength, written as input
+    ids and labels to a Parquet file on local disk."""
+    from optimize.chat.rows import RowKind
+
+    def columns(rendered) -> tuple[list[int], ...]:
+        return rendered.input_ids, [t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)]
+
+    return _write_prepared(channel, dataset, fitter, counter, reference, target, RowKind.CHAT,
+                           ("input_ids", "labels"), columns)
+
+
+def _write_prepared(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
+                    target: Path, kind, names: tuple[str, ...], columns_of) -> Path:
+    """Each example checked by the registry's rule for `kind` and fitted (None: left out), its token-id columns
+    written to a Parquet file a batch at a time, so memory holds one batch whatever the dataset's size."""
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from optimize.chat.rows import RowError, RowKind, check_row
+    from optimize.chat.rows import RowError, check_row
 
-    schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
-    columns: dict[str, list] = {"input_ids": [], "labels": []}
+    schema = pa.schema([(name, pa.list_(pa.int32())) for name in names])
+    batch: dict[str, list] = {name: [] for name in names}
     with pq.ParquetWriter(target, schema) as writer:
         for line, raw in channel.example_lines(dataset["objects"]):
             try:
                 row = orjson.loads(raw)
-                check_row(row, RowKind.CHAT)
+                check_row(row, kind)
             except (RowError, orjson.JSONDecodeError) as error:
                 raise RowRefused(f"{reference} line {line}: {error}") from None
-            rendered = fitter.fit(row, f"{reference} line {line}")
+            fitted = fitter.fit(row, f"{reference} line {line}")
             counter.advance()
-            if rendered is None:
+            if fitted is None:
                 continue
-            columns["input_ids"].append(rendered.input_ids)
-            columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
-            if len(columns["input_ids"]) == PREPARED_BATCH:
-                writer.write_table(pa.table(columns, schema=schema))
-                columns = {"input_ids": [], "labels": []}
-        if columns["input_ids"]:
-            writer.write_table(pa.table(columns, schema=schema))
+            for name, ids in zip(names, columns_of(fitted)):
+                batch[name].append(ids)
+            if len(batch[names[0]]) == PREPARED_BATCH:
+                writer.write_table(pa.table(batch, schema=schema))
+                batch = {name: [] for name in names}
+        if batch[names[0]]:
+            writer.write_table(pa.table(batch, schema=schema))
     return target
