@@ -38,7 +38,7 @@ def create(
         verb = "attached to" if answer["attached"] else "created as"
         if not wait:
             out.emit(answer, lambda con, e: con.print(
-                f"{model} {verb} endpoint {e['endpointId'][:12]} ({e['phase'].title()}); follow it with: "
+                f"{model} {verb} endpoint {e['endpointId'][:12]} ({_phase(e)}); follow it with: "
                 f"akka training endpoints wait {e['endpointId'][:12]}"))
             return
         out.note(f"{model} {verb} endpoint {answer['endpointId'][:12]}.")
@@ -150,7 +150,7 @@ def delete(out: Output, endpoint: Endpoint) -> None:
     """Take an endpoint down and free its device."""
     with client_for(out) as client:
         answer = client.request("DELETE", f"/v1/training/endpoints/{segment(endpoint)}")
-    out.emit(answer, lambda con, e: con.print(f"Endpoint {e['endpointId'][:12]} {e['phase'].title()}."))
+    out.emit(answer, lambda con, e: con.print(f"Endpoint {e['endpointId'][:12]} {_phase(e)}."))
 
 
 def _follow(client, out: Output, endpoint_id: str, timeout: float | None) -> None:
@@ -159,9 +159,13 @@ def _follow(client, out: Output, endpoint_id: str, timeout: float | None) -> Non
         raise CommandFailed(1)
 
 
+def _phase(e: dict[str, Any]) -> str:
+    return e["phase"].replace("_", " ").title()  # AWAITING_CAPACITY -> Awaiting Capacity
+
+
 def _line(e: dict[str, Any]) -> str:
     ready = sum(1 for m in e["models"] if m["ready"])
-    parts = [f"{e['endpointId'][:12]} {e['phase'].title()}", f"answering {ready}/{len(e['models'])} model(s)"]
+    parts = [f"{e['endpointId'][:12]} {_phase(e)}", f"answering {ready}/{len(e['models'])} model(s)"]
     if e.get("failureReason"):
         parts.append(f"— {e['failureReason'].splitlines()[0]}")
     return "  ".join(parts)
@@ -171,7 +175,7 @@ def _render(con, e: dict[str, Any]) -> None:
     con.print(f"[bold]Endpoint[/]    {e['endpointId']}")
     con.print(f"Project     {e['project']}")
     con.print(f"Base model  {e['baseModel']['id']} at {e['baseModel']['commit'][:12]}")
-    con.print(f"Phase       {e['phase'].title()} on {', '.join(e['devicesHeld']) or DASH} "
+    con.print(f"Phase       {_phase(e)} on {', '.join(e['devicesHeld']) or DASH} "
               f"(profile {e['deviceProfile']})")
     if e.get("failureReason"):
         con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
@@ -187,7 +191,7 @@ def _render_list(con, data) -> None:
     for e in data["endpoints"]:
         adapters = [m["name"] for m in e["models"] if m["kind"] == "adapter"]
         grid.add_row(e["endpointId"][:12], e["project"] + (" (archived)" if e.get("projectArchived") else ""),
-                     e["baseModel"]["id"], ", ".join(adapters) or DASH, e["phase"].title(),
+                     e["baseModel"]["id"], ", ".join(adapters) or DASH, _phase(e),
                      ", ".join(e["devicesHeld"]) or DASH, age(e["createdAt"]))
     con.print(grid)
     con.print(footer(len(data["endpoints"]), "endpoint"))
