@@ -1,5 +1,5 @@
-"""What training-side services need of one deployment: store, applied catalog, device profiles, data dir,
-blob store, the launcher that starts worker processes, and the scheduler that admits work onto devices."""
+"""What the services of one deployment share: store, applied catalog, device profiles, data dir, blob store, the
+executor that starts worker processes, the scheduler that grants devices, and the kernel's timing settings."""
 
 from __future__ import annotations
 
@@ -14,14 +14,22 @@ from optimize.store.db import Store
 
 
 @dataclass
-class Training:
+class Deployment:
     store: Store
     catalog: Catalog
     profiles: list[DeviceProfile]
     data_dir: Path
     blobs: LocalBlobStore
-    launcher: Any = None  # scheduler.local.LocalLauncher, set once the server knows its own URL
-    scheduler: Any = None  # scheduler.loop.Scheduler, started with the server
-    lease_seconds: float = 60.0  # how long a worker's attempt stays held without a heartbeat
+    executor: Any = None  # jobs.executor.Executor, set once the server knows its own URL
+    scheduler: Any = None  # jobs.scheduler.Scheduler, started with the server
+    lease_seconds: float = 60.0  # how long a worker's lease holds without a heartbeat
     analysis_wait_seconds: float = 1800.0  # how long a queued run waits for its datasets' analyses
     endpoint_idle_seconds: float = 3600.0  # how long an endpoint holds its device without a request
+
+    def __post_init__(self) -> None:
+        from optimize.jobs.effects import Effects
+
+        self.store.after_commit = Effects(self).apply
+
+
+Training = Deployment  # the name the services knew it by

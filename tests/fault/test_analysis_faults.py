@@ -1,5 +1,5 @@
-"""Analyses survive process faults: a server restart fails the orphaned attempt with a reason (and the next
-request starts it again); a worker holding a stale lease is refused; acknowledged registrations survive kill -9."""
+"""Analyses survive process faults: a server restart queues the orphaned attempt again and it completes; a worker
+holding a stale lease is refused; acknowledged registrations survive kill -9."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.integration]
 MODEL = "optimize/tiny-smollm2"
 
 
-def test_server_restart_fails_an_orphaned_analysis_which_then_starts_again(tmp_path, capsys):
+def test_server_restart_queues_an_orphaned_analysis_again_and_it_completes(tmp_path, capsys):
     data_dir = tmp_path / "server"
     proc = start_server(data_dir)
     cli = Cli(capsys, proc.url)
@@ -25,24 +25,24 @@ def test_server_restart_fails_an_orphaned_analysis_which_then_starts_again(tmp_p
     restarted = start_server(data_dir)
     try:
         cli = Cli(capsys, restarted.url)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         analysis = cli.json("training", "datasets", "analyses", "f/d")["analyses"][0]
-        while analysis["phase"] not in ("failed", "done") and time.monotonic() < deadline:
+        while analysis["phase"] != "done" and time.monotonic() < deadline:
             time.sleep(0.2)
             analysis = cli.json("training", "datasets", "analyses", "f/d")["analyses"][0]
         assert analysis["analysisId"] == started["analysisId"]
-        if analysis["phase"] == "failed":  # the usual case: the server died before the worker reported
-            assert "the server restarted while the analysis ran" in analysis["reason"]
-            again = cli.json("training", "datasets", "analyze", "f/d", "--model", MODEL, "--wait")
-            assert again["phase"] == "done" and again["attempt"] == 2
+        assert analysis["phase"] == "done", analysis
+        assert analysis["attempt"] in (1, 2)  # 2 in the usual case: the server died before the worker reported
     finally:
         restarted.stop()
 
 
 def test_stale_lease_is_refused(sqlite_server):
     url = sqlite_server.url
-    for method, path in (("GET", "/v1/internal/analyses/abc"), ("POST", "/v1/internal/analyses/abc/running"),
-                         ("POST", "/v1/internal/analyses/abc/result")):
+    for method, path in (("GET", "/v1/internal/jobs/analysis/abc"),
+                         ("POST", "/v1/internal/jobs/analysis/abc/heartbeat"),
+                         ("POST", "/v1/internal/jobs/analysis/abc/result"),
+                         ("GET", "/v1/internal/jobs/analysis/abc/blobs/" + "0" * 64)):
         response = httpx.request(method, url + path, headers={"X-Lease-Token": "not-the-lease"},
                                  json={} if method == "POST" else None)
         assert response.status_code == 409 and response.json()["code"] == "lease_lost"

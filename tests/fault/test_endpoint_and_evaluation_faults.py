@@ -43,7 +43,12 @@ def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiti
     second = cli.json("training", "endpoints", "create", "--model", QWEN, "--project", "serve")
     assert second["attached"] is False and second["phase"] == "AWAITING_CAPACITY"
     time.sleep(2)
-    assert cli.json("training", "endpoints", "get", second["endpointId"])["phase"] == "AWAITING_CAPACITY"
+    waiting = cli.json("training", "endpoints", "get", second["endpointId"])
+    assert waiting["phase"] == "AWAITING_CAPACITY"  # it says what it waits for
+    assert waiting["waitingFor"].startswith(f"waiting for the cpu device held by endpoint {first['endpointId'][:12]} "
+                                            "(idle ")
+    assert f"Waiting     waiting for the cpu device held by endpoint {first['endpointId'][:12]}" in cli(
+        "training", "endpoints", "get", second["endpointId"]).out
 
     refused = cli("training", "projects", "archive", "serve")
     assert refused.code == 1 and f"endpoint {first['endpointId'][:12]} (READY)" in refused.err
@@ -60,7 +65,7 @@ def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiti
 
     ready = json.loads(cli.ok("training", "endpoints", "wait", second["endpointId"], "--timeout", "300",
                               "-o", "json-compact").out.splitlines()[-1])
-    assert ready["phase"] == "READY" and ready["devicesHeld"] == ["cpu:0"]
+    assert ready["phase"] == "READY" and ready["devicesHeld"] == ["cpu:serving:0"]  # the cpu's serving slot
     listed = cli.json("training", "endpoints", "list", "--project", "serve", "--phase", "active")["endpoints"]
     assert [e["endpointId"] for e in listed] == [second["endpointId"]]
     cli.ok("training", "endpoints", "delete", second["endpointId"])

@@ -1,5 +1,7 @@
 """Runs survive process faults: a killed or frozen worker ends its attempt as lost within its lease and releases
-its devices, and waiting work that the devices can no longer hold after a restart fails with the reason."""
+its devices (killed first: no device is granted while it may still run), the run is tried again from its newest
+resumable save within `execution.maxAttempts`, and waiting work that the devices can no longer hold after a
+restart fails with the reason while a running worker carries on with the new server."""
 
 from __future__ import annotations
 
@@ -38,11 +40,12 @@ def setup(client: httpx.Client, tmp_path: Path, project: str = "faults") -> None
     client.post("/v1/training/projects", json={"name": project}).raise_for_status()
 
 
-def long_plan(project: str = "faults", gpus: int = 1, steps: int = 5000, profile: str = "cpu") -> dict:
+def long_plan(project: str = "faults", gpus: int = 1, steps: int = 5000, profile: str = "cpu",
+              attempts: int = 3) -> dict:
     return {"kind": "run", "project": project, "baseModel": MODEL,
             "config": {"dataset": "d", "maxSeqLength": 128,
                        "hyperparams": {"training": {"maxSteps": steps, "batchSize": 2}}},
-            "execution": {"deviceProfile": profile, "gpus": gpus}}
+            "execution": {"deviceProfile": profile, "gpus": gpus, "maxAttempts": attempts}}
 
 
 def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float = 120) -> dict:
@@ -64,9 +67,9 @@ def lease_server(tmp_path):
     proc.stop()
 
 
-def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_server):
+def test_a_killed_worker_is_tried_again_until_its_attempts_run_out_then_frees_its_devices(lease_server):
     proc, client = lease_server
-    run = client.post("/v1/training/runs", json=long_plan()).json()
+    run = client.post("/v1/training/runs", json=long_plan(attempts=2)).json()
     wait_for(client, run["runId"], {"TRAINING"})
     [worker] = workers(run["runId"])
     environment = worker.environ()
@@ -79,15 +82,26 @@ def test_a_killed_worker_ends_its_attempt_as_lost_and_frees_its_devices(lease_se
                         ({"step": 1, "artifacts": [{"kind": "weights", "manifestSha256": shard}]},
                          "is not a snapshot manifest"),
                         ({"step": 1, "artifacts": [{"kind": "nonsense"}]}, "is not one of weights, trainingState")):
-        refused = client.post(f"/v1/internal/runs/{run['runId']}/snapshots", json=body, headers=lease)
+        refused = client.post(f"/v1/internal/jobs/run/{run['runId']}/snapshots", json=body, headers=lease)
         assert refused.status_code == 422 and words in refused.json()["detail"], refused.text
     assert client.get(f"/v1/training/runs/{run['runId']}/snapshots").json()["snapshots"] == []
     assert client.get(f"/v1/training/runs/{run['runId']}").json()["phase"] == "TRAINING"
+    worker.kill()  # the first loss: tried again as attempt 2, from the start (it saved nothing yet)
+    deadline = time.monotonic() + float(LEASE) + 60
+    again = client.get(f"/v1/training/runs/{run['runId']}").json()
+    while not (again["attempt"] == 2 and again["phase"] == "TRAINING") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        again = client.get(f"/v1/training/runs/{run['runId']}").json()
+    assert again["attempt"] == 2 and again["phase"] == "TRAINING", again
+    assert again["resumed"]["afterLoss"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    assert again["resumed"]["snapshotId"] is None and again["execution"]["maxAttempts"] == 2
+    [worker] = workers(run["runId"])
     killed_at = time.monotonic()
-    worker.kill()
+    worker.kill()  # the second loss uses up its attempts
     failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 10)
     assert time.monotonic() - killed_at < float(LEASE) + 5
     assert failed["failureReason"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    assert "(attempt 2 of 2; no attempts left)" in failed["failureReason"]
     capacity = client.get("/v1/training/capacity").json()
     assert capacity["claims"] == [] and all(not d["held"] for d in capacity["devices"])
     # the freed device takes the next run
@@ -133,7 +147,7 @@ def wait_gone(run_id: str, timeout: float = 10) -> bool:
 
 def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease_server):
     proc, client = lease_server
-    run = client.post("/v1/training/runs", json=long_plan()).json()
+    run = client.post("/v1/training/runs", json=long_plan(attempts=1)).json()
     wait_for(client, run["runId"], {"TRAINING"})
     [worker] = workers(run["runId"])
     worker.send_signal(signal.SIGSTOP)  # alive, but silent
@@ -141,11 +155,36 @@ def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease
         failed = wait_for(client, run["runId"], {"FAILED"}, timeout=float(LEASE) + 15)
         assert failed["failureReason"].startswith("worker lost: no heartbeat from its worker since")
         assert f"lease {LEASE}s" in failed["failureReason"]
-        worker.wait(10)  # the server kills what it no longer trusts
+        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE  # killed before its devices went
     finally:
         if worker.is_running():
             worker.kill()
     assert client.get("/v1/training/capacity").json()["claims"] == []
+
+
+def test_an_orphan_worker_never_shares_a_device_with_the_next_holder(lease_server):
+    """A silent worker is killed, and confirmed gone, before its device is granted to the run's next attempt."""
+    proc, client = lease_server
+    run = client.post("/v1/training/runs", json=long_plan(attempts=2)).json()
+    wait_for(client, run["runId"], {"TRAINING"})
+    [orphan] = workers(run["runId"])
+    orphan.send_signal(signal.SIGSTOP)  # it would train on if woken: only a kill makes the device free
+    try:
+        deadline = time.monotonic() + float(LEASE) + 60
+        again = client.get(f"/v1/training/runs/{run['runId']}").json()
+        while again["attempt"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            again = client.get(f"/v1/training/runs/{run['runId']}").json()
+        # the moment the next attempt holds the device, the orphan is gone (a zombie at most, never running)
+        assert again["attempt"] == 2, again
+        assert not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE
+        assert again["resumed"]["afterLoss"].startswith("worker lost: no heartbeat from its worker since")
+        wait_for(client, run["runId"], {"TRAINING"})
+        assert [w.pid for w in workers(run["runId"])] != [orphan.pid]
+    finally:
+        if orphan.is_running():
+            orphan.kill()
+        client.post(f"/v1/training/runs/{run['runId']}/cancel")
 
 
 def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp_path):
@@ -182,9 +221,14 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
         failed = wait_for(client, waiting["runId"], {"FAILED"}, timeout=15)
         assert "no device of profile 'spare' exists on this deployment, so the run can never be scheduled; " \
                "profiles here: cpu (1 device)" in failed["failureReason"]
-        # the first run's worker reports to a server that is gone: its attempt is lost within the lease
-        lost = wait_for(client, first["runId"], {"FAILED"}, timeout=float(LEASE) + 15)
-        assert lost["failureReason"].startswith("worker lost:")
+        # the first run's worker outlived the server: the new one (on another port) finds it and it trains on
+        going = wait_for(client, first["runId"], {"TRAINING"}, timeout=15)
+        assert going["attempt"] == 1
+        step = going["progress"].get("observedStep") or 0
+        deadline = time.monotonic() + float(LEASE) + 30
+        while (client.get(f"/v1/training/runs/{first['runId']}").json()["progress"].get("observedStep") or 0) <= step:
+            assert time.monotonic() < deadline, "the reattached worker reports no progress to the new server"
+            time.sleep(0.5)
     finally:
         restarted.stop()
         for worker in workers(first["runId"]):
@@ -196,7 +240,7 @@ def test_a_stale_lease_is_refused_on_every_run_route(tmp_path):
     try:
         for method, path in (("GET", ""), ("POST", "/heartbeat"), ("POST", "/progress"), ("POST", "/metrics"),
                              ("POST", "/snapshots"), ("POST", "/result")):
-            response = httpx.request(method, f"{proc.url}/v1/internal/runs/abc{path}",
+            response = httpx.request(method, f"{proc.url}/v1/internal/jobs/run/abc{path}",
                                      headers={"X-Lease-Token": "stale"}, json={} if method == "POST" else None)
             assert response.status_code == 409 and response.json()["code"] == "lease_lost", (path, response.text)
     finally:

@@ -45,7 +45,7 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
     from optimize.catalog.standins import StandIn, build
     from optimize.chat.families import template_kwargs
     from optimize.chat.render import ChatRenderer
-    from optimize.training.engines import trl_sft
+    from optimize.training.engines import harness
     from optimize.training.pairs import PairFitter
     from optimize.training.plans import RunConfig
 
@@ -64,6 +64,6 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
     config["model"].update(precision="bf16", gradientCheckpointing=True, attentionImplementation="sdpa")
     config["preference"]["fusedLoss"] = True
     hooks = Hooks()
-    outcome = trl_sft.train(str(tmp_path / "model"), config, None, tmp_path / "pairs.parquet", 16, None,
+    outcome = harness.train(str(tmp_path / "model"), config, None, tmp_path / "pairs.parquet", 16, None,
                             Path(tmp_path / "work"), hooks)
     assert outcome.total_steps == 6 and "preferenceAccuracy" in hooks.metrics[-1]

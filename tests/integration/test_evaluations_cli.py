@@ -167,10 +167,17 @@ def test_cancel_and_a_lost_worker_free_the_device(labelled, sqlite_server, capsy
         found = [p for p in psutil.process_iter(["cmdline"]) if second["evaluationId"] in (p.info.get("cmdline") or [])]
         time.sleep(0.1)
     [worker] = found
-    worker.kill()
-    failed = followed(cli, "training", "evaluations", "wait", second["evaluationId"])
-    assert failed["phase"] == "FAILED"
-    assert failed["failureReason"].startswith("worker lost: its process was killed by signal 9")
+    worker.kill()  # a lost worker: the evaluation is queued again and goes on as its next attempt
+    deadline = time.monotonic() + 60
+    again = client.get(f"/v1/training/evaluations/{second['evaluationId']}").json()
+    while not (again["phase"] == "RUNNING" and again["attempt"] == 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        again = client.get(f"/v1/training/evaluations/{second['evaluationId']}").json()
+    assert again["phase"] == "RUNNING" and again["attempt"] == 2, again
+    assert worker.pid not in [p.pid for p in psutil.process_iter(["cmdline"])
+                              if second["evaluationId"] in (p.info.get("cmdline") or [])]
+    cancelled = cli.json("training", "evaluations", "cancel", second["evaluationId"])
+    assert cancelled["phase"] == "CANCELLED" and cancelled["devicesHeld"] == []
     claims = client.get("/v1/training/capacity").json()["claims"]
     assert not [c for c in claims if c["for"] in (first["evaluationId"], second["evaluationId"])], claims
 

@@ -150,7 +150,7 @@ def test_reference_check_passes_for_the_same_weights_and_fails_for_other_ones(st
 
 
 def test_a_worker_sees_only_its_granted_gpus_with_expandable_segments(monkeypatch):
-    from optimize.scheduler.local import device_environment
+    from optimize.jobs.local_executor import device_environment
 
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     assert device_environment(["h200:2", "h200:5"], "gpu") == {

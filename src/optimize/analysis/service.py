@@ -7,22 +7,24 @@ launches a worker process on this host; it claims no device.
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from sqlalchemy import select
 
 from optimize import __version__
-from optimize.analysis.states import TERMINAL, AnalysisPhase, transition
+from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
 from optimize.deployment import Training
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
 from optimize.analysis.estimates import estimate
-from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.registry.datasets import examples_objects, resolve_reference
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import fence
+from optimize.jobs.lifecycle import transition
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Analysis
 from optimize.training.plans import parse_plan
@@ -45,7 +47,8 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
 
 def start_analysis(training: Training, dataset: str, model: str | None,
                    plan_document: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
-    """Start an analysis or return the one kept; returns (analysis, whether a worker was launched).
+    """Start an analysis or return the one kept; returns (analysis, whether it was (re)started: the scheduler
+    starts its worker).
 
     With a run plan, the base model is the plan's `baseModel` unless `model` is given, a `model` naming another
     one is refused, and a finished analysis comes back with the estimates of the plan's steps and time."""
@@ -62,27 +65,24 @@ def start_analysis(training: Training, dataset: str, model: str | None,
             "id": new_id(), "examples_digest": version.digest, "kind": found.kind, "base_entry_id": entry.id,
             "base_commit": chosen.commit, "optimize_version": __version__,
             "dataset_reference": f"{found.namespace}/{found.name}:v{version.version}",
-            "phase": AnalysisPhase.PENDING.value, "attempt": 1, "lease_token": secrets.token_hex(16),
-            "created_at": utcnow(),
+            "phase": AnalysisPhase.PENDING.value, "attempt": 0, "created_at": utcnow(),
         }
         created = insert_ignoring_conflict(session, Analysis, values,
                                            ["examples_digest", "base_commit", "optimize_version"]) == 1
         item = session.scalar(select(Analysis).where(
             Analysis.examples_digest == version.digest, Analysis.base_commit == chosen.commit,
             Analysis.optimize_version == __version__))
+        if created:
+            queue_wake(session)  # the scheduler starts its worker
         restart = not created and item.phase == AnalysisPhase.FAILED and not item.refused
         if restart:
-            token = secrets.token_hex(16)
-            transition(session, item.id, AnalysisPhase.FAILED, AnalysisPhase.PENDING, None,
-                       lease_token=token, attempt=item.attempt + 1, reason=None, started_at=None, finished_at=None)
-            session.refresh(item)
+            restart = transition(session, ANALYSIS, item, AnalysisPhase.PENDING, reason=None, started_at=None,
+                                 finished_at=None)
         body = analysis_json(item)
-        launch = (created or restart) and (item.id, item.lease_token)
+        launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
             lengths = training.blobs.path_for(item.lengths_sha256)  # the per-row figures the worker stored
             body["estimates"] = estimate(item.report, lengths, plan, entry)
-    if launch:
-        training.launcher.launch_analysis(*launch)
     return body, bool(launch)
 
 
@@ -127,55 +127,23 @@ def list_analyses(training: Training, dataset: str) -> list[dict[str, Any]]:
 # --- what workers call (lease-checked) ---------------------------------------------------------------------
 
 
-def _leased(session, analysis_id: str, token: str) -> Analysis:
-    item = session.get(Analysis, analysis_id)
-    if item is None or item.lease_token != token or AnalysisPhase(item.phase) in TERMINAL:
-        raise LeaseLost(f"analysis {analysis_id} is no longer held by this worker")
-    return item
-
-
 def job_spec(training: Training, analysis_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
-        item = _leased(session, analysis_id, token)
+        item, _lease = fence(session, ANALYSIS, analysis_id, token)
         return {
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
-            "objects": examples_objects(session, item.examples_digest),
+            "objects": examples_objects(session, item.examples_digest), "leaseSeconds": training.lease_seconds,
             "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
         }
 
 
-def mark_running(training: Training, analysis_id: str, token: str) -> None:
+def finish(training: Training, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     with training.store.transaction() as session:
-        _leased(session, analysis_id, token)
-        transition(session, analysis_id, AnalysisPhase.PENDING, AnalysisPhase.RUNNING, token, started_at=utcnow())
-
-
-def finish(training: Training, analysis_id: str, token: str, body: dict[str, Any]) -> None:
-    with training.store.transaction() as session:
-        item = _leased(session, analysis_id, token)
-        phase = AnalysisPhase(item.phase)
+        item, _lease = fence(session, ANALYSIS, analysis_id, token)
         if body.get("failed"):
-            transition(session, analysis_id, phase, AnalysisPhase.FAILED, token, reason=str(body["failed"])[:4000],
-                       refused=bool(body.get("refused")), finished_at=utcnow())
+            transition(session, ANALYSIS, item, AnalysisPhase.FAILED, lease=token, by_worker=True,
+                       reason=str(body["failed"])[:4000], refused=bool(body.get("refused")))
         else:
-            transition(session, analysis_id, phase, AnalysisPhase.DONE, token, report=body["report"],
-                       lengths_sha256=body.get("lengthsSha256"), finished_at=utcnow())
-
-
-def fail_if_unfinished(training: Training, analysis_id: str, token: str, reason: str) -> None:
-    """Called when a worker process ended: an analysis it left unfinished fails with the reason."""
-    with training.store.transaction() as session:
-        item = session.get(Analysis, analysis_id)
-        if item is None or item.lease_token != token or AnalysisPhase(item.phase) in TERMINAL:
-            return
-        transition(session, analysis_id, AnalysisPhase(item.phase), AnalysisPhase.FAILED, token,
-                   reason=reason, finished_at=utcnow())
-
-
-def fail_orphans(training: Training) -> None:
-    """At server start: analyses left pending or running by a previous server process fail (and restart on request)."""
-    with training.store.transaction() as session:
-        items = session.scalars(select(Analysis).where(Analysis.phase.in_(["pending", "running"]))).all()
-        for item in items:
-            transition(session, item.id, AnalysisPhase(item.phase), AnalysisPhase.FAILED, item.lease_token,
-                       reason="the server restarted while the analysis ran; request it again", finished_at=utcnow())
+            transition(session, ANALYSIS, item, AnalysisPhase.DONE, lease=token, by_worker=True,
+                       report=body["report"], lengths_sha256=body.get("lengthsSha256"))
+        return {"phase": item.phase}

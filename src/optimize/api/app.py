@@ -1,4 +1,5 @@
-"""The application factory: store migrated and opened, blob store ready, routers mounted."""
+"""The application factory: store migrated and opened, blob store ready, the jobs an earlier server process left
+recovered, routers mounted."""
 
 from __future__ import annotations
 
@@ -6,22 +7,21 @@ from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import problems
-from optimize.deployment import Training
 from optimize.api.routers import (analyses, base_models, branches, chat, datasets, endpoints as endpoint_routes,
                                   evaluations as evaluation_routes, health, info, internal, models, namespaces,
                                   projects, runs, snapshots, uploads)
-from optimize.analysis.service import fail_if_unfinished, fail_orphans
-from optimize.evaluation import service as evaluations
-from optimize.serving import endpoints
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
+from optimize.deployment import Deployment
+from optimize.jobs import registry as job_kinds
+from optimize.jobs.kinds import Recovery
+from optimize.jobs.local_executor import LocalExecutor
+from optimize.jobs.recovery import recover_at_start, worker_lost
+from optimize.jobs.scheduler import Scheduler
 from optimize.registry.uploads import Registry
-from optimize.store.db import Store
 from optimize.scheduler.devices import inventory
-from optimize.scheduler.local import LocalLauncher
-from optimize.scheduler.loop import Scheduler
-from optimize.training.attempts import lose_attempt
+from optimize.store.db import Store
 from optimize.store.migrate import upgrade
 
 
@@ -36,13 +36,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     store = Store(url)
     catalog = load_catalog(settings.catalog_path)
     app.state.registry = Registry(store, blobs, settings.limits)
-    app.state.training = Training(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
-                                  settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
-                                  analysis_wait_seconds=settings.analysis_wait_seconds,
-                                  endpoint_idle_seconds=settings.endpoint_idle_seconds)
-    fail_orphans(app.state.training)
-    endpoints.restart(app.state.training)
-    evaluations.requeue_after_restart(app.state.training)
+    app.state.training = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
+                                    settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
+                                    analysis_wait_seconds=settings.analysis_wait_seconds,
+                                    endpoint_idle_seconds=settings.endpoint_idle_seconds)
     problems.install(app)
     for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
                    branches, snapshots, evaluation_routes, endpoint_routes, chat, internal):
@@ -50,28 +47,25 @@ def create_app(settings: ServerSettings) -> FastAPI:
     return app
 
 
-def attach_launcher(app: FastAPI, server_url: str) -> None:
-    """Give the app a launcher for worker processes once its own URL is known (workers call it back), and start
-    the scheduler that launches them."""
-    training = app.state.training
+def start_jobs(app: FastAPI, server_url: str) -> None:
+    """Once the server's own URL is known (workers call it back): the executor that starts worker processes, the
+    recovery of the leases an earlier server process left open, and the scheduler that grants waiting jobs."""
+    deployment = app.state.training
 
     def worker_exited(kind: str, job_id: str, token: str, reason: str) -> None:
-        if kind == "analysis":
-            fail_if_unfinished(training, job_id, token, reason)
-        elif kind == "evaluation":
-            if training.launcher.stopping:
-                return  # stopped with the server: the next one queues it again (evaluations.requeue_after_restart)
-            evaluations.lose(training, job_id, token, reason)
-            training.scheduler.wake()
-        elif kind == "endpoint":
-            if training.launcher.stopping:
-                return  # stopped with the server: it starts again with the next one (endpoints.restart)
-            endpoints.lose(training, job_id, token, reason)
-            training.scheduler.wake()
-        else:
-            lose_attempt(training, job_id, token, reason)
-            training.scheduler.wake()  # its devices may be free now
+        if deployment.executor.stopping and job_kinds.kind(kind).on_restart is not Recovery.FAIL:
+            return  # stopped with the server: the next server process recovers it
+        worker_lost(deployment, kind, job_id, token, reason)
 
-    training.launcher = LocalLauncher(server_url, training.data_dir / "logs", on_exit=worker_exited)
-    training.scheduler = Scheduler(training)
-    training.scheduler.start()
+    deployment.executor = LocalExecutor(server_url, deployment.data_dir, on_exit=worker_exited)
+    recover_at_start(deployment)
+    deployment.scheduler = Scheduler(deployment)
+    deployment.scheduler.start()
+
+
+def stop_jobs(app: FastAPI) -> None:
+    """The server stops: workers whose jobs outlive it (a kind that reattaches) go on; the others are stopped,
+    and the next server process recovers them as their kinds declare."""
+    deployment = app.state.training
+    deployment.scheduler.stop()
+    deployment.executor.shutdown(keep={k.name for k in job_kinds.kinds() if k.on_restart is Recovery.REATTACH})

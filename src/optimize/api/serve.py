@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-from optimize.api.app import attach_launcher, create_app
+from optimize.api.app import create_app, start_jobs, stop_jobs
 from optimize.core.settings import ServerSettings
 
 
@@ -29,23 +29,29 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
     app = create_app(settings)
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
-    attach_launcher(app, url)
     ready_file = settings.data_dir / "server.json"
     startup = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(app_):
         async with startup(app_):
-            ready_file.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+            start_jobs(app, url)
+            _write_atomically(ready_file, json.dumps({"url": url, "pid": os.getpid()}))
             try:
                 yield
             finally:
                 ready_file.unlink(missing_ok=True)
-                app.state.training.scheduler.stop()
-                app.state.training.launcher.stop_all()
+                stop_jobs(app)
                 app.state.registry.store.dispose()
 
     app.router.lifespan_context = lifespan
     config = uvicorn.Config(app, log_level=os.environ.get("OPTIMIZE_LOG_LEVEL", "warning"), http="httptools",
                             timeout_keep_alive=30, access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _write_atomically(path, text: str) -> None:
+    """Workers read this file to find a restarted server: never let one read it half-written."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(text)
+    os.replace(partial, path)

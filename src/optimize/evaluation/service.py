@@ -3,41 +3,39 @@ the predictions; the worker's spec, heartbeats, answers and result.
 
 A model is a base model of the catalog (selected on this deployment) or a registered model version: a BASE
 version, or an ADAPTER over its base. An evaluation waits in QUEUED for a device of its profile (the scheduler
-grants it: `scheduler.loop`), runs in RUNNING and ends COMPLETED, FAILED or CANCELLED. Every answer records the
+grants it: `optimize.jobs.scheduler`), runs in RUNNING and ends COMPLETED, FAILED or CANCELLED. Every answer records the
 chat template and base model commit it came from; answers from another commit are answered again.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
 
-from optimize.core.clock import as_utc, iso, utcnow
-from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Training
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
+from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
+from optimize.jobs.leases import extend, fence
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import DeviceHold, Evaluation, EvaluationPrediction
+from optimize.store.tables import Evaluation, EvaluationPrediction
 from optimize.training.instructions import trained_instructions
 from optimize.training.resolve import pick_dataset
 
-PHASES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 GRADERS_LATER = {"bundle": "a scoring bundle"}
-
-
-def holder(evaluation_id: str) -> str:
-    return f"evaluation:{evaluation_id}"
 
 
 def check_grader(spec: str | None) -> str:
@@ -117,11 +115,9 @@ def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
             progress={"answered": 0, "total": dataset.rows}, created_at=utcnow())
         session.add(evaluation)
         session.flush()
-        record(session, holder(evaluation.id), "phase", phase="QUEUED")
-        answer = evaluation_json(evaluation)
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return answer
+        record(session, EVALUATION.subject(evaluation.id), "phase", phase="QUEUED")
+        queue_wake(session)
+        return evaluation_json(evaluation)
 
 
 def _max_new_tokens(value: Any) -> int:
@@ -152,7 +148,8 @@ def find_evaluation(session, evaluation_id: str) -> Evaluation:
 
 def get(training: Training, evaluation_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
-        return evaluation_json(find_evaluation(session, evaluation_id))
+        item = find_evaluation(session, evaluation_id)
+        return {**evaluation_json(item), "waitingFor": waiting_for(session, training, "evaluation", item)}
 
 
 def list_evaluations(training: Training, project: str | None, model: str | None, phase: str | None,
@@ -164,36 +161,36 @@ def list_evaluations(training: Training, project: str | None, model: str | None,
     if phase:
         wanted = phase.upper()
         if wanted == "OPEN":
-            query = query.where(Evaluation.phase.in_(["QUEUED", "RUNNING"]))
-        elif wanted in PHASES:
+            query = query.where(Evaluation.phase.in_(EVALUATION.values(OPEN)))
+        elif wanted in EvaluationPhase.__members__:
             query = query.where(Evaluation.phase == wanted)
         else:
-            raise Invalid(f"phase {phase!r} is not an evaluation phase", hint=f"use open or one of {', '.join(PHASES)}")
+            raise Invalid(f"phase {phase!r} is not an evaluation phase",
+                          hint=f"use open or one of {', '.join(EvaluationPhase)}")
     with training.store.transaction() as session:
         return [{**evaluation_json(item), "projectArchived": archived}
                 for item, archived in session.execute(query.limit(500))]
 
 
 def cancel(training: Training, evaluation_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+    def decide(session) -> dict[str, Any]:
         item = find_evaluation(session, evaluation_id)
         if item.phase in TERMINAL:
             if item.phase == "CANCELLED":
                 return evaluation_json(item)
             raise Refused(f"evaluation {item.id[:12]} is {item.phase}; there is nothing to cancel", phase=item.phase)
-        _end(session, item, "CANCELLED")
-        answer = evaluation_json(item)
-    if training.launcher is not None:
-        training.launcher.kill(answer["evaluationId"])
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return answer
+        # its worker, if any, is stopped once this commits
+        moved(transition(session, EVALUATION, item, EvaluationPhase.CANCELLED), f"evaluation {item.id[:12]}")
+        return evaluation_json(item)
+
+    return decided(training.store, decide)
 
 
 def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
     """Queue an ended evaluation again. A base model resolves to the commit selected now; the answers from that
     commit are kept and the other rows are answered again."""
-    with training.store.transaction() as session:
+
+    def decide(session) -> dict[str, Any]:
         item = find_evaluation(session, evaluation_id)
         if item.phase not in TERMINAL:
             raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
@@ -207,13 +204,12 @@ def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
         kept = session.scalar(select(func.count()).select_from(EvaluationPrediction).where(
             EvaluationPrediction.evaluation_id == item.id,
             EvaluationPrediction.base_model_revision == item.model["baseCommit"]))
-        item.phase, item.report, item.failure_reason, item.finished_at = "QUEUED", None, None, None
-        item.progress = {**item.progress, "answered": kept}
-        record(session, holder(item.id), "phase", phase="QUEUED", retried=True)
-        answer = evaluation_json(item)
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return answer
+        moved(transition(session, EVALUATION, item, EvaluationPhase.QUEUED, note="retried", model=item.model,
+                         report=None, failure_reason=None, finished_at=None,
+                         progress={**item.progress, "answered": kept}), f"evaluation {item.id[:12]}")
+        return evaluation_json(item)
+
+    return decided(training.store, decide)
 
 
 def predictions(training: Training, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
@@ -233,27 +229,12 @@ def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
             "baseModelRevision": p.base_model_revision}
 
 
-def _end(session, item: Evaluation, phase: str, reason: str | None = None, **values: Any) -> None:
-    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(item.id)))
-    item.phase, item.failure_reason, item.finished_at = phase, reason, utcnow()
-    for key, value in values.items():
-        setattr(item, key, value)
-    record(session, holder(item.id), "phase", phase=phase, reason=reason)
-
-
 # --- the worker's calls ------------------------------------------------------------------------------------
-
-
-def _leased(session, evaluation_id: str, token: str) -> Evaluation:
-    item = session.get(Evaluation, evaluation_id)
-    if item is None or item.lease_token != token or item.phase != "RUNNING":
-        raise LeaseLost(f"evaluation {evaluation_id} is no longer held by this worker")
-    return item
 
 
 def job_spec(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
-        item = _leased(session, evaluation_id, token)
+        item, _lease = fence(session, EVALUATION, evaluation_id, token)
         kept = session.scalars(select(EvaluationPrediction.line).where(
             EvaluationPrediction.evaluation_id == item.id,
             EvaluationPrediction.base_model_revision == item.model["baseCommit"])).all()
@@ -280,20 +261,13 @@ def _judge_spec(training: Training, judge: dict[str, Any] | None) -> dict[str, A
             "model": job_model(training.store, training.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
 
 
-def heartbeat(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
-        item = _leased(session, evaluation_id, token)
-        item.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
-        return {"phase": item.phase}
-
-
 def add_predictions(training: Training, evaluation_id: str, token: str, items: list[dict[str, Any]]
                     ) -> dict[str, Any]:
     """Answers as they are graded (visible while the evaluation runs); an answer from another base model commit
     is replaced."""
     with training.store.transaction() as session:
-        item = _leased(session, evaluation_id, token)
-        item.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        item, lease = fence(session, EVALUATION, evaluation_id, token)
+        extend(lease, training.lease_seconds)
         for p in items:
             session.execute(delete(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id,
                                                                EvaluationPrediction.line == p["line"]))
@@ -305,49 +279,26 @@ def add_predictions(training: Training, evaluation_id: str, token: str, items: l
         answered = session.scalar(select(func.count()).select_from(EvaluationPrediction).where(
             EvaluationPrediction.evaluation_id == item.id))
         item.progress = {**item.progress, "answered": answered}
-        record(session, holder(item.id), "progress", answered=answered)
+        record(session, EVALUATION.subject(item.id), "progress", answered=answered)
         return {"accepted": len(items)}
 
 
 def finish(training: Training, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     with training.store.transaction() as session:
-        item = _leased(session, evaluation_id, token)
+        item, _lease = fence(session, EVALUATION, evaluation_id, token)
         if body.get("failed"):
-            _end(session, item, "FAILED", str(body["failed"])[:4000])
+            transition(session, EVALUATION, item, EvaluationPhase.FAILED, lease=token, by_worker=True,
+                       failure_reason=str(body["failed"])[:4000])
         else:  # the report covers every answer held, those kept from an earlier attempt included
             held = session.scalars(select(EvaluationPrediction).where(
                 EvaluationPrediction.evaluation_id == item.id)).all()
-            _end(session, item, "COMPLETED", report=report([Grade(p.score, p.explanation or "", p.fields or {})
-                                                            for p in held]))
+            transition(session, EVALUATION, item, EvaluationPhase.COMPLETED, lease=token, by_worker=True,
+                       failure_reason=None,
+                       report=report([Grade(p.score, p.explanation or "", p.fields or {}) for p in held]))
         return {"phase": item.phase}
 
 
-def requeue_after_restart(training: Training) -> int:
-    """At server start: evaluations a previous server process was running are queued again; the answers they hold
-    from their base model commit are kept, and only the other rows are asked."""
-    with training.store.transaction() as session:
-        running = session.scalars(select(Evaluation).where(Evaluation.phase == "RUNNING")).all()
-        for item in running:
-            session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(item.id)))
-            item.phase, item.lease_token, item.lease_expires_at = "QUEUED", None, None
-            record(session, holder(item.id), "phase", phase="QUEUED",
-                   reason="the server restarted; the evaluation goes on from the answers it holds")
-        return len(running)
-
-
-def lose(training: Training, evaluation_id: str, token: str, reason: str) -> bool:
-    """The worker is gone: the evaluation fails with the reason (its answers so far are kept)."""
-    with training.store.transaction() as session:
-        item = session.get(Evaluation, evaluation_id)
-        if item is None or item.lease_token != token or item.phase != "RUNNING":
-            return False
-        _end(session, item, "FAILED", f"worker lost: {reason}")
-        return True
-
-
-def expired(training: Training) -> list[tuple[str, str, str]]:
-    now = utcnow()
-    with training.store.transaction() as session:
-        running = session.scalars(select(Evaluation).where(Evaluation.phase == "RUNNING")).all()
-        return [(e.id, e.lease_token, f"no heartbeat from its worker (lease {training.lease_seconds:g}s)")
-                for e in running if e.lease_expires_at is not None and as_utc(e.lease_expires_at) < now]
+def requeue(session, item: Evaluation, reason: str) -> bool:
+    """Queued again after its worker was lost or the server restarted: the answers it holds from its base model
+    commit are kept, and only the other rows are asked."""
+    return transition(session, EVALUATION, item, EvaluationPhase.QUEUED, note=reason)

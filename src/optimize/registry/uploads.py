@@ -28,12 +28,14 @@ from optimize.core.refs import parse_reference
 from optimize.core.sharding import SINGLE_OBJECT, shard_path
 from optimize.registry.datasets import describe_version, find_dataset, move_alias
 from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.jobs.lifecycle import transition
 from optimize.registry.namespaces import ensure_open, refuse_if_archived
+from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Shard, UploadSession
 
-OPEN, COMMITTED = "open", "committed"
+OPEN, COMMITTED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +270,9 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
             version = _insert_version(session, dataset, upload, shards, now)
         if alias:
             move_alias(session, dataset, alias, version)
-        upload.phase = COMMITTED
-        upload.version_id = version.id
+        if upload.phase == OPEN and not transition(session, UPLOAD, upload, UploadPhase.COMMITTED,
+                                                   version_id=version.id):
+            raise IntegrityError("commit upload", None, Exception("committed concurrently"))  # read again
         body = describe_version(session, dataset, version, registry.blobs.location)
         body["created"] = created
         return body

@@ -1,1 +1,1 @@
-"""Devices, pools and claims; the scheduler loop comes with runs."""
+"""Devices, pools and capacity: what the kernel's scheduler (`optimize.jobs.scheduler`) grants from."""

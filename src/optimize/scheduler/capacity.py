@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from optimize.core.clock import iso
 from optimize.deployment import Training
-from optimize.scheduler.devices import devices as all_devices
+from optimize.scheduler.devices import SERVING, devices as all_devices, pool_devices
 from optimize.store.tables import DeviceHold, Run
 from optimize.training.phases import RunPhase
 
@@ -28,17 +28,20 @@ def capacity(training: Training) -> dict[str, Any]:
         waiting[run.device_profile] += run.device_count
     pools = []
     for profile in training.profiles:
-        names = [d.device_id for d in all_devices([profile])]
-        busy = sum(1 for name in names if name in held_by)
-        pools.append({"pool": profile.pool, "profile": profile.name, "kind": profile.kind,
-                      "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
-                      "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name]})
+        purposes = [profile.pool] + ([SERVING] if profile.kind == "cpu" else [])  # a cpu keeps slots for serving
+        for pool in purposes:
+            names = pool_devices(profile, pool)
+            busy = sum(1 for name in names if name in held_by)
+            pools.append({"pool": pool, "profile": profile.name, "kind": profile.kind,
+                          "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
+                          "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name] if pool != SERVING
+                          else 0})
     device_rows = [{"device": d.device_id, "profile": d.profile, "pool": d.pool,
                     "held": d.device_id in held_by, "heldBy": held_by[d.device_id].subject if d.device_id in held_by else None}
                    for d in all_devices(training.profiles)]
     claims = [{"kind": items[0].kind.upper(), "subject": subject, "for": subject.split(":", 1)[1],
                "project": items[0].project, "devices": [h.device_id for h in items],
-               "profile": items[0].device_id.rsplit(":", 1)[0], "state": "GRANTED", "since": iso(items[0].since)}
+               "profile": items[0].device_id.split(":", 1)[0], "state": "GRANTED", "since": iso(items[0].since)}
               for subject, items in granted.items()]
     claims += [{"kind": run.method.upper(), "subject": f"run:{run.id}", "for": run.id, "project": run.project,
                 "devices": [], "count": run.device_count, "profile": run.device_profile, "state": "QUEUED",

@@ -23,7 +23,7 @@ class Device:
 
     @property
     def device_id(self) -> str:
-        return f"{self.profile}:{self.index}"
+        return f"{self.profile}:{SERVING}:{self.index}" if self.pool == SERVING else f"{self.profile}:{self.index}"
 
 
 def detect_gpus() -> list[DeviceProfile]:
@@ -61,5 +61,20 @@ def inventory(declared: list[DeviceProfile], detect: bool = True) -> list[Device
     return sorted(profiles.values(), key=lambda p: (p.kind != "gpu", p.name))
 
 
+SERVING = "serving"
+
+
 def devices(profiles: list[DeviceProfile]) -> list[Device]:
-    return [Device(p.name, index, p.pool, p.accelerator, p.memory_gib) for p in profiles for index in range(p.devices)]
+    """Every device slot: a profile's devices, and on a cpu profile as many slots again kept for serving, so a
+    resident endpoint never takes the slot that runs and evaluations train and answer on."""
+    found = [Device(p.name, index, p.pool, p.accelerator, p.memory_gib) for p in profiles for index in range(p.devices)]
+    found += [Device(p.name, index, SERVING, None, None) for p in profiles if p.kind == "cpu"
+              for index in range(p.devices)]
+    return found
+
+
+def pool_devices(profile: DeviceProfile, pool: str) -> list[str]:
+    """The device ids a job drawing on `pool` may be granted on this profile: GPUs are shared by every pool;
+    a cpu profile keeps separate slots for serving."""
+    serving = pool == SERVING and profile.kind == "cpu"
+    return [d.device_id for d in devices([profile]) if (d.pool == SERVING) == serving]

@@ -2,7 +2,7 @@
 the worker's spec, readiness, heartbeats and end.
 
 An endpoint is one resident base model plus the LoRA adapters attached to it. It waits in AWAITING_CAPACITY for
-a device of its profile (the scheduler grants it: `scheduler.loop`), loads in STARTING and answers in READY
+a device of its profile (the scheduler grants it: `optimize.jobs.scheduler`), loads in STARTING and answers in READY
 until it is deleted (DELETED; also when it answered no request for the deployment's idle timeout, since it holds
 its device while idle) or fails (FAILED, with the reason). A candidate whose base model and commit an
 active endpoint of its project already serves attaches to it without new devices; its worker loads the adapter
@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from optimize.core.clock import as_utc, iso, utcnow
-from optimize.core.errors import Conflict, Invalid, LeaseLost, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Training
@@ -29,16 +29,15 @@ from optimize.registry.models import find_model, resolve_model_reference
 from optimize.training.instructions import trained_instructions
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
-from optimize.store.tables import DeviceHold, Endpoint
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import extend, fence
+from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.jobs.waiting import waiting_for
+from optimize.serving.phases import ACTIVE as OPEN_PHASES, ENDPOINT, TERMINAL, EndpointPhase
+from optimize.store.tables import Endpoint
 
-PHASES = ("AWAITING_CAPACITY", "STARTING", "READY", "FAILED", "DELETED")
-ACTIVE = ("AWAITING_CAPACITY", "STARTING", "READY")
-TERMINAL = frozenset({"FAILED", "DELETED"})
+ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint
-
-
-def holder(endpoint_id: str) -> str:
-    return f"endpoint:{endpoint_id}"
 
 
 def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
                                       "one endpoint loads at once",
                                       hint=f"detach one: akka training endpoints detach {endpoint.id[:12]} MODEL")
                     endpoint.adapters = [*endpoint.adapters, adapter]
-                    record(session, holder(endpoint.id), "attached", model=reference)
+                    record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
                 return {**endpoint_json(endpoint), "attached": True}
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
                             base={"baseEntryId": entry.id, "baseCommit": model["baseCommit"]},
@@ -78,11 +77,9 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
                             phase="AWAITING_CAPACITY", attempt=0, created_at=utcnow())
         session.add(endpoint)
         session.flush()
-        record(session, holder(endpoint.id), "phase", phase=endpoint.phase)
-        answer = {**endpoint_json(endpoint), "attached": False}
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return answer
+        record(session, ENDPOINT.subject(endpoint.id), "phase", phase=endpoint.phase)
+        queue_wake(session)
+        return {**endpoint_json(endpoint), "attached": False}
 
 
 def _profile(training: Training, asked: Any, entry) -> str:
@@ -121,7 +118,8 @@ def find_endpoint(session, endpoint_id: str) -> Endpoint:
 
 def get(training: Training, endpoint_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
-        return endpoint_json(find_endpoint(session, endpoint_id))
+        endpoint = find_endpoint(session, endpoint_id)
+        return {**endpoint_json(endpoint), "waitingFor": waiting_for(session, training, "endpoint", endpoint)}
 
 
 def list_endpoints(training: Training, project: str | None, phase: str | None, model: str | None = None,
@@ -132,10 +130,11 @@ def list_endpoints(training: Training, project: str | None, phase: str | None, m
         wanted = phase.upper()
         if wanted == "ACTIVE":
             query = query.where(Endpoint.phase.in_(ACTIVE))
-        elif wanted in PHASES:
+        elif wanted in EndpointPhase.__members__:
             query = query.where(Endpoint.phase == wanted)
         else:
-            raise Invalid(f"phase {phase!r} is not an endpoint phase", hint=f"use active or one of {', '.join(PHASES)}")
+            raise Invalid(f"phase {phase!r} is not an endpoint phase",
+                          hint=f"use active or one of {', '.join(EndpointPhase)}")
     with training.store.transaction() as session:
         rows = [{**endpoint_json(e), "projectArchived": archived} for e, archived in session.execute(query.limit(500))]
     if model:
@@ -155,36 +154,33 @@ def detach(training: Training, endpoint_id: str, model: str) -> dict[str, Any]:
             raise NotFound(f"endpoint {endpoint.id[:12]} has no adapter {model!r} attached (attached: {names})",
                            hint="the base model is detached by deleting the endpoint")
         endpoint.adapters = kept
-        record(session, holder(endpoint.id), "detached", model=model)
+        record(session, ENDPOINT.subject(endpoint.id), "detached", model=model)
         return endpoint_json(endpoint)
 
 
 def delete_endpoint(training: Training, endpoint_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+    def decide(session) -> dict[str, Any]:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase == "DELETED":
             return endpoint_json(endpoint)
-        _end(session, endpoint, "DELETED", endpoint.failure_reason)
-        answer = endpoint_json(endpoint)
-    if training.launcher is not None:
-        training.launcher.kill(answer["endpointId"])
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return answer
+        # its worker, if any, is stopped once this commits
+        moved(end(session, endpoint, EndpointPhase.DELETED, endpoint.failure_reason), f"endpoint {endpoint.id[:12]}")
+        return endpoint_json(endpoint)
+
+    return decided(training.store, decide)
 
 
 def take_down_idle(training: Training) -> list[str]:
     """Endpoints that answered no request for `endpoint_idle_seconds` (counted from when they became ready) are
-    taken down, freeing their devices; the ids taken down, whose workers the caller stops."""
+    taken down, freeing their devices (their workers are stopped after the commit); the ids taken down."""
     idle = timedelta(seconds=training.endpoint_idle_seconds)
     now = utcnow()
     with training.store.transaction() as session:
         ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY")).all()
         stale = [e for e in ready if as_utc(e.last_request_at or e.ready_at or e.created_at) + idle < now]
-        for endpoint in stale:
-            _end(session, endpoint, "DELETED", f"taken down after {_duration(training.endpoint_idle_seconds)} "
-                                               "without a request, to free its device; create it again to serve")
-        return [e.id for e in stale]
+        return [e.id for e in stale if end(
+            session, e, EndpointPhase.DELETED, f"taken down after {_duration(training.endpoint_idle_seconds)} "
+                                               "without a request, to free its device; create it again to serve")]
 
 
 def _duration(seconds: float) -> str:
@@ -200,25 +196,16 @@ def info(training: Training) -> dict[str, Any]:
             "deviceProfiles": [p.name for p in training.profiles]}
 
 
-def _end(session, endpoint: Endpoint, phase: str, reason: str | None = None) -> None:
-    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(endpoint.id)))
-    endpoint.phase, endpoint.failure_reason, endpoint.finished_at = phase, reason, utcnow()
-    endpoint.address = None
-    record(session, holder(endpoint.id), "phase", phase=phase, reason=reason)
+def end(session, endpoint: Endpoint, phase: EndpointPhase, reason: str | None = None, by_worker: bool = False
+         ) -> bool:
+    return transition(session, ENDPOINT, endpoint, phase, by_worker=by_worker, note=reason, failure_reason=reason,
+                      address=None)
 
 
-def restart(training: Training) -> int:
-    """At server start: the endpoints a previous server process was serving start again, once, on the devices
-    free now, with the adapters attached to them; a worker left from that process finds its lease gone."""
-    with training.store.transaction() as session:
-        served = session.scalars(select(Endpoint).where(Endpoint.phase.in_(("STARTING", "READY")))).all()
-        for endpoint in served:
-            session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(endpoint.id)))
-            endpoint.phase, endpoint.address, endpoint.lease_token = "AWAITING_CAPACITY", None, None
-            endpoint.adapters = [{**a, "loaded": False} for a in endpoint.adapters]
-            record(session, holder(endpoint.id), "phase", phase=endpoint.phase,
-                   reason="the server restarted; the endpoint starts again")
-        return len(served)
+def requeue(session, endpoint: Endpoint, reason: str) -> bool:
+    """Start again, once, on the devices free now, with the adapters attached to it."""
+    return transition(session, ENDPOINT, endpoint, EndpointPhase.AWAITING_CAPACITY, note=reason, address=None,
+                      adapters=[{**a, "loaded": False} for a in endpoint.adapters])
 
 
 # --- routing a request ---------------------------------------------------------------------------------------
@@ -295,20 +282,13 @@ def served_models(training: Training) -> list[dict[str, Any]]:
 # --- the worker's calls ------------------------------------------------------------------------------------
 
 
-def _leased(session, endpoint_id: str, token: str) -> Endpoint:
-    endpoint = session.get(Endpoint, endpoint_id)
-    if endpoint is None or endpoint.lease_token != token or endpoint.phase not in ("STARTING", "READY"):
-        raise LeaseLost(f"endpoint {endpoint_id} is no longer held by this worker")
-    return endpoint
-
-
 def _worker_adapters(endpoint: Endpoint) -> list[dict[str, Any]]:
     return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:")} for a in endpoint.adapters]
 
 
 def job_spec(training: Training, endpoint_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
-        endpoint = _leased(session, endpoint_id, token)
+        endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
         entry = training.catalog.find(endpoint.base["baseEntryId"])
         return {"endpointId": endpoint.id, "leaseSeconds": training.lease_seconds,
                 "model": job_model(training.store, entry, endpoint.base["baseCommit"]),
@@ -319,38 +299,22 @@ def job_spec(training: Training, endpoint_id: str, token: str) -> dict[str, Any]
 def heartbeat(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker says where it answers and which adapters it has loaded; it is told which it should serve."""
     with training.store.transaction() as session:
-        endpoint = _leased(session, endpoint_id, token)
-        endpoint.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        endpoint, lease = fence(session, ENDPOINT, endpoint_id, token)
+        extend(lease, training.lease_seconds)
         if body.get("address") and endpoint.phase == "STARTING":
-            endpoint.phase, endpoint.address, endpoint.ready_at = "READY", str(body["address"]), utcnow()
-            record(session, holder(endpoint.id), "phase", phase="READY")
+            transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
+                       address=str(body["address"]), ready_at=utcnow())
         loaded = set(body.get("loaded") or [])
         if any(bool(a.get("loaded")) != (a["name"] in loaded) for a in endpoint.adapters):
             endpoint.adapters = [{**a, "loaded": a["name"] in loaded} for a in endpoint.adapters]
-            record(session, holder(endpoint.id), "adapters", loaded=sorted(loaded))
+            record(session, ENDPOINT.subject(endpoint.id), "adapters", loaded=sorted(loaded))
         return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
 
 
 def finish(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker could not serve: the endpoint fails with its reason."""
     with training.store.transaction() as session:
-        endpoint = _leased(session, endpoint_id, token)
-        _end(session, endpoint, "FAILED", str(body.get("failed") or "the endpoint's worker stopped")[:4000])
+        endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
+        end(session, endpoint, EndpointPhase.FAILED,
+             str(body.get("failed") or "the endpoint's worker stopped")[:4000], by_worker=True)
         return {"phase": endpoint.phase}
-
-
-def lose(training: Training, endpoint_id: str, token: str, reason: str) -> bool:
-    with training.store.transaction() as session:
-        endpoint = session.get(Endpoint, endpoint_id)
-        if endpoint is None or endpoint.lease_token != token or endpoint.phase not in ("STARTING", "READY"):
-            return False
-        _end(session, endpoint, "FAILED", f"worker lost: {reason}")
-        return True
-
-
-def expired(training: Training) -> list[tuple[str, str, str]]:
-    now = utcnow()
-    with training.store.transaction() as session:
-        held = session.scalars(select(Endpoint).where(Endpoint.phase.in_(("STARTING", "READY")))).all()
-        return [(e.id, e.lease_token, f"no heartbeat from its worker (lease {training.lease_seconds:g}s)")
-                for e in held if e.lease_expires_at is not None and as_utc(e.lease_expires_at) < now]

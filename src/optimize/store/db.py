@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,12 +48,18 @@ class Store:
         self.url = normalize_url(url)
         self.engine = make_engine(self.url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.after_commit: Callable[[list[Any]], None] | None = None  # carries out the effects transactions queued
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """One unit of work: committed on success, rolled back on any error."""
-        with self._sessions() as session, session.begin():
-            yield session
+        """One unit of work: committed on success, rolled back on any error. Effects queued on the session
+        (`jobs.effects`) are carried out once it has committed, never before."""
+        with self._sessions() as session:
+            with session.begin():
+                yield session
+            pending = session.info.pop("effects", None)
+        if pending and self.after_commit is not None:
+            self.after_commit(pending)
 
     def dispose(self) -> None:
         self.engine.dispose()

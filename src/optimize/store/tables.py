@@ -185,7 +185,6 @@ class Analysis(Base):
     dataset_reference: Mapped[str] = mapped_column(String(200))
     phase: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
-    lease_token: Mapped[str | None] = mapped_column(String(64))
     reason: Mapped[str | None] = mapped_column(Text)
     refused: Mapped[bool] = mapped_column(Boolean, default=False)
     report: Mapped[dict | None] = mapped_column(JSON)
@@ -258,11 +257,27 @@ class RunAttempt(Base):
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
-    lease_token: Mapped[str] = mapped_column(String(64), unique=True)
-    lease_expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    lease_token: Mapped[str] = mapped_column(String(64), unique=True)  # its lease in job_leases
     devices: Mapped[list] = mapped_column(JSON)
     state: Mapped[str] = mapped_column(String(16))  # active | ended
     started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    end_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class JobLease(Base):
+    """One grant of a job to a worker: the token every write of that worker carries, until when it holds without a
+    heartbeat, and the devices it was given. Open while `ended_at` is null; at most one open lease per job."""
+
+    __tablename__ = "job_leases"
+
+    token: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    job_id: Mapped[str] = mapped_column(String(32), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    devices: Mapped[list] = mapped_column(JSON)
+    granted_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     end_reason: Mapped[str | None] = mapped_column(Text)
 
@@ -358,8 +373,6 @@ class Evaluation(Base):
     device_profile: Mapped[str] = mapped_column(String(64))
     phase: Mapped[str] = mapped_column(String(16), index=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
-    lease_token: Mapped[str | None] = mapped_column(String(64))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     devices: Mapped[list | None] = mapped_column(JSON)
     progress: Mapped[dict] = mapped_column(JSON, default=dict)
     report: Mapped[dict | None] = mapped_column(JSON)
@@ -401,8 +414,6 @@ class Endpoint(Base):
     device_profile: Mapped[str] = mapped_column(String(64))
     phase: Mapped[str] = mapped_column(String(24), index=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
-    lease_token: Mapped[str | None] = mapped_column(String(64))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     devices: Mapped[list | None] = mapped_column(JSON)
     address: Mapped[str | None] = mapped_column(String(200))  # where its worker answers (127.0.0.1:PORT)
     failure_reason: Mapped[str | None] = mapped_column(Text)

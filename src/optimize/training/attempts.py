@@ -1,109 +1,78 @@
-"""What a run's worker reports, lease-checked, and how an attempt ends.
+"""What a run's worker reports, fenced by its lease, and how an attempt ends.
 
-Every call names the attempt by its lease token; a worker whose attempt has ended (lost, failed, cancelled)
-is answered `lease_lost` and stops. An attempt ends exactly once: its devices are released and the device time
-it held is added to the run's cost.
+Every call names the attempt by its lease token (`optimize.jobs.leases.fence`); a worker whose attempt has ended
+(lost, failed, cancelled, requeued) is answered `lease_lost` and stops. An attempt ends exactly once, through the
+attempt lifecycle: its lease ends, its devices are released and the device time it held is added to the run's
+cost. A run whose worker was lost goes back to QUEUED from its newest save holding training state.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, select
 
 from optimize.catalog.selection import job_model
 from optimize.core.clock import as_utc, iso, utcnow
-from optimize.core.errors import Invalid, LeaseLost
+from optimize.core.errors import Invalid
 from optimize.core.ids import new_id
 from optimize.deployment import Training
+from optimize.jobs.leases import extend, fence
+from optimize.jobs.lifecycle import transition
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.registry.datasets import examples_objects
-from optimize.store.tables import DeviceHold, Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.phases import TERMINAL, RunPhase, transition
-from optimize.training.snapshots import sweep
+from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.phases import ATTEMPT, RUN, AttemptState, RunPhase
+from optimize.training.snapshots import restore_point, sweep
 from optimize.training.views import snapshot_json
 
 ARTIFACT_KINDS = ("weights", "trainingState")
 
 
-def holder(run_id: str) -> str:
-    return f"run:{run_id}"
-
-
-def _active(session, run_id: str, token: str) -> tuple[Run, RunAttempt] | None:
-    """The run and its attempt while this lease still holds them (attempt active, run not ended)."""
-    attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id, RunAttempt.lease_token == token))
-    run = session.get(Run, run_id)
-    if attempt is None or run is None or attempt.state != "active" or RunPhase(run.phase) in TERMINAL:
-        return None
-    return run, attempt
-
-
 def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
-    held = _active(session, run_id, token)
-    if held is None:
-        raise LeaseLost(f"run {run_id} is no longer held by this worker")
-    return held
+    run, lease = fence(session, RUN, run_id, token)
+    return run, session.get(RunAttempt, (run_id, lease.attempt))
 
 
-def end_attempt(session, run: Run, attempt: RunAttempt, reason: str) -> None:
-    """Release the attempt's devices and count the device time it held."""
-    if attempt.state != "active":
+def end_attempt(session, run: Run, attempt: RunAttempt, reason: str, by_worker: bool = False) -> None:
+    """End the attempt (its lease and devices with it) and count the device time it held."""
+    if attempt is None or AttemptState(attempt.state) is not AttemptState.ACTIVE:
         return
     now = utcnow()
-    attempt.state, attempt.ended_at, attempt.end_reason = "ended", now, reason
-    session.execute(delete(DeviceHold).where(DeviceHold.subject == holder(run.id)))
-    held = (now - as_utc(attempt.started_at)).total_seconds() * len(attempt.devices)
-    cost = dict(run.cost or {})
-    cost["deviceSeconds"] = round(cost.get("deviceSeconds", 0.0) + held, 1)
-    run.cost = cost
-    record(session, holder(run.id), "attempt-ended", attempt=attempt.number, reason=reason)
+    if transition(session, ATTEMPT, attempt, AttemptState.ENDED, by_worker=by_worker, note=reason, ended_at=now,
+                  end_reason=reason[:4000]):
+        held = (now - as_utc(attempt.started_at)).total_seconds() * len(attempt.devices)
+        cost = dict(run.cost or {})
+        cost["deviceSeconds"] = round(cost.get("deviceSeconds", 0.0) + held, 1)
+        run.cost = cost
 
 
-def fail_run(session, run: Run, reason: str) -> bool:
-    attempt = session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
-    if attempt is not None:
-        end_attempt(session, run, attempt, reason)
-    return transition(session, run, RunPhase.FAILED, failure_reason=reason[:4000], cost=run.cost)
+def current_attempt_of(session, run: Run) -> RunAttempt | None:
+    return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
 
 
-def lose_attempt(training: Training, run_id: str, token: str, reason: str) -> bool:
-    """The worker of this attempt is gone (its process ended, or it stopped heart-beating): the run fails."""
-    from optimize.training.lifecycle import finish_pause
-
-    with training.store.transaction() as session:
-        held = _active(session, run_id, token)
-        if held is None:
-            _release_ended(session, run_id, token)
-            return False
-        run, attempt = held
-        if run.phase == RunPhase.PAUSING.value:  # it was stopping anyway: it pauses on what it committed
-            finish_pause(session, run, attempt, {"step": (run.progress or {}).get("observedStep")},
-                         reason=f"worker lost: {reason}")
-            return True
-        return fail_run(session, run, f"worker lost: {reason}")
+def fail_run(session, run: Run, reason: str, by_worker: bool = False) -> bool:
+    end_attempt(session, run, current_attempt_of(session, run), reason, by_worker)
+    return transition(session, RUN, run, RunPhase.FAILED, by_worker=by_worker, failure_reason=reason[:4000],
+                      cost=run.cost)
 
 
-def _release_ended(session, run_id: str, token: str) -> None:
-    """An attempt still marked active whose run has ended (cancelled as its devices were granted) gives them back."""
-    attempt = session.scalar(select(RunAttempt).where(RunAttempt.run_id == run_id, RunAttempt.lease_token == token))
-    run = session.get(Run, run_id)
-    if attempt is not None and run is not None and attempt.state == "active":
-        end_attempt(session, run, attempt, f"its run is {run.phase}")
-
-
-def expired_attempts(training: Training) -> list[tuple[str, str, str]]:
-    """(run id, lease token, reason) of active attempts whose lease ran out."""
-    now = utcnow()
-    with training.store.transaction() as session:
-        found = session.scalars(select(RunAttempt).where(RunAttempt.state == "active")).all()
-        lease = timedelta(seconds=training.lease_seconds)
-        return [(a.run_id, a.lease_token, f"no heartbeat from its worker since {iso(a.lease_expires_at - lease)} "
-                                          f"(lease {training.lease_seconds:g}s)")
-                for a in found if as_utc(a.lease_expires_at) < now]
+def requeue_run(session, run: Run, reason: str) -> bool:
+    """Its worker was lost: queue a new attempt from the newest save holding training state (from the start
+    without one); the updates after that save are trained again, so their metrics go."""
+    end_attempt(session, run, current_attempt_of(session, run), reason)
+    point = restore_point(session, run.id)
+    restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, "afterLoss": reason}
+    if point is None:
+        restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
+    else:
+        restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
+                         "optimizerState": True})
+    session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
+    return transition(session, RUN, run, RunPhase.QUEUED, note=reason, resumed=restored, cost=run.cost,
+                      progress={"savedStep": point.step if point else None})
 
 
 # --- the worker's calls ------------------------------------------------------------------------------------
@@ -144,14 +113,7 @@ def _objects(session, digest: str) -> dict[str, Any]:
     return {"digest": digest, "rows": sum(o["rows"] for o in objects), "objects": objects}
 
 
-def heartbeat(training: Training, run_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
-        run, attempt = _leased(session, run_id, token)
-        attempt.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
-        return {"leaseExpiresAt": iso(attempt.lease_expires_at), **_instructions(run)}
-
-
-def _instructions(run: Run) -> dict[str, Any]:
+def instructions(run: Run) -> dict[str, Any]:
     """What the worker reads from every heartbeat and progress answer: the phase, and a pause to carry out."""
     pause = run.pause if run.phase == RunPhase.PAUSING.value else None
     return {"phase": run.phase, "pause": pause["checkpoint"] if pause else None}
@@ -161,22 +123,21 @@ def report_progress(training: Training, run_id: str, token: str, body: dict[str,
     """Rows done of rows total while preparing; the step while training; the start checks once they ran.
     The first report with `training: true` moves the run to TRAINING."""
     with training.store.transaction() as session:
-        run, attempt = _leased(session, run_id, token)
-        attempt.lease_expires_at = utcnow() + timedelta(seconds=training.lease_seconds)
+        run, lease = fence(session, RUN, run_id, token)
+        extend(lease, training.lease_seconds)
         progress = {**(run.progress or {}), **(body.get("progress") or {})}
         values: dict[str, Any] = {"progress": progress}
         if body.get("checks") is not None:
             values["checks"] = body["checks"]
         if body.get("dataFit") is not None:
             values["results"] = {**(run.results or {}), "dataFit": body["dataFit"]}
-        if body.get("training") and run.phase == RunPhase.PREPARING.value:
-            transition(session, run, RunPhase.TRAINING, **values)
-        else:
+        if not (body.get("training") and run.phase == RunPhase.PREPARING.value
+                and transition(session, RUN, run, RunPhase.TRAINING, lease=token, by_worker=True, **values)):
             for key, value in values.items():
                 setattr(run, key, value)
-            record(session, holder(run.id), "progress", step=progress.get("observedStep"),
+            record(session, RUN.subject(run.id), "progress", step=progress.get("observedStep"),
                    rowsDone=progress.get("rowsDone"))
-        return _instructions(run)
+        return instructions(run)
 
 
 def report_metrics(training: Training, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -218,7 +179,7 @@ def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str,
         snapshot = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number,
                                                          Snapshot.step == step))
         run.progress = {**(run.progress or {}), "savedStep": step}
-        record(session, holder(run.id), "snapshot", step=step, snapshotId=snapshot.id)
+        record(session, RUN.subject(run.id), "snapshot", step=step, snapshotId=snapshot.id)
         sweep(session, run)
         return snapshot_json(snapshot)
 
@@ -250,12 +211,12 @@ def finish(training: Training, run_id: str, token: str, body: dict[str, Any]) ->
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         if body.get("failed"):
-            fail_run(session, run, str(body["failed"]))
+            fail_run(session, run, str(body["failed"]), by_worker=True)
             return {"phase": run.phase}
         if body.get("paused") is not None:
             if run.phase != RunPhase.PAUSING.value:
                 raise Invalid(f"run {run.id[:12]} is {run.phase}, not pausing; its worker cannot report a pause")
-            finish_pause(session, run, attempt, body["paused"])
+            finish_pause(session, run, attempt, body["paused"], by_worker=True)
             return {"phase": run.phase}
         complete_run(training, session, run, attempt, body)
         return {"phase": run.phase, "model": run.model_reference}

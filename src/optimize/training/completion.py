@@ -12,8 +12,9 @@ from optimize.core.errors import Invalid
 from optimize.deployment import Training
 from optimize.registry.models import base_model_reference, register_version
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.jobs.lifecycle import transition
 from optimize.training.attempts import end_attempt
-from optimize.training.phases import RunPhase, transition
+from optimize.training.phases import RUN, RunPhase
 
 
 def register_adapter(training: Training, session, run: Run, snapshot: Snapshot, modules: list[str],
@@ -62,6 +63,7 @@ def complete_run(training: Training, session, run: Run, attempt: RunAttempt, bod
     losses = [m.values["loss"] for m in losses if m.values.get("loss") is not None]
     if losses:  # every update the run kept, over all its attempts (a resumed attempt reports only its own)
         results["trainingLoss"] = {"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
-    end_attempt(session, run, attempt, "completed")
+    end_attempt(session, run, attempt, "completed", by_worker=True)
     cost["deviceSeconds"] = run.cost["deviceSeconds"]
-    transition(session, run, RunPhase.COMPLETED, model_reference=reference, results=results, cost=cost)
+    transition(session, RUN, run, RunPhase.COMPLETED, by_worker=True, model_reference=reference, results=results,
+               cost=cost)

@@ -12,15 +12,14 @@ from sqlalchemy import func, select
 
 from optimize.deployment import Training
 from optimize.store.tables import Event
-from optimize.training.runs import current_attempt, find_run
-from optimize.training.views import run_json
+from optimize.training.runs import find_run, run_status
 
 
 def current(training: Training, run_id: str) -> tuple[dict[str, Any], int]:
     with training.store.transaction() as session:
         run = find_run(session, run_id)
         cursor = _latest(session, run.id)
-        return run_json(run, current_attempt(session, run)), cursor
+        return run_status(training, session, run), cursor
 
 
 def since(training: Training, run_id: str, cursor: int) -> tuple[bool, int, dict[str, Any] | None]:
@@ -29,7 +28,7 @@ def since(training: Training, run_id: str, cursor: int) -> tuple[bool, int, dict
         if latest <= cursor:
             return False, cursor, None
         run = find_run(session, run_id)
-        return True, latest, run_json(run, current_attempt(session, run))
+        return True, latest, run_status(training, session, run)
 
 
 def _latest(session, run_id: str) -> int:

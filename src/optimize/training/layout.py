@@ -13,10 +13,7 @@ import os
 from optimize.catalog.schema import DeviceProfile, Entry
 from optimize.core.errors import Refused
 from optimize.training.envelopes import covering
-
-# Devices each engine of this deployment trains a method on. TRL trains supervised runs on one device; verl,
-# which trains them on several, is not part of this deployment.
-ENGINE_DEVICES = {"sft": ("trl", 1), "dpo": ("trl", 1), "grpo": ("trl", 1), "gspo": ("trl", 1)}
+from optimize.training.methods import declared
 
 
 def host_memory_gib() -> float:
@@ -34,7 +31,10 @@ def check_layout(entry: Entry, method: str, precision: str, profile_name: str, d
     if devices > profile.devices:
         raise Refused(f"execution.gpus {devices} asks for more devices of profile {profile_name!r} than this "
                       f"deployment has ({have})", hint=f"set execution.gpus to {profile.devices} or fewer")
-    engine, most = ENGINE_DEVICES[method]
+    # each method names its engine and the devices it trains one run on: TRL trains on one device; verl, which
+    # trains on several, is not part of this deployment
+    declaration = declared(method)
+    engine, most = declaration.engine, declaration.devices
     if devices > most:
         raise Refused(f"the {engine} engine trains {method} runs on {most} device; execution.gpus {devices} needs "
                       "an engine this deployment does not have", hint=f"set execution.gpus: {most}")

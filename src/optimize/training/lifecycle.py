@@ -17,8 +17,9 @@ from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.deployment import Training
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric
-from optimize.training.attempts import end_attempt, holder
-from optimize.training.phases import TERMINAL, RunPhase, transition
+from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.training.attempts import end_attempt
+from optimize.training.phases import RUN, TERMINAL, RunPhase
 from optimize.training.runs import current_attempt, find_run
 from optimize.training.snapshots import restore_point
 from optimize.training.views import run_json
@@ -32,7 +33,8 @@ def pause(training: Training, run_id: str, checkpoint: Any) -> tuple[dict[str, A
         raise Invalid(f"checkpoint {checkpoint!r} is not one of latest, save",
                       hint="pause with --checkpoint latest (stop against the newest resumable save) or --checkpoint "
                            "save (save at the next update, then stop)")
-    with training.store.transaction() as session:
+
+    def decide(session) -> tuple[dict[str, Any], bool]:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         short = run.id[:12]
@@ -57,14 +59,17 @@ def pause(training: Training, run_id: str, checkpoint: Any) -> tuple[dict[str, A
                           "it from the base model",
                           hint="pause with --checkpoint save to save at the next update and stop", phase=phase.value)
         now = utcnow()
-        transition(session, run, RunPhase.PAUSING, pause={
+        moved(transition(session, RUN, run, RunPhase.PAUSING, pause={
             "checkpoint": checkpoint, "attempt": run.attempt, "requestedAt": iso(now),
             "requestedAtStep": (run.progress or {}).get("observedStep"), "state": "pausing",
-            "resourcesReleased": False})
+            "resourcesReleased": False}), f"run {short}")
         return run_json(run, current_attempt(session, run)), True
 
+    return decided(training.store, decide)
 
-def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], reason: str = "paused") -> None:
+
+def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], reason: str = "paused",
+                 by_worker: bool = False) -> bool:
     """The worker stopped (or was lost while pausing): release its devices and record what it can resume from."""
     point = restore_point(session, run.id)
     stopped = body.get("step")
@@ -78,14 +83,15 @@ def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], r
             else "the worker stopped before it saved")
     if reason != "paused":
         pause_record["endReason"] = reason
-    end_attempt(session, run, attempt, reason)
-    transition(session, run, RunPhase.PAUSED, pause=pause_record, cost=run.cost,
-               progress={**(run.progress or {}), "savedStep": point.step if point else None})
+    end_attempt(session, run, attempt, reason, by_worker)
+    return transition(session, RUN, run, RunPhase.PAUSED, by_worker=by_worker, pause=pause_record, cost=run.cost,
+                      progress={**(run.progress or {}), "savedStep": point.step if point else None})
 
 
 def resume(training: Training, run_id: str) -> dict[str, Any]:
     """Queue a paused run for a new attempt from its newest resumable save."""
-    with training.store.transaction() as session:
+
+    def decide(session) -> dict[str, Any]:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         short = run.id[:12]
@@ -102,31 +108,27 @@ def resume(training: Training, run_id: str) -> dict[str, Any]:
                              "optimizerState": True})
         # the updates after the restored save are trained again: their metrics go with them
         session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
-        transition(session, run, RunPhase.QUEUED, pause=None, resumed=restored,
-                   progress={"savedStep": point.step if point else None})
-        body = run_json(run)
-    if training.scheduler is not None:
-        training.scheduler.wake()
-    return body
+        moved(transition(session, RUN, run, RunPhase.QUEUED, pause=None, resumed=restored,
+                         progress={"savedStep": point.step if point else None}), f"run {short}")
+        return run_json(run)
+
+    return decided(training.store, decide)
 
 
 def cancel(training: Training, run_id: str) -> tuple[dict[str, Any], bool]:
     """Cancel a run in any unfinished phase; returns (run, cancelled now). Its worker, if any, is stopped."""
-    with training.store.transaction() as session:
+
+    def decide(session) -> tuple[dict[str, Any], bool]:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         if phase is RunPhase.CANCELLED:
             return run_json(run), False
         if phase in TERMINAL:
             raise Refused(f"run {run.id[:12]} is {phase.value}; there is nothing to cancel", phase=phase.value)
-        attempt = current_attempt(session, run)
-        if attempt is not None:
-            end_attempt(session, run, attempt, "cancelled")
-        transition(session, run, RunPhase.CANCELLED, cost=run.cost)
-        record(session, holder(run.id), "cancelled", phase=phase.value)
-        body = run_json(run)
-    if training.launcher is not None:
-        training.launcher.kill(run.id)
-    if training.scheduler is not None:
-        training.scheduler.wake()  # its devices are free for the next run
-    return body, True
+        end_attempt(session, run, current_attempt(session, run), "cancelled")
+        # its worker, if any, is stopped once this commits
+        moved(transition(session, RUN, run, RunPhase.CANCELLED, cost=run.cost), f"run {run.id[:12]}")
+        record(session, RUN.subject(run.id), "cancelled", phase=phase.value)
+        return run_json(run), True
+
+    return decided(training.store, decide)

@@ -126,6 +126,9 @@ class Execution(_Part):
                                       description="Upload training state at least every this many saves")
     resumable_save_minutes: float = Field(default=5, gt=0, alias="resumableSaveMinutes",
                                           description="…or this many minutes after the last one")
+    max_attempts: int = Field(default=3, ge=1, le=100, alias="maxAttempts",
+                              description="Attempts a run gets when its worker is lost: each one after the first "
+                                          "resumes from the newest save holding training state")
 
 
 class RunPlan(_Part):

@@ -4,7 +4,8 @@ References are resolved here and the exact versions recorded, so moving an alias
 run. Every config and execution value is resolved (defaults filled in by the profile the run asks for, and the
 default kernels by model type) and its source kept: `stated` when the plan gave it, `default` or
 `defaultKernels` otherwise. The configuration hash covers the base model commit and the resolved config, not
-execution.
+execution. What differs by training method (its dataset kind, its refusals, its defaults) is the method's own,
+in `training.methods`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from optimize.registry.datasets import resolve_reference
 from optimize.store.tables import BaseModelSelection
 from optimize.training.envelopes import check_envelopes
 from optimize.training.kernels import default_kernels
+from optimize.training.methods import HOLDS, declared, method_for, reader_of
 from optimize.training.plans import RunPlan
-
-REINFORCEMENT = frozenset({"grpo", "gspo"})
 
 
 @dataclass
@@ -67,23 +67,16 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
                            "masks that exclude every token past maxSeqLength")
+    # the method's rules in the order a plan meets them: its datasets (even while the method is not trained, so a
+    # plan learns everything that stands in its way), then whether it trains, then its own settings
+    method = declared(config.method)
     dataset = pick_dataset(session, config.dataset, plan.project, "config.dataset", config.method)
     validation = (pick_dataset(session, config.validation.dataset, plan.project, "config.validation.dataset",
                                config.method)
                   if config.validation.dataset else None)
-    if config.method in REINFORCEMENT:
-        for field, pick in (("config.dataset", dataset), ("config.validation.dataset", validation)):
-            if pick is not None and pick.tool_rows:
-                raise Refused(f"{field} {pick.reference} has {pick.tool_rows} row(s) that offer tools; the trl engine "
-                              f"of a {config.method} run does not render a row's tools into the prompts it rolls "
-                              "out, so the run would train unlike evaluation and serving",
-                              hint="remove tools from every row of a reinforcement dataset")
-    if config.method not in ("sft", "dpo"):
-        raise Refused(f"method {config.method} is not trained on this deployment yet; methods sft and dpo are",
-                      hint="set config.method: sft or dpo")
-    if config.method == "dpo" and config.data.truncation not in ("error", "drop"):
-        raise Refused(f"data.truncation: {config.data.truncation} applies to chat rows; a dpo run keeps or leaves out "
-                      "whole pairs", hint="set data.truncation to error or drop")
+    method.admit_datasets([("config.dataset", dataset), ("config.validation.dataset", validation)])
+    method = method_for(config.method)
+    method.admit(config)
     if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
         reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
             f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
@@ -102,9 +95,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     model = resolved["config"]["model"]
     if model["precision"] is None:
         model["precision"] = "fp32" if on_cpu else "bf16"
-    if model["gradientCheckpointing"] is None:  # a dpo run recomputes activations unless told not to
-        model["gradientCheckpointing"] = config.method == "dpo" or not on_cpu
-    preference_warnings = _preference(resolved["config"], config, on_cpu) if config.method == "dpo" else []
+    if model["gradientCheckpointing"] is None:
+        model["gradientCheckpointing"] = method.gradient_checkpointing(on_cpu)
+    method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
     kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
                                                               devices).items()
                if lookup(document, f"config.{path}") is None}
@@ -117,25 +110,11 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
                       else "default") for path in _leaves(resolved, "")}
     warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
-                               on_cpu, config.max_seq_length, strict_envelopes) + preference_warnings
+                               on_cpu, config.max_seq_length, strict_envelopes) + method_warnings
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings)
-
-
-def _preference(resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
-    """Which loss a dpo run computes: Liger's fused loss where a pass holds more than one pair (by default at a
-    maxSeqLength of 1024 or less) and a GPU runs it; TRL's own otherwise, said in the run's settings."""
-    preference = resolved["preference"]
-    several = config.hyperparams.training.batch_size > 1
-    wanted = preference["fusedLoss"] if preference["fusedLoss"] is not None else \
-        several and config.max_seq_length <= 1024
-    preference["fusedLoss"] = bool(wanted) and not on_cpu
-    if wanted and on_cpu:
-        return ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own "
-                f"{preference['lossType']} loss"]
-    return []
 
 
 def pick_dataset(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:
@@ -147,12 +126,12 @@ def pick_dataset(session: Session, text: str, project: str, field: str, method: 
         raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
     found, version = resolve_reference(session, reference)
     label = f"{found.namespace}/{found.name}:v{version.version}"
-    if method == "dpo" and found.kind != "preference":
-        raise Refused(f"{field} {label} holds chat rows; method dpo trains on preference pairs",
-                      hint="name a preference dataset, or train it with method sft")
-    if method != "dpo" and found.kind != "chat":
-        raise Refused(f"{field} {label} holds preference pairs; method {method} trains on chat rows",
-                      hint="name a chat dataset, or train it with method dpo")
+    wanted = declared(method).dataset_kind
+    if found.kind != wanted:
+        other = reader_of(found.kind)  # the method that would train what the dataset holds
+        holds = HOLDS.get(found.kind, found.kind)
+        raise Refused(f"{field} {label} holds {holds}; method {method} trains on {HOLDS[wanted]}",
+                      hint=f"name a {wanted} dataset" + (f", or train it with method {other}" if other else ""))
     return DatasetPick(label, version.digest, version.rows, version.tool_rows)
 
 

@@ -27,7 +27,9 @@ from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric
 from optimize.training.diagnostics import ReadLimits, diagnose
 from optimize.training.layout import check_layout
 from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
-from optimize.training.phases import OPEN, RunPhase
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.waiting import waiting_for
+from optimize.training.phases import OPEN, RUN, RunPhase
 from optimize.training.plans import parse_plan
 from optimize.training.resolve import Admitted, admit
 from optimize.training.views import metric_json, run_json, snapshot_json
@@ -72,12 +74,11 @@ def submit(training: Training, document: Any, branch: dict[str, Any] | None = No
         run = session.scalar(select(Run).where(Run.submission_id == submission_id))
         if not inserted:  # another request with the same id won the race
             return _same_submission(run, digest), False
-        record(session, f"run:{run.id}", "phase", phase=RunPhase.QUEUED.value)
+        record(session, RUN.subject(run.id), "phase", phase=RunPhase.QUEUED.value)
+        queue_wake(session)
         body = run_json(run)
     for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
         start_analysis(training, reference, entry.id)
-    if training.scheduler is not None:
-        training.scheduler.wake()
     return body, True
 
 
@@ -157,8 +158,14 @@ def current_attempt(session, run: Run) -> RunAttempt | None:
 
 def get_run(training: Training, run_id: str, settings: bool = False) -> dict[str, Any]:
     with training.store.transaction() as session:
-        run = find_run(session, run_id)
-        return run_json(run, current_attempt(session, run), settings=settings)
+        return run_status(training, session, find_run(session, run_id), settings)
+
+
+def run_status(training: Training, session, run: Run, settings: bool = False) -> dict[str, Any]:
+    """The run as `get` and its event stream show it: with what it waits for while it is queued."""
+    body = run_json(run, current_attempt(session, run), settings=settings)
+    body["waitingFor"] = waiting_for(session, training, "run", run)
+    return body
 
 
 def list_runs(training: Training, project: str | None = None, phase: str | None = None,

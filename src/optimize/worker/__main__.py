@@ -9,7 +9,9 @@ import sys
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="optimize.worker")
-    parser.add_argument("kind", choices=["analysis", "run", "evaluation", "endpoint"])
+    from optimize.jobs.registry import KINDS, worker_entry
+
+    parser.add_argument("kind", choices=list(KINDS))
     parser.add_argument("job_id")
     parser.add_argument("--server", required=True)
     args = parser.parse_args()
@@ -19,22 +21,8 @@ def main() -> int:
         return 2
     from optimize.worker.channel import Channel
 
-    with Channel(args.server, token) as channel:
-        if args.kind == "run":
-            from optimize.worker.run import run_training
-
-            return run_training(channel, args.job_id)
-        if args.kind == "evaluation":
-            from optimize.worker.evaluation import run_evaluation
-
-            return run_evaluation(channel, args.job_id)
-        if args.kind == "endpoint":
-            from optimize.worker.endpoint import run_endpoint
-
-            return run_endpoint(channel, args.job_id)
-        from optimize.worker.analysis import run_analysis
-
-        return run_analysis(channel, args.job_id)
+    with Channel(args.server, token, args.kind, args.job_id) as channel:
+        return worker_entry(args.kind)(channel, args.job_id)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,17 @@ from typing import Any
 from optimize import __version__
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
+from optimize.worker.reporter import Reporter
 
 
 def run_analysis(channel: Channel, analysis_id: str) -> int:
-    base = f"/v1/internal/analyses/{analysis_id}"
+    base = channel.base
     try:
-        spec = channel.get(base)
-        channel.post_json(f"{base}/running", {})
+        spec = channel.spec()
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3
+    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()  # heart-beats while the rows are measured
     try:
         result = _measure(channel, spec)
     except _Refusal as refusal:
@@ -33,7 +34,7 @@ def run_analysis(channel: Channel, analysis_id: str) -> int:
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
         traceback.print_exc()
         result = {"failed": f"the analysis failed: {type(error).__name__}: {error}"}
-    return channel.report_end(f"{base}/result", result)
+    return reporter.end(f"{base}/result", result)
 
 
 CHUNK_ROWS = 256  # rows measured per batch tokenizer call: fast, and memory stays bounded

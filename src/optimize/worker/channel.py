@@ -1,8 +1,15 @@
-"""The worker's line to the control plane: every call carries the lease token; blobs download verified."""
+"""The worker's line to the control plane: every call carries the lease token and goes to its job's routes
+(`/v1/internal/jobs/{kind}/{id}`); blobs download verified.
+
+A worker outlives a short outage of the server: a call that finds no server waits and tries again (re-reading
+the server file, `OPTIMIZE_SERVER_FILE`, for a server restarted on another port) until it has gone without an
+answer for as long as its lease holds; only then does it give up (`unreachable`).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import time
@@ -10,14 +17,65 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from optimize.client.http import ApiError, OptimizeClient
 
 
+RETRY_SECONDS = 1.0  # between tries while the server does not answer
+DEFAULT_OUTAGE_SECONDS = 60.0  # until the job's spec says how long its lease holds
+
+
 class Channel(OptimizeClient):
-    def __init__(self, server_url: str, token: str) -> None:
+    def __init__(self, server_url: str, token: str, kind: str, job_id: str) -> None:
         super().__init__(server_url, timeout=300.0)
         self._http.headers["X-Lease-Token"] = token
+        self.base = f"/v1/internal/jobs/{kind}/{job_id}"
         self.upload_rate = float(os.environ.get("OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND") or 0)  # 0: unlimited
+        self.outage_seconds = DEFAULT_OUTAGE_SECONDS
+        self._server_file = os.environ.get("OPTIMIZE_SERVER_FILE")
+        self._last_answer = time.monotonic()
+
+    def spec(self) -> dict[str, Any]:
+        """The job's spec; from then on the worker waits out an outage as long as its lease holds."""
+        answer = self.request("GET", self.base)
+        self.outage_seconds = float(answer.get("leaseSeconds") or DEFAULT_OUTAGE_SECONDS)
+        return answer
+
+    def request_with_status(self, method: str, path: str, *, retries: int | None = None, **kwargs: Any
+                            ) -> tuple[Any, int]:
+        return self.outlasting(lambda: super(Channel, self).request_with_status(method, path, retries=1, **kwargs))
+
+    def outlasting(self, call):
+        """Run `call` (one try) until the server answers, or has not answered for `outage_seconds`."""
+        while True:
+            try:
+                answer = call()
+            except ApiError as error:
+                if error.code != "unreachable" and error.status not in (502, 503, 504):
+                    self._last_answer = time.monotonic()
+                    raise
+                if time.monotonic() - self._last_answer > self.outage_seconds:
+                    raise ApiError(f"{error.message}; no answer for {self.outage_seconds:g}s",
+                                   code="unreachable") from None
+                time.sleep(RETRY_SECONDS)
+                self._rediscover()
+                continue
+            self._last_answer = time.monotonic()
+            return answer
+
+    def _rediscover(self) -> None:
+        """Follow a server restarted elsewhere: the server file names the URL the running one answers at."""
+        if not self._server_file:
+            return
+        try:
+            url = json.loads(open(self._server_file).read())["url"].rstrip("/")
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if url != self.base_url:
+            print(f"the server answers at {url} now", flush=True)
+            self.base_url = url
+            self._http.base_url = url
 
     def example_lines(self, objects: list[dict[str, Any]]) -> Iterator[tuple[int, bytes]]:
         """(line number, raw line) of a dataset version's examples across its objects, in order, read from local
@@ -37,19 +95,30 @@ class Channel(OptimizeClient):
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.part")
-        digest = hashlib.sha256()
-        with self._http.stream("GET", f"/v1/internal/blobs/{sha256}") as response:
-            if response.status_code != 200:
-                raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})")
-            with partial.open("wb") as sink:
-                for chunk in response.iter_bytes(1024 * 1024):
-                    digest.update(chunk)
-                    sink.write(chunk)
+        digest = self.outlasting(lambda: self._download(sha256, partial))
         if digest.hexdigest() != sha256:
             partial.unlink(missing_ok=True)
             raise ApiError(f"blob sha256:{sha256} arrived corrupted (its bytes hash to sha256:{digest.hexdigest()})")
         os.replace(partial, target)
         return target
+
+    def _download(self, sha256: str, partial: Path):
+        digest = hashlib.sha256()
+        try:
+            with self._http.stream("GET", f"{self.base}/blobs/{sha256}") as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})",
+                                   status=response.status_code,
+                                   code=(response.json() or {}).get("code", "error") if response.content else "error")
+                with partial.open("wb") as sink:
+                    for chunk in response.iter_bytes(1024 * 1024):
+                        digest.update(chunk)
+                        sink.write(chunk)
+        except httpx.TransportError as error:
+            raise ApiError(f"no Optimize server answers at {self.base_url} ({type(error).__name__})",
+                           code="unreachable") from None
+        return digest
 
     def fetch_artifact(self, manifest_sha256: str, folder: Path) -> Path:
         """The files a snapshot artifact's manifest lists, copied into `folder` under their names."""
@@ -69,13 +138,22 @@ class Channel(OptimizeClient):
         with path.open("rb") as source:
             while chunk := source.read(1024 * 1024):
                 digest.update(chunk)
-        with path.open("rb") as source:
-            self.put_stream(f"/v1/internal/blobs/{digest.hexdigest()}", _paced(source, self.upload_rate),
-                            path.stat().st_size)
+        def upload() -> None:
+            with path.open("rb") as source:  # a fresh read each try: a body cut by an outage is sent again
+                OptimizeClient.request_with_status(self, "PUT", f"{self.base}/blobs/{digest.hexdigest()}", retries=1,
+                                                   content=_paced(source, self.upload_rate),
+                                                   headers={"Content-Length": str(path.stat().st_size),
+                                                            "Content-Type": "application/octet-stream"})
+
+        self.outlasting(upload)
         return digest.hexdigest()
 
     def post_json(self, path: str, body: Any) -> Any:
-        return self.request("POST", path, json=body, retries=3)
+        return self.request("POST", path, json=body)
+
+    def act(self, action: str, body: Any) -> Any:
+        """POST one of the job's actions (heartbeat, progress, metrics, snapshots, predictions, result)."""
+        return self.post_json(f"{self.base}/{action}", body)
 
     def report_end(self, path: str, result: dict[str, Any]) -> int:
         """A job's last word; the worker's exit status: 0 once the server took it, 3 when it could not."""

@@ -27,9 +27,9 @@ from optimize.worker.rendering import renderer_for
 
 
 def run_endpoint(channel: Channel, endpoint_id: str) -> int:
-    base = f"/v1/internal/endpoints/{endpoint_id}"
+    base = channel.base
     try:
-        spec = channel.get(base)
+        spec = channel.spec()
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

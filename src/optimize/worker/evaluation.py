@@ -23,9 +23,9 @@ BATCH_ROWS = 32  # rows asked, graded and sent together
 
 
 def run_evaluation(channel: Channel, evaluation_id: str) -> int:
-    base = f"/v1/internal/evaluations/{evaluation_id}"
+    base = channel.base
     try:
-        spec = channel.get(base)
+        spec = channel.spec()
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from optimize.training.data_fit import Fitter, RowRefused, require_masks
+from optimize.training.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
@@ -29,9 +29,9 @@ PREPARED_BATCH = 1024  # rendered rows held in memory before they are written ou
 
 
 def run_training(channel: Channel, run_id: str) -> int:
-    base = f"/v1/internal/runs/{run_id}"
+    base = channel.base
     try:
-        spec = channel.get(base)
+        spec = channel.spec()
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3
@@ -57,27 +57,28 @@ def run_training(channel: Channel, run_id: str) -> int:
 
 def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
            workdir: Path) -> dict[str, Any]:
-    from optimize.training.engines import trl_sft
+    from optimize.training.engines import harness
+    from optimize.training.methods import method_for
 
     config = spec["config"]
+    method = method_for(config["method"])  # what differs by method: rows, recipe, results
     resume_from = _download_save(channel, spec["resume"], workdir / "resume") if spec.get("resume") else None
     branch = spec.get("branch")
-    start = trl_sft.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
+    start = harness.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
                           ) if branch else None
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
-    dpo = config["method"] == "dpo"
-    fitter, prepare = (_pair_fitter, _prepare_pairs) if dpo else (_fitter, _prepare)
-    train_fit, eval_fit = fitter(renderer, config), fitter(renderer, config)
-    train_rows = prepare(channel, spec["dataset"], train_fit, counter, config["dataset"], workdir / "train.parquet")
+    train_fit, eval_fit = method.fitter(renderer, config), method.fitter(renderer, config)
+    train_rows = _prepare(channel, spec["dataset"], method, train_fit, counter, config["dataset"],
+                          workdir / "train.parquet")
     eval_rows = None
     if spec["validation"]:
-        eval_rows = prepare(channel, spec["validation"], eval_fit, counter, config["validation"]["dataset"],
-                            workdir / "validation.parquet")
+        eval_rows = _prepare(channel, spec["validation"], method, eval_fit, counter, config["validation"]["dataset"],
+                             workdir / "validation.parquet")
     for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
-        if name and not dpo:
-            require_masks(fit, name)
+        if name:
+            method.check_fit(fit, name)
         if name and not fit.counts.rows:
             raise RowRefused(f"no row of {name} is left: every row is longer than maxSeqLength "
                              f"{config['maxSeqLength']} under data.truncation: {config['data']['truncation']}; raise "
@@ -111,9 +112,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             return reporter.pause
 
     try:
-        outcome = trl_sft.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
+        outcome = harness.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
                                 kept, eval_rows, workdir, Hooks(), resume_from, start)
-    except trl_sft.StartCheckFailed as failed:
+    except harness.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
         return {"failed": str(failed)}
@@ -138,7 +139,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             "steps": outcome.total_steps,
             "tokens": outcome.tokens,
             "weightsDigest": outcome.weights_digest,
-            **({"preference": _preference_results(config, outcome.last)} if dpo else {}),
+            **method.results(config, outcome.last),
         },
         "cost": {
             "trainingSeconds": round(outcome.train_seconds, 2),
@@ -148,41 +149,6 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             "hostMemoryGiB": outcome.host_gib,
         },
     }
-
-
-def _preference_results(config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
-    """A dpo run's last preference accuracy and reward margin, and the loss it computed."""
-    preference = config["preference"]
-    return {"accuracy": last.get("preferenceAccuracy"), "rewardMargin": last.get("rewardMargin"),
-            "lossType": preference["lossType"], "beta": preference["beta"],
-            "loss": "liger-fused" if preference["fusedLoss"] else "trl"}
-
-
-def _fitter(renderer, config: dict[str, Any]) -> Fitter:
-    from optimize.chat.render import LossPolicy
-
-    loss = config["loss"]
-    policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
-    return Fitter(renderer, policy, config["maxSeqLength"], config["data"]["truncation"])
-
-
-def _pair_fitter(renderer, config: dict[str, Any]):
-    from optimize.training.pairs import PairFitter
-
-    return PairFitter(renderer, config["maxSeqLength"], config["data"]["truncation"])
-
-
-def _prepare_pairs(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
-                   target: Path) -> Path:
-    """Every pair checked by the registry's rule and rendered (`training.pairs`), written as prompt, chosen and
-    rejected token ids to a Parquet file on local disk."""
-    from optimize.chat.rows import RowKind
-
-    def columns(pair) -> tuple[list[int], ...]:
-        return pair.prompt_ids, pair.chosen_ids, pair.rejected_ids
-
-    return _write_prepared(channel, dataset, fitter, counter, reference, target, RowKind.PREFERENCE,
-                           ("prompt_ids", "chosen_ids", "rejected_ids"), columns)
 
 
 class PausedWhilePreparing(Exception):
@@ -213,29 +179,18 @@ class _Progress:
             self.reporter.progress(progress={"rowsDone": self.done, "rowsTotal": self.total})
 
 
-def _prepare(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
+def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter: _Progress, reference: str,
              target: Path) -> Path:
-    """Every row checked by the registry's rule, rendered, masked and fitted into maxSeqLength, written as input
-    ids and labels to a Parquet file on local disk."""
-    from optimize.chat.rows import RowKind
-
-    def columns(rendered) -> tuple[list[int], ...]:
-        return rendered.input_ids, [t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)]
-
-    return _write_prepared(channel, dataset, fitter, counter, reference, target, RowKind.CHAT,
-                           ("input_ids", "labels"), columns)
-
-
-def _write_prepared(channel: Channel, dataset: dict[str, Any], fitter, counter: _Progress, reference: str,
-                    target: Path, kind, names: tuple[str, ...], columns_of) -> Path:
-    """Each example checked by the registry's rule for `kind` and fitted (None: left out), its token-id columns
-    written to a Parquet file a batch at a time, so memory holds one batch whatever the dataset's size."""
+    """Each example checked by the registry's rule for the method's dataset kind and fitted (None: left out), its
+    token-id columns (the method's `columns`) written to a Parquet file on local disk a batch at a time, so memory
+    holds one batch whatever the dataset's size."""
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from optimize.chat.rows import RowError, check_row
+    from optimize.chat.rows import RowError, RowKind, check_row
 
+    kind, names = RowKind(method.dataset_kind), method.columns
     schema = pa.schema([(name, pa.list_(pa.int32())) for name in names])
     batch: dict[str, list] = {name: [] for name in names}
     with pq.ParquetWriter(target, schema) as writer:
@@ -249,7 +204,7 @@ def _write_prepared(channel: Channel, dataset: dict[str, Any], fitter, counter: 
             counter.advance()
             if fitted is None:
                 continue
-            for name, ids in zip(names, columns_of(fitted)):
+            for name, ids in zip(names, method.columns_of(fitted)):
                 batch[name].append(ids)
             if len(batch[names[0]]) == PREPARED_BATCH:
                 writer.write_table(pa.table(batch, schema=schema))

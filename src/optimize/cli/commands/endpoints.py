@@ -166,6 +166,8 @@ def _phase(e: dict[str, Any]) -> str:
 def _line(e: dict[str, Any]) -> str:
     ready = sum(1 for m in e["models"] if m["ready"])
     parts = [f"{e['endpointId'][:12]} {_phase(e)}", f"answering {ready}/{len(e['models'])} model(s)"]
+    if e.get("waitingFor"):
+        parts.append(f"— {e['waitingFor']}")
     if e.get("failureReason"):
         parts.append(f"— {e['failureReason'].splitlines()[0]}")
     return "  ".join(parts)
@@ -177,6 +179,8 @@ def _render(con, e: dict[str, Any]) -> None:
     con.print(f"Base model  {e['baseModel']['id']} at {e['baseModel']['commit'][:12]}")
     con.print(f"Phase       {_phase(e)} on {', '.join(e['devicesHeld']) or DASH} "
               f"(profile {e['deviceProfile']})")
+    if e.get("waitingFor"):
+        con.print(f"Waiting     {e['waitingFor']}")
     if e.get("failureReason"):
         con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
     for m in e["models"]:

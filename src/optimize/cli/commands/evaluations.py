@@ -124,6 +124,8 @@ def _follow(client, out: Output, evaluation_id: str, timeout: float | None, exit
 def _line(e: dict[str, Any]) -> str:
     p = e.get("progress") or {}
     parts = [f"{e['evaluationId'][:12]} {e['phase'].title()}", f"answered {p.get('answered', 0)}/{p.get('total', 0)}"]
+    if e.get("waitingFor"):
+        parts.append(f"— {e['waitingFor']}")
     if e.get("failureReason"):
         parts.append(f"— {e['failureReason'].splitlines()[0]}")
     return "  ".join(parts)
@@ -142,6 +144,8 @@ def _render(con, e: dict[str, Any]) -> None:
     con.print(f"Grader      {e['grader']}")
     con.print(f"Phase       {e['phase'].title()} (attempt {e['attempt']}), answered {p.get('answered', 0)} of "
               f"{p.get('total', 0)}")
+    if e.get("waitingFor"):
+        con.print(f"Waiting     {e['waitingFor']}")
     if e.get("failureReason"):
         con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
     if r:

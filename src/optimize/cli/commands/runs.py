@@ -197,6 +197,8 @@ def _status_line(r: dict[str, Any]) -> str:
         parts.append(f"loss {p['loss']:.4f}")
     if r["phase"] in ("PAUSING", "PAUSED") and r.get("pause"):
         parts.append(_pause_text(r["pause"]))
+    if r.get("waitingFor"):
+        parts.append(f"— {r['waitingFor']}")
     if r.get("failureReason"):
         parts.append(f"— {r['failureReason'].splitlines()[0]}")
     return "  ".join(parts)
@@ -264,7 +266,11 @@ def _render_run(con, r) -> None:
     con.print(f"  Dataset      {r['dataset']['reference']} — {r['dataset']['rows']} example(s)")
     if r.get("validation"):
         con.print(f"  Validation   {r['validation']['reference']}")
-    con.print(f"  Phase        {r['phase'].title()} (attempt {r['attempt']})")
+    most = (r.get("execution") or {}).get("maxAttempts") if not r.get("terminal") else None
+    con.print(f"  Phase        {r['phase'].title()} (attempt {r['attempt']}"
+              f"{f'; up to {most} if its worker is lost' if most else ''})")
+    if r.get("waitingFor"):
+        con.print(f"  Waiting      {r['waitingFor']}")
     if r["phase"] == "PREPARING" and p.get("rowsTotal"):
         con.print(f"  Progress     rows {p.get('rowsDone', 0)} of {p['rowsTotal']}")
     elif p.get("totalSteps"):
@@ -278,7 +284,8 @@ def _render_run(con, r) -> None:
     if r["phase"] in ("PAUSING", "PAUSED") and r.get("pause"):
         con.print(f"  Pause        {_pause_text(r['pause'])}")
     if r.get("resumed"):
-        con.print(f"  Resumed      attempt {r['resumed']['attempt']} {_restored(r['resumed'])}")
+        lost = f" after {r['resumed']['afterLoss']}" if r["resumed"].get("afterLoss") else ""
+        con.print(f"  Resumed      attempt {r['resumed']['attempt']} {_restored(r['resumed'])}{lost}")
     if r.get("branch"):
         b = r["branch"]
         con.print(f"  Restore      {b['restore']} from snapshot {b['snapshotId'][:12]} at step {b['step']} of run "

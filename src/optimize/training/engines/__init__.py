@@ -1,1 +1,2 @@
-"""Training engines: self-contained recipes behind one small interface (prepared rows in, saves and metrics out)."""
+"""Training engines: `harness`, the run loop every method shares (prepared rows in, saves and metrics out), which
+trains with each method's TRL recipe from `training.methods`."""

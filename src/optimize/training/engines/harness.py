@@ -1,10 +1,10 @@
-"""Supervised fine-tuning with TRL's SFTTrainer and a PEFT LoRA adapter (and the run loop a dpo run shares:
-`trl_dpo` supplies its trainer and arguments).
+"""The run loop every training method shares: load the model, put a PEFT LoRA adapter on it, train with the
+method's TRL recipe (`training.methods`), and report through `EngineHooks` — metrics at every update, each save
+once written, whether to stop or pause — with the start checks, resumes and branches handled the same way for
+every method.
 
-Rows arrive rendered and masked by `optimize.chat` (input ids and labels, -100 where no token trains) in Parquet
-files on local disk, so TRL's own rendering is skipped, what trains is exactly what the analysis measured, and a
-large dataset is memory-mapped rather than held in memory. The engine reports through `EngineHooks`: metrics at
-every update, each save once written, and whether to stop or pause.
+Rows arrive prepared by the worker (token-id columns, see each method's `columns`) in Parquet files on local
+disk, memory-mapped rather than held in memory.
 
 A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data position) through TRL's own
 `resume_from_checkpoint`, so on CPU with a seed it continues exactly where the save was taken.
@@ -21,11 +21,8 @@ from typing import Any, Protocol
 
 from optimize.training.adapters import weights_digest
 from optimize.training.checks import failure_reason, reference_check, summary
-from optimize.training.engines import trl_dpo
+from optimize.training.methods import method_for
 from optimize.training.steps import total_steps
-
-METRIC_NAMES = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",
-                "mean_token_accuracy": "tokenAccuracy", "entropy": "entropy", "epoch": "epoch"}
 
 
 class EngineHooks(Protocol):
@@ -72,8 +69,8 @@ class Start:
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
           eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
           start: Start | None = None) -> Outcome:
-    """Train on prepared rows (Parquet files with input_ids and labels), memory-mapped from local disk; from the
-    save in `resume_from` (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
+    """Train by `config["method"]` on prepared rows memory-mapped from local disk; from the save in `resume_from`
+    (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
 
     A trainingState branch goes on from its parent's update counter (so the optimizer, RNG and data position
     restore as a resume does) but reports its own updates from 0, saves on its own count, and trains on a schedule
@@ -82,8 +79,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import SFTConfig, SFTTrainer
 
+    method = method_for(config["method"])
     cuda = torch.cuda.is_available()
     precision = config["model"]["precision"]
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
@@ -100,7 +97,6 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=at_dtype, attn_implementation=attention)
         return loaded.to("cuda") if cuda else loaded
 
-    dpo = config.get("method") == "dpo"
     common = dict(
         output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
         per_device_eval_batch_size=loop["batchSize"], gradient_accumulation_steps=loop["gradientAccumulation"],
@@ -115,10 +111,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         gradient_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
     )
-    if dpo:
-        args = trl_dpo.arguments(config, common, fused=bool(config["preference"].get("fusedLoss")) and cuda)
-    else:
-        args = SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True})
+    args = method.arguments(config, common, cuda)
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                              target_modules=lora["targets"], task_type="CAUSAL_LM")
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
@@ -154,8 +147,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 hooks.metric("validation", state.global_step - offset, {"validationLoss": outcome.validation_loss,
                                                                "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
-            values = {name: float(logs[key]) for key, name in {**METRIC_NAMES, **trl_dpo.METRIC_NAMES}.items()
-                      if key in logs}
+            values = {name: float(logs[key]) for key, name in method.metric_names.items() if key in logs}
             if "tokens" in values:
                 values["tokens"] = int(values["tokens"])
             if "loss" in values:
@@ -179,11 +171,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
     datasets = (Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
                 Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None)
-    if dpo:
-        trainer = trl_dpo.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()])
-    else:
-        trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
-                             train_dataset=datasets[0], eval_dataset=datasets[1], callbacks=[Bridge()])
+    trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()])
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does
@@ -191,12 +179,19 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         hooks.started(own_steps, None, _restored_step(resume_from) - offset if resume_from else 0)
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         return _finished(outcome, clock, cuda)
-    if dpo:  # the reference check compares supervised batches; a pair batch has no labels to compare on
-        hooks.started(own_steps, summary([]), 0)
-        trainer.train()
-        return _finished(outcome, clock, cuda)
-    # The check reads the first batch; the random state is put back so training draws what a plain TRL run
-    # with the same seed draws (data order, dropout masks).
+    checks = _start_checks(trainer, load, dtype, config, cuda) if method.reference_check else summary([])
+    hooks.started(own_steps, checks, 0)
+    trainer.train()
+    return _finished(outcome, clock, cuda)
+
+
+def _start_checks(trainer, load, dtype, config: dict[str, Any], cuda: bool) -> dict[str, Any]:
+    """The reference check on the first batch; raises StartCheckFailed when it fails.
+
+    The random state is put back afterwards so training draws what a plain TRL run with the same seed draws
+    (data order, dropout masks)."""
+    import torch
+
     state = torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
     batch = next(iter(trainer.get_train_dataloader()))
     stated = config.get("checks", {}).get("reference", {})
@@ -207,9 +202,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     checks = summary([check])
     if check["status"] == "failed":
         raise StartCheckFailed(checks, failure_reason(check))
-    hooks.started(own_steps, checks, 0)
-    trainer.train()
-    return _finished(outcome, clock, cuda)
+    return checks
 
 
 def _own_schedule(optimizer, scheduler, learning_rate: float, warmup: int, offset: int, own_steps: int) -> None:

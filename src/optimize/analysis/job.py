@@ -1,0 +1,47 @@
+"""Analyses as a job kind of the kernel: no device, a worker measuring rows. A lost worker, or a server restart
+while it measured, queues it again (within three attempts), since measuring is repeatable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from optimize.analysis import service
+from optimize.analysis.states import ANALYSIS, AnalysisPhase
+from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.leases import Grant
+from optimize.jobs.lifecycle import transition
+from optimize.store.tables import Analysis, JobLease
+
+
+class AnalysisKind(JobKind):
+    name = "analysis"
+    lifecycle = ANALYSIS
+    waiting = AnalysisPhase.PENDING
+    granted = AnalysisPhase.RUNNING
+    pool = None
+    on_restart = Recovery.REQUEUE
+    on_lost = Recovery.REQUEUE
+    reason_column = "reason"
+
+    def request(self, row: Analysis) -> tuple[str, int]:
+        return "", 0
+
+    def on_grant(self, session: Session, row: Analysis, lease: JobLease, grant: Grant) -> dict[str, Any]:
+        return {"attempt": lease.attempt, "started_at": lease.granted_at}
+
+    def requeue(self, deployment: Any, session: Session, row: Analysis, reason: str) -> bool:
+        return transition(session, ANALYSIS, row, AnalysisPhase.PENDING, note=reason, started_at=None)
+
+    def fail(self, deployment: Any, session: Session, row: Analysis, reason: str) -> bool:
+        return transition(session, ANALYSIS, row, AnalysisPhase.FAILED, reason=reason[:4000])
+
+    def worker_spec(self, deployment, job_id, token, body):
+        return service.job_spec(deployment, job_id, token)
+
+    def worker_result(self, deployment, job_id, token, body):
+        return service.finish(deployment, job_id, token, body)
+
+
+KIND = AnalysisKind()

@@ -1,0 +1,40 @@
+"""Evaluations as a job kind of the kernel: one device of their profile from the training pool. A server restart
+or a lost worker queues an evaluation again (a lost worker within three attempts), and it goes on from the
+answers it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from optimize.evaluation import service
+from optimize.evaluation.phases import EVALUATION, EvaluationPhase
+from optimize.jobs.kinds import JobKind, Recovery
+from optimize.store.tables import Evaluation
+
+
+class EvaluationKind(JobKind):
+    name = "evaluation"
+    lifecycle = EVALUATION
+    waiting = EvaluationPhase.QUEUED
+    granted = EvaluationPhase.RUNNING
+    pool = "training"
+    on_restart = Recovery.REQUEUE
+    on_lost = Recovery.REQUEUE
+    restart_reason = "the server restarted; the evaluation goes on from the answers it holds"
+
+    def requeue(self, deployment: Any, session: Session, row: Evaluation, reason: str) -> bool:
+        return service.requeue(session, row, reason)
+
+    def worker_spec(self, deployment, job_id, token, body):
+        return service.job_spec(deployment, job_id, token)
+
+    def worker_predictions(self, deployment, job_id, token, body):
+        return service.add_predictions(deployment, job_id, token, body.get("items") or [])
+
+    def worker_result(self, deployment, job_id, token, body):
+        return service.finish(deployment, job_id, token, body)
+
+
+KIND = EvaluationKind()

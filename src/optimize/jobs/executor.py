@@ -1,0 +1,34 @@
+"""The executor protocol: how the kernel starts, finds and stops the worker process of a job attempt.
+
+The scheduler decides what runs where (leases over pools of devices); an executor only carries it out:
+`launch` a worker for a grant, say whether a job's worker is `alive`, `kill` it (returning once none is left,
+so no device is granted while an earlier holder may still run on it), `reattach` to a worker started by an
+earlier server process, and report every exit through the `on_exit` callback it was built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from optimize.jobs.leases import Grant
+
+# (kind, job id, lease token, why it ended) — called from the executor's own threads
+ExitCallback = Callable[[str, str, str, str], None]
+
+
+class Executor(Protocol):
+    name: str
+    stopping: bool  # the server is shutting down: exits now are not their jobs' failures
+
+    def launch(self, kind: str, job_id: str, grant: Grant) -> None: ...
+
+    def alive(self, kind: str, job_id: str) -> bool: ...
+
+    def kill(self, kind: str, job_id: str) -> bool: ...
+
+    def reattach(self, kind: str, job_id: str, token: str) -> None: ...
+
+    def shutdown(self, keep: set[str]) -> None:
+        """Stop the workers of every kind not in `keep` (kinds whose workers outlive the server)."""
+        ...

@@ -1,0 +1,122 @@
+"""What a job kind declares: its lifecycle, the phases a grant moves it between, the pool of devices it draws
+on, its recovery policy, and the few things only it knows (what to request, what a grant sets, how it goes back
+to waiting from its newest resumable point, how it fails, and the handlers of its worker's routes).
+
+The kernel (scheduler, reaper, recovery, internal routes) works on these declarations only; a new kind is a
+subclass in its own package plus one line in `jobs.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from sqlalchemy.orm import Session
+
+from optimize.jobs.leases import Grant
+from optimize.jobs.lifecycle import Lifecycle
+from optimize.store.tables import JobLease
+
+
+class Recovery(StrEnum):
+    REATTACH = "reattach"  # a worker still running keeps its lease and reconnects; a dead one is requeued
+    REQUEUE = "requeue"  # back to waiting, from its newest resumable point, within its attempts budget
+    FAIL = "fail"  # ends FAILED with the reason
+
+
+# a worker route handler: (deployment, job id, lease token, request body) -> answer
+Handler = Callable[[Any, str, str, dict[str, Any]], Any]
+
+
+class JobKind:
+    name: ClassVar[str]
+    lifecycle: ClassVar[Lifecycle]
+    waiting: ClassVar[StrEnum]  # where it waits for a grant
+    granted: ClassVar[StrEnum]  # where a grant moves it
+    pool: ClassVar[str | None] = "training"  # the devices it draws on; None: it needs none
+    on_restart: ClassVar[Recovery] = Recovery.REQUEUE  # a server start found its worker's lease open
+    on_lost: ClassVar[Recovery] = Recovery.FAIL  # its worker died or stopped heart-beating
+    max_attempts_default: ClassVar[int] = 3
+    restart_reason: ClassVar[str] = "the server restarted"
+
+    # --- what the scheduler asks -----------------------------------------------------------------------------
+
+    def request(self, row: Any) -> tuple[str, int]:
+        """(device profile, device count) the job needs; count 0 when it needs none."""
+        return row.device_profile, 1 if self.pool else 0
+
+    def before_grant(self, deployment: Any, session: Session, row: Any) -> bool:
+        """A check the job passes before it may claim devices (False: not yet, or it was refused)."""
+        return True
+
+    def waiting_reason(self, session: Session, row: Any) -> str | None:
+        """What keeps the job waiting besides devices (shown by `get` and `--wait`)."""
+        return None
+
+    def describe_holder(self, row: Any) -> str:
+        """The job as the holder of a device another job waits for."""
+        return f"{self.name} {row.id[:12]} ({row.phase.replace('_', ' ').title()})"
+
+    def never_fits(self, row: Any, profiles: list[Any]) -> str:
+        """Why the job can never be granted on this deployment's devices."""
+        return (f"no device of profile {row.device_profile!r} exists on this deployment, so the {self.name} can "
+                "never be scheduled")
+
+    def on_grant(self, session: Session, row: Any, lease: JobLease, grant: Grant) -> dict[str, Any]:
+        """Columns set with the move to the granted phase."""
+        return {"attempt": lease.attempt, "devices": grant.devices}
+
+    def attempt_number(self, row: Any) -> int:
+        return (row.attempt or 0) + 1
+
+    def hold_kind(self, row: Any) -> str:
+        """The kind a device hold shows in `capacity` (a run shows its method)."""
+        return self.name
+
+    def max_attempts(self, row: Any) -> int:
+        return self.max_attempts_default
+
+    # --- what recovery asks ------------------------------------------------------------------------------------
+
+    def lost_attempts(self, session: Session, row: Any) -> int:
+        """How many of its attempts ended with their worker lost."""
+        from sqlalchemy import func, select
+
+        return session.scalar(select(func.count()).select_from(JobLease).where(
+            JobLease.kind == self.name, JobLease.job_id == row.id, JobLease.end_reason.startswith("worker lost"))) or 0
+
+    def requeue(self, deployment: Any, session: Session, row: Any, reason: str) -> bool:
+        """Back to `waiting` from its newest resumable point."""
+        raise NotImplementedError
+
+    reason_column: ClassVar[str] = "failure_reason"
+
+    def fail(self, deployment: Any, session: Session, row: Any, reason: str) -> bool:
+        from optimize.jobs.lifecycle import transition
+
+        return transition(session, self.lifecycle, row, self.lifecycle.phases["FAILED"],
+                          **{self.reason_column: reason[:4000]})
+
+    # --- what its worker calls -------------------------------------------------------------------------------
+    # `worker_<action>(deployment, job_id, token, body)` methods answer POST /v1/internal/jobs/{kind}/{id}/<action>
+    # (`worker_spec` answers the GET of the job itself); each fences the lease in its own transaction.
+
+    def housekeeping(self, deployment: Any) -> None:
+        """Work of the kind's own the scheduler does at every tick (an endpoint's idle take-down)."""
+
+    def handler(self, action: str) -> Handler | None:
+        return getattr(self, f"worker_{action}", None) if action.isidentifier() else None
+
+    def worker_heartbeat(self, deployment: Any, job_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        from optimize.core.clock import iso
+        from optimize.jobs.leases import extend, fence
+
+        with deployment.store.transaction() as session:
+            row, lease = fence(session, self.lifecycle, job_id, token)
+            extend(lease, deployment.lease_seconds)
+            return {"leaseExpiresAt": iso(lease.expires_at), "phase": row.phase, **self.instructions(row)}
+
+    def instructions(self, row: Any) -> dict[str, Any]:
+        """What the worker reads from every heartbeat answer beyond its phase."""
+        return {}

@@ -1,0 +1,90 @@
+"""Leases: the one grant / heartbeat / expiry / fencing implementation every job kind uses.
+
+A grant writes the lease and the holds of its devices in one transaction (a device's primary key keeps it to
+one holder, so two grants of one device cannot both commit). Every worker call is fenced: it names its lease
+token, and a token that is not the job's open lease, or a job no longer in an active phase, is answered 409
+`lease_lost`. Ending a lease releases its devices; only the kernel ends leases (leaving an active phase, or the
+reaper after the executor confirmed the worker is gone).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from optimize.core.clock import as_utc, utcnow
+from optimize.core.errors import LeaseLost
+from optimize.store.tables import DeviceHold, JobLease
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a worker is launched with: its lease token and the devices it may use."""
+
+    token: str
+    devices: list[str]
+    profile_kind: str  # gpu or cpu: how the executor hands the devices over
+
+
+def grant(session: Session, kind: str, job_id: str, attempt: int, devices: list[str], lease_seconds: float,
+          project: str | None = None, hold_kind: str | None = None) -> JobLease:
+    """A new open lease for the job with holds on its devices (IntegrityError when a device is taken)."""
+    now = utcnow()
+    lease = JobLease(token=secrets.token_hex(16), kind=kind, job_id=job_id, attempt=attempt, devices=list(devices),
+                     granted_at=now, expires_at=now + timedelta(seconds=lease_seconds))
+    session.add(lease)
+    for device in devices:
+        session.add(DeviceHold(device_id=device, subject=f"{kind}:{job_id}", kind=hold_kind or kind,
+                               project=project, since=now))
+    session.flush()
+    return lease
+
+
+def open_lease(session: Session, kind: str, job_id: str) -> JobLease | None:
+    return session.scalar(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id,
+                                                 JobLease.ended_at.is_(None)))
+
+
+def fence(session: Session, lifecycle: Any, job_id: str, token: str) -> tuple[Any, JobLease]:
+    """The job and its lease while `token` holds it in an active phase; else LeaseLost (409 lease_lost)."""
+    lease = session.get(JobLease, token) if isinstance(token, str) and token else None
+    row = session.get(lifecycle.table, job_id) if lease is not None else None
+    if (lease is None or row is None or lease.ended_at is not None or lease.kind != lifecycle.kind
+            or lease.job_id != job_id or lifecycle.phases(row.phase) not in lifecycle.active):
+        raise LeaseLost(f"{lifecycle.kind} {job_id} is no longer held by this worker")
+    return row, lease
+
+
+def extend(lease: JobLease, lease_seconds: float) -> None:
+    lease.expires_at = utcnow() + timedelta(seconds=lease_seconds)
+
+
+def end(session: Session, lease: JobLease, reason: str) -> float:
+    """End an open lease and release its devices; the device-seconds it held."""
+    if lease.ended_at is not None:
+        return 0.0
+    now = utcnow()
+    lease.ended_at, lease.end_reason = now, reason[:4000]
+    session.execute(delete(DeviceHold).where(DeviceHold.subject == f"{lease.kind}:{lease.job_id}"))
+    return (now - as_utc(lease.granted_at)).total_seconds() * len(lease.devices)
+
+
+def end_all(session: Session, kind: str, job_id: str, reason: str) -> None:
+    for lease in session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id,
+                                                        JobLease.ended_at.is_(None))).all():
+        end(session, lease, reason)
+    session.execute(delete(DeviceHold).where(DeviceHold.subject == f"{kind}:{job_id}"))
+
+
+def open_leases(session: Session) -> list[JobLease]:
+    return list(session.scalars(select(JobLease).where(JobLease.ended_at.is_(None))))
+
+
+def expired(session: Session) -> list[JobLease]:
+    now = utcnow()
+    return [lease for lease in open_leases(session) if as_utc(lease.expires_at) < now]

@@ -1,0 +1,148 @@
+"""The local executor: one worker process per job attempt on this host, watched until it exits.
+
+Workers are found by their command line (`python -m optimize.worker KIND JOB_ID`), so a server process can find
+and stop the workers an earlier one started (after a crash it holds no handles to them). A worker learns where
+the server answers from the server file in the data dir, so it reaches a server restarted on another port.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+
+from optimize.jobs.executor import ExitCallback
+from optimize.jobs.leases import Grant
+
+log = logging.getLogger("optimize.jobs")
+KILL_WAIT_SECONDS = 15
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, server_url: str, data_dir: Path, on_exit: ExitCallback) -> None:
+        self.server_url = server_url
+        self.data_dir = data_dir
+        self.log_dir = data_dir / "logs"
+        self.on_exit = on_exit
+        self.stopping = False
+        self._launched: dict[tuple[str, str], subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def launch(self, kind: str, job_id: str, grant: Grant) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{kind}-{job_id}.log"
+        env = {**os.environ, "OPTIMIZE_LEASE_TOKEN": grant.token,
+               "OPTIMIZE_SERVER_FILE": str(self.data_dir / "server.json"),
+               "OPTIMIZE_WORKER_CACHE": str(self.data_dir / "worker-cache"),
+               "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false",
+               **device_environment(grant.devices, grant.profile_kind)}
+        command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]
+        with log_path.open("ab") as sink:  # its own session: a server killed by a signal does not take it along
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                       start_new_session=True)
+        with self._lock:
+            self._launched[(kind, job_id)] = process
+        threading.Thread(target=self._watch_child, args=(kind, job_id, grant.token, process, log_path),
+                         daemon=True, name=f"watch-{job_id[:8]}").start()
+
+    def alive(self, kind: str, job_id: str) -> bool:
+        return bool(self._find(kind, job_id))
+
+    def kill(self, kind: str, job_id: str) -> bool:
+        """SIGKILL every worker of the job and wait until they are gone; False if one outlived the wait."""
+        with self._lock:
+            child = self._launched.get((kind, job_id))
+        if child is not None and child.poll() is None:
+            child.kill()  # our own child is waited for through its Popen, which its watcher also waits on
+            try:
+                child.wait(KILL_WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                return False
+        found = [p for p in self._find(kind, job_id) if child is None or p.pid != child.pid]
+        for process in found:
+            try:
+                process.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        _gone, alive = psutil.wait_procs(found, timeout=KILL_WAIT_SECONDS)
+        if alive:
+            log.error("the worker of %s %s outlived SIGKILL for %ss", kind, job_id, KILL_WAIT_SECONDS)
+        return not alive
+
+    def reattach(self, kind: str, job_id: str, token: str) -> None:
+        for process in self._find(kind, job_id):
+            threading.Thread(target=self._watch_adopted, args=(kind, job_id, token, process), daemon=True,
+                             name=f"adopt-{job_id[:8]}").start()
+
+    def shutdown(self, keep: set[str]) -> None:
+        self.stopping = True
+        with self._lock:
+            launched = list(self._launched.items())
+        for (kind, _job), process in launched:
+            if kind not in keep and process.poll() is None:
+                process.terminate()
+
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _find(self, kind: str, job_id: str) -> list[psutil.Process]:
+        """Live worker processes of the job (zombies are ended), whoever started them."""
+        wanted = ["-m", "optimize.worker", kind, job_id]
+        found = []
+        for process in psutil.process_iter(["cmdline", "status"]):
+            cmdline = process.info.get("cmdline") or []
+            if process.info.get("status") == psutil.STATUS_ZOMBIE or len(cmdline) < 5:
+                continue
+            if cmdline[1:5] == wanted:
+                found.append(process)
+        return found
+
+    def _watch_child(self, kind: str, job_id: str, token: str, process: subprocess.Popen, log_path: Path) -> None:
+        code = process.wait()
+        with self._lock:
+            if self._launched.get((kind, job_id)) is process:
+                del self._launched[(kind, job_id)]
+        if code < 0:
+            reason = f"its process was killed by signal {-code} ({signal.Signals(-code).name})"
+        elif code != 0:
+            tail = _last_line(log_path)
+            reason = f"the worker exited with status {code}" + (f": {tail}" if tail else "")
+        else:
+            reason = "the worker exited without reporting a result"
+        self._report(kind, job_id, token, reason)
+
+    def _watch_adopted(self, kind: str, job_id: str, token: str, process: psutil.Process) -> None:
+        try:
+            process.wait()
+        except psutil.Error:
+            pass
+        self._report(kind, job_id, token, "its process ended")
+
+    def _report(self, kind: str, job_id: str, token: str, reason: str) -> None:
+        try:
+            self.on_exit(kind, job_id, token, reason)
+        except Exception:  # noqa: BLE001 - a watcher thread must never die silently
+            log.exception("recording the end of worker %s failed", job_id)
+
+
+def device_environment(devices: list[str], profile_kind: str) -> dict[str, str]:
+    """A worker sees only its granted GPUs (none on a cpu slot); the allocator reserves close to what it
+    allocates unless the deployment configures another setting."""
+    visible = ",".join(device.rsplit(":", 1)[1] for device in devices) if profile_kind == "gpu" else ""
+    return {"CUDA_VISIBLE_DEVICES": visible,
+            "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")}
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,123 @@
+"""The scheduler: one loop that reaps expired leases and grants waiting jobs of every kind their devices.
+
+A grant is one transaction: the lease with the holds on its devices (a device's primary key keeps it to one
+holder) and the job's move to its granted phase; the worker is launched after the commit. Oldest first within a
+kind. Work the deployment's devices can never hold fails with the reason (also when the inventory changed since
+it was queued). A kind may keep a job waiting before it claims anything (`before_grant`: a run's length check).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from optimize.core.clock import iso
+from optimize.jobs import leases, registry
+from optimize.jobs.kinds import JobKind
+from optimize.jobs.leases import Grant
+from optimize.jobs.lifecycle import transition
+from optimize.jobs.recovery import worker_lost
+from optimize.scheduler.devices import pool_devices
+from optimize.store.tables import DeviceHold
+
+log = logging.getLogger("optimize.scheduler")
+TICK_SECONDS = 1.0
+
+
+class Scheduler:
+    def __init__(self, deployment: Any) -> None:
+        self.deployment = deployment
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the loop must outlive one bad tick; the next one retries
+                log.exception("scheduler tick failed")
+            self._wake.wait(TICK_SECONDS)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        self.reap()
+        for kind in registry.kinds():
+            kind.housekeeping(self.deployment)
+            self.admit(kind)
+
+    def reap(self) -> None:
+        """Leases whose worker stopped heart-beating: the worker is killed, then its kind's policy applies."""
+        seconds = self.deployment.lease_seconds
+        with self.deployment.store.transaction() as session:
+            lapsed = [(lease.kind, lease.job_id, lease.token, lease.expires_at) for lease in leases.expired(session)]
+        for kind, job_id, token, expires_at in lapsed:
+            reason = (f"no heartbeat from its worker since {iso(expires_at - timedelta(seconds=seconds))} "
+                      f"(lease {seconds:g}s)")
+            if worker_lost(self.deployment, kind, job_id, token, reason):
+                log.warning("%s %s: worker lost (%s)", kind, job_id, reason)
+
+    def admit(self, kind: JobKind) -> None:
+        table = kind.lifecycle.table
+        with self.deployment.store.transaction() as session:
+            waiting = session.scalars(select(table.id).where(table.phase == kind.waiting.value)
+                                      .order_by(table.created_at)).all()
+        for job_id in waiting:
+            grant = self._grant(kind, job_id)
+            if grant is not None and self.deployment.executor is not None:
+                self.deployment.executor.launch(kind.name, job_id, grant)
+
+    def _grant(self, kind: JobKind, job_id: str) -> Grant | None:
+        profiles = {p.name: p for p in self.deployment.profiles}
+        try:
+            with self.deployment.store.transaction() as session:
+                row = session.get(kind.lifecycle.table, job_id)
+                if row is None or row.phase != kind.waiting.value:
+                    return None
+                profile_name, count = kind.request(row)
+                profile = profiles.get(profile_name)
+                if count and (profile is None or profile.devices < count):
+                    kind.fail(self.deployment, session, row, kind.never_fits(row, self.deployment.profiles))
+                    return None
+                if not kind.before_grant(self.deployment, session, row):
+                    return None
+                chosen: list[str] = []
+                if count:
+                    free = free_devices(session, profile, kind.pool)
+                    if len(free) < count:
+                        return None  # waits for devices
+                    chosen = free[:count]
+                lease = leases.grant(session, kind.name, row.id, kind.attempt_number(row), chosen,
+                                     self.deployment.lease_seconds, project=getattr(row, "project", None),
+                                     hold_kind=kind.hold_kind(row))
+                grant = Grant(lease.token, chosen, profile.kind if count else "cpu")
+                if not transition(session, kind.lifecycle, row, kind.granted, **kind.on_grant(session, row, lease,
+                                                                                              grant)):
+                    raise _MovedOn  # cancelled meanwhile: the lease and holds must not be kept
+                return grant
+        except (IntegrityError, _MovedOn):
+            return None  # another grant took a device first, or the job moved on; the next tick looks again
+
+
+def free_devices(session, profile, pool: str | None) -> list[str]:
+    held = set(session.scalars(select(DeviceHold.device_id)))
+    return [device for device in pool_devices(profile, pool or "") if device not in held]
+
+
+class _MovedOn(Exception):
+    """The job left its waiting phase while it was being granted devices."""

@@ -1,0 +1,46 @@
+"""What a waiting job waits for, in words: the holders of the devices it needs (e.g. "waiting for the cpu device
+held by endpoint 3f2a1b2c3d4e (idle 8 min)"), or what its kind keeps it waiting on (a run's dataset analyses)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from optimize.jobs import registry
+from optimize.scheduler.devices import pool_devices
+from optimize.store.tables import DeviceHold
+
+
+def waiting_for(session: Session, deployment: Any, kind_name: str, row: Any) -> str | None:
+    """None unless the job is waiting for something a user can see."""
+    kind = registry.kind(kind_name)
+    if row.phase != kind.waiting.value:
+        return None
+    own = kind.waiting_reason(session, row)
+    if own:
+        return own
+    profile_name, count = kind.request(row)
+    profile = next((p for p in deployment.profiles if p.name == profile_name), None)
+    if not count or profile is None:
+        return None
+    devices = pool_devices(profile, kind.pool or "")
+    holds = session.scalars(select(DeviceHold).where(DeviceHold.device_id.in_(devices))
+                            .order_by(DeviceHold.since)).all()
+    if len(devices) - len(holds) >= count:
+        return "waiting for the scheduler to grant the free devices"
+    noun = (f"the {profile.name} device" if len(devices) == 1
+            else f"{count} of the {len(devices)} {profile.name} devices")
+    holders = sorted({_holder(session, hold.subject) for hold in holds})
+    return f"waiting for {noun} held by {', '.join(holders)}"
+
+
+def _holder(session: Session, subject: str) -> str:
+    kind_name, _, job_id = subject.partition(":")
+    try:
+        kind = registry.kind(kind_name)
+    except KeyError:
+        return subject
+    row = session.get(kind.lifecycle.table, job_id)
+    return kind.describe_holder(row) if row is not None else f"{kind_name} {job_id[:12]}"

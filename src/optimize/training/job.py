@@ -1,0 +1,128 @@
+"""Runs as a job kind of the kernel: a run attempt waits in QUEUED, is granted its devices into PREPARING, and its
+worker trains it. Its worker outlives a server restart (reattach); a lost worker is requeued from the newest save
+holding training state within `execution.maxAttempts`; before devices are claimed, its rows are checked against
+the dataset analyses it waits for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy.orm import Session
+
+from optimize.core.clock import as_utc, utcnow
+from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.leases import Grant
+from optimize.store.tables import JobLease, Run, RunAttempt
+from optimize.training import attempts
+from optimize.training.lengths import Subject, evaluate, record, refusal
+from optimize.training.phases import RUN, RunPhase
+
+
+class RunKind(JobKind):
+    name = "run"
+    lifecycle = RUN
+    waiting = RunPhase.QUEUED
+    granted = RunPhase.PREPARING
+    pool = "training"
+    on_restart = Recovery.REATTACH
+    on_lost = Recovery.REQUEUE
+
+    def request(self, row: Run) -> tuple[str, int]:
+        return row.device_profile, row.device_count
+
+    def hold_kind(self, row: Run) -> str:
+        return row.method
+
+    def max_attempts(self, row: Run) -> int:
+        return int(row.resolved["execution"].get("maxAttempts") or self.max_attempts_default)
+
+    def never_fits(self, row: Run, profiles: list[Any]) -> str:
+        have = ", ".join(f"{p.name} ({p.devices} device{'s' if p.devices != 1 else ''})" for p in profiles) or "none"
+        if not any(p.name == row.device_profile for p in profiles):
+            return (f"no device of profile {row.device_profile!r} exists on this deployment, so the run can never be "
+                    f"scheduled; profiles here: {have}. Set execution.deviceProfile to one of them")
+        return (f"the run asks for {row.device_count} devices of profile {row.device_profile!r}, more than this "
+                f"deployment has ({have}), so it can never be scheduled. Ask for fewer devices (execution.gpus)")
+
+    def waiting_reason(self, session: Session, row: Run) -> str | None:
+        check = row.length_check or {}
+        if check.get("status") != "waiting":
+            return None
+        datasets = ", ".join(d["dataset"] for d in check.get("datasets") or [])
+        return f"waiting for the analyses of {datasets}: its rows are checked before it claims a device"
+
+    def describe_holder(self, row: Run) -> str:
+        step = (row.progress or {}).get("observedStep")
+        total = (row.progress or {}).get("totalSteps")
+        at = f", step {step} of {total}" if step is not None and total else ""
+        return f"run {row.id[:12]} ({row.phase.title()}{at})"
+
+    def before_grant(self, deployment: Any, session: Session, row: Run) -> bool:
+        """The length and template check before the claim: False while the run waits for its analyses (or was
+        refused by them); after the wait limit the run goes on with the check marked as not run."""
+        check = row.length_check or {}
+        if check.get("status") != "waiting":
+            return True
+        config = row.resolved["config"]
+        subjects = [Subject(d["role"], d["dataset"], digest) for d, digest in
+                    zip(check["datasets"], [row.dataset_digest, row.validation_digest], strict=False)]
+        sections, state = evaluate(session, deployment.blobs, subjects, row.base_entry_id, row.base_commit,
+                                   config["maxSeqLength"], config["data"]["truncation"])
+        reason = refusal(sections, config["data"]["truncation"], config["maxSeqLength"], row.base_entry_id)
+        if reason:
+            self.fail(deployment, session, row, f"the run is refused before it claims a device: {reason}")
+            return False
+        if state == "waiting":
+            if (utcnow() - as_utc(row.created_at)).total_seconds() < deployment.analysis_wait_seconds:
+                return False
+            state = "notRun"
+        row.length_check = record(sections, state)
+        return True
+
+    def on_grant(self, session: Session, row: Run, lease: JobLease, grant: Grant) -> dict[str, Any]:
+        session.add(RunAttempt(run_id=row.id, number=lease.attempt, lease_token=lease.token, devices=grant.devices,
+                               state="active", started_at=lease.granted_at))
+        session.flush()
+        # the new attempt shows its own progress; only the save it resumes from carries over
+        return {"attempt": lease.attempt, "progress": {"rowsDone": 0, "rowsTotal": row.dataset_rows,
+                                                       "savedStep": (row.progress or {}).get("savedStep")}}
+
+    def requeue(self, deployment: Any, session: Session, row: Run, reason: str) -> bool:
+        if row.phase == RunPhase.PAUSING.value:  # it was stopping anyway: it pauses on what it committed
+            return self._pause_instead(session, row, reason)
+        return attempts.requeue_run(session, row, reason)
+
+    def fail(self, deployment: Any, session: Session, row: Run, reason: str) -> bool:
+        if row.phase == RunPhase.PAUSING.value:
+            return self._pause_instead(session, row, reason)
+        return attempts.fail_run(session, row, reason)
+
+    def _pause_instead(self, session: Session, row: Run, reason: str) -> bool:
+        from optimize.training.lifecycle import finish_pause
+
+        return finish_pause(session, row, attempts.current_attempt_of(session, row),
+                            {"step": (row.progress or {}).get("observedStep")}, reason=reason)
+
+    def instructions(self, row: Run) -> dict[str, Any]:
+        return attempts.instructions(row)
+
+    # --- its worker's calls ------------------------------------------------------------------------------------
+
+    def worker_spec(self, deployment, job_id, token, body):
+        return attempts.job_spec(deployment, job_id, token)
+
+    def worker_progress(self, deployment, job_id, token, body):
+        return attempts.report_progress(deployment, job_id, token, body)
+
+    def worker_metrics(self, deployment, job_id, token, body):
+        return attempts.report_metrics(deployment, job_id, token, body.get("items") or [])
+
+    def worker_snapshots(self, deployment, job_id, token, body):
+        return attempts.commit_snapshot(deployment, job_id, token, body)
+
+    def worker_result(self, deployment, job_id, token, body):
+        return attempts.finish(deployment, job_id, token, body)
+
+
+KIND = RunKind()

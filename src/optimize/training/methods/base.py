@@ -1,0 +1,97 @@
+"""What a training method declares: the plan section it owns, the dataset kind its runs read, its admission rules
+and resolved defaults, how the worker prepares its rows, its TRL recipe (arguments and trainer), its metric names
+and what it adds to a run's results.
+
+The run loop every method shares (model load, LoRA, saves, pause, resume, branches, hooks, start checks) is
+`training.engines.harness`; it asks the method only for what differs. A method overrides the defaults here that
+do not hold for it. This module is imported by the API at admission, so torch, transformers and TRL are imported
+only inside the methods that build a trainer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from optimize.core.errors import Refused
+
+if TYPE_CHECKING:
+    from optimize.training.plans import RunConfig
+
+# TRL's log keys every trainer writes -> Optimize's metric names
+TRAINER_METRICS = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",
+                   "mean_token_accuracy": "tokenAccuracy", "entropy": "entropy", "epoch": "epoch"}
+
+# How a refusal names what a dataset of each kind holds
+HOLDS = {"chat": "chat rows", "preference": "preference pairs"}
+
+
+class Method:
+    """A training method; one instance per method in `training.methods.METHODS`."""
+
+    name: ClassVar[str]
+    dataset_kind: ClassVar[str]  # the kind of dataset its runs read: chat | preference
+    section: ClassVar[str | None] = None  # the plan section it owns (config.<section>), if any
+    trained: ClassVar[bool] = True  # False: declared (its plans validate) but refused at admission
+    engine: ClassVar[str] = "trl"
+    devices: ClassVar[int] = 1  # the most devices its engine trains one run on
+    columns: ClassVar[tuple[str, ...]] = ()  # the token-id columns of its prepared rows
+    metric_names: ClassVar[dict[str, str]] = TRAINER_METRICS  # TRL's log keys -> Optimize's metric names
+    reference_check: ClassVar[bool] = True  # whether its first batch can be compared with plain Transformers
+
+    # --- admission (server): refusals with the words a plan gets, and resolved defaults
+
+    def admit_datasets(self, picks: list[tuple[str, Any]]) -> None:
+        """Refuse datasets (field name, DatasetPick or None) this method cannot train on, from what the registry
+        counted; runs before the method is known to be trained, so an untrained method's rules still speak."""
+
+    def admit(self, config: RunConfig) -> None:
+        """Refuse plan settings this method cannot train under."""
+
+    def gradient_checkpointing(self, on_cpu: bool) -> bool:
+        """model.gradientCheckpointing when the plan leaves it out: on where device memory is what limits."""
+        return not on_cpu
+
+    def resolve(self, resolved: dict[str, Any], config: RunConfig, on_cpu: bool) -> list[str]:
+        """Fill in this method's defaults in the resolved config; returns warnings for the run's settings."""
+        return []
+
+    # --- rows (worker)
+
+    def fitter(self, renderer, config: dict[str, Any]):
+        """The fitter a dataset's rows go through: `fit(row, where)` returns what trains, or None to leave it out;
+        `counts` is the dataset's dataFit."""
+        raise NotImplementedError(f"method {self.name} prepares no rows")
+
+    def columns_of(self, fitted) -> tuple[list[int], ...]:
+        """A fitted row's token-id columns, in the order of `columns`."""
+        raise NotImplementedError(f"method {self.name} prepares no rows")
+
+    def check_fit(self, fit, reference: str) -> None:
+        """Refuse a dataset whose rows, once all are fitted, cannot train (`reference` names it)."""
+
+    # --- the TRL recipe (engine)
+
+    def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
+        """The trainer's arguments: the harness's `common` ones and this method's own."""
+        raise NotImplementedError(f"method {self.name} is not trained on this deployment")
+
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks):
+        """The TRL trainer over prepared rows (already tokenized: TRL's own preparation is skipped)."""
+        raise NotImplementedError(f"method {self.name} is not trained on this deployment")
+
+    # --- results
+
+    def results(self, config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
+        """What the method adds to the run's results, from the newest value of each training metric."""
+        return {}
+
+
+def not_trained(name: str, trained: list[str]) -> Refused:
+    """The refusal a plan naming a method this deployment does not train gets."""
+    return Refused(f"method {name} is not trained on this deployment yet; methods {_listed(trained, 'and')} are",
+                   hint=f"set config.method: {_listed(trained, 'or')}")
+
+
+def _listed(names: list[str], conjunction: str) -> str:
+    return f" {conjunction} ".join(names) if len(names) <= 2 else \
+        f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

@@ -1,0 +1,97 @@
+"""Direct preference optimization: preference pairs rendered by `optimize.chat` (`training.pairs`), trained with
+TRL's DPOTrainer and a PEFT LoRA adapter, the adapter switched off being the reference model, so no second copy
+of the model is held. It owns the plan's `preference` section.
+
+Pairs arrive as prompt, chosen and rejected token ids, so TRL's own templating and tokenization are skipped: the
+pairs train exactly as the analysis measured them.
+
+Liger's fused DPO loss (which keeps the logits of all but one pair of a pass out of device memory) needs a GPU:
+on the cpu profile the run says so in its settings and trains with TRL's own loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optimize.core.errors import Refused
+from optimize.training.methods.base import TRAINER_METRICS, Method
+
+# TRL's preference log keys -> Optimize's metric names (preference accuracy and reward margin, per update)
+PREFERENCE_METRICS = {"rewards/accuracies": "preferenceAccuracy", "rewards/margins": "rewardMargin",
+                      "rewards/chosen": "rewardChosen", "rewards/rejected": "rewardRejected"}
+
+
+class Dpo(Method):
+    name = "dpo"
+    dataset_kind = "preference"
+    section = "preference"
+    columns = ("prompt_ids", "chosen_ids", "rejected_ids")
+    metric_names = {**TRAINER_METRICS, **PREFERENCE_METRICS}
+    reference_check = False  # the check compares supervised batches; a pair batch has no labels to compare on
+
+    def admit(self, config) -> None:
+        # a pair is kept or left out whole: cutting or trimming it would change what is preferred
+        if config.data.truncation not in ("error", "drop"):
+            raise Refused(f"data.truncation: {config.data.truncation} applies to chat rows; a dpo run keeps or leaves "
+                          "out whole pairs", hint="set data.truncation to error or drop")
+
+    def gradient_checkpointing(self, on_cpu: bool) -> bool:
+        return True  # a pass holds chosen and rejected answers: activations are recomputed unless told not to
+
+    def resolve(self, resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
+        """Which loss the run computes: Liger's fused loss where a pass holds more than one pair (by default at a
+        maxSeqLength of 1024 or less) and a GPU runs it; TRL's own otherwise, said in the run's settings."""
+        preference = resolved["preference"]
+        several = config.hyperparams.training.batch_size > 1
+        wanted = preference["fusedLoss"] if preference["fusedLoss"] is not None else \
+            several and config.max_seq_length <= 1024
+        preference["fusedLoss"] = bool(wanted) and not on_cpu
+        if wanted and on_cpu:
+            return ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own "
+                    f"{preference['lossType']} loss"]
+        return []
+
+    def fitter(self, renderer, config: dict[str, Any]):
+        from optimize.training.pairs import PairFitter
+
+        return PairFitter(renderer, config["maxSeqLength"], config["data"]["truncation"])
+
+    def columns_of(self, pair) -> tuple[list[int], ...]:
+        return pair.prompt_ids, pair.chosen_ids, pair.rejected_ids
+
+    def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
+        import importlib.util
+
+        from trl import DPOConfig
+
+        fused = bool(config["preference"].get("fusedLoss")) and cuda
+        if fused and importlib.util.find_spec("liger_kernel") is None:  # said, never fallen back from silently
+            raise RuntimeError("the run computes Liger's fused DPO loss (preference.fusedLoss), and liger-kernel is "
+                               "not installed on this training machine; install liger-kernel there, or set "
+                               "preference.fusedLoss: false to compute TRL's own loss")
+        preference = config["preference"]
+        return DPOConfig(**common, beta=preference["beta"], loss_type=[preference["lossType"]],
+                         max_length=config["maxSeqLength"], use_liger_kernel=fused)
+
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks):
+        from trl import DPOTrainer
+
+        class PreparedPairs(DPOTrainer):
+            """Pairs come tokenized (prompt_ids, chosen_ids, rejected_ids): nothing to extract, template or
+            tokenize."""
+
+            def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+                return dataset
+
+        return PreparedPairs(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
+                             train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks)
+
+    def results(self, config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
+        """The run's last preference accuracy and reward margin, and the loss it computed."""
+        preference = config["preference"]
+        return {"preference": {"accuracy": last.get("preferenceAccuracy"), "rewardMargin": last.get("rewardMargin"),
+                               "lossType": preference["lossType"], "beta": preference["beta"],
+                               "loss": "liger-fused" if preference["fusedLoss"] else "trl"}}
+
+
+DPO = Dpo()

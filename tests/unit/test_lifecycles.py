@@ -1,0 +1,135 @@
+"""Every lifecycle's transition table, walked pair by pair on SQLite and PostgreSQL: an allowed move wins once
+(compare-and-set: a second move from the same read loses), records its event and, leaving an active phase, ends
+the job's lease and releases its devices; a move the table does not allow is refused without a write."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sqlalchemy import select
+
+from optimize.core.clock import utcnow
+from optimize.jobs import leases, registry
+from optimize.jobs.lifecycle import IllegalTransition, transition
+from optimize.registry.upload_phases import UPLOAD
+from optimize.store.db import Store
+from optimize.store.migrate import upgrade
+from optimize.store.tables import (Analysis, DeviceHold, Endpoint, Evaluation, Event, JobLease, Project, Run,
+                                   RunAttempt, UploadSession)
+from optimize.training.phases import ATTEMPT
+from tests.conftest import fresh_postgres_url, postgres_available
+
+LIFECYCLES = [kind.lifecycle for kind in registry.kinds()] + [ATTEMPT, UPLOAD]
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request, tmp_path_factory):
+    if request.param == "postgres":
+        if not postgres_available():
+            pytest.skip("no PostgreSQL answers")
+        url = fresh_postgres_url()
+    else:
+        url = f"sqlite:///{tmp_path_factory.mktemp('lifecycles') / 'store.db'}"
+    upgrade(url)
+    store = Store(url)
+    with store.transaction() as session:
+        session.add(Project(name="p", archived=False, created_at=utcnow()))
+    yield store
+    store.dispose()
+
+
+_counter = itertools.count()
+
+
+def _row(session, lifecycle, phase: str):
+    """A row of the lifecycle's table in `phase`, with the least its table requires."""
+    n = f"{next(_counter):08d}"
+    now = utcnow()
+    table = lifecycle.table
+    if table in (Run, RunAttempt):
+        run = Run(id=f"run{n}", submission_id=n, submission_digest="d", project="p", method="sft",
+                  phase=phase if table is Run else "TRAINING", attempt=1, plan={}, resolved={"execution": {}},
+                  sources={}, config_hash="h", base_entry_id="b", base_commit="c", dataset_reference="r",
+                  dataset_digest="d", dataset_rows=1, model_name="m", device_profile="cpu", device_count=1,
+                  phase_times={}, created_at=now)
+        session.add(run)
+        if table is Run:
+            return run
+        session.flush()
+        attempt = RunAttempt(run_id=run.id, number=1, lease_token=f"t{n}", devices=[], state=phase, started_at=now)
+        session.add(attempt)
+        return attempt
+    if table is Analysis:
+        row = Analysis(id=f"an{n}", examples_digest=n, kind="chat", base_entry_id="b", base_commit="c",
+                       optimize_version="v", dataset_reference="r", phase=phase, attempt=1, created_at=now)
+    elif table is Evaluation:
+        row = Evaluation(id=f"ev{n}", project="p", model_reference="m", model={}, dataset_reference="r",
+                         dataset_digest="d", dataset_rows=1, grader="g", device_profile="cpu", phase=phase,
+                         attempt=1, progress={}, created_at=now)
+    elif table is Endpoint:
+        row = Endpoint(id=f"ep{n}", project="p", model_reference="m", base={}, adapters=[], device_profile="cpu",
+                       phase=phase, attempt=1, created_at=now)
+    else:
+        row = UploadSession(id=f"up{n}", content_key=n, namespace="n", name="d", format="chat-jsonl-v1", digest="d",
+                            manifest=[], phase=phase, created_at=now, expires_at=now)
+    session.add(row)
+    return row
+
+
+def _pairs():
+    for lifecycle in LIFECYCLES:
+        for source, target in itertools.product(lifecycle.phases, repeat=2):
+            yield pytest.param(lifecycle, source, target, id=f"{lifecycle.table.__tablename__}:{source}->{target}")
+
+
+@pytest.mark.parametrize(("lifecycle", "source", "target"), list(_pairs()))
+def test_every_pair_of_every_table(store, lifecycle, source, target):
+    with store.transaction() as session:
+        row = _row(session, lifecycle, source.value)
+        session.flush()
+        job_id = getattr(row, lifecycle.subject_key)
+        held = source in lifecycle.active and lifecycle.table is not UploadSession
+        if held:  # a worker holds it: a lease and a device
+            leases.grant(session, lifecycle.kind, job_id, 1, [f"cpu:{job_id}"], 60)
+    with store.transaction() as session:
+        row = session.get(lifecycle.table, _key(row))
+        if not lifecycle.allows(source, target):
+            with pytest.raises(IllegalTransition):
+                transition(session, lifecycle, row, target)
+            assert getattr(row, lifecycle.column) == source.value
+            return
+        assert transition(session, lifecycle, row, target) is True
+        assert getattr(row, lifecycle.column) == target.value
+    with store.transaction() as session:
+        events = session.scalars(select(Event).where(Event.subject == lifecycle.subject(job_id))).all()
+        assert [e.data["phase"] for e in events if e.kind == lifecycle.event] == [target.value]
+        if held and target not in lifecycle.active:
+            assert leases.open_lease(session, lifecycle.kind, job_id) is None
+            assert session.scalar(select(DeviceHold).where(DeviceHold.subject == lifecycle.subject(job_id))) is None
+    with store.transaction() as session:  # the read it was moved from is stale now: a second move loses
+        stale_row = session.get(lifecycle.table, _key(row))
+        session.expunge(stale_row)  # as it was read before the move
+        setattr(stale_row, lifecycle.column, source.value)
+        assert transition(session, lifecycle, stale_row, target) is False
+
+
+def _key(row):
+    if isinstance(row, RunAttempt):
+        return (row.run_id, row.number)
+    return row.id
+
+
+def test_a_move_under_a_lease_loses_once_the_lease_has_ended(store):
+    kind = registry.kind("evaluation")
+    with store.transaction() as session:
+        row = _row(session, kind.lifecycle, "RUNNING")
+        session.flush()
+        lease = leases.grant(session, "evaluation", row.id, 1, ["cpu:lease-test"], 60)
+        token = lease.token
+    with store.transaction() as session:
+        leases.end(session, session.get(JobLease, token), "worker lost: test")
+    with store.transaction() as session:
+        row = session.get(Evaluation, row.id)
+        assert transition(session, kind.lifecycle, row, kind.lifecycle.phases.COMPLETED, lease=token) is False
+        assert row.phase == "RUNNING"

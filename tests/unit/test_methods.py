@@ -1,0 +1,107 @@
+"""Training methods as recipes: every method a plan can name is declared with the dataset kind it reads; one that
+is not trained is refused in the words a plan gets; each method's rules, defaults, metric names and results."""
+
+from __future__ import annotations
+
+import typing
+from types import SimpleNamespace
+
+import pytest
+
+from optimize.core.errors import Refused
+from optimize.training.methods import HOLDS, METHODS, declared, method_for, reader_of, trained
+from optimize.training.methods.base import TRAINER_METRICS
+from optimize.training.plans import RunConfig
+
+NOT_TRAINED = "method {} is not trained on this deployment yet; methods sft and dpo are"
+
+
+def config(**fields) -> RunConfig:
+    return RunConfig.model_validate({"dataset": "x", **fields})
+
+
+def test_every_method_a_plan_can_name_is_declared_with_its_dataset_kind():
+    nameable = typing.get_args(RunConfig.model_fields["method"].annotation)
+    assert set(nameable) == set(METHODS)
+    for name, method in METHODS.items():
+        assert method.name == name and method.dataset_kind in HOLDS
+    assert {name: m.dataset_kind for name, m in METHODS.items()} == {
+        "sft": "chat", "dpo": "preference", "grpo": "chat", "gspo": "chat"}
+    assert trained() == ["sft", "dpo"]
+    assert reader_of("chat") == "sft" and reader_of("preference") == "dpo"
+
+
+@pytest.mark.parametrize("name", ["ppo", "grpo", "gspo"])
+def test_a_method_this_deployment_does_not_train_is_refused_with_todays_words(name):
+    with pytest.raises(Refused) as refused:
+        method_for(name)
+    assert refused.value.message == NOT_TRAINED.format(name)
+    assert refused.value.hint == "set config.method: sft or dpo"
+
+
+def test_an_untrained_method_is_still_declared_so_its_dataset_rules_speak():
+    grpo = declared("grpo")
+    assert not grpo.trained
+    grpo.admit_datasets([("config.dataset", SimpleNamespace(reference="p/d:v1", tool_rows=0)),
+                         ("config.validation.dataset", None)])
+    with pytest.raises(Refused, match=r"config.dataset p/d:v1 has 2 row\(s\) that offer tools; the trl engine of a "
+                                      "grpo run does not render"):
+        grpo.admit_datasets([("config.dataset", SimpleNamespace(reference="p/d:v1", tool_rows=2))])
+    with pytest.raises(Refused, match=NOT_TRAINED.format("ppo")):
+        declared("ppo")
+
+
+def test_dpo_refuses_truncation_that_would_cut_a_pair():
+    dpo = method_for("dpo")
+    dpo.admit(config(method="dpo", data={"truncation": "drop"}))
+    with pytest.raises(Refused) as refused:
+        dpo.admit(config(method="dpo", data={"truncation": "oldest"}))
+    assert refused.value.message == ("data.truncation: oldest applies to chat rows; a dpo run keeps or leaves out "
+                                     "whole pairs")
+    assert refused.value.hint == "set data.truncation to error or drop"
+    method_for("sft").admit(config(data={"truncation": "oldest"}))  # sft trims chat rows
+
+
+def test_resolved_defaults_gradient_checkpointing_and_the_preference_section():
+    assert method_for("sft").gradient_checkpointing(on_cpu=True) is False
+    assert method_for("sft").gradient_checkpointing(on_cpu=False) is True
+    assert method_for("dpo").gradient_checkpointing(on_cpu=True) is True
+    plan = config(method="dpo", hyperparams={"training": {"batchSize": 4}}, maxSeqLength=512)
+    resolved = plan.model_dump(by_alias=True, mode="json")
+    warnings = method_for("dpo").resolve(resolved, plan, on_cpu=True)
+    assert resolved["preference"]["fusedLoss"] is False
+    assert warnings == ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own sigmoid "
+                        "loss"]
+    resolved = plan.model_dump(by_alias=True, mode="json")
+    assert method_for("dpo").resolve(resolved, plan, on_cpu=False) == [] and resolved["preference"]["fusedLoss"]
+    resolved = config().model_dump(by_alias=True, mode="json")
+    assert method_for("sft").resolve(resolved, config(), on_cpu=True) == [] and \
+        resolved["preference"]["fusedLoss"] is None  # sft leaves the preference section as the plan has it
+
+
+def test_metric_names():
+    assert method_for("sft").metric_names == TRAINER_METRICS
+    dpo = method_for("dpo").metric_names
+    assert {key: dpo[key] for key in TRAINER_METRICS} == TRAINER_METRICS  # loss, learning rate... as sft's
+    assert dpo["rewards/accuracies"] == "preferenceAccuracy" and dpo["rewards/margins"] == "rewardMargin"
+    assert dpo["rewards/chosen"] == "rewardChosen" and dpo["rewards/rejected"] == "rewardRejected"
+
+
+def test_results_a_method_adds_to_the_run():
+    plan = config(method="dpo").model_dump(by_alias=True, mode="json")
+    plan["preference"]["fusedLoss"] = False
+    last = {"loss": 0.6, "preferenceAccuracy": 0.75, "rewardMargin": 0.02}
+    assert method_for("dpo").results(plan, last) == {"preference": {
+        "accuracy": 0.75, "rewardMargin": 0.02, "lossType": "sigmoid", "beta": 0.1, "loss": "trl"}}
+    plan["preference"]["fusedLoss"] = True
+    assert method_for("dpo").results(plan, {})["preference"]["loss"] == "liger-fused"
+    assert method_for("sft").results(config().model_dump(by_alias=True, mode="json"), last) == {}
+
+
+def test_prepared_columns():
+    sft, dpo = method_for("sft"), method_for("dpo")
+    rendered = SimpleNamespace(input_ids=[5, 6, 7], loss_mask=[0, 1, 1])
+    assert sft.columns == ("input_ids", "labels") and sft.columns_of(rendered) == ([5, 6, 7], [-100, 6, 7])
+    pair = SimpleNamespace(prompt_ids=[1], chosen_ids=[2], rejected_ids=[3])
+    assert dpo.columns == ("prompt_ids", "chosen_ids", "rejected_ids") and dpo.columns_of(pair) == ([1], [2], [3])
+    assert sft.reference_check and not dpo.reference_check  # a pair batch has no labels to compare on
