@@ -30,6 +30,3 @@ class Deployment:
         from optimize.jobs.effects import Effects
 
         self.store.after_commit = Effects(self).apply
-
-
-Training = Deployment  # the name the services knew it by

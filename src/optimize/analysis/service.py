@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from optimize import __version__
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
@@ -45,7 +45,7 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
     return body
 
 
-def start_analysis(training: Training, dataset: str, model: str | None,
+def start_analysis(training: Deployment, dataset: str, model: str | None,
                    plan_document: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Start an analysis or return the one kept; returns (analysis, whether it was (re)started: the scheduler
     starts its worker).
@@ -86,7 +86,7 @@ def start_analysis(training: Training, dataset: str, model: str | None,
     return body, bool(launch)
 
 
-def _base_model(training: Training, model: str | None, plan):
+def _base_model(training: Deployment, model: str | None, plan):
     if plan is None:
         if not model:
             raise Invalid("name the base model", hint="pass --model BASE_MODEL, or a run file with -f")
@@ -98,7 +98,7 @@ def _base_model(training: Training, model: str | None, plan):
     return planned
 
 
-def get_analysis(training: Training, analysis_id: str) -> dict[str, Any]:
+def get_analysis(training: Deployment, analysis_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         return analysis_json(_find(session, analysis_id))
 
@@ -114,7 +114,7 @@ def _find(session, analysis_id: str) -> Analysis:
     return items[0]
 
 
-def list_analyses(training: Training, dataset: str) -> list[dict[str, Any]]:
+def list_analyses(training: Deployment, dataset: str) -> list[dict[str, Any]]:
     """Analyses kept for the examples a dataset reference resolves to."""
     reference = parse_reference(dataset)
     with training.store.transaction() as session:
@@ -127,7 +127,7 @@ def list_analyses(training: Training, dataset: str) -> list[dict[str, Any]]:
 # --- what workers call (lease-checked) ---------------------------------------------------------------------
 
 
-def job_spec(training: Training, analysis_id: str, token: str) -> dict[str, Any]:
+def job_spec(training: Deployment, analysis_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         return {
@@ -137,7 +137,7 @@ def job_spec(training: Training, analysis_id: str, token: str) -> dict[str, Any]
         }
 
 
-def finish(training: Training, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     with training.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         if body.get("failed"):

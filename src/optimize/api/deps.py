@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.registry.uploads import Registry
 
 
@@ -14,9 +14,9 @@ def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
-def get_training(request: Request) -> Training:
+def get_training(request: Request) -> Deployment:
     return request.app.state.training
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]
-TrainingDep = Annotated[Training, Depends(get_training)]
+TrainingDep = Annotated[Deployment, Depends(get_training)]

@@ -8,13 +8,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.projects.service import find_project
 from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Evaluation, Run
 
 
-def scores(training: Training, project: str, dataset: str | None = None, grader: str | None = None
+def scores(training: Deployment, project: str, dataset: str | None = None, grader: str | None = None
            ) -> dict[str, Any]:
     with training.store.transaction() as session:
         name = find_project(session, project).name

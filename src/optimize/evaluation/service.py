@@ -17,7 +17,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
@@ -54,7 +54,7 @@ def check_grader(spec: str | None) -> str:
                   hint="e.g. --grader http://127.0.0.1:8000/score or --grader model:NS/NAME")
 
 
-def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str, Any], str | None]:
+def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
     """(reference, model block, the project the model belongs to) for a base model or a registered version."""
     version = None
     try:
@@ -79,7 +79,7 @@ def resolve_model(training: Training, session, text: str) -> tuple[str, dict[str
     return entry.id, {"kind": "base", "baseEntryId": entry.id, "baseCommit": selection.commit}, None
 
 
-def start(training: Training, body: dict[str, Any]) -> dict[str, Any]:
+def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
         raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
     for field in ("project", "deviceProfile", "grader", "graderInstructions"):
@@ -146,13 +146,13 @@ def find_evaluation(session, evaluation_id: str) -> Evaluation:
                              "list evaluations with: akka training evaluations list")
 
 
-def get(training: Training, evaluation_id: str) -> dict[str, Any]:
+def get(training: Deployment, evaluation_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
         return {**evaluation_json(item), "waitingFor": waiting_for(session, training, "evaluation", item)}
 
 
-def list_evaluations(training: Training, project: str | None, model: str | None, phase: str | None,
+def list_evaluations(training: Deployment, project: str | None, model: str | None, phase: str | None,
                      include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
     query = project_work(Evaluation, project, include_archived)
@@ -172,7 +172,7 @@ def list_evaluations(training: Training, project: str | None, model: str | None,
                 for item, archived in session.execute(query.limit(500))]
 
 
-def cancel(training: Training, evaluation_id: str) -> dict[str, Any]:
+def cancel(training: Deployment, evaluation_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         item = find_evaluation(session, evaluation_id)
         if item.phase in TERMINAL:
@@ -186,7 +186,7 @@ def cancel(training: Training, evaluation_id: str) -> dict[str, Any]:
     return decided(training.store, decide)
 
 
-def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
+def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
     """Queue an ended evaluation again. A base model resolves to the commit selected now; the answers from that
     commit are kept and the other rows are answered again."""
 
@@ -212,7 +212,7 @@ def retry(training: Training, evaluation_id: str) -> dict[str, Any]:
     return decided(training.store, decide)
 
 
-def predictions(training: Training, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
+def predictions(training: Deployment, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
     if limit is not None and limit < 1:
         raise Invalid("limit must be a positive integer")
     with training.store.transaction() as session:
@@ -232,7 +232,7 @@ def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
 # --- the worker's calls ------------------------------------------------------------------------------------
 
 
-def job_spec(training: Training, evaluation_id: str, token: str) -> dict[str, Any]:
+def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
         kept = session.scalars(select(EvaluationPrediction.line).where(
@@ -253,7 +253,7 @@ def _manifest(model: dict[str, Any]) -> str | None:
     return (model.get("manifestDigest") or "").removeprefix("sha256:") or None
 
 
-def _judge_spec(training: Training, judge: dict[str, Any] | None) -> dict[str, Any] | None:
+def _judge_spec(training: Deployment, judge: dict[str, Any] | None) -> dict[str, Any] | None:
     if not judge:
         return None
     return {"reference": judge["reference"], "adapterManifest": _manifest(judge),
@@ -261,7 +261,7 @@ def _judge_spec(training: Training, judge: dict[str, Any] | None) -> dict[str, A
             "model": job_model(training.store, training.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
 
 
-def add_predictions(training: Training, evaluation_id: str, token: str, items: list[dict[str, Any]]
+def add_predictions(training: Deployment, evaluation_id: str, token: str, items: list[dict[str, Any]]
                     ) -> dict[str, Any]:
     """Answers as they are graded (visible while the evaluation runs); an answer from another base model commit
     is replaced."""
@@ -283,7 +283,7 @@ def add_predictions(training: Training, evaluation_id: str, token: str, items: l
         return {"accepted": len(items)}
 
 
-def finish(training: Training, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(training: Deployment, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     with training.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
         if body.get("failed"):

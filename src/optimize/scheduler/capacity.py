@@ -9,13 +9,13 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.core.clock import iso
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.scheduler.devices import SERVING, devices as all_devices, pool_devices
 from optimize.store.tables import DeviceHold, Run
 from optimize.training.phases import RunPhase
 
 
-def capacity(training: Training) -> dict[str, Any]:
+def capacity(training: Deployment) -> dict[str, Any]:
     with training.store.transaction() as session:
         holds = session.scalars(select(DeviceHold).order_by(DeviceHold.since)).all()
         queued = session.scalars(select(Run).where(Run.phase == RunPhase.QUEUED.value).order_by(Run.created_at)).all()

@@ -20,7 +20,7 @@ from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
@@ -40,7 +40,7 @@ ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint
 
 
-def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
+def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     """A new endpoint for the model, or the active endpoint of the project that already serves its base model
     at the same commit, with the model attached."""
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"].strip():
@@ -82,7 +82,7 @@ def create(training: Training, body: dict[str, Any]) -> dict[str, Any]:
         return {**endpoint_json(endpoint), "attached": False}
 
 
-def _profile(training: Training, asked: Any, entry) -> str:
+def _profile(training: Deployment, asked: Any, entry) -> str:
     profiles = {p.name: p for p in training.profiles}
     if asked is not None and asked not in profiles:
         raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
@@ -116,13 +116,13 @@ def find_endpoint(session, endpoint_id: str) -> Endpoint:
                              "list endpoints with: akka training endpoints list")
 
 
-def get(training: Training, endpoint_id: str) -> dict[str, Any]:
+def get(training: Deployment, endpoint_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
         return {**endpoint_json(endpoint), "waitingFor": waiting_for(session, training, "endpoint", endpoint)}
 
 
-def list_endpoints(training: Training, project: str | None, phase: str | None, model: str | None = None,
+def list_endpoints(training: Deployment, project: str | None, phase: str | None, model: str | None = None,
                    include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
     query = project_work(Endpoint, project, include_archived)
@@ -142,7 +142,7 @@ def list_endpoints(training: Training, project: str | None, phase: str | None, m
     return rows
 
 
-def detach(training: Training, endpoint_id: str, model: str) -> dict[str, Any]:
+def detach(training: Deployment, endpoint_id: str, model: str) -> dict[str, Any]:
     """Stop serving an adapter; detaching the last model an endpoint serves takes the endpoint down."""
     with training.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
@@ -158,7 +158,7 @@ def detach(training: Training, endpoint_id: str, model: str) -> dict[str, Any]:
         return endpoint_json(endpoint)
 
 
-def delete_endpoint(training: Training, endpoint_id: str) -> dict[str, Any]:
+def delete_endpoint(training: Deployment, endpoint_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase == "DELETED":
@@ -170,7 +170,7 @@ def delete_endpoint(training: Training, endpoint_id: str) -> dict[str, Any]:
     return decided(training.store, decide)
 
 
-def take_down_idle(training: Training) -> list[str]:
+def take_down_idle(training: Deployment) -> list[str]:
     """Endpoints that answered no request for `endpoint_idle_seconds` (counted from when they became ready) are
     taken down, freeing their devices (their workers are stopped after the commit); the ids taken down."""
     idle = timedelta(seconds=training.endpoint_idle_seconds)
@@ -187,7 +187,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} seconds"
 
 
-def info(training: Training) -> dict[str, Any]:
+def info(training: Deployment) -> dict[str, Any]:
     """What endpoints of this deployment can do."""
     from optimize.serving.tool_calls import PARSERS
 
@@ -211,7 +211,7 @@ def requeue(session, endpoint: Endpoint, reason: str) -> bool:
 # --- routing a request ---------------------------------------------------------------------------------------
 
 
-def route(training: Training, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
+def route(training: Deployment, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
     """(the worker's address, the served model name) for a request's `model`: a base model, or a registered
     model reference (`NS/NAME`, `NS/NAME:vN`, `NS/NAME:ALIAS`) resolved to the exact version served. With an
     endpoint named, the request may leave the model out (the endpoint's own model answers)."""
@@ -247,7 +247,7 @@ def route(training: Training, requested: str | None, endpoint_id: str | None = N
                        hint=f"serve it with: akka training endpoints create --model {wanted}")
 
 
-def _served_name(training: Training, session, wanted: str) -> str:
+def _served_name(training: Deployment, session, wanted: str) -> str:
     """The name a requested model is served under: the exact version a registry reference resolves to, or the
     catalog id of a base model (else the text as given, which nothing serves)."""
     try:
@@ -265,7 +265,7 @@ def _served_name(training: Training, session, wanted: str) -> str:
         return wanted
 
 
-def served_models(training: Training) -> list[dict[str, Any]]:
+def served_models(training: Deployment) -> list[dict[str, Any]]:
     """What answers now, in OpenAI's model list shape."""
     with training.store.transaction() as session:
         ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY").order_by(Endpoint.created_at)).all()
@@ -286,7 +286,7 @@ def _worker_adapters(endpoint: Endpoint) -> list[dict[str, Any]]:
     return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:")} for a in endpoint.adapters]
 
 
-def job_spec(training: Training, endpoint_id: str, token: str) -> dict[str, Any]:
+def job_spec(training: Deployment, endpoint_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
         entry = training.catalog.find(endpoint.base["baseEntryId"])
@@ -296,7 +296,7 @@ def job_spec(training: Training, endpoint_id: str, token: str) -> dict[str, Any]
                 "adapters": _worker_adapters(endpoint)}
 
 
-def heartbeat(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def heartbeat(training: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker says where it answers and which adapters it has loaded; it is told which it should serve."""
     with training.store.transaction() as session:
         endpoint, lease = fence(session, ENDPOINT, endpoint_id, token)
@@ -311,7 +311,7 @@ def heartbeat(training: Training, endpoint_id: str, token: str, body: dict[str, 
         return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
 
 
-def finish(training: Training, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(training: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker could not serve: the endpoint fails with its reason."""
     with training.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)

@@ -17,7 +17,7 @@ from optimize.catalog.selection import job_model
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Invalid
 from optimize.core.ids import new_id
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.store.db import insert_ignoring_conflict
@@ -78,7 +78,7 @@ def requeue_run(session, run: Run, reason: str) -> bool:
 # --- the worker's calls ------------------------------------------------------------------------------------
 
 
-def job_spec(training: Training, run_id: str, token: str) -> dict[str, Any]:
+def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         return {
@@ -119,7 +119,7 @@ def instructions(run: Run) -> dict[str, Any]:
     return {"phase": run.phase, "pause": pause["checkpoint"] if pause else None}
 
 
-def report_progress(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def report_progress(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """Rows done of rows total while preparing; the step while training; the start checks once they ran.
     The first report with `training: true` moves the run to TRAINING."""
     with training.store.transaction() as session:
@@ -140,7 +140,7 @@ def report_progress(training: Training, run_id: str, token: str, body: dict[str,
         return instructions(run)
 
 
-def report_metrics(training: Training, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+def report_metrics(training: Deployment, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         for item in items:
@@ -152,7 +152,7 @@ def report_metrics(training: Training, run_id: str, token: str, items: list[dict
         return {"accepted": len(items)}
 
 
-def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """A save becomes a snapshot only once every file its manifests name is held under its digest; the
     manifests were uploaded last, so a half-uploaded save is never listed."""
     with training.store.transaction() as session:
@@ -184,7 +184,7 @@ def commit_snapshot(training: Training, run_id: str, token: str, body: dict[str,
         return snapshot_json(snapshot)
 
 
-def _verified_manifest(training: Training, sha256: str) -> dict[str, Any]:
+def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
     path = training.blobs.path_for(sha256)
     if not path.is_file():
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
@@ -202,7 +202,7 @@ def _verified_manifest(training: Training, sha256: str) -> dict[str, Any]:
     return manifest
 
 
-def finish(training: Training, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker's last word: failed with a reason, stopped for a pause, or completed with its final snapshot,
     which is registered as the project's model."""
     from optimize.training.completion import complete_run

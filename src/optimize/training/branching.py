@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.store.tables import Run, Snapshot
 from optimize.training.runs import dry_run, find_run, submit
 from optimize.training.snapshots import find_snapshot, live_kinds
@@ -138,7 +138,7 @@ def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) 
     return overrides
 
 
-def prepare(training: Training, parent_id: str, snapshot_id: str | None, restore: str, overrides: Any,
+def prepare(training: Deployment, parent_id: str, snapshot_id: str | None, restore: str, overrides: Any,
             max_steps: int | None = None, epochs: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The child's plan document and its branch record, every rule checked; nothing is stored."""
     overrides = _check_overrides(overrides, max_steps, epochs)
@@ -155,7 +155,7 @@ def prepare(training: Training, parent_id: str, snapshot_id: str | None, restore
     return document, record
 
 
-def branch(training: Training, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
+def branch(training: Deployment, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
            overrides: Any = None, max_steps: int | None = None, epochs: int | None = None,
            dry: bool = False) -> dict[str, Any]:
     document, record = prepare(training, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
@@ -165,7 +165,7 @@ def branch(training: Training, parent_id: str, snapshot_id: str | None = None, r
     return run
 
 
-def continue_run(training: Training, parent_id: str, steps: int, snapshot_id: str | None = None,
+def continue_run(training: Deployment, parent_id: str, steps: int, snapshot_id: str | None = None,
                  overrides: Any = None, dry: bool = False) -> dict[str, Any]:
     """A trainingState branch of `steps` more updates (its schedule spans them at the child's learning rate)."""
     return branch(training, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
@@ -203,7 +203,7 @@ def grid_points(grid: Any) -> list[dict[str, Any]]:
     return points
 
 
-def sweep(training: Training, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
+def sweep(training: Deployment, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
           dry: bool = False) -> dict[str, Any]:
     """One branch per grid point; every point is checked (as a dry run) before any is submitted."""
     points = grid_points(grid)
@@ -226,7 +226,7 @@ def _describe(point: dict[str, Any]) -> str:
     return ", ".join(f"{path}={value!r}" for path, value in leaves(point).items())
 
 
-def children(training: Training, run_id: str, recursive: bool = False) -> dict[str, Any]:
+def children(training: Deployment, run_id: str, recursive: bool = False) -> dict[str, Any]:
     from optimize.training.views import run_json
 
     with training.store.transaction() as session:
@@ -242,7 +242,7 @@ def children(training: Training, run_id: str, recursive: bool = False) -> dict[s
         return {"runId": root.id, "runs": rows}
 
 
-def ancestry(training: Training, run_id: str) -> dict[str, Any]:
+def ancestry(training: Deployment, run_id: str) -> dict[str, Any]:
     """The chain from the root run to this one, each hop with its source snapshot, step and step budget."""
     with training.store.transaction() as session:
         run = find_run(session, run_id)

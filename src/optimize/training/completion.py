@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.core.errors import Invalid
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.registry.models import base_model_reference, register_version
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.jobs.lifecycle import transition
@@ -17,7 +17,7 @@ from optimize.training.attempts import end_attempt
 from optimize.training.phases import RUN, RunPhase
 
 
-def register_adapter(training: Training, session, run: Run, snapshot: Snapshot, modules: list[str],
+def register_adapter(training: Deployment, session, run: Run, snapshot: Snapshot, modules: list[str],
                      weights_digest: str | None, name: str | None = None) -> str:
     """Register the snapshot's weights as a version of the project's model; returns its reference."""
     weights = next((a for a in snapshot.artifacts if a["kind"] == "weights"), None)
@@ -50,7 +50,7 @@ def register_adapter(training: Training, session, run: Run, snapshot: Snapshot, 
     return reference
 
 
-def complete_run(training: Training, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
+def complete_run(training: Deployment, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
     final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
                            .order_by(Snapshot.step.desc()).limit(1))
     if final is None or not any(a["kind"] == "weights" for a in final.artifacts):

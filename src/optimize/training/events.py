@@ -10,19 +10,19 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.store.tables import Event
 from optimize.training.runs import find_run, run_status
 
 
-def current(training: Training, run_id: str) -> tuple[dict[str, Any], int]:
+def current(training: Deployment, run_id: str) -> tuple[dict[str, Any], int]:
     with training.store.transaction() as session:
         run = find_run(session, run_id)
         cursor = _latest(session, run.id)
         return run_status(training, session, run), cursor
 
 
-def since(training: Training, run_id: str, cursor: int) -> tuple[bool, int, dict[str, Any] | None]:
+def since(training: Deployment, run_id: str, cursor: int) -> tuple[bool, int, dict[str, Any] | None]:
     with training.store.transaction() as session:
         latest = _latest(session, run_id)
         if latest <= cursor:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 from optimize.core.errors import NotFound
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Run
 
 
-def trained_instructions(training: Training, session, reference: str) -> str | None:
+def trained_instructions(training: Deployment, session, reference: str) -> str | None:
     """None for a model no run produced, or whose run's first row has no system message."""
     _, version = resolve_model_reference(session, reference)
     run = session.get(Run, version.produced_by_id) if version.produced_by_kind == "run" else None

@@ -14,7 +14,7 @@ from sqlalchemy import delete
 
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric
 from optimize.jobs.lifecycle import decided, moved, transition
@@ -27,7 +27,7 @@ from optimize.training.views import run_json
 CHECKPOINTS = ("latest", "save")
 
 
-def pause(training: Training, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
+def pause(training: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
     """Record a pause; returns (run, accepted now). The same pause sent again while pausing is not new."""
     if checkpoint not in CHECKPOINTS:
         raise Invalid(f"checkpoint {checkpoint!r} is not one of latest, save",
@@ -88,7 +88,7 @@ def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], r
                       progress={**(run.progress or {}), "savedStep": point.step if point else None})
 
 
-def resume(training: Training, run_id: str) -> dict[str, Any]:
+def resume(training: Deployment, run_id: str) -> dict[str, Any]:
     """Queue a paused run for a new attempt from its newest resumable save."""
 
     def decide(session) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def resume(training: Training, run_id: str) -> dict[str, Any]:
     return decided(training.store, decide)
 
 
-def cancel(training: Training, run_id: str) -> tuple[dict[str, Any], bool]:
+def cancel(training: Deployment, run_id: str) -> tuple[dict[str, Any], bool]:
     """Cancel a run in any unfinished phase; returns (run, cancelled now). Its worker, if any, is stopped."""
 
     def decide(session) -> tuple[dict[str, Any], bool]:

@@ -17,7 +17,7 @@ from optimize.analysis.service import start_analysis
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
@@ -36,7 +36,7 @@ from optimize.training.views import metric_json, run_json, snapshot_json
 
 
 
-def submit(training: Training, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
     A branch (training.branching) passes the snapshot it starts from and its restore mode."""
     if not isinstance(document, dict):
@@ -82,7 +82,7 @@ def submit(training: Training, document: Any, branch: dict[str, Any] | None = No
     return body, True
 
 
-def dry_run(training: Training, document: Any) -> dict[str, Any]:
+def dry_run(training: Deployment, document: Any) -> dict[str, Any]:
     """Everything a submission checks, with nothing started (no run, no analysis): the resolved settings with
     their sources, the envelope verdict, the Lengths section and the datasets' diagnostics."""
     if not isinstance(document, dict):
@@ -108,7 +108,7 @@ def dry_run(training: Training, document: Any) -> dict[str, Any]:
     }
 
 
-def _admit(training: Training, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
+def _admit(training: Deployment, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
     project = open_project(session, plan.project)
     refuse_if_archived(session, project.name)
     admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
@@ -124,7 +124,7 @@ def subjects(admitted: Admitted) -> list[Subject]:
     return [Subject(role, pick.reference, pick.digest) for role, pick in picks]
 
 
-def check_lengths(training: Training, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
+def check_lengths(training: Deployment, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
     """The length and template check at submission: refused now where an analysis is done; otherwise the run
     waits for the analyses to start (one device), or the check does not run (several devices). Returns the
     Lengths sections, the check's state and the datasets to analyze."""
@@ -156,19 +156,19 @@ def current_attempt(session, run: Run) -> RunAttempt | None:
     return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
 
 
-def get_run(training: Training, run_id: str, settings: bool = False) -> dict[str, Any]:
+def get_run(training: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:
     with training.store.transaction() as session:
         return run_status(training, session, find_run(session, run_id), settings)
 
 
-def run_status(training: Training, session, run: Run, settings: bool = False) -> dict[str, Any]:
+def run_status(training: Deployment, session, run: Run, settings: bool = False) -> dict[str, Any]:
     """The run as `get` and its event stream show it: with what it waits for while it is queued."""
     body = run_json(run, current_attempt(session, run), settings=settings)
     body["waitingFor"] = waiting_for(session, training, "run", run)
     return body
 
 
-def list_runs(training: Training, project: str | None = None, phase: str | None = None,
+def list_runs(training: Deployment, project: str | None = None, phase: str | None = None,
               include_archived: bool = False) -> list[dict[str, Any]]:
     """Runs, newest first. Runs of archived projects only with `include_archived` or when their project is named;
     each row says whether its project is archived (`projectArchived`)."""
@@ -186,7 +186,7 @@ def list_runs(training: Training, project: str | None = None, phase: str | None 
         return [run_json(run) | {"projectArchived": archived} for run, archived in session.execute(query.limit(500))]
 
 
-def run_metrics(training: Training, run_id: str, limit: int | None = None) -> dict[str, Any]:
+def run_metrics(training: Deployment, run_id: str, limit: int | None = None) -> dict[str, Any]:
     with training.store.transaction() as session:
         run = find_run(session, run_id)
         rows = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id)
@@ -198,7 +198,7 @@ def run_metrics(training: Training, run_id: str, limit: int | None = None) -> di
         return {"runId": run.id, "steps": steps, "validation": validation}
 
 
-def run_snapshots(training: Training, run_id: str) -> dict[str, Any]:
+def run_snapshots(training: Deployment, run_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         run = find_run(session, run_id)
         items = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.core.errors import Invalid, Refused
-from optimize.deployment import Training
+from optimize.deployment import Deployment
 from optimize.store.db import find_by_id_prefix
 from optimize.projects.service import open_project
 from optimize.store.events import record
@@ -48,14 +48,14 @@ def live_kinds(snapshot: Snapshot) -> list[str]:
     return [a["kind"] for a in snapshot.artifacts if a["kind"] not in swept]
 
 
-def get_snapshot(training: Training, snapshot_id: str) -> dict[str, Any]:
+def get_snapshot(training: Deployment, snapshot_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         run = session.get(Run, snapshot.run_id)
         return {**snapshot_json(snapshot), "project": run.project, "modelName": run.model_name}
 
 
-def register(training: Training, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
+def register(training: Deployment, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
     """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
     from optimize.training.completion import register_adapter
 
@@ -81,13 +81,13 @@ def register(training: Training, snapshot_id: str, name: str | None = None) -> d
         return {**snapshot_json(snapshot), "model": reference}
 
 
-def _weights_files(training: Training, snapshot: Snapshot) -> dict[str, Any]:
+def _weights_files(training: Deployment, snapshot: Snapshot) -> dict[str, Any]:
     weights = next(a for a in snapshot.artifacts if a["kind"] == "weights")
     manifest = json.loads(training.blobs.path_for(weights["manifestDigest"].removeprefix("sha256:")).read_bytes())
     return {item["path"]: training.blobs.path_for(item["sha256"]) for item in manifest["files"]}
 
 
-def pin(training: Training, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
+def pin(training: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
     """Pin (or unpin) kinds of a snapshot, both it holds by default; all or nothing, and idempotent."""
     with training.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
