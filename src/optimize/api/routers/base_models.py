@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from optimize.api.deps import TrainingDep
 from optimize.catalog import selection
 from optimize.catalog.views import entry_json
 from optimize.scheduler.capacity import capacity as capacity_view
+from optimize.schemas.catalog import BaseModelDetail, BaseModelList, Capacity, SelectRequest
 from optimize.store.tables import BaseModelSelection
 
 router = APIRouter(prefix="/v1/training", tags=["training"])
 
 
-class SelectRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    from_dir: str | None = Field(default=None, alias="from", description="Import this local snapshot folder")
-
-
-@router.get("/base-models")
+@router.get("/base-models", response_model=BaseModelList)
 def list_base_models(training: TrainingDep) -> dict:
     with training.store.transaction() as session:
         selected = {s.entry_id: s for s in session.scalars(select(BaseModelSelection))}
@@ -28,19 +23,19 @@ def list_base_models(training: TrainingDep) -> dict:
             "envelopes": "strict" if training.catalog.strict_envelopes else "advisory"}
 
 
-@router.get("/base-models/{model_id:path}")
+@router.get("/base-models/{model_id:path}", response_model=BaseModelDetail)
 def get_base_model(model_id: str, training: TrainingDep) -> dict:
     entry = training.catalog.find(model_id)
     return entry_json(entry, selection.selection_for(training.store, entry.id), full=True)
 
 
-@router.post("/base-models/{model_id:path}/select")
+@router.post("/base-models/{model_id:path}/select", response_model=BaseModelDetail)
 def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest | None = None) -> dict:
     chosen = selection.select(training.store, training.catalog, training.data_dir, model_id,
                               body.from_dir if body else None)
     return entry_json(training.catalog.find(chosen.entry_id), chosen, full=True)
 
 
-@router.get("/capacity")
+@router.get("/capacity", response_model=Capacity)
 def capacity(training: TrainingDep) -> dict:
     return capacity_view(training)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
+from optimize.schemas.runs import Ancestry, BranchDryRun, Branches, Run, Sweep, SweepDryRun
 from optimize.training import branching
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -38,7 +39,9 @@ def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
     return JSONResponse(result, status_code=200 if dry else 202)
 
 
-@router.post("/{run_id}/branch")
+@router.post("/{run_id}/branch", response_model=Run, status_code=202,
+             response_description="The branch was admitted as a queued run",
+             responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the branch would be"}})
 async def branch(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
     return _answer(await run_in_threadpool(
@@ -46,7 +49,10 @@ async def branch(run_id: str, training: TrainingDep, body: Any = Body(None), dry
         _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
 
 
-@router.post("/{run_id}/continue")
+@router.post("/{run_id}/continue", response_model=Run, status_code=202,
+             response_description="The continuation was admitted as a queued run",
+             responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the continuation would "
+                                                                   "be"}})
 async def continue_run(run_id: str, training: TrainingDep, body: Any = Body(None),
                        dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "steps", "overrides"})
@@ -57,18 +63,20 @@ async def continue_run(run_id: str, training: TrainingDep, body: Any = Body(None
                                            b.get("overrides"), dryRun), dryRun)
 
 
-@router.post("/{run_id}/sweep")
+@router.post("/{run_id}/sweep", response_model=Sweep, status_code=202,
+             response_description="One branch was admitted for each grid point",
+             responses={200: {"model": SweepDryRun, "description": "With dryRun=true: every grid point, checked"}})
 async def sweep(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"grid", "snapshotId", "restoreMode"})
     return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), b.get("snapshotId"),
                                            b.get("restoreMode") or "auto", dryRun), dryRun)
 
 
-@router.get("/{run_id}/branches")
+@router.get("/{run_id}/branches", response_model=Branches)
 def branches(run_id: str, training: TrainingDep, recursive: bool = False) -> dict:
     return branching.children(training, run_id, recursive)
 
 
-@router.get("/{run_id}/ancestry")
+@router.get("/{run_id}/ancestry", response_model=Ancestry)
 def ancestry(run_id: str, training: TrainingDep) -> dict:
     return branching.ancestry(training, run_id)

@@ -9,6 +9,7 @@ request to the endpoint's worker, passing its answer (or its stream) through unc
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
@@ -18,18 +19,30 @@ from starlette.background import BackgroundTask
 
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid, Unavailable
+from optimize.schemas.endpoints import ChatCompletion, ChatCompletionRequest, ServedModelList
 from optimize.serving import endpoints
 
 router = APIRouter(prefix="/v1", tags=["serving"])
 TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+# The worker's answer passes through unchanged: documented here, never filtered.
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "model": ChatCompletion,
+    "description": "The chat.completion; with stream: true, server-sent chat.completion.chunk events, then [DONE]",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
-@router.get("/models")
+def chat_request_body() -> dict[str, Any]:
+    """`openapi_extra` documenting the request body the chat routes read themselves (to pass it on)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": ChatCompletionRequest.model_json_schema()}}}}
+
+
+@router.get("/models", response_model=ServedModelList)
 def models(training: TrainingDep) -> dict:
     return {"object": "list", "data": endpoints.served_models(training)}
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", responses=CHAT_RESPONSES, openapi_extra=chat_request_body())
 async def chat(request: Request, training: TrainingDep):
     return await forward(request, training, None)
 

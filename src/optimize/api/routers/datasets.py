@@ -3,44 +3,40 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.api.deps import RegistryDep
 from optimize.registry import datasets
+from optimize.schemas.registry import (AliasMove, AliasMoved, DatasetAlias, DatasetList, DatasetVersionDetail,
+                                       DatasetVersionList)
 
 router = APIRouter(prefix="/v1/registry/datasets", tags=["registry"])
 
 
-class AliasMove(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    version: str = Field(description="The version the alias points at: vN, another alias or sha256:HEX")
-
-
-@router.get("")
+@router.get("", response_model=DatasetList)
 def list_datasets(registry: RegistryDep, namespace: str | None = None, archived: bool = False) -> dict:
     return {"datasets": datasets.list_datasets(registry.store, namespace, archived)}
 
 
-@router.get("/{namespace}/{name}")
+@router.get("/{namespace}/{name}", response_model=DatasetVersionDetail)
 def get_dataset(namespace: str, name: str, registry: RegistryDep) -> dict:
     return datasets.read_version(registry.store, namespace, name, "latest", registry.blobs.location)
 
 
-@router.get("/{namespace}/{name}/versions")
+@router.get("/{namespace}/{name}/versions", response_model=DatasetVersionList)
 def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
     return {"versions": datasets.list_versions(registry.store, namespace, name)}
 
 
-@router.get("/{namespace}/{name}/versions/{selector}")
+@router.get("/{namespace}/{name}/versions/{selector}", response_model=DatasetVersionDetail)
 def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
     return datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location)
 
 
-@router.get("/{namespace}/{name}/aliases/{alias}")
+@router.get("/{namespace}/{name}/aliases/{alias}", response_model=DatasetAlias)
 def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> dict:
     return datasets.get_alias(registry.store, namespace, name, alias)
 
 
-@router.put("/{namespace}/{name}/aliases/{alias}")
+@router.put("/{namespace}/{name}/aliases/{alias}", response_model=AliasMoved)
 def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> dict:
     return datasets.set_alias(registry.store, namespace, name, alias, body.version)

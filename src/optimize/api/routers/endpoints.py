@@ -12,40 +12,45 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
-from optimize.api.routers.chat import forward
+from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
+from optimize.schemas.common import event_stream
+from optimize.schemas.endpoints import Endpoint, EndpointCreated, EndpointList, EndpointsInfo
 from optimize.serving import endpoints as service
 
 router = APIRouter(prefix="/v1/training/endpoints", tags=["training"])
 
 
-@router.post("")
+@router.post("", response_model=EndpointCreated, status_code=202,
+             response_description="A new endpoint waits for capacity",
+             responses={200: {"model": EndpointCreated, "description": "The model was attached to an endpoint already "
+                                                                       "serving its base model"}})
 def create(training: TrainingDep, body: Any = Body(description="{model, project?, deviceProfile?}")) -> JSONResponse:
     answer = service.create(training, body)
     return JSONResponse(answer, status_code=200 if answer["attached"] else 202)
 
 
-@router.get("")
+@router.get("", response_model=EndpointList)
 def list_endpoints(training: TrainingDep, project: str | None = None, phase: str | None = None,
                    model: str | None = None, archived: bool = False) -> dict:
     return {"endpoints": service.list_endpoints(training, project, phase, model, archived)}
 
 
-@router.get("/info")
+@router.get("/info", response_model=EndpointsInfo)
 def info(training: TrainingDep) -> dict:
     return service.info(training)
 
 
-@router.get("/{endpoint_id}")
+@router.get("/{endpoint_id}", response_model=Endpoint)
 def get(endpoint_id: str, training: TrainingDep) -> dict:
     return service.get(training, endpoint_id)
 
 
-@router.delete("/{endpoint_id}")
+@router.delete("/{endpoint_id}", response_model=Endpoint)
 def delete(endpoint_id: str, training: TrainingDep) -> dict:
     return service.delete_endpoint(training, endpoint_id)
 
 
-@router.post("/{endpoint_id}/detach")
+@router.post("/{endpoint_id}/detach", response_model=Endpoint)
 def detach(endpoint_id: str, training: TrainingDep, body: Any = Body(description="{model}")) -> dict:
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
@@ -55,12 +60,15 @@ def detach(endpoint_id: str, training: TrainingDep, body: Any = Body(description
     return service.detach(training, endpoint_id, model)
 
 
-@router.post("/{endpoint_id}/chat/completions")
+@router.post("/{endpoint_id}/chat/completions", responses=CHAT_RESPONSES,
+             openapi_extra=chat_request_body())
 async def chat(endpoint_id: str, request: Request, training: TrainingDep):
     return await forward(request, training, endpoint_id)
 
 
-@router.get("/{endpoint_id}/events")
+@router.get("/{endpoint_id}/events", response_class=StreamingResponse,
+            responses=event_stream("Server-sent events: the endpoint's status (as GET …/endpoints/{id} answers it) "
+                                   "now and whenever it changes, until it answers with every model or never will"))
 async def follow(endpoint_id: str, training: TrainingDep) -> StreamingResponse:
     """The endpoint's status now, then whenever it changes, until it answers with every model or never will."""
     return await status_events(service.get, training, endpoint_id, "endpointId")

@@ -6,47 +6,52 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
 from optimize.evaluation import service
+from optimize.schemas.common import event_stream
+from optimize.schemas.evaluations import Evaluation, EvaluationList, Predictions
 
 router = APIRouter(prefix="/v1/training/evaluations", tags=["training"])
 
 
-@router.post("")
-def start(training: TrainingDep, body: Any = Body(description="{model, dataset, grader?, project?}")) -> JSONResponse:
-    return JSONResponse(service.start(training, body), status_code=202)
+@router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")
+def start(training: TrainingDep, body: Any = Body(description="{model, dataset, grader?, project?}")) -> dict:
+    return service.start(training, body)
 
 
-@router.get("")
+@router.get("", response_model=EvaluationList)
 def list_evaluations(training: TrainingDep, project: str | None = None, model: str | None = None,
                      phase: str | None = None, archived: bool = False) -> dict:
     return {"evaluations": service.list_evaluations(training, project, model, phase, archived)}
 
 
-@router.get("/{evaluation_id}")
+@router.get("/{evaluation_id}", response_model=Evaluation)
 def get(evaluation_id: str, training: TrainingDep) -> dict:
     return service.get(training, evaluation_id)
 
 
-@router.post("/{evaluation_id}/cancel")
+@router.post("/{evaluation_id}/cancel", response_model=Evaluation)
 def cancel(evaluation_id: str, training: TrainingDep) -> dict:
     return service.cancel(training, evaluation_id)
 
 
-@router.post("/{evaluation_id}/retry")
-def retry(evaluation_id: str, training: TrainingDep) -> JSONResponse:
-    return JSONResponse(service.retry(training, evaluation_id), status_code=202)
+@router.post("/{evaluation_id}/retry", response_model=Evaluation, status_code=202,
+             response_description="The evaluation was queued again")
+def retry(evaluation_id: str, training: TrainingDep) -> dict:
+    return service.retry(training, evaluation_id)
 
 
-@router.get("/{evaluation_id}/predictions")
+@router.get("/{evaluation_id}/predictions", response_model=Predictions)
 def predictions(evaluation_id: str, training: TrainingDep, limit: int | None = None) -> dict:
     return service.predictions(training, evaluation_id, limit)
 
 
-@router.get("/{evaluation_id}/events")
+@router.get("/{evaluation_id}/events", response_class=StreamingResponse,
+            responses=event_stream("Server-sent events: the evaluation's status (as GET …/evaluations/{id} answers "
+                                   "it) now and whenever it changes, until it has ended"))
 async def follow(evaluation_id: str, training: TrainingDep) -> StreamingResponse:
     """The evaluation's status now, then whenever it changes, until it has ended."""
     return await status_events(service.get, training, evaluation_id, "evaluationId")

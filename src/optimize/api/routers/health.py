@@ -6,10 +6,11 @@ from fastapi import APIRouter
 
 from optimize import __version__
 from optimize.api.deps import RegistryDep
+from optimize.schemas.common import Health
 
 router = APIRouter()
 
 
-@router.get("/v1/health")
+@router.get("/v1/health", response_model=Health)
 def health(registry: RegistryDep) -> dict:
     return {"status": "ok", "version": __version__, "database": registry.store.engine.dialect.name}

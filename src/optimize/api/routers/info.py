@@ -7,11 +7,12 @@ from fastapi import APIRouter
 from optimize import __version__
 from optimize.api.deps import RegistryDep
 from optimize.chat.formats import DatasetFormat
+from optimize.schemas.registry import RegistryInfo
 
 router = APIRouter(tags=["registry"])
 
 
-@router.get("/v1/registry/info")
+@router.get("/v1/registry/info", response_model=RegistryInfo)
 def registry_info(registry: RegistryDep) -> dict:
     return {
         "version": __version__,

@@ -7,11 +7,12 @@ from fastapi import APIRouter, Query
 from optimize.api.deps import RegistryDep
 from optimize.core.errors import Invalid
 from optimize.registry import models
+from optimize.schemas.registry import ModelDetail, ModelList, ModelVersionDetail, ModelVersionList
 
 router = APIRouter(prefix="/v1/registry/models", tags=["registry"])
 
 
-@router.get("")
+@router.get("", response_model=ModelList)
 def list_models(
     registry: RegistryDep,
     namespace: str | None = Query(None, description="Only this namespace (archived or not)"),
@@ -24,14 +25,14 @@ def list_models(
     return {"models": models.list_models(registry.store, namespace or project, archived)}
 
 
-@router.get("/{namespace}/{name}")
+@router.get("/{namespace}/{name}", response_model=ModelDetail)
 def get_model(namespace: str, name: str, registry: RegistryDep) -> dict:
     body = models.get_model(registry.store, namespace, name, "latest")
     body["versions"] = models.list_versions(registry.store, namespace, name)
     return body
 
 
-@router.get("/{namespace}/{name}/versions")
+@router.get("/{namespace}/{name}/versions", response_model=ModelVersionList)
 def list_versions(
     namespace: str,
     name: str,
@@ -44,6 +45,6 @@ def list_versions(
                                              produced_by_kind, produced_by_id)}
 
 
-@router.get("/{namespace}/{name}/versions/{selector}")
+@router.get("/{namespace}/{name}/versions/{selector}", response_model=ModelVersionDetail)
 def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
     return models.get_model(registry.store, namespace, name, selector)

@@ -5,49 +5,44 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.api.deps import TrainingDep
 from optimize.evaluation.scores import scores
 from optimize.projects import service
+from optimize.schemas.projects import Project, ProjectChange, ProjectList, ProjectRequest, Scores
 
 router = APIRouter(prefix="/v1/training/projects", tags=["training"])
 
 
-class ProjectRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="Project name; also the registry namespace its models go under")
-    description: str | None = Field(default=None, description="Free text")
-
-
-@router.post("")
+@router.post("", response_model=Project, status_code=201, response_description="The project was created",
+             responses={200: {"model": Project, "description": "The project existed already"}})
 def create_project(body: ProjectRequest, training: TrainingDep) -> JSONResponse:
     project, created = service.create_project(training.store, body.name, body.description)
     return JSONResponse(project, status_code=201 if created else 200)
 
 
-@router.get("")
+@router.get("", response_model=ProjectList)
 def list_projects(training: TrainingDep, archived: bool = False) -> dict:
     return {"projects": service.list_projects(training.store, archived)}
 
 
-@router.get("/{name}")
+@router.get("/{name}", response_model=Project)
 def get_project(name: str, training: TrainingDep) -> dict:
     return service.get_project(training.store, name)
 
 
-@router.post("/{name}/archive")
+@router.post("/{name}/archive", response_model=ProjectChange)
 def archive_project(name: str, training: TrainingDep) -> dict:
     """Archive: left out of lists with its runs, no new work; refused while any of its work is in progress."""
     return service.archive_project(training.store, name)
 
 
-@router.post("/{name}/unarchive")
+@router.post("/{name}/unarchive", response_model=ProjectChange)
 def unarchive_project(name: str, training: TrainingDep) -> dict:
     return service.unarchive_project(training.store, name)
 
 
-@router.get("/{name}/scores")
+@router.get("/{name}/scores", response_model=Scores)
 def project_scores(name: str, training: TrainingDep, dataset: str | None = None, grader: str | None = None) -> dict:
     """The baseline and one column per training configuration, for one dataset and grader."""
     return scores(training, name, dataset, grader)

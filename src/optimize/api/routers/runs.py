@@ -12,6 +12,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
+from optimize.schemas.common import event_stream
+from optimize.schemas.runs import DryRun, Run, RunList, RunMetrics, RunSnapshots
 from optimize.training import events, lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -19,7 +21,9 @@ POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 5.0
 
 
-@router.post("")
+@router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",
+             responses={200: {"model": Run | DryRun, "description": "The run its submissionId already names; with "
+                                                                    "dryRun=true, what a submission checks"}})
 async def start_run(training: TrainingDep, plan: Any = Body(description="A run plan (kind: run)"),
                     dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
     if dryRun:
@@ -28,29 +32,30 @@ async def start_run(training: TrainingDep, plan: Any = Body(description="A run p
     return JSONResponse(run, status_code=202 if created else 200)
 
 
-@router.get("")
+@router.get("", response_model=RunList)
 def list_runs(training: TrainingDep, project: str | None = None, phase: str | None = None,
               archived: bool = False) -> dict:
     """Runs of archived projects are left out unless `archived=true` or their project is named."""
     return {"runs": runs.list_runs(training, project, phase, archived)}
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", response_model=Run)
 def get_run(run_id: str, training: TrainingDep, settings: bool = False) -> dict:
     return runs.get_run(training, run_id, settings)
 
 
-@router.get("/{run_id}/metrics")
+@router.get("/{run_id}/metrics", response_model=RunMetrics)
 def get_metrics(run_id: str, training: TrainingDep, limit: int | None = None) -> dict:
     return runs.run_metrics(training, run_id, limit)
 
 
-@router.get("/{run_id}/snapshots")
+@router.get("/{run_id}/snapshots", response_model=RunSnapshots)
 def get_snapshots(run_id: str, training: TrainingDep) -> dict:
     return runs.run_snapshots(training, run_id)
 
 
-@router.post("/{run_id}/pause")
+@router.post("/{run_id}/pause", response_model=Run, status_code=202, response_description="The pause was accepted",
+             responses={200: {"model": Run, "description": "The same pause is already in progress"}})
 def pause_run(run_id: str, training: TrainingDep, body: Any = Body(
         None, description='{"checkpoint": "latest" | "save"}')) -> JSONResponse:
     """202 when the pause is accepted; 200 when the same pause is already in progress."""
@@ -58,19 +63,23 @@ def pause_run(run_id: str, training: TrainingDep, body: Any = Body(
     return JSONResponse(run, status_code=202 if accepted else 200)
 
 
-@router.post("/{run_id}/resume")
-def resume_run(run_id: str, training: TrainingDep) -> JSONResponse:
-    return JSONResponse(lifecycle.resume(training, run_id), status_code=202)
+@router.post("/{run_id}/resume", response_model=Run, status_code=202,
+             response_description="The run is queued for a new attempt")
+def resume_run(run_id: str, training: TrainingDep) -> dict:
+    return lifecycle.resume(training, run_id)
 
 
-@router.post("/{run_id}/cancel")
+@router.post("/{run_id}/cancel", response_model=Run, status_code=202, response_description="The run was cancelled",
+             responses={200: {"model": Run, "description": "The run was already cancelled"}})
 def cancel_run(run_id: str, training: TrainingDep) -> JSONResponse:
     """202 when cancelled now; 200 when the run was already cancelled."""
     run, cancelled = lifecycle.cancel(training, run_id)
     return JSONResponse(run, status_code=202 if cancelled else 200)
 
 
-@router.get("/{run_id}/events")
+@router.get("/{run_id}/events", response_class=StreamingResponse,
+            responses=event_stream("Server-sent events: the run's status (as GET /v1/training/runs/{id} answers "
+                                   "it) now and after each change, until it has ended or paused"))
 async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
     """The run's current status first, then a status after each change, until the run has ended or paused."""
     run, cursor = await run_in_threadpool(events.current, training, run_id)

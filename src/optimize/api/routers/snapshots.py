@@ -8,29 +8,30 @@ from fastapi import APIRouter, Body
 
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
+from optimize.schemas.runs import RegisteredSnapshot, Snapshot, SnapshotDetail
 from optimize.training import snapshots
 
 router = APIRouter(prefix="/v1/training/snapshots", tags=["training"])
 
 
-@router.get("/{snapshot_id}")
+@router.get("/{snapshot_id}", response_model=SnapshotDetail)
 def get_snapshot(snapshot_id: str, training: TrainingDep) -> dict:
     return snapshots.get_snapshot(training, snapshot_id)
 
 
-@router.post("/{snapshot_id}/register")
+@router.post("/{snapshot_id}/register", response_model=RegisteredSnapshot)
 def register_snapshot(snapshot_id: str, training: TrainingDep,
                       body: Any = Body(None, description='{"name": model name (default: the run\'s)}')) -> dict:
     return snapshots.register(training, snapshot_id, _field(body, "name", str))
 
 
-@router.post("/{snapshot_id}/pin")
+@router.post("/{snapshot_id}/pin", response_model=Snapshot)
 def pin_snapshot(snapshot_id: str, training: TrainingDep,
                  body: Any = Body(None, description='{"kinds": ["weights", "trainingState"]} (default: both)')) -> dict:
     return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=True)
 
 
-@router.post("/{snapshot_id}/unpin")
+@router.post("/{snapshot_id}/unpin", response_model=Snapshot)
 def unpin_snapshot(snapshot_id: str, training: TrainingDep, body: Any = Body(None)) -> dict:
     return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=False)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.api.deps import RegistryDep
 from optimize.registry import uploads
+from optimize.schemas.registry import CommittedVersion
+from optimize.schemas.uploads import ShardReceived, UploadCommit, UploadCreate, UploadSession
 
 router = APIRouter(prefix="/v1/registry/dataset-uploads", tags=["registry"])
 
@@ -17,33 +18,14 @@ router = APIRouter(prefix="/v1/registry/dataset-uploads", tags=["registry"])
 BATCH_BYTES = 1024 * 1024
 
 
-class ShardEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    index: int = Field(description="Position of the shard in the version, from 0")
-    path: str = Field(description="examples.jsonl, or examples-NNNNN.jsonl for sharded versions")
-    sha256: str = Field(description="sha256 of the shard's bytes, 64 hex digits")
-    bytes: int = Field(description="Size of the shard in bytes")
-    lines: int = Field(description="Lines in the shard")
-
-
-class UploadCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    dataset: str = Field(description="NS/NAME the version is registered under")
-    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
-    shards: list[ShardEntry] = Field(description="The version's shards, in order")
-
-
-class UploadCommit(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    alias: str | None = Field(default=None, description="Alias to point at the registered version")
-
-
-@router.post("")
+@router.post("", response_model=UploadSession)
 def create_upload(body: UploadCreate, registry: RegistryDep) -> dict:
     return uploads.create_upload(registry, body.model_dump())
 
 
-@router.put("/{upload_id}/shards/{index}")
+@router.put("/{upload_id}/shards/{index}", response_model=ShardReceived, status_code=201,
+            response_description="The shard was received, checked and stored",
+            responses={200: {"model": ShardReceived, "description": "The registry held the shard already"}})
 async def put_shard(upload_id: str, index: int, request: Request, registry: RegistryDep) -> JSONResponse:
     receiver = await run_in_threadpool(uploads.open_shard, registry, upload_id, index)
     if isinstance(receiver, dict):
@@ -66,6 +48,6 @@ async def put_shard(upload_id: str, index: int, request: Request, registry: Regi
     return JSONResponse(result, status_code=201)
 
 
-@router.post("/{upload_id}/commit")
+@router.post("/{upload_id}/commit", response_model=CommittedVersion)
 def commit_upload(upload_id: str, registry: RegistryDep, body: UploadCommit | None = None) -> dict:
     return uploads.commit_upload(registry, upload_id, body.alias if body else None)

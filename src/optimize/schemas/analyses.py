@@ -1,0 +1,50 @@
+"""Dataset analyses: `/v1/training/datasets/analyses`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimize.schemas.common import Answer
+
+
+class AnalysisRequest(BaseModel):
+    """`POST /v1/training/datasets/analyses`."""
+
+    model_config = ConfigDict(extra="forbid")
+    dataset: str = Field(description="Dataset reference NS/NAME[:vN|:ALIAS|@sha256:HEX]")
+    model: str | None = Field(default=None, description="Base model: entry id, repository or unambiguous prefix "
+                              "(default: the plan's baseModel)")
+    plan: dict[str, Any] | None = Field(default=None,
+                                        description="A run plan (kind: run) to estimate steps and time for")
+
+
+class Analysis(Answer):
+    """An analysis of a dataset version's examples under a base model's tokenizer and template; one is kept for
+    each (examples, base model commit, Optimize version)."""
+
+    analysis_id: str = Field(description="The analysis's id")
+    phase: str = Field(description="pending, running, done or failed")
+    attempt: int = Field(description="Attempts started")
+    dataset: str = Field(description="The dataset version analyzed: NS/NAME:vN")
+    examples_digest: str = Field(description="The digest of the examples (shared by names holding the same ones)")
+    kind: str = Field(description="chat or preference")
+    base_model: str = Field(description="The base model's catalog entry id")
+    base_model_commit: str = Field(description="The base model commit whose tokenizer and template were used")
+    optimize_version: str = Field(description="The Optimize version that analyzed")
+    reason: str | None = Field(description="Why it failed; null unless failed")
+    refused: bool = Field(description="Whether it failed because the rows cannot be rendered (not retried)")
+    created_at: str = Field(description="When it was requested (ISO 8601, UTC)")
+    started_at: str | None = Field(description="When its worker started (ISO 8601, UTC)")
+    finished_at: str | None = Field(description="When it ended (ISO 8601, UTC)")
+    report: dict[str, Any] | None = Field(description="What it measured: rows, token lengths, templates, tools; "
+                                                      "null until done")
+    row_lengths: str | None = Field(default=None, description="sha256:HEX of the per-row lengths file (once done)")
+    estimates: dict[str, Any] | None = Field(default=None, description="Steps and time for the plan given "
+                                                                       "(POST with a plan, once done)")
+
+
+class AnalysisList(Answer):
+    analyses: list[Analysis] = Field(description="Analyses kept for the examples the reference resolves to, newest "
+                                                 "first")

@@ -1,0 +1,129 @@
+"""Endpoints and OpenAI-compatible serving: `/v1/training/endpoints`, `/v1/models` and
+`/v1/chat/completions`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from optimize.schemas.common import Answer, BaseModelPin, Number, OpenAIAnswer
+
+
+class EndpointModel(Answer):
+    name: str = Field(description="The name a request's model selects it by: the base model's entry id or NS/NAME:vN")
+    kind: str = Field(description="base or adapter")
+    ready: bool = Field(description="Whether it answers now")
+    instructions: str | None = Field(description="The system instructions the adapter was trained with, if any")
+
+
+class Endpoint(Answer):
+    """An endpoint: one resident base model and the adapters attached to it."""
+
+    endpoint_id: str = Field(description="The endpoint's id")
+    project: str = Field(description="The project it serves for")
+    model: str = Field(description="The model it was created for")
+    base_model: BaseModelPin = Field(description="The resident base model and commit")
+    models: list[EndpointModel] = Field(description="What it serves: the base model, then each adapter attached")
+    phase: str = Field(description="AWAITING_CAPACITY, STARTING, READY, FAILED or DELETED")
+    attempt: int = Field(description="Workers started for it")
+    device_profile: str = Field(description="Device profile it runs on")
+    devices_held: list[str] = Field(description="Devices it holds while STARTING or READY")
+    failure_reason: str | None = Field(description="Why it failed or was taken down")
+    created_at: str = Field(description="When it was created (ISO 8601, UTC)")
+    ready_at: str | None = Field(description="When it first answered (ISO 8601, UTC)")
+    last_request_at: str | None = Field(description="When it last answered a request (ISO 8601, UTC)")
+    finished_at: str | None = Field(description="When it ended (ISO 8601, UTC)")
+    terminal: bool = Field(description="Whether it has ended (FAILED or DELETED)")
+    settled: bool = Field(description="Whether it answers with every model, or never will")
+    waiting_for: str | None = Field(default=None, description="What an endpoint AWAITING_CAPACITY waits for, in "
+                                                              "words; null otherwise (one endpoint's answer and its "
+                                                              "events)")
+
+
+class EndpointCreated(Endpoint):
+    attached: bool = Field(description="True when the model was attached to an endpoint already serving its base "
+                                       "model (200); false for a new endpoint (202)")
+
+
+class EndpointListItem(Endpoint):
+    project_archived: bool = Field(description="Whether the endpoint's project is archived")
+
+
+class EndpointList(Answer):
+    endpoints: list[EndpointListItem] = Field(description="Endpoints, newest first (at most 500)")
+
+
+class EndpointsInfo(Answer):
+    """What endpoints of this deployment can do."""
+
+    idle_timeout_seconds: Number = Field(description="An endpoint answering no request this long is taken down")
+    adapters_at_once: int = Field(description="Adapters one endpoint loads at once")
+    devices_per_endpoint: int = Field(description="Devices one endpoint holds")
+    engine: str = Field(description="The serving engine")
+    tool_call_parsers: list[str] = Field(description="Tool-call parsers the engine knows")
+    device_profiles: list[str] = Field(description="Device profiles of this deployment")
+
+
+# --- OpenAI shapes --------------------------------------------------------------------------------------------
+
+
+class ServedModel(OpenAIAnswer):
+    """A model that answers now, in OpenAI's model shape."""
+
+    id: str = Field(description="The name to pass as a request's model")
+    object: str = Field(description="Always model")
+    created: int = Field(description="When its endpoint became ready (Unix seconds)")
+    owned_by: str = Field(description="The project serving it")
+    endpoint: str = Field(description="The endpoint serving it")
+
+
+class ServedModelList(OpenAIAnswer):
+    object: str = Field(description="Always list")
+    data: list[ServedModel] = Field(description="Every model answering now")
+
+
+class ChatCompletionRequest(BaseModel):
+    """An OpenAI chat completion request (fields the endpoints read; others are passed on)."""
+
+    model: str | None = Field(default=None, description="A served model: a base model, or NS/NAME[:vN|:ALIAS] "
+                                                         "(GET /v1/models lists them)")
+    messages: list[dict[str, Any]] = Field(description="The conversation, in OpenAI's message shape")
+    tools: list[dict[str, Any]] | None = Field(default=None, description="Functions the model may call")
+    tool_choice: Any = Field(default=None, description="none leaves the tools out")
+    max_tokens: int | None = Field(default=None, description="Most tokens to generate (default 256)")
+    max_completion_tokens: int | None = Field(default=None, description="The same, OpenAI's newer name")
+    temperature: Number | None = Field(default=None, description="Sampling temperature, 0 to 2 (default 1)")
+    top_p: Number | None = Field(default=None, description="Nucleus sampling, 0 to 1 (default 1)")
+    n: int | None = Field(default=None, description="Choices to answer; only 1")
+    stream: bool | None = Field(default=None, description="Answer as server-sent chat.completion.chunk events")
+
+
+class ChatMessage(OpenAIAnswer):
+    role: str = Field(description="Always assistant")
+    content: str | None = Field(description="The answer's text")
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="Calls of the request's tools")
+
+
+class ChatChoice(OpenAIAnswer):
+    index: int = Field(description="Always 0: one choice a request")
+    message: ChatMessage = Field(description="The answer")
+    finish_reason: str | None = Field(description="stop, length or tool_calls")
+    logprobs: Any = Field(description="Always null")
+
+
+class ChatUsage(OpenAIAnswer):
+    prompt_tokens: int = Field(description="Tokens in the rendered prompt")
+    completion_tokens: int = Field(description="Tokens generated")
+    total_tokens: int = Field(description="Both together")
+
+
+class ChatCompletion(OpenAIAnswer):
+    """An OpenAI chat.completion, as the endpoint's worker answered it."""
+
+    id: str = Field(description="chatcmpl-…")
+    object: str = Field(description="Always chat.completion")
+    created: int = Field(description="Unix seconds")
+    model: str = Field(description="The exact model version that answered")
+    choices: list[ChatChoice] = Field(description="One choice")
+    usage: ChatUsage = Field(description="Token counts")

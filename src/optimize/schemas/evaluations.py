@@ -1,0 +1,82 @@
+"""Evaluations: `/v1/training/evaluations` (start, read, list, cancel, retry, predictions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+
+
+class EvaluationProgress(Answer):
+    answered: int = Field(description="Rows answered so far (kept answers of an earlier attempt included)")
+    total: int = Field(description="Rows to answer")
+
+
+class FieldAccuracy(Answer):
+    field: str = Field(description="A field's path in the expected answer")
+    accuracy: Number = Field(description="Share of scored examples that got it right, 0 to 1")
+    examples: int = Field(description="Scored examples that hold it")
+
+
+class EvaluationReport(Answer):
+    """What the grader made of every answer held."""
+
+    mean_score: Number | None = Field(description="Mean score over scored examples; null when none was scored")
+    exact_match_rate: Number | None = Field(description="Share of scored examples scoring 1.0; null when none")
+    per_field_accuracy: list[FieldAccuracy] = Field(description="Accuracy of each field, worst first")
+    scored: int = Field(description="Examples the grader scored")
+    unscored: int = Field(description="Examples the grader left unscored")
+
+
+class Evaluation(Answer):
+    """An evaluation: a model answering a dataset's prompts, graded."""
+
+    evaluation_id: str = Field(description="The evaluation's id")
+    project: str = Field(description="The project it counts for")
+    model: str = Field(description="The model evaluated, as resolved: NS/NAME:vN or a base model's entry id")
+    base_model: BaseModelPin = Field(description="The base model and commit it answers with")
+    dataset: DatasetPin = Field(description="The dataset version whose prompts it answers")
+    grader: str = Field(description="exact-json, http:URL or model:REF (a judge model)")
+    grader_instructions: str | None = Field(description="A judge model's instructions; null for other graders")
+    device_profile: str = Field(description="Device profile it runs on")
+    phase: str = Field(description="QUEUED, RUNNING, COMPLETED, FAILED or CANCELLED")
+    attempt: int = Field(description="Attempts started")
+    devices_held: list[str] = Field(description="Devices it holds while RUNNING")
+    progress: EvaluationProgress = Field(description="Rows answered of the total")
+    report: EvaluationReport | None = Field(description="The scores once COMPLETED; null before")
+    failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
+    created_at: str = Field(description="When it was started (ISO 8601, UTC)")
+    finished_at: str | None = Field(description="When it ended (ISO 8601, UTC); null while it has not")
+    terminal: bool = Field(description="Whether it has ended")
+    settled: bool = Field(description="Whether nothing changes any more (the same as terminal)")
+    waiting_for: str | None = Field(default=None, description="What a QUEUED evaluation waits for, in words; null "
+                                                              "otherwise (one evaluation's answer and its events)")
+
+
+class EvaluationListItem(Evaluation):
+    project_archived: bool = Field(description="Whether the evaluation's project is archived")
+
+
+class EvaluationList(Answer):
+    evaluations: list[EvaluationListItem] = Field(description="Evaluations, newest first (at most 500)")
+
+
+class Prediction(Answer):
+    """One answer, what it was answered from and its grade."""
+
+    line: int = Field(description="The dataset line it answers, from 1")
+    prompt: str = Field(description="The prompt as rendered")
+    expected: str = Field(description="The dataset's answer")
+    answer: str = Field(description="The model's answer")
+    score: Number | None = Field(description="The grader's score, 0 to 1; null when it could not score it")
+    explanation: str | None = Field(description="The grader's explanation")
+    fields: dict[str, Any] | None = Field(description="Per-field verdicts, by path")
+    chat_template_sha256: str = Field(description="The chat template the prompt was rendered with")
+    base_model_revision: str = Field(description="The base model commit that answered")
+
+
+class Predictions(Answer):
+    evaluation_id: str = Field(description="The evaluation's id")
+    predictions: list[Prediction] = Field(description="Answers by line (the first `limit` with ?limit=)")

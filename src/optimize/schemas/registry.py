@@ -1,0 +1,218 @@
+"""The registry's requests and answers: `/v1/registry/info`, namespaces, datasets (versions, aliases) and models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimize.schemas.common import Answer
+
+# --- requests ----------------------------------------------------------------------------------------------
+
+
+class Annotation(BaseModel):
+    """`PATCH /v1/registry/namespaces/{ns}`: a namespace's new description."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str | None = Field(description="New description; an empty string clears it")
+
+
+class AliasMove(BaseModel):
+    """`PUT /v1/registry/datasets/{ns}/{name}/aliases/{alias}`: where the alias points."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: str = Field(description="The version the alias points at: vN, another alias or sha256:HEX")
+
+
+# --- info ---------------------------------------------------------------------------------------------------
+
+
+class DatasetLimitsInfo(Answer):
+    """Limits on dataset versions this deployment enforces, and the formats it accepts."""
+
+    max_shard_bytes: int = Field(description="Largest shard accepted, bytes")
+    max_shards: int = Field(description="Most shards one version holds")
+    upload_expiry_seconds: int = Field(description="How long an upload session stays open, seconds")
+    max_line_bytes: int = Field(description="Longest JSONL line accepted, bytes")
+    formats: list[str] = Field(description="Dataset formats accepted, e.g. chat-jsonl-v1, preference-jsonl-v1")
+
+
+class RegistryInfo(Answer):
+    """The deployment's registry limits and formats."""
+
+    version: str = Field(description="The server's Optimize version")
+    datasets: DatasetLimitsInfo = Field(description="Dataset limits and formats")
+
+
+# --- namespaces ---------------------------------------------------------------------------------------------
+
+
+class Namespace(Answer):
+    """A registry namespace: created by the first registration into it."""
+
+    name: str = Field(description="Namespace name")
+    description: str | None = Field(description="Free text; null when none was set")
+    archived: bool = Field(description="Whether it is archived (left out of lists; takes no new versions)")
+    archived_at: str | None = Field(description="When it was archived (ISO 8601, UTC); null unless archived")
+    created_at: str = Field(description="When it was created (ISO 8601, UTC)")
+    datasets: int = Field(description="Datasets in the namespace")
+    models: int = Field(description="Models in the namespace")
+
+
+class NamespaceChange(Namespace):
+    """A namespace after archive or unarchive."""
+
+    changed: bool = Field(description="Whether this request changed it (false when it already was so)")
+
+
+class NamespaceList(Answer):
+    namespaces: list[Namespace] = Field(description="Namespaces by name (archived ones only with archived=true)")
+
+
+# --- datasets -----------------------------------------------------------------------------------------------
+
+
+class DatasetObject(Answer):
+    """One shard of a dataset version, as stored."""
+
+    path: str = Field(description="examples.jsonl, or examples-NNNNN.jsonl for sharded versions")
+    digest: str = Field(description="sha256:HEX of the shard's bytes")
+    size_bytes: int = Field(alias="bytes", description="Size of the shard in bytes")
+    rows: int = Field(description="Rows in the shard")
+    location: str | None = Field(description="Where the blob store holds it; null when not known")
+
+
+class DatasetVersion(Answer):
+    """One version of a dataset."""
+
+    reference: str = Field(description="The version's reference: NS/NAME:vN")
+    dataset: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Namespace of the dataset")
+    name: str = Field(description="Name of the dataset in its namespace")
+    version: int = Field(description="Version number, from 1")
+    digest: str = Field(description="sha256:HEX over the format and the ordered shard digests")
+    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
+    examples: int | None = Field(default=None, description="Conversations in the version (chat datasets only)")
+    pairs: int | None = Field(default=None, description="Preference pairs in the version (preference datasets only)")
+    tool_rows: int = Field(description="Rows that offer tools or call them")
+    shards: int = Field(description="Shards the version is cut into")
+    size_bytes: int = Field(alias="bytes", description="Total size in bytes")
+    aliases: list[str] = Field(description="Aliases pointing at this version (latest on the newest)")
+    archived: bool = Field(description="Whether the dataset's namespace is archived")
+    created_at: str = Field(description="When the version was registered (ISO 8601, UTC)")
+
+
+class DatasetVersionDetail(DatasetVersion):
+    """A dataset version with its shards."""
+
+    objects: list[DatasetObject] = Field(description="The version's shards, in order")
+    kind: str = Field(description="What the dataset holds: chat or preference")
+    version_count: int = Field(description="Versions the dataset has")
+
+
+class CommittedVersion(DatasetVersion):
+    """The version an upload registered, or the version the same content already was."""
+
+    objects: list[DatasetObject] = Field(description="The version's shards, in order")
+    created: bool = Field(description="Whether this commit created the version (false: the content was registered)")
+
+
+class DatasetSummary(Answer):
+    """A dataset with its newest version."""
+
+    dataset: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Namespace of the dataset")
+    name: str = Field(description="Name of the dataset in its namespace")
+    kind: str = Field(description="What the dataset holds: chat or preference")
+    versions: int = Field(description="Versions the dataset has")
+    archived: bool = Field(description="Whether its namespace is archived")
+    latest: DatasetVersion = Field(description="The newest version")
+
+
+class DatasetList(Answer):
+    datasets: list[DatasetSummary] = Field(description="Datasets by namespace and name")
+
+
+class DatasetVersionList(Answer):
+    versions: list[DatasetVersion] = Field(description="The dataset's versions, newest first")
+
+
+class AliasHistoryItem(Answer):
+    version: int = Field(description="The version the alias pointed at")
+    since: str | None = Field(description="From when (ISO 8601, UTC)")
+
+
+class DatasetAlias(Answer):
+    """Where an alias points, and where it pointed before."""
+
+    alias: str = Field(description="Alias name")
+    managed: bool = Field(description="Whether the registry moves it itself (latest) rather than users")
+    reference: str = Field(description="The version it points at now: NS/NAME:vN")
+    version: int = Field(description="The version number it points at now")
+    history: list[AliasHistoryItem] = Field(description="Every version it pointed at, oldest first")
+
+
+class AliasMoved(DatasetAlias):
+    """An alias after it was set."""
+
+    moved: bool = Field(description="Whether this request moved it (false when it already pointed there)")
+
+
+# --- models -------------------------------------------------------------------------------------------------
+
+
+class Producer(Answer):
+    kind: str = Field(description="What produced the version, e.g. run or selection")
+    id: str | None = Field(description="Its id, e.g. the run's id or the catalog entry's")
+
+
+class ModelVersion(Answer):
+    """One version of a registered model."""
+
+    reference: str = Field(description="The version's reference: NS/NAME:vN")
+    model: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Namespace of the model (a training project's models are in its namespace)")
+    name: str = Field(description="Name of the model in its namespace")
+    version: int = Field(description="Version number, from 1")
+    digest: str = Field(description="sha256:HEX over what a serving process loads (variant and descriptor)")
+    variant: str = Field(description="BASE, ADAPTER or WEIGHTS")
+    registered_at: str = Field(description="When the version was registered (ISO 8601, UTC)")
+    lifecycle: str = Field(description="The version's lifecycle state, e.g. active")
+    aliases: list[str] = Field(description="Aliases pointing at this version (latest on the newest)")
+    archived: bool = Field(description="Whether the model's namespace is archived")
+    serving_model: dict[str, Any] = Field(description="What a serving process loads: the variant's descriptor "
+                                                      "(repository and revision, or the adapter's artifact and base)")
+    lineage: dict[str, Any] = Field(description="Where it came from: base model, datasets, producing run")
+    produced_by: Producer | None = Field(description="What produced it; null when not recorded")
+
+
+class ModelVersionDetail(ModelVersion):
+    """A model version with how many versions its model has."""
+
+    version_count: int = Field(description="Versions the model has")
+
+
+class ModelDetail(ModelVersionDetail):
+    """A model's newest version, with every version."""
+
+    versions: list[ModelVersion] = Field(description="The model's versions, newest first")
+
+
+class ModelSummary(Answer):
+    """A model with its newest version."""
+
+    model: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Namespace of the model")
+    name: str = Field(description="Name of the model in its namespace")
+    versions: int = Field(description="Versions the model has")
+    archived: bool = Field(description="Whether its namespace is archived")
+    latest: ModelVersion = Field(description="The newest version")
+
+
+class ModelList(Answer):
+    models: list[ModelSummary] = Field(description="Models by namespace and name")
+
+
+class ModelVersionList(Answer):
+    versions: list[ModelVersion] = Field(description="The model's versions (filtered as asked), newest first")

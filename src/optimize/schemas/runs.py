@@ -1,0 +1,217 @@
+"""Training runs: `/v1/training/runs` (submit, dry run, read, list, metrics, snapshots, pause, resume, cancel),
+their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and `/v1/training/snapshots`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+
+
+class ValidationPin(Answer):
+    reference: str = Field(description="The validation dataset version, frozen at submission: NS/NAME:vN")
+    digest: str = Field(description="The version's digest")
+
+
+class RunExecution(Answer):
+    device_profile: str = Field(description="Device profile the run trains on")
+    devices: int = Field(description="Devices the run needs")
+    devices_held: list[str] = Field(description="Devices its current attempt holds (empty when none)")
+    max_attempts: int | None = Field(default=None, description="Attempts it gets before it fails "
+                                                               "(execution.maxAttempts)")
+
+
+class RunTiming(Answer):
+    phase_millis: dict[str, int] = Field(description="Milliseconds spent in each phase (an open phase counts to now)")
+    created_at: str = Field(description="When it was submitted (ISO 8601, UTC)")
+    finished_at: str | None = Field(description="When it ended (ISO 8601, UTC); null while it has not")
+
+
+class SnapshotArtifact(Answer):
+    kind: str = Field(description="weights or trainingState")
+    manifest_digest: str = Field(description="sha256:HEX of the manifest listing the artifact's files")
+    size_bytes: int = Field(alias="bytes", description="Total size of its files, bytes")
+    files: list[str] | None = Field(default=None, description="Paths of its files")
+
+
+class BranchRecord(Answer):
+    """Where a branch starts: its parent's snapshot and how it restores it."""
+
+    parent_run_id: str = Field(description="The run branched from")
+    snapshot_id: str = Field(description="The parent's snapshot it starts from")
+    step: int = Field(description="The snapshot's step")
+    restore: str = Field(description="trainingState (optimizer, RNG and data position kept) or weights")
+    why: str = Field(description="Why that restore mode")
+    requested: str = Field(description="The restore mode asked for: auto, weights or trainingState")
+    artifacts: list[SnapshotArtifact] | None = Field(default=None, description="The snapshot's artifacts the branch "
+                                                                               "restores (dry runs only)")
+
+
+class RunSetting(Answer):
+    value: Any = Field(description="The resolved value")
+    source: str = Field(description="file (the plan stated it) or where the default came from")
+
+
+class Run(Answer):
+    """A training run as users see it."""
+
+    run_id: str = Field(description="The run's id")
+    submission_id: str = Field(description="The plan's submissionId (generated when the plan had none)")
+    project: str = Field(description="Training project")
+    method: str = Field(description="Training method, e.g. sft or dpo")
+    phase: str = Field(description="QUEUED, PREPARING, TRAINING, PAUSING, PAUSED, COMPLETED, FAILED or CANCELLED")
+    attempt: int = Field(description="Attempts started (0 while it waits for its first)")
+    base_model: BaseModelPin = Field(description="The base model and commit it trains")
+    dataset: DatasetPin = Field(description="The training dataset version")
+    validation: ValidationPin | None = Field(description="The validation dataset version; null when none")
+    model_name: str = Field(description="The model name the trained adapter is registered under")
+    execution: RunExecution = Field(description="Where it runs")
+    config_hash: str = Field(description="Hash of the resolved config: runs with the same hash train the same way")
+    progress: dict[str, Any] = Field(description="What its worker reported: rows, observed step, total steps, loss")
+    saved_step: int | None = Field(description="The newest step saved with its training state; null before any")
+    checks: dict[str, Any] | None = Field(description="The pre-training checks of the rendered rows; null before them")
+    length_check: dict[str, Any] | None = Field(description="The length and template check at submission: its status "
+                                                            "and the analysis each dataset was checked against")
+    results: dict[str, Any] = Field(description="What it produced: model (the registered version, null until then), "
+                                                "dataFit and the final metrics")
+    cost: dict[str, Any] = Field(description="deviceSeconds (estimate: true while it runs) and duration by phase")
+    timing: RunTiming = Field(description="Time in each phase, submission and end")
+    failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
+    warnings: list[str] = Field(description="What admission noted, e.g. an unmeasured envelope")
+    description: str | None = Field(description="The plan's description")
+    pause: dict[str, Any] | None = Field(description="The current attempt's pause: checkpoint, state, saved step, "
+                                                     "whether its devices are released; null when none")
+    resumed: dict[str, Any] | None = Field(description="What the latest resume restored, and the pause it ended")
+    parent_run_id: str | None = Field(description="The run it branched from; null unless a branch")
+    branch: BranchRecord | None = Field(description="Where the branch starts; null unless a branch")
+    terminal: bool = Field(description="Whether it has ended (COMPLETED, FAILED or CANCELLED)")
+    settled: bool = Field(description="Whether nothing changes until a user acts (ended or PAUSED)")
+    waiting_for: str | None = Field(default=None, description="What a QUEUED run waits for, in words; null "
+                                                              "otherwise (one run's answer and its events)")
+    settings: dict[str, RunSetting] | None = Field(default=None, description="Every setting's resolved value and "
+                                                                             "source, by path (with settings=true)")
+
+
+class RunListItem(Run):
+    project_archived: bool = Field(description="Whether the run's project is archived")
+
+
+class RunList(Answer):
+    runs: list[RunListItem] = Field(description="Runs, newest first (at most 500)")
+
+
+class MetricPoint(Answer):
+    """One logged step; its values (loss, learningRate, …) are keys of their own."""
+
+    step: int = Field(description="The update the values are for")
+    kind: str = Field(description="train or validation")
+    attempt: int = Field(description="The attempt that logged it")
+    at: str = Field(description="When it was logged (ISO 8601, UTC)")
+
+
+class RunMetrics(Answer):
+    run_id: str = Field(description="The run's id")
+    steps: list[MetricPoint] = Field(description="Training steps in order (the newest `limit` with ?limit=)")
+    validation: list[MetricPoint] = Field(description="Validation passes in order")
+
+
+class Snapshot(Answer):
+    """A committed save of a run: its artifacts and what keeps them from retention."""
+
+    snapshot_id: str = Field(description="The snapshot's id")
+    run_id: str = Field(description="The run that saved it")
+    attempt: int = Field(description="The attempt that saved it")
+    step: int = Field(description="The update it was saved after")
+    epoch: Number | None = Field(description="The epoch position it was saved at")
+    final: bool = Field(description="Whether it is the run's final save")
+    artifacts: list[SnapshotArtifact] = Field(description="Everything it saved")
+    kinds: list[str] = Field(description="Artifact kinds it still holds")
+    swept: list[str] = Field(description="Kinds retention took off the catalog")
+    pinned: list[str] = Field(description="Kinds an operator pinned against retention")
+    registered: list[str] = Field(description="Model versions registered from its weights")
+    held_by: list[str] = Field(description="What holds it against retention")
+    committed_at: str = Field(description="When it was committed (ISO 8601, UTC)")
+
+
+class SnapshotDetail(Snapshot):
+    project: str = Field(description="The run's project")
+    model_name: str = Field(description="The run's model name")
+
+
+class RegisteredSnapshot(Snapshot):
+    model: str = Field(description="The model version its weights are registered as: NS/NAME:vN")
+
+
+class RunSnapshots(Answer):
+    run_id: str = Field(description="The run's id")
+    snapshots: list[Snapshot] = Field(description="Its snapshots by attempt and step")
+
+
+class EnvelopeVerdict(Answer):
+    status: str = Field(description="measured, or unmeasured when no catalog envelope covers the run")
+    mode: str = Field(description="strict or advisory")
+
+
+class DryRun(Answer):
+    """Everything a submission checks, with nothing started."""
+
+    dry_run: bool = Field(description="Always true")
+    project: str = Field(description="Training project")
+    base_model: BaseModelPin = Field(description="The base model and commit it would train")
+    model_name: str = Field(description="The model name the adapter would be registered under")
+    config_hash: str = Field(description="Hash of the resolved config")
+    resolved: dict[str, Any] = Field(description="config and execution with every default filled in, the source of "
+                                                 "each setting (sources) and the Lengths sections (lengths)")
+    envelope: EnvelopeVerdict = Field(description="The envelope verdict")
+    warnings: list[str] = Field(description="What admission notes")
+    length_check: dict[str, Any] = Field(description="The length and template check the run would record")
+    diagnostics: list[dict[str, Any]] = Field(description="Each dataset's diagnostics (coverage, lengths, rows)")
+
+
+class BranchDryRun(DryRun):
+    branch: BranchRecord = Field(description="Where the branch would start and how it would restore")
+
+
+class SweepPoint(Answer):
+    overrides: dict[str, Any] = Field(description="The grid point: a partial config document")
+    restore: str = Field(description="The restore mode it would take")
+    why: str = Field(description="Why that restore mode")
+
+
+class SweepDryRun(Answer):
+    dry_run: bool = Field(description="Always true")
+    points: list[SweepPoint] = Field(description="One per grid point, each checked")
+
+
+class SweepRun(Run):
+    overrides: dict[str, Any] = Field(description="The grid point the branch trains")
+
+
+class Sweep(Answer):
+    runs: list[SweepRun] = Field(description="One branch per grid point, in grid order")
+
+
+class BranchChild(Run):
+    depth: int = Field(description="1 for a child, 2 for a grandchild, …")
+
+
+class Branches(Answer):
+    run_id: str = Field(description="The run asked about")
+    runs: list[BranchChild] = Field(description="Its branches (with recursive=true, the whole tree, breadth first)")
+
+
+class AncestryHop(Answer):
+    run_id: str = Field(description="A run of the chain")
+    phase: str = Field(description="Its phase")
+    method: str = Field(description="Its method")
+    steps: int | None = Field(description="Its step budget (totalSteps); null before it is known")
+    snapshot_id: str | None = Field(default=None, description="The parent's snapshot it starts from (branches only)")
+    from_step: int | None = Field(default=None, description="That snapshot's step (branches only)")
+    restore: str | None = Field(default=None, description="How it restored it (branches only)")
+
+
+class Ancestry(Answer):
+    run_id: str = Field(description="The run asked about")
+    chain: list[AncestryHop] = Field(description="From the root run to the run asked about")

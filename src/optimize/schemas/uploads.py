@@ -1,0 +1,73 @@
+"""Dataset upload sessions: `/v1/registry/dataset-uploads` (open, stream shards, commit)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimize.schemas.common import Answer
+
+# --- requests ----------------------------------------------------------------------------------------------
+
+
+class ShardEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: int = Field(description="Position of the shard in the version, from 0")
+    path: str = Field(description="examples.jsonl, or examples-NNNNN.jsonl for sharded versions")
+    sha256: str = Field(description="sha256 of the shard's bytes, 64 hex digits")
+    bytes: int = Field(description="Size of the shard in bytes")
+    lines: int = Field(description="Lines in the shard")
+
+
+class UploadCreate(BaseModel):
+    """`POST /v1/registry/dataset-uploads`: the version to register, shard by shard."""
+
+    model_config = ConfigDict(extra="forbid")
+    dataset: str = Field(description="NS/NAME the version is registered under")
+    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
+    shards: list[ShardEntry] = Field(description="The version's shards, in order")
+
+
+class UploadCommit(BaseModel):
+    """`POST /v1/registry/dataset-uploads/{uploadId}/commit`."""
+
+    model_config = ConfigDict(extra="forbid")
+    alias: str | None = Field(default=None, description="Alias to point at the registered version")
+
+
+# --- answers ------------------------------------------------------------------------------------------------
+
+
+class UploadShard(Answer):
+    """A shard of an upload session, and whether the registry holds it already."""
+
+    index: int = Field(description="Position of the shard in the version, from 0")
+    path: str = Field(description="examples.jsonl, or examples-NNNNN.jsonl for sharded versions")
+    sha256: str = Field(description="sha256 of the shard's bytes, 64 hex digits")
+    size_bytes: int = Field(alias="bytes", description="Size of the shard in bytes")
+    lines: int = Field(description="Lines in the shard")
+    held: bool = Field(description="Whether the registry holds it already (it need not be sent)")
+
+
+class UploadSession(Answer):
+    """An upload session, keyed by its content: the same dataset and shards reach the same session."""
+
+    upload_id: str = Field(description="The session's id")
+    dataset: str = Field(description="NS/NAME the version is registered under")
+    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
+    digest: str = Field(description="The digest the version will have: sha256:HEX")
+    phase: str = Field(description="open or committed")
+    expires_at: str = Field(description="When an open session expires (ISO 8601, UTC)")
+    shards: list[UploadShard] = Field(description="The version's shards, in order")
+
+
+class ShardReceived(Answer):
+    """A shard the registry holds now (201: received and validated; 200: it held the same bytes already)."""
+
+    index: int = Field(description="Position of the shard in the version, from 0")
+    sha256: str = Field(description="sha256 of the shard's bytes")
+    size_bytes: int = Field(alias="bytes", description="Size of the shard in bytes")
+    rows: int | None = Field(default=None, description="Rows in the shard (when it was received now)")
+    tool_rows: int | None = Field(default=None, description="Rows that offer or call tools (when received now)")
+    held: bool = Field(description="Whether the registry holds it (always true in an answer)")
+    already_held: bool | None = Field(default=None, description="True when the registry held it already and "
+                                                                "nothing was read")
