@@ -253,3 +253,21 @@ def test_invalid_run_file_is_refused_by_path(acli, ns, tmp_path):
     plan.write_text(f"kind: run\nproject: p\nbaseModel: {MODEL}\nconfig:\n  dataset: {ns}/d\n  colour: red\n")
     result = acli("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan))
     assert result.code == 1 and "config.colour: unknown field" in result.err
+
+
+def test_an_analysis_is_followed_over_its_events_stream_until_it_is_done(acli, analysis_server, tmp_path):
+    acli.ok("registry", "datasets", "register", "ev/d", "-f",
+            str(write_jsonl(tmp_path / "d.jsonl", [chat_row(f"q{i}", f"a{i}") for i in range(12)])))
+    started = acli.json("training", "datasets", "analyze", "ev/d", "--model", MODEL)
+    statuses = []
+    with httpx.stream("GET", f"{analysis_server.url}/v1/training/datasets/analyses/{started['analysisId']}/events",
+                      timeout=120) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                statuses.append(json.loads(line[6:]))
+    assert statuses[-1]["phase"] == "done" and statuses[-1]["settled"] and statuses[-1]["report"]
+    order = ["pending", "running", "done"]  # each status after an event of the analysis, never backwards
+    assert [order.index(s["phase"]) for s in statuses] == sorted(order.index(s["phase"]) for s in statuses)
+    unknown = httpx.get(f"{analysis_server.url}/v1/training/datasets/analyses/ffffffff/events", timeout=30)
+    assert unknown.status_code == 404

@@ -39,6 +39,7 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
         "baseModelCommit": item.base_commit, "optimizeVersion": item.optimize_version, "reason": item.reason,
         "refused": item.refused, "createdAt": iso(item.created_at), "startedAt": iso(item.started_at),
         "finishedAt": iso(item.finished_at), "report": item.report,
+        "terminal": AnalysisPhase(item.phase) in TERMINAL, "settled": AnalysisPhase(item.phase) in TERMINAL,
     }
     if item.lengths_sha256:
         body["rowLengths"] = f"sha256:{item.lengths_sha256}"

@@ -1,5 +1,10 @@
-"""Server-sent status by polling: an item's status now, then whenever it changes, until it is settled (ended, or
-at rest: an endpoint answering with every model), with keep-alive comments while nothing changes."""
+"""The one status stream behind every kind's `GET …/{id}/events` (server-sent events): the item's status now,
+then its status again after each event recorded for it (a phase, progress, a snapshot, an adapter loaded), until
+it is settled (ended, paused, or at rest: an endpoint answering with every model), with keep-alive comments
+while nothing happens.
+
+The event cursor is read before the status, so a change made while the status is read shows up in a later
+update rather than being missed; between events only the cursor is read (one indexed query)."""
 
 from __future__ import annotations
 
@@ -11,27 +16,48 @@ from typing import Any
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
+from optimize.store.events import latest
+
 POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 5.0
 
 
-async def status_events(read: Callable[[Any, str], dict[str, Any]], training: Any, item_id: str, id_key: str
-                        ) -> StreamingResponse:
-    """`read(training, id)` gives the status; an unknown id is refused before the stream starts."""
-    first = await run_in_threadpool(read, training, item_id)
+async def status_events(read: Callable[[Any, str], dict[str, Any]], deployment: Any, item_id: str, id_key: str,
+                        kind: str) -> StreamingResponse:
+    """`read(deployment, id)` gives the status (an unknown id is refused before the stream starts); `kind` names
+    the item's events (`run:<id>`, `evaluation:<id>`, …)."""
+    first = await run_in_threadpool(read, deployment, item_id)
+    subject = f"{kind}:{first[id_key]}"
+    cursor = await run_in_threadpool(_cursor, deployment, subject)
+    first = await run_in_threadpool(read, deployment, first[id_key])  # read after the cursor
 
     async def stream():
+        nonlocal cursor
         last, quiet = first, 0.0
-        yield f"event: status\ndata: {json.dumps(last)}\n\n"
+        yield _sse(last)
         while not last["settled"]:
             await asyncio.sleep(POLL_SECONDS)
-            now = await run_in_threadpool(read, training, last[id_key])
+            now = await run_in_threadpool(_cursor, deployment, subject)
+            if now != cursor:
+                cursor, quiet = now, 0.0
+                status = await run_in_threadpool(read, deployment, last[id_key])
+                if status != last:
+                    last = status
+                    yield _sse(status)
+                continue
             quiet += POLL_SECONDS
-            if now != last:
-                last, quiet = now, 0.0
-                yield f"event: status\ndata: {json.dumps(now)}\n\n"
-            elif quiet >= KEEPALIVE_SECONDS:
+            if quiet >= KEEPALIVE_SECONDS:
                 quiet = 0.0
                 yield ": keep-alive\n\n"
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _cursor(deployment: Any, subject: str) -> int:
+    with deployment.store.transaction() as session:
+        return latest(session, subject)
+
+
+def _sse(status: dict[str, Any]) -> str:
+    return f"event: status\ndata: {json.dumps(status)}\n\n"

@@ -1,13 +1,16 @@
-"""Dataset analyses: `POST /v1/training/datasets/analyses`, `GET …/{analysisId}`, `GET …?dataset=REF`."""
+"""Dataset analyses: `POST /v1/training/datasets/analyses`, `GET …/{analysisId}`, `GET …?dataset=REF` and
+`GET …/{analysisId}/events` (server-sent events)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.analysis import service
 from optimize.api.deps import TrainingDep
+from optimize.api.status_stream import status_events
+from optimize.schemas.common import event_stream
 from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest
 
 router = APIRouter(prefix="/v1/training/datasets/analyses", tags=["training"])
@@ -32,3 +35,10 @@ def list_analyses(dataset: str, training: TrainingDep) -> dict:
 def get_analysis(analysis_id: str, training: TrainingDep) -> dict:
     body = service.get_analysis(training, analysis_id)
     return body
+
+
+@router.get("/{analysis_id}/events", response_class=StreamingResponse,
+            responses=event_stream("Server-sent events: the analysis' status (as GET …/analyses/{id} answers it) now "
+                                   "and after each change, until it is done or failed"))
+async def follow(analysis_id: str, training: TrainingDep) -> StreamingResponse:
+    return await status_events(service.get_analysis, training, analysis_id, "analysisId", "analysis")

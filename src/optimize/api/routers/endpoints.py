@@ -71,4 +71,4 @@ async def chat(endpoint_id: str, request: Request, training: TrainingDep):
                                    "now and whenever it changes, until it answers with every model or never will"))
 async def follow(endpoint_id: str, training: TrainingDep) -> StreamingResponse:
     """The endpoint's status now, then whenever it changes, until it answers with every model or never will."""
-    return await status_events(service.get, training, endpoint_id, "endpointId")
+    return await status_events(service.get, training, endpoint_id, "endpointId", "endpoint")

@@ -54,4 +54,4 @@ def predictions(evaluation_id: str, training: TrainingDep, limit: int | None = N
                                    "it) now and whenever it changes, until it has ended"))
 async def follow(evaluation_id: str, training: TrainingDep) -> StreamingResponse:
     """The evaluation's status now, then whenever it changes, until it has ended."""
-    return await status_events(service.get, training, evaluation_id, "evaluationId")
+    return await status_events(service.get, training, evaluation_id, "evaluationId", "evaluation")

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, Body
@@ -12,13 +10,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
+from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.runs import DryRun, Run, RunList, RunMetrics, RunSnapshots
-from optimize.training import events, lifecycle, runs
+from optimize.training import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
-POLL_SECONDS = 0.5
-KEEPALIVE_SECONDS = 5.0
 
 
 @router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",
@@ -82,31 +79,4 @@ def cancel_run(run_id: str, training: TrainingDep) -> JSONResponse:
                                    "it) now and after each change, until it has ended or paused"))
 async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
     """The run's current status first, then a status after each change, until the run has ended or paused."""
-    run, cursor = await run_in_threadpool(events.current, training, run_id)
-
-    async def stream():
-        nonlocal cursor
-        yield _sse("status", run)
-        if run["settled"]:
-            return
-        quiet = 0.0
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            changed, cursor, status = await run_in_threadpool(events.since, training, run["runId"], cursor)
-            if changed:
-                quiet = 0.0
-                yield _sse("status", status)
-                if status["settled"]:
-                    return
-            else:
-                quiet += POLL_SECONDS
-                if quiet >= KEEPALIVE_SECONDS:
-                    quiet = 0.0
-                    yield ": keep-alive\n\n"
-
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-
-def _sse(event: str, data: dict) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+    return await status_events(runs.get_run, training, run_id, "runId", "run")
