@@ -1,9 +1,10 @@
-# Two commands for a fresh machine: `make demo` (install + quickstart) and `make test` (install + whole suite).
+# Two commands for a fresh machine: `make demo` (install + quickstart) and `make test` (install + whole suite);
+# `make lint` runs ruff and the import contracts (pyproject.toml), as .ci/run does before the tests.
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 install: $(STAMP)
 
@@ -19,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -32,7 +32,8 @@ def text(rnd: random.Random, words: int) -> str:
 def make_row(rnd: random.Random, index: int) -> dict:
     kind = index % 10
     if kind < 5:
-        return {"messages": [{"role": "user", "content": text(rnd, 20)}, {"role": "assistant", "content": text(rnd, 15)}]}
+        return {"messages": [{"role": "user", "content": text(rnd, 20)},
+                             {"role": "assistant", "content": text(rnd, 15)}]}
     if kind < 8:
         messages = [{"role": "system", "content": "You answer tickets."}]
         for _ in range(rnd.randint(2, 4)):
@@ -94,7 +95,8 @@ def main() -> None:
     over = report["limits"][0]["over"]
     print(f"rows                 {args.rows:,} ({over:,} over 512 tokens), stand-in {args.model_family}")
     print(f"analysis             {analysis_seconds:7.2f} s  {args.rows / analysis_seconds:9,.0f} rows/s")
-    print(f"tokenizer alone      {tokenizer_seconds:7.2f} s  {args.rows / tokenizer_seconds:9,.0f} rows/s (batch encode)")
+    print(f"tokenizer alone      {tokenizer_seconds:7.2f} s  "
+          f"{args.rows / tokenizer_seconds:9,.0f} rows/s (batch encode)")
     print(f"ratio                {ratio:7.2f}    target <= 2   {'PASS' if ratio <= 2 else 'MISS'}")
     print(f"analysis peak RSS    {peak_mib:7.0f} MiB target < 1024 {'PASS' if peak_mib < 1024 else 'MISS'}")
     print("RESULT " + json.dumps({"rows": args.rows, "analysisSeconds": round(analysis_seconds, 2),

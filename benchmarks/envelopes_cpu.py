@@ -42,7 +42,8 @@ def main() -> None:
     rows = Dataset.from_list([{"input_ids": ids, "labels": [-100] * half + ids[half:]}] * 8)
     model = AutoModelForCausalLM.from_pretrained(work / "model")
     config = SFTConfig(output_dir=str(work / "out"), max_steps=args.steps, per_device_train_batch_size=2,
-                       report_to=[], use_cpu=True, bf16=False, fp16=False, logging_steps=1, save_strategy="no", max_length=args.seq,
+                       report_to=[], use_cpu=True, bf16=False, fp16=False, logging_steps=1, save_strategy="no",
+                       max_length=args.seq,
                        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False)
     trainer = SFTTrainer(model=model, args=config, train_dataset=rows, processing_class=tokenizer,
                          peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))

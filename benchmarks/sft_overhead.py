@@ -238,7 +238,8 @@ def bare(spec_file: str) -> None:
             if len(rendered.input_ids) > spec["maxSeqLength"]:
                 sys.exit(f"a row is {len(rendered.input_ids)} tokens long, over {spec['maxSeqLength']}")
             columns["input_ids"].append(rendered.input_ids)
-            columns["labels"].append([t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)])
+            columns["labels"].append([t if m else -100
+                                      for t, m in zip(rendered.input_ids, rendered.loss_mask, strict=True)])
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
     pq.write_table(pa.table(columns, schema=schema), work / "train.parquet")
     rendered_at = time.monotonic()
@@ -364,7 +365,7 @@ def report(index: int, platform: dict, plain: dict) -> None:
     cost, phases = run["cost"], run["timing"]["phaseMillis"]
     phase_training, engine_training = cost["duration"]["training"], cost["trainingSeconds"]
     same = len(platform["losses"]) == len(plain["losses"]) and all(
-        abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(platform["losses"], plain["losses"]))
+        abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(platform["losses"], plain["losses"], strict=True))
     print(f"\n[pair {index + 1}] platform run {run['runId'][:12]}: {run['results']['steps']} updates, "
           f"{run['results']['tokens']} tokens, loss {platform['losses'][0]:.4f} → {platform['losses'][-1]:.4f}")
     print(f"  TRAINING phase (cost.duration.training)   {phase_training:7.2f} s")

@@ -21,7 +21,8 @@ BAD_CHAT_ROWS = [
     ("ends-with-user", {"messages": [U, A, U]}, "the last message must be an assistant message"),
     ("empty-answer", {"messages": [U, {"role": "assistant", "content": "  "}]}, "has neither text nor tool_calls"),
     ("user-without-content", {"messages": [{"role": "user"}, A]}, "(user) has no content"),
-    ("content-number", {"messages": [{"role": "user", "content": 5}, A]}, "content must be a string or a list of parts"),
+    ("content-number", {"messages": [{"role": "user", "content": 5}, A]},
+     "content must be a string or a list of parts"),
     ("bad-part", {"messages": [{"role": "user", "content": [{"type": "audio"}]}, A]}, "of type 'text' or 'image'"),
     ("unanswered-call", {"messages": [U, {"role": "assistant", "content": "x", "tool_calls": [call()]}, U, A]},
      "tool call 'c1' of message 1 is not answered"),
@@ -63,7 +64,8 @@ GOOD_CHAT_ROWS = [
 ]
 
 BAD_PAIRS = [
-    ("no-prompt", {"chosen": A, "rejected": {"role": "assistant", "content": "b"}}, "'prompt' must be a non-empty list"),
+    ("no-prompt", {"chosen": A, "rejected": {"role": "assistant", "content": "b"}},
+     "'prompt' must be a non-empty list"),
     ("prompt-ends-with-assistant", {"prompt": [U, A], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
      "the prompt must end with a user message or with tool messages"),
     ("same-answers", {"prompt": [U], "chosen": A, "rejected": dict(A)}, "are the same answer"),

@@ -9,7 +9,7 @@ from typing import Any
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import Catalog
-from optimize.catalog.schema import DeviceProfile
+from optimize.jobs.devices import DeviceProfile
 from optimize.store.db import Store
 
 

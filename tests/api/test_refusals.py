@@ -22,7 +22,8 @@ def jsonl(rows) -> bytes:
 def open_upload(url, dataset, data: bytes, fmt="chat-jsonl-v1", lines=None):
     shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
              "lines": lines or data.count(b"\n")}
-    response = httpx.post(f"{url}/v1/registry/dataset-uploads", json={"dataset": dataset, "format": fmt, "shards": [shard]})
+    response = httpx.post(f"{url}/v1/registry/dataset-uploads",
+                          json={"dataset": dataset, "format": fmt, "shards": [shard]})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -37,7 +38,8 @@ def is_problem(response, status):
 
 @pytest.mark.parametrize("name", TRAVERSALS)
 def test_names_that_are_not_names_are_refused(server, name):
-    for path in (f"/v1/registry/namespaces/{name}", f"/v1/registry/datasets/{name}/x", f"/v1/registry/datasets/ns/{name}/versions"):
+    for path in (f"/v1/registry/namespaces/{name}", f"/v1/registry/datasets/{name}/x",
+                 f"/v1/registry/datasets/ns/{name}/versions"):
         response = httpx.get(server.url + path)
         assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
 

@@ -45,9 +45,9 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
     from optimize.catalog.standins import StandIn, build
     from optimize.chat.families import template_kwargs
     from optimize.chat.render import ChatRenderer
+    from optimize.schemas.plans import RunConfig
     from optimize.training.engines import harness
-    from optimize.training.pairs import PairFitter
-    from optimize.training.plans import RunConfig
+    from optimize.training.prep.pairs import PairFitter
 
     build(StandIn("smollm2", "small"), tmp_path / "model")
     renderer = ChatRenderer.from_pretrained(str(tmp_path / "model"), template_kwargs("smollm2"))

@@ -25,5 +25,5 @@ def test_vllm_answers_the_rendered_prompts_as_transformers_does(tmp_path):
     assert isinstance(generator_for(tmp_path / "model"), VLLMGenerator)  # chosen where it is available
     fast = VLLMGenerator(tmp_path / "model", precision="fp32").generate(prompts, 16)
     reference = TransformersGenerator(tmp_path / "model", precision="fp32").generate(prompts, 16)
-    same = sum(a.text == b.text for a, b in zip(fast, reference))
-    assert same >= 14, [(a.text, b.text) for a, b in zip(fast, reference)]
+    same = sum(a.text == b.text for a, b in zip(fast, reference, strict=True))
+    assert same >= 14, [(a.text, b.text) for a, b in zip(fast, reference, strict=True)]

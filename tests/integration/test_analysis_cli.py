@@ -67,8 +67,10 @@ def independent_figures(path: Path, rows: list[dict]):
     tokenizer = AutoTokenizer.from_pretrained(path)
     lengths, trained_all, trained_final = [], 0, 0
     for row in rows:
-        messages = [{**m, "tool_calls": [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
-                                         for c in m["tool_calls"]]} if m.get("tool_calls") else m for m in row["messages"]]
+        messages = [{**m, "tool_calls": [{**c, "function": {**c["function"],
+                                                            "arguments": json.loads(c["function"]["arguments"])}}
+                                         for c in m["tool_calls"]]} if m.get("tool_calls") else m
+                    for m in row["messages"]]
         encoded = tokenizer.apply_chat_template(messages, tools=row.get("tools"), tokenize=True, return_dict=True,
                                                 return_assistant_tokens_mask=True)
         lengths.append(len(encoded["input_ids"]))
@@ -122,7 +124,8 @@ def test_trimmed_lengths_count_rows_still_over(acli, ns, tmp_path):
     multi = rows[0]["messages"]
     trimmed = [multi[0], *multi[-2:]]  # system prompt and final turn kept
     trimmed_length = len(tokenizer.apply_chat_template(trimmed, tokenize=True, return_dict=True)["input_ids"])
-    single_length = len(tokenizer.apply_chat_template(rows[1]["messages"], tokenize=True, return_dict=True)["input_ids"])
+    single_length = len(tokenizer.apply_chat_template(rows[1]["messages"], tokenize=True,
+                                                      return_dict=True)["input_ids"])
     assert trimmed_length <= 512 < single_length  # the test's premise
     limit = report["limits"][0]
     assert limit["over"] == 2 and limit["overTrimmed"] == 1

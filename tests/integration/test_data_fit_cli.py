@@ -196,7 +196,8 @@ def test_oldest_trims_rows_that_fit_once_their_oldest_turns_are_removed(fcli, in
              + conversation(4, 50, system=False)["messages"]}]  # a greeting before the first user message
     trimmed, turns_removed, removed = trim_figures(independent, rows, 512)
     assert None not in removed and 0 in removed and trimmed >= 4 and turns_removed > trimmed, removed
-    assert all(independent.length(row["messages"]) > 512 for row, r in zip(rows, removed) if r)  # measured trimmed
+    # measured trimmed
+    assert all(independent.length(row["messages"]) > 512 for row, r in zip(rows, removed, strict=True) if r)
     project = project_with(fcli, tmp_path, {"turns": rows})
     run = run_to_end(fcli, plan_file(tmp_path, project, "turns", max_seq=512, truncation="oldest"))
     assert run["phase"] == "COMPLETED", run.get("failureReason")
@@ -212,7 +213,7 @@ def test_oldest_trims_rows_shorter_than_the_analysis_trim_threshold(fcli, indepe
     rows = [conversation(1, 10), conversation(2, 60), conversation(3, 60), conversation(3, 40)]
     trimmed, turns_removed, removed = trim_figures(independent, rows, 256)
     assert None not in removed and trimmed >= 2, removed
-    assert all(256 < independent.length(row["messages"]) <= 512 for row, r in zip(rows, removed) if r)
+    assert all(256 < independent.length(row["messages"]) <= 512 for row, r in zip(rows, removed, strict=True) if r)
     project = project_with(fcli, tmp_path, {"turns": rows})
     run = run_to_end(fcli, plan_file(tmp_path, project, "turns", max_seq=256, truncation="oldest"))
     assert run["phase"] == "COMPLETED", run.get("failureReason")

@@ -77,7 +77,8 @@ def test_undetectable_format_names_the_flag(cli, ns, tmp_path):
 
 def test_a_dataset_holds_one_kind(cli, ns, tmp_path):
     cli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
-    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f",
+                 str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
     assert result.code == 1
     assert f"dataset {ns}/d holds chat conversations; a version of preference pairs cannot be added" in result.err
     assert len(cli.json("registry", "datasets", "versions", f"{ns}/d")["versions"]) == 1

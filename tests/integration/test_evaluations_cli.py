@@ -203,8 +203,8 @@ def test_a_retry_keeps_the_answers_of_the_commit_it_resolves_to_and_answers_the_
     rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS]
     from optimize.cli.main import main
 
-    assert main(["registry", "datasets", "register", "retry/tickets", "-f", str(write_jsonl(tmp_path / "t.jsonl", rows)),
-                 "--server", proc.url]) == 0
+    assert main(["registry", "datasets", "register", "retry/tickets", "-f",
+                 str(write_jsonl(tmp_path / "t.jsonl", rows)), "--server", proc.url]) == 0
     client.post("/v1/training/projects", json={"name": "retry"}).raise_for_status()
     first = followed(cli, "training", "evaluations", "start", "--model", MODEL, "--dataset", "retry/tickets",
                      "--project", "retry", "--max-new-tokens", "4", "--wait")

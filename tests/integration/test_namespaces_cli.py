@@ -37,7 +37,8 @@ def test_unknown_namespace(cli, ns):
 
 
 def test_annotate_sets_and_clears_description(cli, ns, registered):
-    assert cli.json("registry", "namespaces", "annotate", ns, "--description", "triage data")["description"] == "triage data"
+    annotated = cli.json("registry", "namespaces", "annotate", ns, "--description", "triage data")
+    assert annotated["description"] == "triage data"
     assert "triage data" in cli.ok("registry", "namespaces", "get", ns).out
     assert cli.json("registry", "namespaces", "annotate", ns, "--description", "")["description"] is None
 

@@ -274,7 +274,8 @@ def test_a_run_whose_check_did_not_run_refuses_a_long_row_when_it_reads_it(serve
     final = cli.json("training", "runs", "get", run["runId"])
     assert final["lengthCheck"]["status"] == "notRun"
     assert final["phase"] == "FAILED" and final["attempt"] == 1
-    assert "nw/long:v1 line 2 is " in final["failureReason"] and "longer than maxSeqLength 256" in final["failureReason"]
+    assert "nw/long:v1 line 2 is " in final["failureReason"]
+    assert "longer than maxSeqLength 256" in final["failureReason"]
     capacity = cli.json("training", "capacity")
     assert capacity["claims"] == []  # devices released
 
@@ -318,7 +319,8 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
     proc = server_factory("strict", extra_args=["--catalog", str(strict)])
     cli = Cli(capsys, proc.url)
     cli.ok("training", "base-models", "select", MODEL)
-    cli.ok("registry", "datasets", "register", "strict/chat", "-f", str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
+    cli.ok("registry", "datasets", "register", "strict/chat", "-f",
+           str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
     cli.ok("training", "projects", "create", "strict")
     document = plan("strict", "chat")
     document["config"]["maxSeqLength"] = 4096
@@ -327,7 +329,8 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
     assert "no measured training envelope of optimize/tiny-llama-3.2 covers sft at fp32 on 1 cpu slot" in result.err
     assert "this deployment requires one" in result.err and "hint:" in result.err
     # a dpo run needs a dpo measurement: the sft envelope that covers its length does not count
-    cli.ok("registry", "datasets", "register", "strict/prefs", "-f", str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
+    cli.ok("registry", "datasets", "register", "strict/prefs", "-f",
+           str(write_jsonl(tmp_path / "p.jsonl", [pair_row()])))
     document = plan("strict", "prefs")
     document["config"]["method"] = "dpo"
     result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")

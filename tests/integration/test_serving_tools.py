@@ -37,8 +37,8 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
     client = httpx.Client(base_url=sqlite_server.url, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
     rows = [_row(city) for city in ("Paris", "Rome")] * 8
-    assert main(["registry", "datasets", "register", f"{name}/calls", "-f", str(write_jsonl(tmp_path / "c.jsonl", rows)),
-                 "--server", sqlite_server.url]) == 0
+    assert main(["registry", "datasets", "register", f"{name}/calls", "-f",
+                 str(write_jsonl(tmp_path / "c.jsonl", rows)), "--server", sqlite_server.url]) == 0
     client.post("/v1/training/projects", json={"name": name}).raise_for_status()
     document = {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "caller",
                 "config": {"dataset": "calls", "maxSeqLength": 512,

@@ -116,11 +116,13 @@ def test_expired_upload_is_refused_and_the_command_starts_again(server_factory, 
 
     shards = plan_shards(path, None, DatasetLimits())
     session = httpx.post(f"{proc.url}/v1/registry/dataset-uploads",
-                         json={"dataset": "exp/d", "format": "chat-jsonl-v1", "shards": [s.to_json() for s in shards]}).json()
+                         json={"dataset": "exp/d", "format": "chat-jsonl-v1",
+                               "shards": [s.to_json() for s in shards]}).json()
     import time
 
     time.sleep(1.5)
-    late = httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=path.read_bytes())
+    late = httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0",
+                     content=path.read_bytes())
     assert late.status_code == 410 and "expired" in late.json()["detail"]
     assert "run the same register command again" in late.json()["hint"]
     version = Cli(capsys, proc.url).json("registry", "datasets", "register", "exp/d", "-f", str(path))

@@ -94,8 +94,8 @@ def test_registering_a_snapshot_is_idempotent_and_the_final_save_is_the_runs_mod
     assert f"registered as {reference}" in first.out
     assert cli.json("training", "snapshots", "register", weights_only["snapshotId"])["model"] == reference
     model = cli.json("registry", "models", "get", reference)
-    assert model["lineage"]["producedBy"] == {"kind": "run", "id": kept["run"], "snapshotId": weights_only["snapshotId"],
-                                              "step": weights_only["step"]}
+    assert model["lineage"]["producedBy"] == {"kind": "run", "id": kept["run"],
+                                              "snapshotId": weights_only["snapshotId"], "step": weights_only["step"]}
     assert model["servingModel"]["weightsDigest"].startswith("sha256:")
     assert model["servingModel"]["weightsDigest"] != run["results"]["weightsDigest"]
     # a weights-only snapshot can start a branch as an adapter, never as a continuation

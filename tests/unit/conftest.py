@@ -16,8 +16,8 @@ def standin_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def renderers(standin_dirs):
-    from optimize.chat.render import ChatRenderer
     from optimize.chat.families import template_kwargs
+    from optimize.chat.render import ChatRenderer
 
     return {family: ChatRenderer.from_pretrained(str(path), template_kwargs(family))
             for family, (path, _commit) in standin_dirs.items()}

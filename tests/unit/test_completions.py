@@ -110,10 +110,11 @@ def test_tool_choice_none_drops_the_tools():
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     pytest.importorskip("transformers")
+    from transformers import GenerationConfig
+
     from optimize.catalog.standins import StandIn, build
     from optimize.chat.families import template_kwargs
     from optimize.chat.render import ChatRenderer
-    from transformers import GenerationConfig
 
     path = tmp_path_factory.mktemp("standin") / "smollm2"
     build(StandIn("smollm2"), path)

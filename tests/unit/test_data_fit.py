@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from optimize.chat.render import LossPolicy
-from optimize.training.data_fit import Fitter, RowRefused
+from optimize.training.prep.data_fit import Fitter, RowRefused
 
 FAMILY = "llama3.2"
 
@@ -95,7 +95,7 @@ def test_right_cuts_past_the_limit_but_never_a_trained_token(renderers):
 
 
 def test_a_dataset_without_any_mask_is_refused_when_masks_are_named(renderers):
-    from optimize.training.data_fit import require_masks
+    from optimize.training.prep.data_fit import require_masks
 
     fit = fitter(renderers, 4096, "error", LossPolicy(explicit_mask_column="mask"))
     fit.fit(conversation(1), "line 1")

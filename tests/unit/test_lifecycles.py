@@ -15,9 +15,19 @@ from optimize.jobs.lifecycle import IllegalTransition, transition
 from optimize.registry.upload_phases import UPLOAD
 from optimize.store.db import Store
 from optimize.store.migrate import upgrade
-from optimize.store.tables import (Analysis, DeviceHold, Endpoint, Evaluation, Event, JobLease, Project, Run,
-                                   RunAttempt, UploadSession)
-from optimize.training.phases import ATTEMPT
+from optimize.store.tables import (
+    Analysis,
+    DeviceHold,
+    Endpoint,
+    Evaluation,
+    Event,
+    JobLease,
+    Project,
+    Run,
+    RunAttempt,
+    UploadSession,
+)
+from optimize.training.server.phases import ATTEMPT
 from tests.conftest import fresh_postgres_url, postgres_available
 
 LIFECYCLES = [kind.lifecycle for kind in registry.kinds()] + [ATTEMPT, UPLOAD]

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from optimize.core.errors import Refused
+from optimize.schemas.plans import RunConfig
 from optimize.training.methods import HOLDS, METHODS, declared, method_for, reader_of, trained
 from optimize.training.methods.base import TRAINER_METRICS
-from optimize.training.plans import RunConfig
 
 NOT_TRAINED = "method {} is not trained on this deployment yet; methods sft and dpo are"
 

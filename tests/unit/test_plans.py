@@ -3,9 +3,10 @@
 import pytest
 
 from optimize.core.errors import Invalid
-from optimize.training.plans import load_plan_text, parse_plan, stated_and_resolved
+from optimize.schemas.plans import load_plan_text, parse_plan, stated_and_resolved
 
-PLAN = {"kind": "run", "project": "p", "baseModel": "m", "config": {"dataset": "a/b", "hyperparams": {"lora": {"rank": 4}}}}
+PLAN = {"kind": "run", "project": "p", "baseModel": "m",
+        "config": {"dataset": "a/b", "hyperparams": {"lora": {"rank": 4}}}}
 
 
 def test_defaults_and_sources():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from optimize.catalog.catalog import check_replica_profile, load_catalog, shipped_catalog_path
-from optimize.catalog.schema import DeviceProfile
 from optimize.core.errors import Refused
+from optimize.jobs.devices import DeviceProfile
 
 CPU = DeviceProfile(name="cpu", kind="cpu", devices=1, accelerator=None)
 H200 = DeviceProfile(name="h200", kind="gpu", devices=8, accelerator="NVIDIA H200")

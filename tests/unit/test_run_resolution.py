@@ -8,13 +8,13 @@ import pytest
 from optimize.catalog.catalog import load_catalog
 from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid, Refused
+from optimize.schemas.plans import parse_plan
 from optimize.store.db import Store
 from optimize.store.migrate import upgrade
 from optimize.store.tables import BaseModelSelection, Dataset, DatasetVersion, Namespace
-from optimize.training.checks import default_bounds, reference_check
-from optimize.training.kernels import default_kernels
-from optimize.training.plans import parse_plan
-from optimize.training.resolve import admit
+from optimize.training.admission.kernels import default_kernels
+from optimize.training.admission.resolve import admit
+from optimize.training.engines.checks import default_bounds, reference_check
 
 E4B, E2B, G12B = "google/gemma-4-E4B-it", "google/gemma-4-E2B-it", "google/gemma-4-12B-it"
 
@@ -51,7 +51,8 @@ def session(tmp_path):
     with store.transaction() as session:
         session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
         session.flush()
-        for name, kind, fmt, tools in (("chat", "chat", "chat-jsonl-v1", 0), ("pairs", "preference", "preference-jsonl-v1", 0),
+        for name, kind, fmt, tools in (("chat", "chat", "chat-jsonl-v1", 0),
+                                       ("pairs", "preference", "preference-jsonl-v1", 0),
                                        ("tooled", "chat", "chat-jsonl-v1", 3)):
             dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
             session.add(dataset)
@@ -137,7 +138,8 @@ def test_reference_check_passes_for_the_same_weights_and_fails_for_other_ones(st
 
     path = str(standin_dirs["llama3.2"][0])
     load = lambda dtype: AutoModelForCausalLM.from_pretrained(path, dtype=dtype)  # noqa: E731
-    batch = {"input_ids": torch.tensor([[1, 5, 9, 12, 40, 41, 42, 2]]), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    batch = {"input_ids": torch.tensor([[1, 5, 9, 12, 40, 41, 42, 2]]),
+             "attention_mask": torch.ones(1, 8, dtype=torch.long)}
     same = reference_check(load(torch.float32), load, batch, torch.float32, {})
     assert same["status"] == "passed" and same["meanLogprobError"] == 0 and same["roundingError"] == 0
     assert same["tokens"] == 7 and same["longest"] == 8
@@ -161,7 +163,7 @@ def test_a_worker_sees_only_its_granted_gpus_with_expandable_segments(monkeypatc
 
 
 def test_envelopes_are_advisory_by_default_and_required_when_strict():
-    from optimize.training.envelopes import check_envelopes
+    from optimize.training.admission.envelopes import check_envelopes
 
     entry = load_catalog().find("optimize/tiny-llama-3.2")  # measured: sft fp32 on cpu up to 512 tokens
     assert check_envelopes(entry, "sft", "fp32", "cpu", 1, True, 512, strict=False) == []
@@ -174,7 +176,7 @@ def test_envelopes_are_advisory_by_default_and_required_when_strict():
 
 
 def _profiles(**counts):
-    from optimize.catalog.schema import DeviceProfile
+    from optimize.jobs.devices import DeviceProfile
 
     return [DeviceProfile(name=name, kind="cpu" if name == "cpu" else "gpu", devices=n) for name, n in counts.items()]
 
@@ -187,7 +189,7 @@ def _profiles(**counts):
     ("cpu", 2, "the trl engine trains sft runs on 1 device"),
 ])
 def test_layout_limits_refuse_under_every_envelope_mode(profile, devices, words):
-    from optimize.training.layout import check_layout
+    from optimize.training.admission.layout import check_layout
 
     entry = load_catalog().find("optimize/tiny-llama-3.2")
     with pytest.raises(Refused) as refused:
@@ -196,7 +198,7 @@ def test_layout_limits_refuse_under_every_envelope_mode(profile, devices, words)
 
 
 def test_a_measured_envelope_larger_than_this_node_is_refused():
-    from optimize.training.layout import check_layout
+    from optimize.training.admission.layout import check_layout
 
     entry = load_catalog().find("optimize/tiny-llama-3.2")
     measured = next(e for e in entry.envelopes if e.device_profile == "cpu")

@@ -162,8 +162,9 @@ def test_gemma4_reads_the_calls_the_shipped_gemma4_template_writes():
 
 
 def test_gemma4_keeps_the_text_before_the_calls_as_optimizes_corrected_template_writes_it():
-    from optimize.chat.corrections import corrected_template
     from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    from optimize.chat.corrections import corrected_template
 
     shipped = resources.files("trl").joinpath("chat_templates", "gemma4_v5.jinja").read_text(encoding="utf-8")
     compiled = _compile_jinja_template(corrected_template("gemma4", shipped))

@@ -85,5 +85,5 @@ def test_a_run_that_saves_faster_than_it_uploads_never_goes_more_than_every_save
                 full_steps.append(save.step)
         assert len(queued) <= every + 3
     assert full_steps[-1] == 40 and skipped > 0
-    gaps = [b - a for a, b in zip([0, *full_steps], full_steps)]
+    gaps = [b - a for a, b in zip([0, *full_steps], full_steps, strict=False)]
     assert max(gaps) <= every + 3, full_steps  # saves that arrived while the resumable one uploaded

@@ -1,7 +1,7 @@
 """Estimates of a run file's steps and time from a finished analysis.
 
 Steps follow from the rows and the plan's batch size, gradient accumulation, devices, epochs and maxSteps, by
-the rule the engine trains by (training.steps).
+the rule the engine trains by (`schemas.plans.total_steps`).
 Tokens per epoch are the rows' lengths, each capped at maxSeqLength. Time follows from the throughput measured
 in the catalog envelope that matches the run's method and device profile; with no such measurement there is
 no time estimate, and the answer says why. Every input is named with whether the file stated it.
@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize.catalog.schema import Entry
-from optimize.training.plans import RunPlan, stated_and_resolved
-from optimize.training.steps import steps_per_epoch, total_steps
+from optimize.schemas.plans import RunPlan, stated_and_resolved, steps_per_epoch, total_steps
 
 INPUTS = (
     "config.method", "config.maxSeqLength", "config.hyperparams.training.epochs",

@@ -12,22 +12,22 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize import __version__
+from optimize.analysis.estimates import estimate
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
-from optimize.deployment import Deployment
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
-from optimize.analysis.estimates import estimate
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
-from optimize.registry.datasets import examples_objects, resolve_reference
+from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import fence
 from optimize.jobs.lifecycle import transition
+from optimize.registry.datasets import examples_objects, resolve_reference
+from optimize.schemas.plans import parse_plan
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Analysis
-from optimize.training.plans import parse_plan
 
 ID_PREFIX_MIN = 4
 

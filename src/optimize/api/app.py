@@ -7,20 +7,35 @@ from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import problems
-from optimize.api.routers import (analyses, base_models, branches, chat, datasets, endpoints as endpoint_routes,
-                                  evaluations as evaluation_routes, health, info, internal, models, namespaces,
-                                  projects, runs, snapshots, uploads)
+from optimize.api.routers import (
+    analyses,
+    base_models,
+    branches,
+    chat,
+    datasets,
+    health,
+    info,
+    internal,
+    models,
+    namespaces,
+    projects,
+    runs,
+    snapshots,
+    uploads,
+)
+from optimize.api.routers import endpoints as endpoint_routes
+from optimize.api.routers import evaluations as evaluation_routes
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
 from optimize.deployment import Deployment
 from optimize.jobs import registry as job_kinds
+from optimize.jobs.devices import inventory
 from optimize.jobs.kinds import Recovery
 from optimize.jobs.local_executor import LocalExecutor
 from optimize.jobs.recovery import recover_at_start, worker_lost
 from optimize.jobs.scheduler import Scheduler
 from optimize.registry.uploads import Registry
-from optimize.scheduler.devices import inventory
 from optimize.store.db import Store
 from optimize.store.migrate import upgrade
 

@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from optimize.catalog.schema import CatalogFile, DeviceProfile, Entry, entry_id_problems
+from optimize.catalog.schema import CatalogFile, Entry, entry_id_problems
 from optimize.core.errors import Invalid, NotFound, Refused
+from optimize.jobs.devices import DeviceProfile
 
 SHIPPED = Path(__file__).resolve().parents[3] / "catalogs" / "default.yaml"
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.core.names import is_valid_name
+from optimize.jobs.devices import DeviceProfile  # the kernel's pools; declared here under `devices:`
 
 
 class _Strict(BaseModel):
@@ -61,8 +62,8 @@ class Entry(_Strict):
     tool_call_parser: str | None = Field(default=None, alias="toolCallParser", description="Serving tool parser")
     served_on: list[str] = Field(default_factory=list, alias="servedOn", description="Device profiles it serves on")
     chat_template: str = Field(default="shipped", alias="chatTemplate",
-                               description="shipped (the repository's), corrected (Optimize's corrected copy) or optimize "
-                                           "(Optimize's own, for stand-ins whose family TRL ships none)")
+                               description="shipped (the repository's), corrected (Optimize's corrected copy) or "
+                                           "optimize (Optimize's own, for stand-ins whose family TRL ships none)")
     adapt_experts: bool = Field(default=False, alias="adaptExperts",
                                 description="Whether lora.adaptExperts is accepted for it")
     envelopes: list[Envelope] = Field(default_factory=list, description="Measured training envelopes")
@@ -72,15 +73,6 @@ class Entry(_Strict):
     @property
     def serving_only(self) -> bool:
         return "training" not in self.allowed_for
-
-
-class DeviceProfile(_Strict):
-    name: str = Field(description="Profile name used by execution.deviceProfile, e.g. cpu or h200")
-    kind: Literal["cpu", "gpu"]
-    devices: int = Field(ge=0, description="Devices of this profile on this deployment (cpu: concurrent job slots)")
-    pool: str = Field(default="training", description="Pool the devices belong to")
-    accelerator: str | None = Field(default=None, description="Accelerator model, e.g. NVIDIA H200")
-    memory_gib: float | None = Field(default=None, alias="memoryGiB", description="Memory per device, GiB")
 
 
 class CatalogSettings(_Strict):

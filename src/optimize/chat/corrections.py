@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from optimize.chat.render import RenderError
 
-_CALLS = "            {%- if message.get('tool_calls') -%}\n                {%- for tool_call in message.get('tool_calls') -%}"
+_CALLS = ("            {%- if message.get('tool_calls') -%}\n"
+          "                {%- for tool_call in message.get('tool_calls') -%}")
 _CONTENT_START = "            {%- set captured_content -%}"
 _CONTENT_END = "            {{- captured_content -}}\n"
 

@@ -232,7 +232,8 @@ def _check_tools(row: dict[str, Any]) -> bool:
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(function, dict):
-            raise RowError(f"tool {index} must be a function definition: {{\"type\": \"function\", \"function\": {{...}}}}")
+            raise RowError(f"tool {index} must be a function definition: "
+                           "{\"type\": \"function\", \"function\": {...}}")
         if not isinstance(function.get("name"), str) or not function["name"]:
             raise RowError(f"tool {index} needs a non-empty function 'name'")
     return bool(tools)

@@ -48,5 +48,6 @@ def findings_from_spans(messages: list[dict[str, Any]], text: str,
         for call in message.get("tool_calls") or ():
             name = call["function"]["name"]
             if name not in where:
-                findings.append(TemplateFinding(index, f"the chat template renders {subject} without its call {name!r}"))
+                findings.append(TemplateFinding(index,
+                                                f"the chat template renders {subject} without its call {name!r}"))
     return findings

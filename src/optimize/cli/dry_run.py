@@ -39,7 +39,8 @@ def _lengths(con, s: dict[str, Any]) -> None:
         con.print(f"{head} analysis {s['analysisId'][:12]}, tokenizer {s['tokenizer']['repository']} at "
                   f"{s['tokenizer']['commit'][:12]}, chat template {s['chatTemplate']['sha256'][:12]} "
                   f"({s['chatTemplate']['source']}), Optimize {s['optimizeVersion']}")
-        con.print(f"    {s['rows']} {s.get('unit', 'rows')}; median {s['median']}, p90 {s['p90']}, p99 {s['p99']}, longest {s['longest']}; "
+        con.print(f"    {s['rows']} {s.get('unit', 'rows')}; median {s['median']}, p90 {s['p90']}, p99 {s['p99']}, "
+                  f"longest {s['longest']}; "
                   f"{s['overMaxSeqLength']} longer than maxSeqLength; suggested maxSeqLength "
                   f"{s['suggestedMaxSeqLength']}")
         if "cannotFitTrimmed" in s:

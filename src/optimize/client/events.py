@@ -36,7 +36,8 @@ def follow(client: OptimizeClient, path: str, deadline: float | None = None) -> 
         except (httpx.TransportError, httpx.StreamError) as error:
             failures += 1
             if failures > RETRIES:
-                raise ApiError(f"lost the stream from {client.base_url} {RETRIES} times in a row ({type(error).__name__})",
+                raise ApiError(f"lost the stream from {client.base_url} {RETRIES} times in a row "
+                               f"({type(error).__name__})",
                                code="unreachable", hint="the run goes on; follow it again later") from None
             time.sleep(min(30.0, 0.5 * 2 ** failures))
         if deadline is not None and time.monotonic() > deadline:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -74,7 +74,8 @@ def parse_reference(text: str) -> Reference:
     if "@" in rest:
         name_part, digest_part = rest.split("@", 1)
         if not _DIGEST.fullmatch(digest_part.lower()):
-            raise Invalid(f"reference {text!r} has a malformed digest", hint="write the digest as sha256: and 64 hex digits")
+            raise Invalid(f"reference {text!r} has a malformed digest",
+                          hint="write the digest as sha256: and 64 hex digits")
         digest = digest_part.lower()
     elif ":" in rest:
         name_part, selector = rest.split(":", 1)

@@ -48,7 +48,8 @@ class ServerSettings:
 
     @property
     def resolved_database_url(self) -> str:
-        return self.database_url or os.environ.get("OPTIMIZE_DATABASE_URL") or f"sqlite:///{self.data_dir / 'optimize.db'}"
+        return (self.database_url or os.environ.get("OPTIMIZE_DATABASE_URL")
+                or f"sqlite:///{self.data_dir / 'optimize.db'}")
 
     @property
     def blob_dir(self) -> Path:

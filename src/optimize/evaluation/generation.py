@@ -52,7 +52,7 @@ class TransformersGenerator:
         answers: dict[int, Answer] = {}
         for start in range(0, len(order), batch_size):
             chosen = order[start:start + batch_size]
-            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens)):
+            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens), strict=True):
                 answers[index] = answer
         return [answers[i] for i in range(len(prompts))]
 

@@ -13,17 +13,17 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
+from optimize.catalog.catalog import check_replica_profile
+from optimize.catalog.selection import job_model, selection_for
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
-from optimize.catalog.catalog import check_replica_profile
-from optimize.catalog.selection import job_model, selection_for
 from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
-from optimize.jobs.leases import extend, fence
 from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
@@ -32,8 +32,8 @@ from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
-from optimize.training.instructions import trained_instructions
-from optimize.training.resolve import pick_dataset
+from optimize.training.admission.resolve import pick_dataset
+from optimize.training.server.instructions import trained_instructions
 
 GRADERS_LATER = {"bundle": "a scoring bundle"}
 

@@ -42,7 +42,8 @@ class VLLMGenerator:
             rank = json.loads((Path(adapter_dir) / "adapter_config.json").read_text()).get("r", 16)
             options = {"enable_lora": True, "max_lora_rank": max(8, rank), "max_loras": 1}
             self.adapter = LoRARequest("adapter", 1, str(adapter_dir))
-        self.llm = LLM(model=str(model_dir), dtype={"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision],
+        dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
+        self.llm = LLM(model=str(model_dir), dtype=dtype,
                        gpu_memory_utilization=memory_fraction, seed=0, **options)
         stops = self.llm.get_tokenizer().eos_token_id
         generation = Path(model_dir) / "generation_config.json"

@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any
 
 KINDS: dict[str, tuple[str, str]] = {
-    "run": ("optimize.training.job", "optimize.worker.run:run_training"),
+    "run": ("optimize.training.server.job", "optimize.worker.run:run_training"),
     "analysis": ("optimize.analysis.job", "optimize.worker.analysis:run_analysis"),
     "evaluation": ("optimize.evaluation.job", "optimize.worker.evaluation:run_evaluation"),
     "endpoint": ("optimize.serving.job", "optimize.worker.endpoint:run_endpoint"),

@@ -18,11 +18,11 @@ from sqlalchemy.exc import IntegrityError
 
 from optimize.core.clock import iso
 from optimize.jobs import leases, registry
+from optimize.jobs.devices import pool_devices
 from optimize.jobs.kinds import JobKind
 from optimize.jobs.leases import Grant
 from optimize.jobs.lifecycle import transition
 from optimize.jobs.recovery import worker_lost
-from optimize.scheduler.devices import pool_devices
 from optimize.store.tables import DeviceHold
 
 log = logging.getLogger("optimize.scheduler")

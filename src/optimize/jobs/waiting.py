@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from optimize.jobs import registry
-from optimize.scheduler.devices import pool_devices
+from optimize.jobs.devices import pool_devices
 from optimize.store.tables import DeviceHold
 
 

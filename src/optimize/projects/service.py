@@ -16,8 +16,7 @@ from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Endpoint, Evaluation, Namespace, Project, Run
-from optimize.training.phases import OPEN
+from optimize.store.tables import Namespace, Project, Run
 
 _ID_SHAPED = re.compile(r"[0-9a-f]{8,}")
 RESERVED = frozenset({"counts"})
@@ -131,33 +130,26 @@ def unarchive_project(store: Store, name: str) -> dict[str, Any]:
         return _set_archived(session, _locked(session, name), False)
 
 
+# the kinds of work a project holds, in the order an archive refusal names them
+WORK_KINDS = ("run", "evaluation", "endpoint")
+
+
 def work_in_progress(session, name: str) -> list[str]:
-    """Every unfinished item of the project, described as `kind id (STATE)`; one collector per kind of work, so a
-    new kind (evaluations, distillations, endpoints) adds its own to `_WORK`."""
-    return [item for collect in _WORK for item in collect(session, name)]
+    """Every unfinished item of the project, described as `kind id (PHASE)`: per kind of work, its items in a phase
+    its lifecycle does not count as terminal. The lifecycles are read from the kernel's registry of kinds (their
+    services build on projects, so projects does not import them); a new kind of work adds its name to
+    `WORK_KINDS`."""
+    from optimize.jobs.registry import kind
 
-
-def _open_runs(session, name: str) -> list[str]:
-    query = (select(Run.id, Run.phase).where(Run.project == name, Run.phase.in_([p.value for p in OPEN]))
-             .order_by(Run.created_at, Run.id))
-    return [f"run {run_id[:12]} ({phase})" for run_id, phase in session.execute(query)]
-
-
-def _open_evaluations(session, name: str) -> list[str]:
-    query = (select(Evaluation.id, Evaluation.phase).where(Evaluation.project == name,
-                                                          Evaluation.phase.in_(["QUEUED", "RUNNING"]))
-             .order_by(Evaluation.created_at, Evaluation.id))
-    return [f"evaluation {item_id[:12]} ({phase})" for item_id, phase in session.execute(query)]
-
-
-def _open_endpoints(session, name: str) -> list[str]:
-    query = (select(Endpoint.id, Endpoint.phase).where(Endpoint.project == name,
-                                                      Endpoint.phase.in_(["AWAITING_CAPACITY", "STARTING", "READY"]))
-             .order_by(Endpoint.created_at, Endpoint.id))
-    return [f"endpoint {item_id[:12]} ({phase})" for item_id, phase in session.execute(query)]
-
-
-_WORK = (_open_runs, _open_evaluations, _open_endpoints)
+    items = []
+    for work in WORK_KINDS:
+        lifecycle = kind(work).lifecycle
+        table, phase = lifecycle.table, getattr(lifecycle.table, lifecycle.column)
+        unfinished = [p.value for p in lifecycle.phases if p not in lifecycle.terminal]
+        query = (select(table.id, phase).where(table.project == name, phase.in_(unfinished))
+                 .order_by(table.created_at, table.id))
+        items += [f"{lifecycle.kind} {item_id[:12]} ({value})" for item_id, value in session.execute(query)]
+    return items
 
 
 def _locked(session, name: str) -> Project:

@@ -64,7 +64,8 @@ def resolve_version(session: Session, dataset: Dataset, selector: str) -> Datase
         found = session.get(DatasetVersion, pointer.version_id) if pointer else None
         what = f"alias {alias!r}"
     if found is None:
-        raise NotFound(f"dataset {label} has no {what}", hint=f"list its versions with: akka registry datasets versions {label}")
+        raise NotFound(f"dataset {label} has no {what}",
+                       hint=f"list its versions with: akka registry datasets versions {label}")
     return found
 
 
@@ -77,7 +78,8 @@ def aliases_by_version(session: Session, dataset: Dataset) -> dict[int, list[str
     """Alias names per version id, with `latest` on the newest version."""
     result: dict[int, list[str]] = {}
     newest = session.scalar(
-        select(DatasetVersion.id).where(DatasetVersion.dataset_id == dataset.id).order_by(DatasetVersion.version.desc()).limit(1)
+        select(DatasetVersion.id).where(DatasetVersion.dataset_id == dataset.id)
+        .order_by(DatasetVersion.version.desc()).limit(1)
     )
     if newest is not None:
         result[newest] = ["latest"]
@@ -136,7 +138,8 @@ def list_versions(store: Store, namespace: str, name: str) -> list[dict[str, Any
     with store.transaction() as session:
         dataset = get_dataset(session, namespace, name)
         versions = session.scalars(
-            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id).order_by(DatasetVersion.version.desc())
+            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id)
+            .order_by(DatasetVersion.version.desc())
         )
         archived = is_archived(session, dataset.namespace)
         aliases = aliases_by_version(session, dataset)
@@ -168,7 +171,8 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
                     "versions": count,
                     "archived": space.archived,
                     "latest": version_json(
-                        dataset, latest, archived=space.archived, aliases=aliases_by_version(session, dataset).get(latest.id, [])
+                        dataset, latest, archived=space.archived,
+                        aliases=aliases_by_version(session, dataset).get(latest.id, []),
                     ),
                 }
             )

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import BlobWriter, LocalBlobStore
+from optimize.chat.formats import DatasetFormat, parse_format
 from optimize.chat.jsonl import JsonlValidator
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.digests import is_sha256_hex, version_digest
@@ -26,9 +27,8 @@ from optimize.core.ids import new_id
 from optimize.core.limits import DatasetLimits
 from optimize.core.refs import parse_reference
 from optimize.core.sharding import SINGLE_OBJECT, shard_path
-from optimize.registry.datasets import describe_version, find_dataset, move_alias
-from optimize.chat.formats import DatasetFormat, parse_format
 from optimize.jobs.lifecycle import transition
+from optimize.registry.datasets import describe_version, find_dataset, move_alias
 from optimize.registry.namespaces import ensure_open, refuse_if_archived
 from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.store.db import Store, insert_ignoring_conflict
@@ -263,7 +263,8 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
             select(Dataset).where(Dataset.namespace == upload.namespace, Dataset.name == upload.name).with_for_update()
         )
         version = session.scalar(
-            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id, DatasetVersion.digest == upload.digest)
+            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id,
+                                         DatasetVersion.digest == upload.digest)
         )
         created = version is None
         if created:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimize.core.clock import iso
 from optimize.chat.formats import DatasetFormat
+from optimize.core.clock import iso
 from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Namespace
 
 

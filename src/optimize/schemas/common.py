@@ -14,8 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializationInfo, model_serializer,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializationInfo, model_serializer, model_validator
 from pydantic.alias_generators import to_camel
 
 # A JSON number that may be written as an integer or a fraction: declared as both, so an integer stays an integer

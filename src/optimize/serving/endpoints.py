@@ -16,25 +16,26 @@ from typing import Any
 
 from sqlalchemy import select
 
+from optimize.catalog.catalog import check_replica_profile
+from optimize.catalog.selection import job_model
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
-from optimize.catalog.catalog import check_replica_profile
-from optimize.catalog.selection import job_model
 from optimize.evaluation.service import resolve_model
-from optimize.projects.service import project_for_model, project_work
-from optimize.registry.models import find_model, resolve_model_reference
-from optimize.training.instructions import trained_instructions
-from optimize.store.db import find_by_id_prefix
-from optimize.store.events import record
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.jobs.waiting import waiting_for
-from optimize.serving.phases import ACTIVE as OPEN_PHASES, ENDPOINT, TERMINAL, EndpointPhase
+from optimize.projects.service import project_for_model, project_work
+from optimize.registry.models import find_model, resolve_model_reference
+from optimize.serving.phases import ACTIVE as OPEN_PHASES
+from optimize.serving.phases import ENDPOINT, TERMINAL, EndpointPhase
+from optimize.store.db import find_by_id_prefix
+from optimize.store.events import record
 from optimize.store.tables import Endpoint
+from optimize.training.server.instructions import trained_instructions
 
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint

@@ -45,11 +45,11 @@ class _Refusal(Exception):
 
 
 def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
+    import orjson
+
     from optimize.analysis.measure import measure_rows
     from optimize.analysis.report import ReportBuilder
     from optimize.chat.rows import RowError, RowKind, check_row
-
-    import orjson
 
     renderer = renderer_for(spec["model"])
     kind = RowKind(spec["kind"])

@@ -21,7 +21,6 @@ import httpx
 
 from optimize.client.http import ApiError, OptimizeClient
 
-
 RETRY_SECONDS = 1.0  # between tries while the server does not answer
 DEFAULT_OUTAGE_SECONDS = 60.0  # until the job's spec says how long its lease holds
 

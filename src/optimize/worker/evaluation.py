@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from optimize.training.data_fit import RowRefused
+from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
@@ -57,7 +57,7 @@ def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, 
         batch = pending[start:start + BATCH_ROWS]
         answers = [a.text for a in generator.generate([p["ids"] for p in batch], spec.get("maxNewTokens") or 256)]
         items = []
-        for item, answer, grade_of in zip(batch, answers, grade(batch, answers)):
+        for item, answer, grade_of in zip(batch, answers, grade(batch, answers), strict=True):
             items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
                           "answer": answer, "score": grade_of.score, "explanation": grade_of.explanation,
                           "fields": grade_of.fields, "chatTemplateSha256": renderer.chat_template_sha256,
@@ -77,17 +77,17 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
     """A function grading a batch of rows' answers, by the evaluation's grader."""
     import httpx
 
-    from optimize.evaluation.graders import (DEFAULT_GRADER, http_grade, judge_grade, judge_messages,
-                                             json_label_match)
+    from optimize.evaluation.graders import DEFAULT_GRADER, http_grade, json_label_match, judge_grade, judge_messages
 
     grader = spec["grader"]
     if grader == DEFAULT_GRADER:
-        return lambda batch, answers: [json_label_match(a, item["expected"]) for item, a in zip(batch, answers)]
+        return lambda batch, answers: [json_label_match(a, item["expected"])
+                                       for item, a in zip(batch, answers, strict=True)]
     if grader.startswith("http:"):
         http = httpx.Client(timeout=30.0)
         url = grader.removeprefix("http:")
         return lambda batch, answers: [http_grade(url, item["prompt"], a, item["expected"], http)
-                                       for item, a in zip(batch, answers)]
+                                       for item, a in zip(batch, answers, strict=True)]
     judge = spec["judge"]  # model:REF, served here beside the model evaluated
     judge_renderer = renderer_for(judge["model"])
     judge_model = _generator(channel, judge, workdir / "judge")
@@ -96,7 +96,7 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
         prompts = [judge_renderer.tokenizer(judge_renderer.text(
             judge_messages(item["question"], answer, judge["instructions"], item["system"]), None,
             generation_prompt=True),
-            add_special_tokens=False)["input_ids"] for item, answer in zip(batch, answers)]
+            add_special_tokens=False)["input_ids"] for item, answer in zip(batch, answers, strict=True)]
         return [judge_grade(judge["reference"], reply.text) for reply in judge_model.generate(prompts, 64)]
 
     return ask_judge

@@ -17,13 +17,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from optimize.training.data_fit import RowRefused
+from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 from optimize.worker.upload_policy import Save, UploadPolicy
 from optimize.worker.uploads import SaveUploader
-
 
 PREPARED_BATCH = 1024  # rendered rows held in memory before they are written out
 
@@ -134,7 +133,8 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
         "modules": outcome.modules,
         "weightsDigest": outcome.weights_digest,
         "results": {
-            "trainingLoss": {"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)} if losses else None,
+            "trainingLoss": ({"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
+                             if losses else None),
             "validationLoss": outcome.validation_loss,
             "steps": outcome.total_steps,
             "tokens": outcome.tokens,
@@ -204,7 +204,7 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
             counter.advance()
             if fitted is None:
                 continue
-            for name, ids in zip(names, method.columns_of(fitted)):
+            for name, ids in zip(names, method.columns_of(fitted), strict=True):
                 batch[name].append(ids)
             if len(batch[names[0]]) == PREPARED_BATCH:
                 writer.write_table(pa.table(batch, schema=schema))

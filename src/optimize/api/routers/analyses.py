@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from optimize.analysis import service
 from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
-from optimize.schemas.common import event_stream
 from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest
+from optimize.schemas.common import event_stream
 
 router = APIRouter(prefix="/v1/training/datasets/analyses", tags=["training"])
 

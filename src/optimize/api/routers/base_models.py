@@ -1,4 +1,5 @@
-"""Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST …/{id}/select`, `GET /v1/training/capacity`."""
+"""Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST …/{id}/select`,
+`GET /v1/training/capacity`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from sqlalchemy import select
 from optimize.api.deps import TrainingDep
 from optimize.catalog import selection
 from optimize.catalog.views import entry_json
-from optimize.scheduler.capacity import capacity as capacity_view
 from optimize.schemas.catalog import BaseModelDetail, BaseModelList, Capacity, SelectRequest
 from optimize.store.tables import BaseModelSelection
+from optimize.training.server.capacity import capacity as capacity_view
 
 router = APIRouter(prefix="/v1/training", tags=["training"])
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
 from optimize.schemas.runs import Ancestry, BranchDryRun, Branches, Run, Sweep, SweepDryRun
-from optimize.training import branching
+from optimize.training.server import branching
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 

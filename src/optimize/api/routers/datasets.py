@@ -6,8 +6,14 @@ from fastapi import APIRouter
 
 from optimize.api.deps import RegistryDep
 from optimize.registry import datasets
-from optimize.schemas.registry import (AliasMove, AliasMoved, DatasetAlias, DatasetList, DatasetVersionDetail,
-                                       DatasetVersionList)
+from optimize.schemas.registry import (
+    AliasMove,
+    AliasMoved,
+    DatasetAlias,
+    DatasetList,
+    DatasetVersionDetail,
+    DatasetVersionList,
+)
 
 router = APIRouter(prefix="/v1/registry/datasets", tags=["registry"])
 

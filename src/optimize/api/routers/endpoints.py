@@ -11,8 +11,8 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import TrainingDep
-from optimize.api.status_stream import status_events
 from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
+from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.endpoints import Endpoint, EndpointCreated, EndpointList, EndpointsInfo
 from optimize.serving import endpoints as service

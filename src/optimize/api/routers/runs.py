@@ -13,7 +13,7 @@ from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.runs import DryRun, Run, RunList, RunMetrics, RunSnapshots
-from optimize.training import lifecycle, runs
+from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
 from optimize.schemas.runs import RegisteredSnapshot, Snapshot, SnapshotDetail
-from optimize.training import snapshots
+from optimize.training.server import snapshots
 
 router = APIRouter(prefix="/v1/training/snapshots", tags=["training"])
 

@@ -23,12 +23,13 @@ def analyze(
     dataset: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")],
     model: Annotated[str | None, typer.Option(
         "--model", help="Base model whose tokenizer and template measure the rows (default: the run file's).")] = None,
-    run_file: Annotated[Path | None, typer.Option("-f", "--file", help="Run file to estimate steps and time for.")] = None,
+    run_file: Annotated[Path | None,
+                        typer.Option("-f", "--file", help="Run file to estimate steps and time for.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the report.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait at most.")] = 3600,
 ) -> None:
     """Start an analysis (or read the one already kept for these examples, model commit and version)."""
-    from optimize.training.plans import load_plan_text
+    from optimize.schemas.plans import load_plan_text
 
     request = {"dataset": dataset, "model": model}
     if run_file is not None:
@@ -115,4 +116,5 @@ def _render(con, item) -> None:
                   f"{estimates['sequencesPerUpdate']} sequences an update), {estimates['tokens']} tokens, {seconds}")
         con.print(f"  basis: {estimates['basis']}")
         for value in estimates["inputs"]:
-            con.print(f"  {value['field']} = {value['value']} ({'from the file' if value['source'] == 'file' else 'default'})")
+            source = "from the file" if value["source"] == "file" else "default"
+            con.print(f"  {value['field']} = {value['value']} ({source})")

@@ -31,7 +31,7 @@ ExitStatus = Annotated[bool, typer.Option("--exit-status", help="With --wait: ex
 def _document(path: str | None, what: str) -> Any:
     if path is None:
         return None
-    from optimize.training.plans import load_plan_text
+    from optimize.schemas.plans import load_plan_text
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()

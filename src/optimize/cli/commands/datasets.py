@@ -41,7 +41,8 @@ def register(
 
     reference = parse_ref_argument(dataset, "NS/NAME")
     if reference.selector != "latest":
-        raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias", param_hint="NS/NAME")
+        raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias",
+                                 param_hint="NS/NAME")
     size = parse_size(shard_size) if shard_size else None
     with client_for(out) as client, _progress(out) as progress:
         version = register_dataset(client, reference, file, data_format=data_format, alias=alias,
@@ -93,7 +94,8 @@ def alias_set(
     with client_for(out) as client:
         data = client.put(f"{_artifact_path(ref)}/aliases/{segment(alias)}", json={"version": version})
     out.emit(data, lambda con, d: con.print(
-        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} {d['reference']}."))
+        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} "
+        f"{d['reference']}."))
 
 
 @command(alias_app, "get")
@@ -212,6 +214,7 @@ def _render_list(con, data) -> None:
 
 
 def _render_alias(con, data) -> None:
-    con.print(f"Alias {data['alias']} → {data['reference']}" + (" (managed by the registry)" if data["managed"] else ""))
+    con.print(f"Alias {data['alias']} → {data['reference']}"
+              + (" (managed by the registry)" if data["managed"] else ""))
     for move in data["history"]:
         con.print(f"  v{move['version']}  since {move['since']}")

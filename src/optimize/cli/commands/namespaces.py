@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 
 from optimize.cli.common import client_for, command
-from optimize.client.http import segment
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
+from optimize.client.http import segment
 
 app = typer.Typer(help="Registry namespaces (created by the first registration into them).", no_args_is_help=True)
 
@@ -40,7 +40,8 @@ def annotate(
 ) -> None:
     """Set or clear a namespace's description."""
     with client_for(out) as client:
-        out.emit(client.patch(f"/v1/registry/namespaces/{segment(namespace)}", json={"description": description}), _render_one)
+        out.emit(client.patch(f"/v1/registry/namespaces/{segment(namespace)}", json={"description": description}),
+                 _render_one)
 
 
 @command(app, "archive")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from optimize.cli.common import client_for, command
 from optimize.cli.commands import datasets, models, namespaces
+from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.core.sizes import human_size
 

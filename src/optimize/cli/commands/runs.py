@@ -9,10 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from optimize.cli.common import client_for, command, fail
+from optimize.cli.dry_run import render_dry_run
 from optimize.cli.follow import follow_status
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.cli.dry_run import render_dry_run
 from optimize.client.http import segment
 
 app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
@@ -24,7 +24,8 @@ def start(
     out: Output,
     plan_file: Annotated[str, typer.Option("-f", "--file", help="Run plan (YAML or JSON); - reads stdin.")],
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
-    exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")] = False,
+    exit_status: Annotated[bool,
+                           typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Start without asking for confirmation.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check everything a submission checks; start nothing.")
                        ] = False,
@@ -33,7 +34,7 @@ def start(
 ) -> None:
     """Submit a run plan. The plan is checked first; then it asks before starting unless --force."""
     from optimize.core.ids import new_id
-    from optimize.training.plans import load_plan_text, parse_plan
+    from optimize.schemas.plans import load_plan_text, parse_plan
 
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
@@ -72,7 +73,8 @@ def start(
 
 @command(app, "get")
 def get(out: Output, run: Annotated[str, typer.Argument(help="Run id or unambiguous prefix.")],
-        settings: Annotated[bool, typer.Option("--settings", help="Every resolved setting, stated ones marked.")] = False
+        settings: Annotated[bool,
+                            typer.Option("--settings", help="Every resolved setting, stated ones marked.")] = False
         ) -> None:
     """Show a run: State, Results, Cost (and --settings)."""
     with client_for(out) as client:
@@ -113,7 +115,8 @@ def wait(
     out: Output,
     run: Annotated[str, typer.Argument(help="Run id or prefix.")],
     exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 1 unless the run completes.")] = False,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Give up following after this many seconds.")] = None,
+    timeout: Annotated[float | None,
+                       typer.Option("--timeout", help="Give up following after this many seconds.")] = None,
 ) -> None:
     """Follow a run until it ends: a line per change (-o json: one JSON object per line)."""
     with client_for(out) as client:
@@ -135,7 +138,8 @@ def pause(
                                                     json={"checkpoint": checkpoint})
     short = answer["runId"][:12]
     if status == 200:
-        message = f"Run {short} is already pausing (--checkpoint {checkpoint}); follow it with: akka training runs wait {short}"
+        message = (f"Run {short} is already pausing (--checkpoint {checkpoint}); "
+                   f"follow it with: akka training runs wait {short}")
     elif checkpoint == "save":
         message = (f"Run {short} pausing: it saves at its next update, waits for the save to be committed, then stops "
                    f"and releases its devices; follow it with: akka training runs wait {short}")
@@ -152,7 +156,8 @@ def resume(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefi
         answer = client.post(f"/v1/training/runs/{segment(run)}/resume")
     short = answer["runId"][:12]
     out.emit(answer, lambda con, r: con.print(f"Run {short} queued as attempt {r['resumed']['attempt']}; it "
-                                              f"{_restored(r['resumed'])}; follow it with: akka training runs wait {short}"))
+                                              f"{_restored(r['resumed'])}; "
+                                              f"follow it with: akka training runs wait {short}"))
 
 
 @command(app, "cancel")
@@ -171,7 +176,8 @@ def cancel(
         answer, status = client.request_with_status("POST", f"/v1/training/runs/{segment(run)}/cancel")
     short = answer["runId"][:12]
     out.emit(answer, lambda con, _: con.print(
-        f"Run {short} was already cancelled." if status == 200 else f"Run {short} cancelled; its devices are released."))
+        f"Run {short} was already cancelled." if status == 200
+        else f"Run {short} cancelled; its devices are released."))
 
 
 def _restored(resumed: dict[str, Any]) -> str:
@@ -236,7 +242,8 @@ def _checks_line(checks: dict[str, Any] | None) -> str:
     mark = {"passed": "✓ passed", "warning": "✓ passed", "failed": "✗ failed"}[checks["status"]]
     line = f"{mark} {checks['passed']} of {checks['total']} in {_seconds(checks['seconds'])}"
     for check in checks["checks"]:
-        line += (f"; {check['name']}: mean {check['meanLogprobError']:.3g} (bound {check['bounds']['meanLogprobError']:.3g}),"
+        line += (f"; {check['name']}: mean {check['meanLogprobError']:.3g} "
+                 f"(bound {check['bounds']['meanLogprobError']:.3g}),"
                  f" max {check['maxLogprobError']:.3g}, fp32 max {check['fp32MaxLogprobError']:.3g},"
                  f" roundingError {check['roundingError']:.3g}")
     return line
@@ -300,7 +307,8 @@ def _render_run(con, r) -> None:
     if res.get("validationLoss") is not None:
         import math
 
-        con.print(f"  Validation   loss {res['validationLoss']:.4f} (perplexity {math.exp(min(res['validationLoss'], 50)):.2f})")
+        perplexity = math.exp(min(res["validationLoss"], 50))
+        con.print(f"  Validation   loss {res['validationLoss']:.4f} (perplexity {perplexity:.2f})")
     loss = res.get("trainingLoss")
     con.print(f"  Training     loss {loss['start']:.4f} → {loss['end']:.4f} (mean {loss['mean']:.4f})" if loss
               else f"  Training     loss {DASH}")
@@ -326,7 +334,8 @@ def _render_run(con, r) -> None:
     con.print("[bold]Cost[/]")
     devices = r["execution"]["devices"]
     estimate = " (estimate)" if cost.get("estimate") else ""
-    con.print(f"  Devices      {_seconds(cost.get('deviceSeconds'))}{estimate} on {devices} {r['execution']['deviceProfile']} "
+    con.print(f"  Devices      {_seconds(cost.get('deviceSeconds'))}{estimate} on {devices} "
+              f"{r['execution']['deviceProfile']} "
               f"device{'s' if devices != 1 else ''}")
     d = cost.get("duration") or {}
     ended = f", ended {age(r['timing']['finishedAt'])}" if r["timing"].get("finishedAt") else ""
@@ -341,7 +350,8 @@ def _render_run(con, r) -> None:
     if r.get("settings"):
         con.print("[bold]Settings[/]")
         for path, item in r["settings"].items():
-            mark = " (stated)" if item["source"] == "stated" else " (default kernels)" if item["source"] == "defaultKernels" else ""
+            mark = (" (stated)" if item["source"] == "stated"
+                    else " (default kernels)" if item["source"] == "defaultKernels" else "")
             con.print(f"  {path} = {item['value']!r}{mark}")
 
 

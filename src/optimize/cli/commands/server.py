@@ -18,7 +18,9 @@ def start(
     host: Annotated[str, typer.Option(help="Address to bind; loopback unless told otherwise.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 9001,
     data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="Where the database and blobs live (env OPTIMIZE_HOME, default ~/.optimize).")
+        Path | None,
+        typer.Option("--data-dir",
+                     help="Where the database and blobs live (env OPTIMIZE_HOME, default ~/.optimize)."),
     ] = None,
     database_url: Annotated[
         str | None,
@@ -31,11 +33,10 @@ def start(
 ) -> None:
     """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
     from optimize.api.serve import bind, serve
-    from optimize.cli.output import print_error
-    from optimize.core.settings import ServerSettings, default_home
-
     from optimize.catalog.catalog import load_catalog
+    from optimize.cli.output import print_error
     from optimize.core.errors import PlatformError
+    from optimize.core.settings import ServerSettings, default_home
 
     try:
         load_catalog(catalog)  # refuse a bad catalog before binding anything

@@ -25,7 +25,8 @@ def get(out: Output, snapshot: Snapshot) -> None:
 
 @command(app, "register")
 def register(out: Output, snapshot: Snapshot,
-             name: Annotated[str | None, typer.Option("--name", help="Model name (default: the run's).")] = None) -> None:
+             name: Annotated[str | None, typer.Option("--name", help="Model name (default: the run's).")] = None
+             ) -> None:
     """Register the snapshot's adapter weights as a model version in its project (the same weights: the same
     version)."""
     with client_for(out) as client:

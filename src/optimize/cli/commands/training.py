@@ -33,7 +33,8 @@ def list_models(out: Output) -> None:
 
 
 @command(base_models, "get")
-def get_model(out: Output, model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")]) -> None:
+def get_model(out: Output,
+              model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")]) -> None:
     """Show one base model: commit, parameters, what it is allowed for, envelopes (measurements)."""
     with client_for(out) as client:
         out.emit(client.get(f"/v1/training/base-models/{segment(model)}"), _render_one)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from optimize.schemas.plans import total_steps
 from optimize.training.adapters import weights_digest
-from optimize.training.checks import failure_reason, reference_check, summary
+from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.methods import method_for
-from optimize.training.steps import total_steps
 
 
 class EngineHooks(Protocol):
@@ -144,8 +144,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             logs = logs or {}
             if "eval_loss" in logs:
                 outcome.validation_loss = float(logs["eval_loss"])
-                hooks.metric("validation", state.global_step - offset, {"validationLoss": outcome.validation_loss,
-                                                               "perplexity": math.exp(min(outcome.validation_loss, 50))})
+                hooks.metric("validation", state.global_step - offset,
+                             {"validationLoss": outcome.validation_loss,
+                              "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
             values = {name: float(logs[key]) for key, name in method.metric_names.items() if key in logs}
             if "tokens" in values:

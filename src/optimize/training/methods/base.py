@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from optimize.core.errors import Refused
 
 if TYPE_CHECKING:
-    from optimize.training.plans import RunConfig
+    from optimize.schemas.plans import RunConfig
 
 # TRL's log keys every trainer writes -> Optimize's metric names
 TRAINER_METRICS = {"loss": "loss", "learning_rate": "learningRate", "grad_norm": "gradNorm", "num_tokens": "tokens",

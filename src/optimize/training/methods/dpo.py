@@ -1,4 +1,4 @@
-"""Direct preference optimization: preference pairs rendered by `optimize.chat` (`training.pairs`), trained with
+"""Direct preference optimization: preference pairs rendered by `optimize.chat` (`training.prep.pairs`), trained with
 TRL's DPOTrainer and a PEFT LoRA adapter, the adapter switched off being the reference model, so no second copy
 of the model is held. It owns the plan's `preference` section.
 
@@ -52,7 +52,7 @@ class Dpo(Method):
         return []
 
     def fitter(self, renderer, config: dict[str, Any]):
-        from optimize.training.pairs import PairFitter
+        from optimize.training.prep.pairs import PairFitter
 
         return PairFitter(renderer, config["maxSeqLength"], config["data"]["truncation"])
 

@@ -20,7 +20,7 @@ class Sft(Method):
 
     def fitter(self, renderer, config: dict[str, Any]):
         from optimize.chat.render import LossPolicy
-        from optimize.training.data_fit import Fitter
+        from optimize.training.prep.data_fit import Fitter
 
         loss = config["loss"]
         policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
@@ -28,10 +28,11 @@ class Sft(Method):
 
     def columns_of(self, rendered) -> tuple[list[int], ...]:
         # a token the mask leaves out is labelled -100, which the loss ignores
-        return rendered.input_ids, [t if m else -100 for t, m in zip(rendered.input_ids, rendered.loss_mask)]
+        return rendered.input_ids, [t if m else -100
+                                    for t, m in zip(rendered.input_ids, rendered.loss_mask, strict=True)]
 
     def check_fit(self, fit, reference: str) -> None:
-        from optimize.training.data_fit import require_masks
+        from optimize.training.prep.data_fit import require_masks
 
         require_masks(fit, reference)
 

@@ -1,12 +1,11 @@
 """registry: namespaces, datasets, versions, shards, aliases, uploads, events
 
 Revision ID: 0001
-Revises: 
+Revises:
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0001'
 down_revision = None
@@ -83,7 +82,8 @@ def upgrade() -> None:
     sa.Column('version_id', sa.Integer(), nullable=False),
     sa.Column('moved_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['dataset_id'], ['datasets.id'], name=op.f('fk_dataset_alias_moves_dataset_id_datasets')),
-    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'], name=op.f('fk_dataset_alias_moves_version_id_dataset_versions')),
+    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'],
+                            name=op.f('fk_dataset_alias_moves_version_id_dataset_versions')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_dataset_alias_moves'))
     )
     with op.batch_alter_table('dataset_alias_moves', schema=None) as batch_op:
@@ -95,7 +95,8 @@ def upgrade() -> None:
     sa.Column('version_id', sa.Integer(), nullable=False),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['dataset_id'], ['datasets.id'], name=op.f('fk_dataset_aliases_dataset_id_datasets')),
-    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'], name=op.f('fk_dataset_aliases_version_id_dataset_versions')),
+    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'],
+                            name=op.f('fk_dataset_aliases_version_id_dataset_versions')),
     sa.PrimaryKeyConstraint('dataset_id', 'alias', name=op.f('pk_dataset_aliases'))
     )
     op.create_table('dataset_objects',
@@ -106,7 +107,8 @@ def upgrade() -> None:
     sa.Column('size_bytes', sa.BigInteger(), nullable=False),
     sa.Column('rows', sa.BigInteger(), nullable=False),
     sa.ForeignKeyConstraint(['sha256'], ['shards.sha256'], name=op.f('fk_dataset_objects_sha256_shards')),
-    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'], name=op.f('fk_dataset_objects_version_id_dataset_versions')),
+    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'],
+                            name=op.f('fk_dataset_objects_version_id_dataset_versions')),
     sa.PrimaryKeyConstraint('version_id', 'position', name=op.f('pk_dataset_objects'))
     )
     op.create_table('upload_sessions',
@@ -121,7 +123,8 @@ def upgrade() -> None:
     sa.Column('version_id', sa.Integer(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
-    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'], name=op.f('fk_upload_sessions_version_id_dataset_versions')),
+    sa.ForeignKeyConstraint(['version_id'], ['dataset_versions.id'],
+                            name=op.f('fk_upload_sessions_version_id_dataset_versions')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_upload_sessions')),
     sa.UniqueConstraint('content_key', name=op.f('uq_upload_sessions_content_key'))
     )

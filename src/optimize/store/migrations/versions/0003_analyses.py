@@ -4,9 +4,8 @@ Revision ID: 0003
 Revises: 0002
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0003'
 down_revision = '0002'
@@ -34,7 +33,8 @@ def upgrade() -> None:
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_analyses')),
-    sa.UniqueConstraint('examples_digest', 'base_commit', 'optimize_version', name='uq_analyses_examples_commit_version')
+    sa.UniqueConstraint('examples_digest', 'base_commit', 'optimize_version',
+                        name='uq_analyses_examples_commit_version')
     )
 
 

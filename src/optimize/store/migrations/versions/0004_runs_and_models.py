@@ -4,9 +4,8 @@ Revision ID: 0004
 Revises: 0003
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0004'
 down_revision = '0003'

@@ -4,9 +4,8 @@ Revision ID: 0007
 Revises: 0006
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0007'
 down_revision = '0006'

@@ -17,17 +17,18 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from optimize.catalog.schema import DeviceProfile, Entry
+from optimize.catalog.schema import Entry
 from optimize.core.errors import Invalid, Refused
-from optimize.core.paths import lookup
 from optimize.core.names import check_name
+from optimize.core.paths import lookup
 from optimize.core.refs import parse_reference
+from optimize.jobs.devices import DeviceProfile
 from optimize.registry.datasets import resolve_reference
+from optimize.schemas.plans import RunPlan
 from optimize.store.tables import BaseModelSelection
-from optimize.training.envelopes import check_envelopes
-from optimize.training.kernels import default_kernels
+from optimize.training.admission.envelopes import check_envelopes
+from optimize.training.admission.kernels import default_kernels
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
-from optimize.training.plans import RunPlan
 
 
 @dataclass

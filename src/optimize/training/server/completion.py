@@ -10,11 +10,11 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid
 from optimize.deployment import Deployment
+from optimize.jobs.lifecycle import transition
 from optimize.registry.models import base_model_reference, register_version
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
-from optimize.jobs.lifecycle import transition
-from optimize.training.attempts import end_attempt
-from optimize.training.phases import RUN, RunPhase
+from optimize.training.server.attempts import end_attempt
+from optimize.training.server.phases import RUN, RunPhase
 
 
 def register_adapter(training: Deployment, session, run: Run, snapshot: Snapshot, modules: list[str],

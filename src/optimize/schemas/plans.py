@@ -3,11 +3,16 @@
 Every field has a description and a default where the product has one. `stated_and_resolved` tells, for every
 leaf, its resolved value and whether the plan stated it (`file`) or it came from the defaults (`default`).
 The configuration (what determines the trained model) is `config`; `execution` (how it runs) is not part of it.
+
+The plan is shared by the server (admission, analysis estimates), the CLI (reading a run file) and the workers
+(the engine), and so is the one rule for how many optimizer updates a plan makes (`steps_per_epoch`,
+`total_steps`): the engine trains by it and the estimates predict with it.
 """
 
 from __future__ import annotations
 
 import json
+from math import ceil
 from typing import Any, Literal
 
 import yaml
@@ -45,9 +50,9 @@ class TrainingLoop(_Part):
 
 
 class Hyperparams(_Part):
-    lora: Lora = Field(default_factory=Lora)
-    optimizer: Optimizer = Field(default_factory=Optimizer)
-    training: TrainingLoop = Field(default_factory=TrainingLoop)
+    lora: Lora = Field(default_factory=Lora, description="The LoRA adapter trained")
+    optimizer: Optimizer = Field(default_factory=Optimizer, description="The optimizer's settings")
+    training: TrainingLoop = Field(default_factory=TrainingLoop, description="Epochs, steps, batches, validation")
 
 
 class ModelSettings(_Part):
@@ -86,10 +91,11 @@ class Preference(_Part):
 class ReferenceCheck(_Part):
     mean_logprob_error: float | None = Field(
         default=None, gt=0, description="Bound on the mean per-token log-probability difference between the engine and "
-                                        "plain Transformers at the run's precision (default: 3 x roundingError, at least 0.03)")
+                                        "plain Transformers at the run's precision (default: 3 x roundingError, at "
+                                        "least 0.03)")
     max_logprob_error: float | None = Field(
-        default=None, gt=0, description="Bound on the largest difference at the run's precision (default 1.0 up to 4096 "
-                                        "tokens, growing in proportion to the longer compared conversation)")
+        default=None, gt=0, description="Bound on the largest difference at the run's precision (default 1.0 up to "
+                                        "4096 tokens, growing in proportion to the longer compared conversation)")
     fp32_max_logprob_error: float | None = Field(
         default=None, gt=0, description="Bound on the largest difference at fp32 (default 0.002 up to 4096 tokens, "
                                         "growing in proportion)")
@@ -103,16 +109,16 @@ class Checks(_Part):
 class RunConfig(_Part):
     dataset: str = Field(description="Training dataset reference")
     method: Literal["sft", "dpo", "grpo", "gspo"] = Field(default="sft", description="Training method")
-    hyperparams: Hyperparams = Field(default_factory=Hyperparams)
+    hyperparams: Hyperparams = Field(default_factory=Hyperparams, description="Adapter, optimizer and loop")
     seed: int = Field(default=0, description="Seed for data order, initialization and sampling")
     max_seq_length: int = Field(default=2048, ge=16, alias="maxSeqLength", description="Longest sequence, tokens")
-    model: ModelSettings = Field(default_factory=ModelSettings)
+    model: ModelSettings = Field(default_factory=ModelSettings, description="How the base model is loaded and run")
     liger: dict[str, bool] = Field(default_factory=dict, description="Liger kernels to turn on or off")
-    data: Data = Field(default_factory=Data)
-    loss: Loss = Field(default_factory=Loss)
-    validation: Validation = Field(default_factory=Validation)
-    preference: Preference = Field(default_factory=Preference)
-    checks: Checks = Field(default_factory=Checks)
+    data: Data = Field(default_factory=Data, description="What happens to rows that do not fit")
+    loss: Loss = Field(default_factory=Loss, description="Which tokens are trained")
+    validation: Validation = Field(default_factory=Validation, description="The validation dataset")
+    preference: Preference = Field(default_factory=Preference, description="Preference (dpo) settings")
+    checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
 
 
 class Execution(_Part):
@@ -137,8 +143,8 @@ class RunPlan(_Part):
     base_model: str = Field(alias="baseModel", description="Base model: entry id, repository or prefix")
     model_name: str | None = Field(default=None, alias="modelName",
                                    description="Name of the registered model (default: the base model's name)")
-    config: RunConfig
-    execution: Execution = Field(default_factory=Execution)
+    config: RunConfig = Field(description="What determines the trained model (its configuration hash)")
+    execution: Execution = Field(default_factory=Execution, description="How the run executes (not in the hash)")
     submission_id: str | None = Field(default=None, alias="submissionId", description="Idempotency key")
     description: str | None = Field(default=None, description="Free text")
     config_name: str | None = Field(default=None, alias="configName", description="Column name in scores tables")
@@ -183,3 +189,20 @@ def stated_and_resolved(model: BaseModel, prefix: str = "") -> dict[str, dict[st
         else:
             result[key] = {"value": value, "source": "file" if name in model.model_fields_set else "default"}
     return result
+
+
+# --- how many optimizer updates a run makes ---------------------------------------------------------------------
+# An epoch is ceil(rows / (batch size x gradient accumulation x devices)) updates; `maxSteps`, where set, is the
+# run's length whatever the epochs (the data is cycled), as in the Transformers trainer.
+
+
+def steps_per_epoch(rows: int, batch_size: int, accumulation: int, devices: int = 1) -> int:
+    return max(1, ceil(rows / (batch_size * accumulation * devices)))
+
+
+def total_steps(rows: int, training: dict, devices: int = 1) -> int:
+    """`training` is the resolved `config.hyperparams.training` block."""
+    if training.get("maxSteps"):
+        return int(training["maxSteps"])
+    per_epoch = steps_per_epoch(rows, training["batchSize"], training["gradientAccumulation"], devices)
+    return per_epoch * int(training["epochs"])

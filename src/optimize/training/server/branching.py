@@ -21,8 +21,9 @@ from sqlalchemy import select
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
 from optimize.store.tables import Run, Snapshot
-from optimize.training.runs import dry_run, find_run, submit
-from optimize.training.snapshots import find_snapshot, live_kinds
+from optimize.training.server.retention import live_kinds
+from optimize.training.server.runs import dry_run, find_run, submit
+from optimize.training.server.snapshots import find_snapshot
 
 RESTORE_MODES = ("auto", "weights", "trainingState")
 CONTINUATION_PATHS = {"hyperparams.optimizer.learningRate", "hyperparams.training.validationFrequencySteps"}
@@ -190,7 +191,7 @@ def grid_points(grid: Any) -> list[dict[str, Any]]:
     points = []
     for values in itertools.product(*(axis["values"] for axis in axes)):
         point: dict[str, Any] = {}
-        for path, value in zip(paths, values):
+        for path, value in zip(paths, values, strict=True):
             node = point
             *parents, last = path.split(".")
             for key in parents:
@@ -227,7 +228,7 @@ def _describe(point: dict[str, Any]) -> str:
 
 
 def children(training: Deployment, run_id: str, recursive: bool = False) -> dict[str, Any]:
-    from optimize.training.views import run_json
+    from optimize.training.server.views import run_json
 
     with training.store.transaction() as session:
         root = find_run(session, run_id)

@@ -1,8 +1,8 @@
 """Runs as users see them: submit a plan, read a run, list runs, read metrics and snapshots.
 
 A submission is idempotent by `submissionId`: the same id reaches the same run, never a second one; the same id
-with another plan is refused. Admission freezes every reference and default (training.resolve); the run then
-waits in QUEUED for the scheduler.
+with another plan is refused. Admission freezes every reference and default (training.admission.resolve); the
+run then waits in QUEUED for the scheduler.
 """
 
 from __future__ import annotations
@@ -18,27 +18,27 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
+from optimize.schemas.plans import parse_plan
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.diagnostics import ReadLimits, diagnose
-from optimize.training.layout import check_layout
-from optimize.training.lengths import Subject, evaluate, record as record_check, refusal
-from optimize.jobs.effects import queue_wake
-from optimize.jobs.waiting import waiting_for
-from optimize.training.phases import OPEN, RUN, RunPhase
-from optimize.training.plans import parse_plan
-from optimize.training.resolve import Admitted, admit
-from optimize.training.views import metric_json, run_json, snapshot_json
-
+from optimize.training.admission.diagnostics import ReadLimits, diagnose
+from optimize.training.admission.layout import check_layout
+from optimize.training.admission.lengths import Subject, evaluate, refusal
+from optimize.training.admission.lengths import record as record_check
+from optimize.training.admission.resolve import Admitted, admit
+from optimize.training.server.phases import OPEN, RUN, RunPhase
+from optimize.training.server.views import metric_json, run_json, snapshot_json
 
 
 def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
-    A branch (training.branching) passes the snapshot it starts from and its restore mode."""
+    A branch (training.server.branching) passes the snapshot it starts from and its restore mode."""
     if not isinstance(document, dict):
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)

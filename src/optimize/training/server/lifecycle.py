@@ -15,14 +15,14 @@ from sqlalchemy import delete
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.deployment import Deployment
+from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric
-from optimize.jobs.lifecycle import decided, moved, transition
-from optimize.training.attempts import end_attempt
-from optimize.training.phases import RUN, TERMINAL, RunPhase
-from optimize.training.runs import current_attempt, find_run
-from optimize.training.snapshots import restore_point
-from optimize.training.views import run_json
+from optimize.training.server.attempts import end_attempt
+from optimize.training.server.phases import RUN, TERMINAL, RunPhase
+from optimize.training.server.retention import restore_point
+from optimize.training.server.runs import current_attempt, find_run
+from optimize.training.server.views import run_json
 
 CHECKPOINTS = ("latest", "save")
 
@@ -47,7 +47,8 @@ def pause(training: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str,
             return run_json(run, current_attempt(session, run)), False
         if phase is RunPhase.PAUSED:
             raise Refused(f"run {short} is PAUSED; there is nothing to pause",
-                          hint=f"resume the run to train it again: akka training runs resume {short}", phase=phase.value)
+                          hint=f"resume the run to train it again: akka training runs resume {short}",
+                          phase=phase.value)
         if phase not in (RunPhase.PREPARING, RunPhase.TRAINING):
             hint = (f"it holds no devices yet; cancel it with: akka training runs cancel {short}"
                     if phase is RunPhase.QUEUED else "start a branch from one of its snapshots to train further")
@@ -96,7 +97,8 @@ def resume(training: Deployment, run_id: str) -> dict[str, Any]:
         phase = RunPhase(run.phase)
         short = run.id[:12]
         if phase is RunPhase.PAUSING:
-            raise Conflict(f"run {short} is still pausing", hint=f"wait for it to pause: akka training runs wait {short}")
+            raise Conflict(f"run {short} is still pausing",
+                           hint=f"wait for it to pause: akka training runs wait {short}")
         if phase is not RunPhase.PAUSED:
             raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
         point = restore_point(session, run.id)

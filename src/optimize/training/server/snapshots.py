@@ -1,51 +1,26 @@
 """Snapshots as users handle them: read one, register its weights as a model version, pin its kinds against
-retention; and retention itself.
-
-Retention keeps a run's newest `execution.keepAdapters` weights and `execution.keepTrainingStates` training
-states (all when unset). Older ones are swept — left out of the catalog, never restored or registered — unless
-held: pinned by an operator, the run's final save, registered as a model version, or the save a paused run
-resumes from. A sweep takes the kind off the catalog; the content-addressed blobs stay on disk, since other
-snapshots may share them.
-"""
+retention (`training.server.retention`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from sqlalchemy import select
-
 from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Deployment
-from optimize.store.db import find_by_id_prefix
 from optimize.projects.service import open_project
+from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
 from optimize.training.adapters import adapted_modules, weights_digest
-from optimize.training.views import snapshot_json
-
-KINDS = ("weights", "trainingState")
-KEEP_SETTINGS = {"weights": "keepAdapters", "trainingState": "keepTrainingStates"}
+from optimize.training.server.completion import register_adapter
+from optimize.training.server.retention import KINDS, live_kinds, sweep
+from optimize.training.server.views import snapshot_json
 
 
 def find_snapshot(session, snapshot_id: str) -> Snapshot:
     return find_by_id_prefix(session, Snapshot, snapshot_id, "snapshot",
                              "list a run's snapshots with: akka training runs snapshots RUN")
-
-
-def held_kinds(snapshot: Snapshot) -> set[str]:
-    """What a holder (operator pin, final save, registered model version) keeps of this snapshot."""
-    held = set(snapshot.pinned or [])
-    if snapshot.final:
-        held.update(KINDS)
-    if snapshot.registered:
-        held.add("weights")
-    return held
-
-
-def live_kinds(snapshot: Snapshot) -> list[str]:
-    swept = set(snapshot.swept or [])
-    return [a["kind"] for a in snapshot.artifacts if a["kind"] not in swept]
 
 
 def get_snapshot(training: Deployment, snapshot_id: str) -> dict[str, Any]:
@@ -57,8 +32,6 @@ def get_snapshot(training: Deployment, snapshot_id: str) -> dict[str, Any]:
 
 def register(training: Deployment, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
     """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
-    from optimize.training.completion import register_adapter
-
     with training.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         kinds = live_kinds(snapshot)
@@ -110,32 +83,3 @@ def pin(training: Deployment, snapshot_id: str, kinds: list[str] | None, pinned:
         if not pinned:
             sweep(session, session.get(Run, snapshot.run_id))
         return snapshot_json(snapshot)
-
-
-def restore_point(session, run_id: str) -> Snapshot | None:
-    """The newest committed save of the run, of any attempt, that still holds its training state."""
-    found = session.scalars(select(Snapshot).where(Snapshot.run_id == run_id)
-                            .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
-    return next((s for s in found if "trainingState" in live_kinds(s)), None)
-
-
-def sweep(session, run: Run) -> list[tuple[str, str]]:
-    """Apply the run's keep counts; returns the (snapshot id, kind) pairs swept now."""
-    execution = run.resolved["execution"]
-    snapshots = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
-                                .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
-    resumes_from = restore_point(session, run.id)
-    swept_now = []
-    for kind, setting in KEEP_SETTINGS.items():
-        keep = execution.get(setting)
-        if not keep:
-            continue
-        holding = [s for s in snapshots if kind in live_kinds(s)]
-        for snapshot in holding[keep:]:
-            if kind in held_kinds(snapshot) or (kind == "trainingState" and snapshot is resumes_from):
-                continue
-            snapshot.swept = sorted({*(snapshot.swept or []), kind})
-            swept_now.append((snapshot.id, kind))
-    if swept_now:
-        record(session, f"run:{run.id}", "swept", items=[f"{sid[:12]}:{kind}" for sid, kind in swept_now])
-    return swept_now

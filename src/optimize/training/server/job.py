@@ -6,7 +6,7 @@ the dataset analyses it waits for.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -14,9 +14,10 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.jobs.kinds import JobKind, Recovery
 from optimize.jobs.leases import Grant
 from optimize.store.tables import JobLease, Run, RunAttempt
-from optimize.training import attempts
-from optimize.training.lengths import Subject, evaluate, record, refusal
-from optimize.training.phases import RUN, RunPhase
+from optimize.training.admission.lengths import Subject, evaluate, record, refusal
+from optimize.training.server import attempts, reports
+from optimize.training.server.lifecycle import finish_pause
+from optimize.training.server.phases import RUN, RunPhase
 
 
 class RunKind(JobKind):
@@ -99,30 +100,28 @@ class RunKind(JobKind):
         return attempts.fail_run(session, row, reason)
 
     def _pause_instead(self, session: Session, row: Run, reason: str) -> bool:
-        from optimize.training.lifecycle import finish_pause
-
         return finish_pause(session, row, attempts.current_attempt_of(session, row),
                             {"step": (row.progress or {}).get("observedStep")}, reason=reason)
 
     def instructions(self, row: Run) -> dict[str, Any]:
-        return attempts.instructions(row)
+        return reports.instructions(row)
 
     # --- its worker's calls ------------------------------------------------------------------------------------
 
     def worker_spec(self, deployment, job_id, token, body):
-        return attempts.job_spec(deployment, job_id, token)
+        return reports.job_spec(deployment, job_id, token)
 
     def worker_progress(self, deployment, job_id, token, body):
-        return attempts.report_progress(deployment, job_id, token, body)
+        return reports.report_progress(deployment, job_id, token, body)
 
     def worker_metrics(self, deployment, job_id, token, body):
-        return attempts.report_metrics(deployment, job_id, token, body.get("items") or [])
+        return reports.report_metrics(deployment, job_id, token, body.get("items") or [])
 
     def worker_snapshots(self, deployment, job_id, token, body):
-        return attempts.commit_snapshot(deployment, job_id, token, body)
+        return reports.commit_snapshot(deployment, job_id, token, body)
 
     def worker_result(self, deployment, job_id, token, body):
-        return attempts.finish(deployment, job_id, token, body)
+        return reports.finish(deployment, job_id, token, body)
 
 
 KIND = RunKind()

@@ -15,7 +15,7 @@ from typing import Any
 
 from optimize.chat.normalize import normalize_messages, row_tools
 from optimize.chat.render import ChatRenderer, RenderError
-from optimize.training.data_fit import DataFit, RowRefused
+from optimize.training.prep.data_fit import DataFit, RowRefused
 
 
 @dataclass(frozen=True)

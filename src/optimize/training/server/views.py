@@ -8,7 +8,7 @@ from typing import Any
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.phases import TERMINAL, RunPhase
+from optimize.training.server.phases import TERMINAL, RunPhase
 
 
 def phase_millis(run: Run, now: datetime | None = None) -> dict[str, int]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
-from optimize.catalog.schema import DeviceProfile, Entry
+from optimize.catalog.schema import Entry
 from optimize.core.errors import Refused
-from optimize.training.envelopes import covering
+from optimize.jobs.devices import DeviceProfile
+from optimize.training.admission.envelopes import covering
 from optimize.training.methods import declared
 
 

@@ -1,9 +1,7 @@
-"""What a run's worker reports, fenced by its lease, and how an attempt ends.
+"""What a run's worker reports, fenced by its lease: its job, progress, metrics, saves and its last word.
 
 Every call names the attempt by its lease token (`optimize.jobs.leases.fence`); a worker whose attempt has ended
-(lost, failed, cancelled, requeued) is answered `lease_lost` and stops. An attempt ends exactly once, through the
-attempt lifecycle: its lease ends, its devices are released and the device time it held is added to the run's
-cost. A run whose worker was lost goes back to QUEUED from its newest save holding training state.
+(lost, failed, cancelled, requeued) is answered `lease_lost` and stops.
 """
 
 from __future__ import annotations
@@ -11,22 +9,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from optimize.catalog.selection import job_model
-from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
+from optimize.registry.datasets import examples_objects
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.registry.datasets import examples_objects
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
-from optimize.training.phases import ATTEMPT, RUN, AttemptState, RunPhase
-from optimize.training.snapshots import restore_point, sweep
-from optimize.training.views import snapshot_json
+from optimize.training.server.attempts import fail_run
+from optimize.training.server.completion import complete_run
+from optimize.training.server.lifecycle import finish_pause
+from optimize.training.server.phases import RUN, RunPhase
+from optimize.training.server.retention import sweep
+from optimize.training.server.views import snapshot_json
 
 ARTIFACT_KINDS = ("weights", "trainingState")
 
@@ -34,48 +35,6 @@ ARTIFACT_KINDS = ("weights", "trainingState")
 def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
     run, lease = fence(session, RUN, run_id, token)
     return run, session.get(RunAttempt, (run_id, lease.attempt))
-
-
-def end_attempt(session, run: Run, attempt: RunAttempt, reason: str, by_worker: bool = False) -> None:
-    """End the attempt (its lease and devices with it) and count the device time it held."""
-    if attempt is None or AttemptState(attempt.state) is not AttemptState.ACTIVE:
-        return
-    now = utcnow()
-    if transition(session, ATTEMPT, attempt, AttemptState.ENDED, by_worker=by_worker, note=reason, ended_at=now,
-                  end_reason=reason[:4000]):
-        held = (now - as_utc(attempt.started_at)).total_seconds() * len(attempt.devices)
-        cost = dict(run.cost or {})
-        cost["deviceSeconds"] = round(cost.get("deviceSeconds", 0.0) + held, 1)
-        run.cost = cost
-
-
-def current_attempt_of(session, run: Run) -> RunAttempt | None:
-    return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
-
-
-def fail_run(session, run: Run, reason: str, by_worker: bool = False) -> bool:
-    end_attempt(session, run, current_attempt_of(session, run), reason, by_worker)
-    return transition(session, RUN, run, RunPhase.FAILED, by_worker=by_worker, failure_reason=reason[:4000],
-                      cost=run.cost)
-
-
-def requeue_run(session, run: Run, reason: str) -> bool:
-    """Its worker was lost: queue a new attempt from the newest save holding training state (from the start
-    without one); the updates after that save are trained again, so their metrics go."""
-    end_attempt(session, run, current_attempt_of(session, run), reason)
-    point = restore_point(session, run.id)
-    restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, "afterLoss": reason}
-    if point is None:
-        restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
-    else:
-        restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
-                         "optimizerState": True})
-    session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
-    return transition(session, RUN, run, RunPhase.QUEUED, note=reason, resumed=restored, cost=run.cost,
-                      progress={"savedStep": point.step if point else None})
-
-
-# --- the worker's calls ------------------------------------------------------------------------------------
 
 
 def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
@@ -205,9 +164,6 @@ def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
 def finish(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker's last word: failed with a reason, stopped for a pause, or completed with its final snapshot,
     which is registered as the project's model."""
-    from optimize.training.completion import complete_run
-    from optimize.training.lifecycle import finish_pause
-
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         if body.get("failed"):

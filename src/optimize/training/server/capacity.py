@@ -10,9 +10,10 @@ from sqlalchemy import select
 
 from optimize.core.clock import iso
 from optimize.deployment import Deployment
-from optimize.scheduler.devices import SERVING, devices as all_devices, pool_devices
+from optimize.jobs.devices import SERVING, pool_devices
+from optimize.jobs.devices import devices as all_devices
 from optimize.store.tables import DeviceHold, Run
-from optimize.training.phases import RunPhase
+from optimize.training.server.phases import RunPhase
 
 
 def capacity(training: Deployment) -> dict[str, Any]:
@@ -37,7 +38,8 @@ def capacity(training: Deployment) -> dict[str, Any]:
                           "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name] if pool != SERVING
                           else 0})
     device_rows = [{"device": d.device_id, "profile": d.profile, "pool": d.pool,
-                    "held": d.device_id in held_by, "heldBy": held_by[d.device_id].subject if d.device_id in held_by else None}
+                    "held": d.device_id in held_by,
+                    "heldBy": held_by[d.device_id].subject if d.device_id in held_by else None}
                    for d in all_devices(training.profiles)]
     claims = [{"kind": items[0].kind.upper(), "subject": subject, "for": subject.split(":", 1)[1],
                "project": items[0].project, "devices": [h.device_id for h in items],

@@ -1,5 +1,6 @@
-"""The device inventory: profiles declared in the applied catalog, GPUs detected with nvidia-smi, and a `cpu`
-profile so that every kind of work can run on a machine without GPUs.
+"""Devices and pools, what the kernel's scheduler grants from: a device profile (declared in the applied
+catalog's `devices:`, or found here), the inventory (declared profiles, GPUs detected with nvidia-smi, and a `cpu`
+profile so that every kind of work can run on a machine without GPUs), and the device slots of each pool.
 
 Detection never imports torch (the server stays light); it asks `nvidia-smi`, and finds nothing when absent.
 """
@@ -9,8 +10,22 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Literal
 
-from optimize.catalog.schema import DeviceProfile
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DeviceProfile(BaseModel):
+    """One profile of devices (the catalog file's `devices:` entries are these; unknown fields are refused)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(description="Profile name used by execution.deviceProfile, e.g. cpu or h200")
+    kind: Literal["cpu", "gpu"]
+    devices: int = Field(ge=0, description="Devices of this profile on this deployment (cpu: concurrent job slots)")
+    pool: str = Field(default="training", description="Pool the devices belong to")
+    accelerator: str | None = Field(default=None, description="Accelerator model, e.g. NVIDIA H200")
+    memory_gib: float | None = Field(default=None, alias="memoryGiB", description="Memory per device, GiB")
 
 
 @dataclass(frozen=True, slots=True)
