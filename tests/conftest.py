@@ -95,6 +95,21 @@ def fresh_postgres_url() -> str:
     return f"{POSTGRES_ADMIN_URL}?options=-csearch_path%3D{schema}"
 
 
+def migrated_store(backend: str, folder: Path):
+    """A migrated store on SQLite (a file in `folder`) or on a fresh PostgreSQL schema (skips without one)."""
+    from optimize.store.db import Store
+    from optimize.store.migrate import upgrade
+
+    if backend == "postgres":
+        if not postgres_available():
+            pytest.skip("no PostgreSQL answers")
+        url = fresh_postgres_url()
+    else:
+        url = f"sqlite:///{folder / 'store.db'}"
+    upgrade(url)
+    return Store(url)
+
+
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def server(request, tmp_path_factory) -> ServerProcess:
     """One server per store backend for the whole session."""

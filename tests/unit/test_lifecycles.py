@@ -13,8 +13,6 @@ from optimize.core.clock import utcnow
 from optimize.jobs import leases, registry
 from optimize.jobs.lifecycle import IllegalTransition, transition
 from optimize.registry.upload_phases import UPLOAD
-from optimize.store.db import Store
-from optimize.store.migrate import upgrade
 from optimize.store.tables import (
     Analysis,
     DeviceHold,
@@ -28,21 +26,14 @@ from optimize.store.tables import (
     UploadSession,
 )
 from optimize.training.server.phases import ATTEMPT
-from tests.conftest import fresh_postgres_url, postgres_available
+from tests.conftest import migrated_store
 
 LIFECYCLES = [kind.lifecycle for kind in registry.kinds()] + [ATTEMPT, UPLOAD]
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request, tmp_path_factory):
-    if request.param == "postgres":
-        if not postgres_available():
-            pytest.skip("no PostgreSQL answers")
-        url = fresh_postgres_url()
-    else:
-        url = f"sqlite:///{tmp_path_factory.mktemp('lifecycles') / 'store.db'}"
-    upgrade(url)
-    store = Store(url)
+    store = migrated_store(request.param, tmp_path_factory.mktemp("lifecycles"))
     with store.transaction() as session:
         session.add(Project(name="p", archived=False, created_at=utcnow()))
     yield store

@@ -6,22 +6,14 @@ from __future__ import annotations
 import pytest
 
 from optimize.core.clock import utcnow
-from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.migrate import upgrade
+from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Project
-from tests.conftest import fresh_postgres_url, postgres_available
+from tests.conftest import migrated_store
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request, tmp_path):
-    if request.param == "postgres":
-        if not postgres_available():
-            pytest.skip("no PostgreSQL answers")
-        url = fresh_postgres_url()
-    else:
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade(url)
-    store = Store(url)
+    store = migrated_store(request.param, tmp_path)
     yield store
     store.dispose()
 

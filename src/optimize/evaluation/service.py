@@ -24,7 +24,7 @@ from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
-from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
@@ -159,14 +159,7 @@ def list_evaluations(training: Deployment, project: str | None, model: str | Non
     if model:
         query = query.where(Evaluation.model_reference.startswith(model))
     if phase:
-        wanted = phase.upper()
-        if wanted == "OPEN":
-            query = query.where(Evaluation.phase.in_(EVALUATION.values(OPEN)))
-        elif wanted in EvaluationPhase.__members__:
-            query = query.where(Evaluation.phase == wanted)
-        else:
-            raise Invalid(f"phase {phase!r} is not an evaluation phase",
-                          hint=f"use open or one of {', '.join(EvaluationPhase)}")
+        query = query.where(Evaluation.phase.in_(phases_asked(EVALUATION, phase, {"open": OPEN})))
     with training.store.transaction() as session:
         return [{**evaluation_json(item), "projectArchived": archived}
                 for item, archived in session.execute(query.limit(500))]

@@ -18,7 +18,7 @@ from sqlalchemy import exists, inspect, update
 from sqlalchemy.orm import Session
 
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict
+from optimize.core.errors import Conflict, Invalid
 from optimize.jobs import effects
 from optimize.store.events import record
 from optimize.store.tables import JobLease
@@ -86,6 +86,20 @@ class Lifecycle(Generic[P]):
 
     def values(self, phases: frozenset[P]) -> list[str]:
         return [p.value for p in phases]
+
+
+def phases_asked(lifecycle: Lifecycle, asked: str, groups: dict[str, frozenset]) -> list[str]:
+    """The stored phases a list's `phase=` names: a group (`open`, `active`) or one phase, in any case; anything
+    else is refused, listing what it may be."""
+    wanted = asked.upper()
+    for name, members in groups.items():
+        if wanted == name.upper():
+            return lifecycle.values(members)
+    if wanted in lifecycle.phases.__members__:
+        return [lifecycle.phases[wanted].value]
+    article = "an" if lifecycle.kind[0] in "aeiou" else "a"
+    raise Invalid(f"phase {asked!r} is not {article} {lifecycle.kind} phase",
+                  hint=f"use {' or '.join(groups)} or one of {', '.join(p.value for p in lifecycle.phases)}")
 
 
 def transition(session: Session, lifecycle: Lifecycle, row: Any, to: StrEnum, *, lease: str | None = None,

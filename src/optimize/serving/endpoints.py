@@ -26,7 +26,7 @@ from optimize.deployment import Deployment
 from optimize.evaluation.service import resolve_model
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
-from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
@@ -128,14 +128,7 @@ def list_endpoints(training: Deployment, project: str | None, phase: str | None,
     """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
     query = project_work(Endpoint, project, include_archived)
     if phase:
-        wanted = phase.upper()
-        if wanted == "ACTIVE":
-            query = query.where(Endpoint.phase.in_(ACTIVE))
-        elif wanted in EndpointPhase.__members__:
-            query = query.where(Endpoint.phase == wanted)
-        else:
-            raise Invalid(f"phase {phase!r} is not an endpoint phase",
-                          hint=f"use active or one of {', '.join(EndpointPhase)}")
+        query = query.where(Endpoint.phase.in_(phases_asked(ENDPOINT, phase, {"active": OPEN_PHASES})))
     with training.store.transaction() as session:
         rows = [{**endpoint_json(e), "projectArchived": archived} for e, archived in session.execute(query.limit(500))]
     if model:

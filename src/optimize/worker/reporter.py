@@ -25,6 +25,7 @@ class Reporter:
         self.lost_reason = ""
         self.pause: str | None = None  # the checkpoint of a pause the server asked for
         self._lock = threading.Lock()
+        self._sending = threading.Lock()
         self._progress: dict[str, Any] | None = None
         self._metrics: list[dict[str, Any]] = []
         self._stop = threading.Event()
@@ -53,7 +54,8 @@ class Reporter:
             self._metrics.append({"kind": kind, "step": step, "values": values})
 
     def flush(self) -> None:
-        """Send whatever is queued now, from the caller's thread (used before the final report)."""
+        """Send whatever is queued now, from the caller's thread (before a snapshot is committed and before the
+        final report)."""
         self._send()
 
     def stop(self) -> None:
@@ -82,13 +84,14 @@ class Reporter:
             self._wake.clear()
 
     def _send(self) -> None:
-        with self._lock:
-            progress, self._progress = self._progress, None
-            metrics, self._metrics = self._metrics, []
-        if metrics:
-            self._call(f"{self.base}/metrics", {"items": metrics})
-        if progress is not None:
-            self._call(f"{self.base}/progress", progress)
+        with self._sending:  # one send at a time: a flush returns only once what was queued before it is sent
+            with self._lock:
+                progress, self._progress = self._progress, None
+                metrics, self._metrics = self._metrics, []
+            if metrics:
+                self._call(f"{self.base}/metrics", {"items": metrics})
+            if progress is not None:
+                self._call(f"{self.base}/progress", progress)
 
     def _call(self, path: str, body: dict[str, Any]) -> None:
         if self.lost.is_set():

@@ -37,7 +37,7 @@ def run_training(channel: Channel, run_id: str) -> int:
     reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
     execution = spec["execution"]
     policy = UploadPolicy(execution["resumableSaveEvery"], execution["resumableSaveMinutes"] * 60)
-    uploader = SaveUploader(channel, base, policy).start()
+    uploader = SaveUploader(channel, base, policy, before_commit=reporter.flush).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
     try:
         result = _train(channel, spec, reporter, uploader, workdir)

@@ -14,6 +14,7 @@ import queue
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,14 @@ __all__ = ["Save", "SaveUploader"]
 
 
 class SaveUploader:
-    def __init__(self, channel: Channel, base: str, policy: UploadPolicy) -> None:
+    def __init__(self, channel: Channel, base: str, policy: UploadPolicy,
+                 before_commit: Callable[[], None] = lambda: None) -> None:
         self.channel = channel
         self.base = base
         self.policy = policy
+        # called before a snapshot is committed: the metrics of the updates it holds are sent first, so a run
+        # tried again from this save has every metric up to it
+        self.before_commit = before_commit
         self.committed: list[dict[str, Any]] = []
         self.skipped = 0
         self.error: str | None = None
@@ -112,5 +117,6 @@ class SaveUploader:
                 artifacts.append({"kind": kind, "manifestSha256": self.channel.put_blob(Path(sink.name))})
             finally:
                 Path(sink.name).unlink(missing_ok=True)
+        self.before_commit()
         return self.channel.post_json(f"{self.base}/snapshots", {
             "step": save.step, "epoch": save.epoch, "final": save.final, "artifacts": artifacts})

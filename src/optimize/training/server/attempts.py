@@ -31,12 +31,29 @@ def end_attempt(session, run: Run, attempt: RunAttempt, reason: str, by_worker: 
         run.cost = cost
 
 
-def current_attempt_of(session, run: Run) -> RunAttempt | None:
+def current_attempt(session, run: Run) -> RunAttempt | None:
+    """The run's newest attempt (active or ended); None before its first grant."""
     return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
 
 
+def queue_from_newest_save(session, run: Run, why: dict[str, Any], **values: Any) -> bool:
+    """Queue the run's next attempt from its newest save holding training state (from the start without one),
+    recording in `resumed` what it restores and `why`; the updates after that save are trained again, so their
+    metrics go. False when the run moved on meanwhile."""
+    point = restore_point(session, run.id)
+    restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, **why}
+    if point is None:
+        restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
+    else:
+        restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
+                         "optimizerState": True})
+    session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
+    return transition(session, RUN, run, RunPhase.QUEUED, resumed=restored,
+                      progress={"savedStep": point.step if point else None}, **values)
+
+
 def fail_run(session, run: Run, reason: str, by_worker: bool = False) -> bool:
-    end_attempt(session, run, current_attempt_of(session, run), reason, by_worker)
+    end_attempt(session, run, current_attempt(session, run), reason, by_worker)
     return transition(session, RUN, run, RunPhase.FAILED, by_worker=by_worker, failure_reason=reason[:4000],
                       cost=run.cost)
 
@@ -44,14 +61,5 @@ def fail_run(session, run: Run, reason: str, by_worker: bool = False) -> bool:
 def requeue_run(session, run: Run, reason: str) -> bool:
     """Its worker was lost: queue a new attempt from the newest save holding training state (from the start
     without one); the updates after that save are trained again, so their metrics go."""
-    end_attempt(session, run, current_attempt_of(session, run), reason)
-    point = restore_point(session, run.id)
-    restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, "afterLoss": reason}
-    if point is None:
-        restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
-    else:
-        restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
-                         "optimizerState": True})
-    session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
-    return transition(session, RUN, run, RunPhase.QUEUED, note=reason, resumed=restored, cost=run.cost,
-                      progress={"savedStep": point.step if point else None})
+    end_attempt(session, run, current_attempt(session, run), reason)
+    return queue_from_newest_save(session, run, {"afterLoss": reason}, note=reason, cost=run.cost)

@@ -100,7 +100,7 @@ class RunKind(JobKind):
         return attempts.fail_run(session, row, reason)
 
     def _pause_instead(self, session: Session, row: Run, reason: str) -> bool:
-        return finish_pause(session, row, attempts.current_attempt_of(session, row),
+        return finish_pause(session, row, attempts.current_attempt(session, row),
                             {"step": (row.progress or {}).get("observedStep")}, reason=reason)
 
     def instructions(self, row: Run) -> dict[str, Any]:

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete
-
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.deployment import Deployment
 from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.store.events import record
-from optimize.store.tables import Run, RunAttempt, RunMetric
-from optimize.training.server.attempts import end_attempt
+from optimize.store.tables import Run, RunAttempt
+from optimize.training.server.attempts import current_attempt, end_attempt, queue_from_newest_save
 from optimize.training.server.phases import RUN, TERMINAL, RunPhase
 from optimize.training.server.retention import restore_point
-from optimize.training.server.runs import current_attempt, find_run
+from optimize.training.server.runs import find_run
 from optimize.training.server.views import run_json
 
 CHECKPOINTS = ("latest", "save")
@@ -101,17 +99,7 @@ def resume(training: Deployment, run_id: str) -> dict[str, Any]:
                            hint=f"wait for it to pause: akka training runs wait {short}")
         if phase is not RunPhase.PAUSED:
             raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
-        point = restore_point(session, run.id)
-        restored: dict[str, Any] = {"requestedAt": iso(utcnow()), "attempt": run.attempt + 1, "afterPause": run.pause}
-        if point is None:
-            restored.update({"snapshotId": None, "step": 0, "optimizerState": False})
-        else:
-            restored.update({"snapshotId": point.id, "step": point.step, "fromAttempt": point.attempt,
-                             "optimizerState": True})
-        # the updates after the restored save are trained again: their metrics go with them
-        session.execute(delete(RunMetric).where(RunMetric.run_id == run.id, RunMetric.step > restored["step"]))
-        moved(transition(session, RUN, run, RunPhase.QUEUED, pause=None, resumed=restored,
-                         progress={"savedStep": point.step if point else None}), f"run {short}")
+        moved(queue_from_newest_save(session, run, {"afterPause": run.pause}, pause=None), f"run {short}")
         return run_json(run)
 
     return decided(training.store, decide)

@@ -19,6 +19,7 @@ from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
+from optimize.jobs.lifecycle import phases_asked
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
@@ -26,12 +27,13 @@ from optimize.registry.namespaces import refuse_if_archived
 from optimize.schemas.plans import parse_plan
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import BaseModelSelection, Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import BaseModelSelection, Run, RunMetric, Snapshot
 from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
+from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.views import metric_json, run_json, snapshot_json
 
@@ -152,10 +154,6 @@ def find_run(session, run_id: str) -> Run:
     return find_by_id_prefix(session, Run, run_id, "run", "list runs with: akka training runs list")
 
 
-def current_attempt(session, run: Run) -> RunAttempt | None:
-    return session.get(RunAttempt, (run.id, run.attempt)) if run.attempt else None
-
-
 def get_run(training: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:
     with training.store.transaction() as session:
         return run_status(training, session, find_run(session, run_id), settings)
@@ -174,14 +172,7 @@ def list_runs(training: Deployment, project: str | None = None, phase: str | Non
     each row says whether its project is archived (`projectArchived`)."""
     query = project_work(Run, project, include_archived)
     if phase:
-        wanted = phase.upper()
-        if wanted == "OPEN":
-            query = query.where(Run.phase.in_([p.value for p in OPEN]))
-        elif wanted in RunPhase.__members__:
-            query = query.where(Run.phase == wanted)
-        else:
-            raise Invalid(f"phase {phase!r} is not a run phase",
-                          hint=f"use open or one of {', '.join(p.value for p in RunPhase)}")
+        query = query.where(Run.phase.in_(phases_asked(RUN, phase, {"open": OPEN})))
     with training.store.transaction() as session:
         return [run_json(run) | {"projectArchived": archived} for run, archived in session.execute(query.limit(500))]
 
