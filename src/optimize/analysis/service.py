@@ -25,6 +25,7 @@ from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects, resolve_reference
+from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.plans import parse_plan
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Analysis
@@ -131,11 +132,11 @@ def list_analyses(training: Deployment, dataset: str) -> list[dict[str, Any]]:
 def job_spec(training: Deployment, analysis_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
-        return {
+        return AnalysisSpec.model_validate({
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
             "objects": examples_objects(session, item.examples_digest), "leaseSeconds": training.lease_seconds,
             "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
-        }
+        }).wire()
 
 
 def finish(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
+from optimize.schemas.jobs import EvaluationSpec
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
@@ -231,7 +232,8 @@ def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, 
         kept = session.scalars(select(EvaluationPrediction.line).where(
             EvaluationPrediction.evaluation_id == item.id,
             EvaluationPrediction.base_model_revision == item.model["baseCommit"])).all()
-        return {"evaluationId": item.id, "grader": item.grader, "leaseSeconds": training.lease_seconds,
+        return EvaluationSpec.model_validate({
+                "evaluationId": item.id, "grader": item.grader, "leaseSeconds": training.lease_seconds,
                 "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
                             "objects": examples_objects(session, item.dataset_digest)},
                 "model": job_model(training.store, training.catalog.find(item.model["baseEntryId"]),
@@ -239,7 +241,7 @@ def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, 
                 "adapterManifest": _manifest(item.model),
                 "judge": _judge_spec(training, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
-                "answeredLines": sorted(kept)}
+                "answeredLines": sorted(kept)}).wire()
 
 
 def _manifest(model: dict[str, Any]) -> str | None:

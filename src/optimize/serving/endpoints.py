@@ -30,6 +30,7 @@ from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
+from optimize.schemas.jobs import EndpointSpec
 from optimize.serving.phases import ACTIVE as OPEN_PHASES
 from optimize.serving.phases import ENDPOINT, TERMINAL, EndpointPhase
 from optimize.store.db import find_by_id_prefix
@@ -284,10 +285,10 @@ def job_spec(training: Deployment, endpoint_id: str, token: str) -> dict[str, An
     with training.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
         entry = training.catalog.find(endpoint.base["baseEntryId"])
-        return {"endpointId": endpoint.id, "leaseSeconds": training.lease_seconds,
+        return EndpointSpec.model_validate({"endpointId": endpoint.id, "leaseSeconds": training.lease_seconds,
                 "model": job_model(training.store, entry, endpoint.base["baseCommit"]),
                 "toolCallParser": entry.tool_call_parser, "contextLength": entry.context_length,
-                "adapters": _worker_adapters(endpoint)}
+                "adapters": _worker_adapters(endpoint)}).wire()
 
 
 def heartbeat(training: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize import __version__
+from optimize.schemas.jobs import AnalysisSpec
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
@@ -22,7 +23,7 @@ from optimize.worker.reporter import Reporter
 def run_analysis(channel: Channel, analysis_id: str) -> int:
     base = channel.base
     try:
-        spec = channel.spec()
+        spec = channel.spec(AnalysisSpec)
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

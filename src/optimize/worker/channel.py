@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from optimize.client.http import ApiError, OptimizeClient
+from optimize.schemas.jobs import Spec
 
 RETRY_SECONDS = 1.0  # between tries while the server does not answer
 DEFAULT_OUTAGE_SECONDS = 60.0  # until the job's spec says how long its lease holds
@@ -35,9 +36,10 @@ class Channel(OptimizeClient):
         self._server_file = os.environ.get("OPTIMIZE_SERVER_FILE")
         self._last_answer = time.monotonic()
 
-    def spec(self) -> dict[str, Any]:
-        """The job's spec; from then on the worker waits out an outage as long as its lease holds."""
-        answer = self.request("GET", self.base)
+    def spec(self, model: type[Spec]) -> dict[str, Any]:
+        """The job's spec, read through its kind's model (`schemas.jobs`, the one the server built it with); from
+        then on the worker waits out an outage as long as its lease holds."""
+        answer = model.model_validate(self.request("GET", self.base)).wire()
         self.outage_seconds = float(answer.get("leaseSeconds") or DEFAULT_OUTAGE_SECONDS)
         return answer
 

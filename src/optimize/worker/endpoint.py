@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from optimize.schemas.jobs import EndpointSpec
 from optimize.serving.completions import RequestError, read_request
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
@@ -29,7 +30,7 @@ from optimize.worker.rendering import renderer_for
 def run_endpoint(channel: Channel, endpoint_id: str) -> int:
     base = channel.base
     try:
-        spec = channel.spec()
+        spec = channel.spec(EndpointSpec)
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from optimize.schemas.jobs import EvaluationSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
@@ -25,7 +26,7 @@ BATCH_ROWS = 32  # rows asked, graded and sent together
 def run_evaluation(channel: Channel, evaluation_id: str) -> int:
     base = channel.base
     try:
-        spec = channel.spec()
+        spec = channel.spec(EvaluationSpec)
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from optimize.schemas.jobs import RunSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
@@ -30,7 +31,7 @@ PREPARED_BATCH = 1024  # rendered rows held in memory before they are written ou
 def run_training(channel: Channel, run_id: str) -> int:
     base = channel.base
     try:
-        spec = channel.spec()
+        spec = channel.spec(RunSpec)
     except ApiError as error:
         print(f"cannot start: {error.message}", flush=True)
         return 3

@@ -19,6 +19,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
+from optimize.schemas.jobs import RunSpec
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
@@ -40,7 +41,7 @@ def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
 def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
-        return {
+        return RunSpec.model_validate({
             "runId": run.id, "attempt": attempt.number, "project": run.project, "method": run.method,
             "config": run.resolved["config"], "execution": run.resolved["execution"],
             "devices": attempt.devices, "leaseSeconds": training.lease_seconds,
@@ -50,7 +51,7 @@ def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
             "resume": _resume_point(session, run),
             "branch": {"restore": run.branch["restore"], "step": run.branch["step"],
                        "artifacts": [_artifact(a) for a in run.branch["artifacts"]]} if run.branch else None,
-        }
+        }).wire()
 
 
 def _artifact(item: dict[str, Any]) -> dict[str, Any]:

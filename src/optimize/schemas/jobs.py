@@ -1,0 +1,122 @@
+"""Job specs: what a worker is told about its job (`GET /v1/internal/jobs/{kind}/{id}`), typed once and shared by
+server and worker. The server builds a kind's spec through its model (a missing or misspelled key fails there,
+not in a worker minutes later); the worker reads it through the same model. Unknown keys are refused both ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    def wire(self) -> dict[str, Any]:
+        """As JSON carries it (camelCase)."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class BaseModelSpec(Spec):
+    id: str = Field(description="Catalog entry id")
+    repository: str = Field(description="Hub repository")
+    family: str = Field(description="Chat template family")
+    commit: str = Field(description="The commit the job renders and loads")
+    path: str | None = Field(description="Where this host caches the model")
+    chat_template: str | None = Field(description="The catalog's chat template, where it replaces the model's")
+
+
+class ObjectSpec(Spec):
+    path: str = Field(description="The shard's path in its dataset version")
+    sha256: str = Field(description="The shard's digest; the worker downloads it by this")
+    bytes: int = Field(description="Size")
+    rows: int = Field(description="Examples it holds")
+
+
+class ExamplesSpec(Spec):
+    digest: str = Field(description="The dataset version's examples digest")
+    rows: int = Field(description="Examples in all")
+    objects: list[ObjectSpec] = Field(description="Its shards, in order")
+
+
+class ArtifactSpec(Spec):
+    kind: str = Field(description="weights or trainingState")
+    manifest_sha256: str = Field(description="The digest of the artifact's manifest")
+
+
+class ResumeSpec(Spec):
+    snapshot_id: str = Field(description="The save restored")
+    step: int = Field(description="Its step")
+    artifacts: list[ArtifactSpec] = Field(description="Its artifacts")
+
+
+class BranchSpec(Spec):
+    restore: str = Field(description="weights or trainingState")
+    step: int = Field(description="The parent's step it starts from")
+    artifacts: list[ArtifactSpec] = Field(description="The parent save's artifacts")
+
+
+class RunSpec(Spec):
+    run_id: str = Field(description="The run")
+    attempt: int = Field(description="This attempt's number")
+    project: str = Field(description="Its project")
+    method: str = Field(description="Its training method")
+    config: dict[str, Any] = Field(description="The resolved config section of its plan")
+    execution: dict[str, Any] = Field(description="The resolved execution section of its plan")
+    devices: list[str] = Field(description="The devices granted")
+    lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
+    dataset: ExamplesSpec = Field(description="The training examples")
+    validation: ExamplesSpec | None = Field(description="The validation examples")
+    model: BaseModelSpec = Field(description="The base model")
+    resume: ResumeSpec | None = Field(description="The save a resumed attempt restores")
+    branch: BranchSpec | None = Field(description="The parent's save a branch starts from")
+
+
+class AnalysisSpec(Spec):
+    analysis_id: str = Field(description="The analysis")
+    kind: str = Field(description="chat or preference")
+    format: str = Field(description="The dataset format")
+    objects: list[ObjectSpec] = Field(description="The examples' shards, in order")
+    lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
+    model: BaseModelSpec = Field(description="The base model measured under")
+
+
+class EvaluationDatasetSpec(Spec):
+    reference: str = Field(description="NS/NAME:vN")
+    digest: str = Field(description="Its examples digest")
+    objects: list[ObjectSpec] = Field(description="Its shards, in order")
+
+
+class JudgeSpec(Spec):
+    reference: str = Field(description="The judge model")
+    adapter_manifest: str | None = Field(description="Its adapter's weights manifest, for a trained judge")
+    instructions: str | None = Field(description="The judge's instructions")
+    model: BaseModelSpec = Field(description="Its base model")
+
+
+class EvaluationSpec(Spec):
+    evaluation_id: str = Field(description="The evaluation")
+    grader: str = Field(description="The grader")
+    lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
+    dataset: EvaluationDatasetSpec = Field(description="The rows asked")
+    model: BaseModelSpec = Field(description="The base model")
+    adapter_manifest: str | None = Field(description="The adapter's weights manifest, for an adapter")
+    judge: JudgeSpec | None = Field(description="The judge of a model:REF grader")
+    max_new_tokens: int | None = Field(description="The answer's token budget")
+    answered_lines: list[int] = Field(description="Lines answered from this commit already")
+
+
+class AdapterSpec(Spec):
+    name: str = Field(description="The served name (NS/NAME:vN)")
+    manifest: str = Field(description="Its weights manifest digest")
+
+
+class EndpointSpec(Spec):
+    endpoint_id: str = Field(description="The endpoint")
+    lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
+    model: BaseModelSpec = Field(description="The resident base model")
+    tool_call_parser: str | None = Field(description="How tool calls are read from answers")
+    context_length: int | None = Field(description="The base model's context length")
+    adapters: list[AdapterSpec] = Field(description="The adapters to serve")
