@@ -75,6 +75,40 @@ def start_server(data_dir: Path, database_url: str | None = None, env: dict[str,
     raise RuntimeError(f"server did not start: {log.read_text()[-3000:]}")
 
 
+_STANDINS: dict[str, Path] = {}  # catalog entry id -> its stand-in, built once per session
+
+
+def built_standin(model: str) -> Path:
+    """The stand-in of a catalog entry, built once per test session the way a server builds it (in a child
+    process, offline); removed when the session ends."""
+    if model not in _STANDINS:
+        import atexit
+        import shutil
+        import tempfile
+
+        from optimize.catalog.catalog import load_catalog
+
+        entry = load_catalog().find(model)
+        root = Path(tempfile.mkdtemp(prefix="optimize-standin-"))
+        atexit.register(shutil.rmtree, root, True)
+        target = root / entry.id.replace("/", "--")
+        subprocess.run([sys.executable, "-m", "optimize.catalog.standins", entry.stand_in.family, entry.stand_in.size,
+                        str(target)], check=True, capture_output=True, timeout=600,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+        _STANDINS[model] = target
+    return _STANDINS[model]
+
+
+def from_standin(model: str = "optimize/tiny-llama-3.2") -> dict[str, str]:
+    """The body of a select request for a stand-in base model in a test whose subject is not selection itself:
+    imported (`select --from`) from the copy built once per session, instead of every server building it again
+    (seconds each, even when it is selected already). The commit is the same either way, a stand-in's commit being
+    the digest of its files; the selection's source reads `import`. Selection itself (building a stand-in, importing
+    a snapshot, selecting again) is tested in test_base_models_cli.py and test_models_cli.py, which select the
+    usual way."""
+    return {"from": str(built_standin(model))}
+
+
 def postgres_available() -> bool:
     try:
         import psycopg
@@ -112,13 +146,22 @@ def migrated_store(backend: str, folder: Path):
 
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def server(request, tmp_path_factory) -> ServerProcess:
-    """One server per store backend for the whole session."""
-    database_url = None
+    """One server per store backend for the whole session: for tests of what the store keeps (the registry,
+    uploads, projects, the run tables' smoke in test_runs_cli.py). Everything else runs on `sqlite_server`."""
     if request.param == "postgres":
-        if not postgres_available():
-            pytest.skip(f"no PostgreSQL answers at {POSTGRES_ADMIN_URL}")
-        database_url = fresh_postgres_url()
-    proc = start_server(tmp_path_factory.mktemp(f"server-{request.param}"), database_url)
+        yield request.getfixturevalue("postgres_server")
+        return
+    proc = start_server(tmp_path_factory.mktemp(f"server-{request.param}"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> ServerProcess:
+    """The session's server on PostgreSQL (`server[postgres]` is the same one); skips without PostgreSQL."""
+    if not postgres_available():
+        pytest.skip(f"no PostgreSQL answers at {POSTGRES_ADMIN_URL}")
+    proc = start_server(tmp_path_factory.mktemp("server-postgres"), fresh_postgres_url())
     yield proc
     proc.stop()
 
@@ -128,6 +171,19 @@ def sqlite_server(tmp_path_factory) -> ServerProcess:
     proc = start_server(tmp_path_factory.mktemp("server-sqlite-only"))
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def completed_run(sqlite_server, tmp_path_factory) -> dict:
+    """One supervised run trained to completion once per session on `sqlite_server`, in a project of its own
+    (tests/run_fixtures.py `train_capitals`: 16 updates, saves at 6, 12 and 16, a validation set): for tests that
+    need some completed run with snapshots. They only read it and refuse things on it; a test that adds runs,
+    datasets or models to a project works in a project of its own."""
+    from tests.run_fixtures import train_capitals
+
+    trained = train_capitals(sqlite_server.url, tmp_path_factory.mktemp("completed-run"))
+    assert trained["code"] == 0 and trained["run"]["phase"] == "COMPLETED", trained["lines"][-1]
+    return trained
 
 
 @pytest.fixture

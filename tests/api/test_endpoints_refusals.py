@@ -15,8 +15,9 @@ from sqlalchemy import func, select
 from optimize.api.app import create_app
 from optimize.core.settings import ServerSettings
 from optimize.store.tables import Endpoint, Event
+from tests.conftest import from_standin
 
-MODEL = "optimize/tiny-llama-3.2"  # a stand-in: selecting it builds it here, offline
+MODEL = "optimize/tiny-llama-3.2"  # a stand-in, imported from the copy the session built
 NOT_SELECTED = "optimize/tiny-qwen2.5"
 ENDPOINTS = "/v1/training/endpoints"
 
@@ -43,7 +44,7 @@ def bare(tmp_path):
 def client(tmp_path_factory):
     """A server with MODEL selected, a project `shop` and an archived project `closed`."""
     client = open_client(tmp_path_factory.mktemp("endpoints-api"))
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     for name in ("shop", "closed"):
         client.post("/v1/training/projects", json={"name": name}).raise_for_status()
     client.post("/v1/training/projects/closed/archive").raise_for_status()

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, start_server, write_jsonl
+from tests.conftest import Cli, built_standin, chat_row, start_server, write_jsonl
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 MODEL = "optimize/tiny-smollm2"
@@ -19,7 +19,7 @@ def test_server_restart_queues_an_orphaned_analysis_again_and_it_completes(tmp_p
     proc = start_server(data_dir)
     cli = Cli(capsys, proc.url)
     cli.ok("registry", "datasets", "register", "f/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
-    cli.ok("training", "base-models", "select", MODEL)
+    cli.ok("training", "base-models", "select", MODEL, "--from", str(built_standin(MODEL)))
     started = cli.json("training", "datasets", "analyze", "f/d", "--model", MODEL)
     proc.kill9()  # the server dies while its worker is still starting; its reports then reach nobody
     restarted = start_server(data_dir)

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import Cli, from_standin
 
 pytestmark = pytest.mark.integration
 LLAMA, QWEN = "optimize/tiny-llama-3.2", "optimize/tiny-qwen2.5"
@@ -33,7 +33,7 @@ def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiti
     proc = server_factory("endpoints")
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
     for model in (LLAMA, QWEN):
-        client.post(f"/v1/training/base-models/{model}/select", json={}).raise_for_status()
+        client.post(f"/v1/training/base-models/{model}/select", json=from_standin(model)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "serve"}).raise_for_status()
 
     first = json.loads(cli.ok("training", "endpoints", "create", "--model", LLAMA, "--project", "serve", "--wait",
@@ -81,7 +81,7 @@ def _ready(cli: Cli, endpoint_id: str) -> dict:
 def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, capsys, stop):
     proc = server_factory("restart")
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
-    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "again"}).raise_for_status()
     endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "again")["endpointId"]
     assert _ready(cli, endpoint)["attempt"] == 1
@@ -101,7 +101,7 @@ def test_an_idle_endpoint_is_taken_down_and_frees_its_device(server_factory, cap
     proc = server_factory("idle", env={"OPTIMIZE_ENDPOINT_IDLE_SECONDS": "4"})
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
     assert cli.json("training", "endpoints", "info")["idleTimeoutSeconds"] == 4
-    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "idle"}).raise_for_status()
     endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "idle")["endpointId"]
     assert _ready(cli, endpoint)["phase"] == "READY"
@@ -124,7 +124,7 @@ def test_an_evaluation_goes_on_with_the_next_server(server_factory, capsys, tmp_
 
     proc = server_factory("evaluate")
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
-    client.post(f"/v1/training/base-models/{LLAMA}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "scores"}).raise_for_status()
     rows = [chat_row(f"Label ticket {i}", '{"label": "billing"}') for i in range(40)]
     cli.ok("registry", "datasets", "register", "scores/tickets", "-f", str(write_jsonl(tmp_path / "t.jsonl", rows)))

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import chat_row, start_server, write_jsonl
+from tests.conftest import chat_row, from_standin, start_server, write_jsonl
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 MODEL = "optimize/tiny-llama-3.2"
@@ -31,7 +31,7 @@ def workers(run_id: str) -> list[psutil.Process]:
 
 
 def setup(client: httpx.Client, tmp_path: Path, project: str = "faults") -> None:
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i}", f"answer {i}") for i in range(16)])
     from optimize.cli.main import main
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests.conftest import start_server
-from tests.integration.test_runs_cli import capitals_project, plan
+from tests.run_fixtures import capitals_project, plan
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, pair_row, write_jsonl
+from tests.conftest import Cli, built_standin, chat_row, from_standin, pair_row, write_jsonl
 from tests.row_cases import TOOLS
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,8 @@ def analysis_server(tmp_path_factory):
     from tests.conftest import start_server
 
     proc = start_server(tmp_path_factory.mktemp("analysis-server"))
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json={}, timeout=600).raise_for_status()
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+               timeout=600).raise_for_status()
     yield proc
     proc.stop()
 
@@ -146,7 +147,8 @@ def test_one_analysis_is_shared_across_names(acli, ns, tmp_path):
 
 def test_findings_name_their_lines(acli, ns, tmp_path, analysis_server):
     proc = analysis_server
-    httpx.post(f"{proc.url}/v1/training/base-models/optimize/tiny-llama-3.2/select", json={}, timeout=600)
+    httpx.post(f"{proc.url}/v1/training/base-models/optimize/tiny-llama-3.2/select",
+               json=from_standin("optimize/tiny-llama-3.2"), timeout=600).raise_for_status()
     rows = dataset_rows()
     path = write_jsonl(tmp_path / "d.jsonl", rows)
     acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
@@ -196,7 +198,7 @@ def test_failed_analysis_starts_again_on_the_next_request(server_factory, capsys
     proc = server_factory("retry")
     cli = Cli(capsys, proc.url)
     cli.ok("registry", "datasets", "register", "r/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", [chat_row()])))
-    selected = cli.json("training", "base-models", "select", MODEL)
+    selected = cli.json("training", "base-models", "select", MODEL, "--from", str(built_standin(MODEL)))
     cache = Path(selected["selection"]["path"])
     moved = tmp_path / "moved"
     shutil.move(cache, moved)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import Cli
-from tests.integration.test_runs_cli import capitals_project, plan
+from tests.run_fixtures import capitals_project, plan
 
 pytestmark = pytest.mark.integration
 

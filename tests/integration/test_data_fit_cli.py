@@ -1,23 +1,35 @@
 """Fitting rows into maxSeqLength through the CLI, against a real server, a real worker and real TRL training of
-the stand-in model on CPU: `data.truncation` drop, oldest, oldest_or_drop, right and error, explicit loss masks,
-and the length check before a device is claimed.
+the stand-in model on CPU: the length check before a device is claimed under `data.truncation` error, drop, oldest
+and oldest_or_drop, the refusal of `right` without explicit masks, and full runs that prove the worker's fitting is
+wired to the run (drop: the dataFit a completed run shows; a malformed mask: the run fails naming its line).
 
-Every expected figure is an independent count: the stand-in's own tokenizer and chat template applied directly
-(`apply_chat_template(tokenize=True)` with the family's template arguments), and turns removed by the rule the
-release notes state, not by Optimize's rendering or trimming code.
+What the worker does with each row under each truncation value and each malformed mask (drop, oldest,
+oldest_or_drop, right, the refusals by line) is tested at the preparation step, where the run reads its rows:
+tests/unit/test_data_fit_prep.py.
+
+Every expected figure is an independent count (tests/data_fit_cases.py): the stand-in's own tokenizer and chat
+template applied directly, and turns removed by the rule the release notes state.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, chat_row, start_server, write_jsonl
+from tests.conftest import Cli, chat_row, from_standin, start_server, write_jsonl
+from tests.data_fit_cases import (
+    Independent,
+    below_trim_threshold_rows,
+    masked,
+    oldest_rows,
+    short_rows,
+    trim_figures,
+    unfit_rows,
+)
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/tiny-llama-3.2"
@@ -27,7 +39,8 @@ WAIT = "300"
 @pytest.fixture(scope="module")
 def fit_server(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("data-fit"))
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json={}, timeout=600).raise_for_status()
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+               timeout=600).raise_for_status()
     yield proc
     proc.stop()
 
@@ -37,60 +50,9 @@ def fcli(capsys, fit_server) -> Cli:
     return Cli(capsys, fit_server.url)
 
 
-_TOKENIZERS: dict[str, object] = {}
-
-
-class Independent:
-    """Lengths and trimming by the stand-in's tokenizer and chat template, applied directly."""
-
-    def __init__(self, path: Path) -> None:
-        from transformers import AutoTokenizer
-
-        from optimize.chat.families import template_kwargs
-
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.kwargs = template_kwargs("llama3.2")
-
-    def length(self, messages: list[dict]) -> int:
-        encoded = self.tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **self.kwargs)
-        return len(encoded["input_ids"])
-
-    def trim(self, messages: list[dict], limit: int) -> tuple[int | None, int]:
-        """(turns removed until the row fits, or None when it never does; its shortest length). A turn is a user
-        message and the messages after it up to the next user message; anything before the first user message is
-        a turn of its own; the system prompt and the final turn stay."""
-        system = messages[:1] if messages[0]["role"] == "system" else []
-        body = messages[len(system):]
-        turns: list[list[dict]] = []
-        for message in body:
-            if not turns or message["role"] == "user":
-                turns.append([])
-            turns[-1].append(message)
-        length = self.length(messages)
-        if length <= limit:
-            return 0, length
-        for removed in range(1, len(turns)):
-            length = self.length(system + [m for turn in turns[removed:] for m in turn])
-            if length <= limit:
-                return removed, length
-        return None, length
-
-
 @pytest.fixture
 def independent(fcli) -> Independent:
-    path = fcli.json("training", "base-models", "get", MODEL)["selection"]["path"]
-    if path not in _TOKENIZERS:
-        _TOKENIZERS[path] = Independent(Path(path))
-    return _TOKENIZERS[path]
-
-
-def conversation(turns: int, words: int = 60, last_words: int | None = None, system: bool = True) -> dict:
-    messages = [{"role": "system", "content": "You answer support tickets."}] if system else []
-    for i in range(turns):
-        size = last_words if last_words is not None and i == turns - 1 else words
-        messages += [{"role": "user", "content": f"Question {i}: " + "order refund " * size},
-                     {"role": "assistant", "content": f"Answer {i}: shipped."}]
-    return {"messages": messages}
+    return Independent.of(fcli.json("training", "base-models", "get", MODEL)["selection"]["path"])
 
 
 def project_with(cli: Cli, tmp_path, datasets: dict[str, list[dict]]) -> str:
@@ -139,13 +101,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def short_rows(count: int) -> list[dict]:
-    return [chat_row(f"What is {i} plus {i}?", f"It is {2 * i}.") for i in range(count)]
-
-
 # 1. drop ----------------------------------------------------------------------------------------------------------
 
-def test_drop_leaves_long_rows_out_and_counts_them(fcli, independent, tmp_path):
+def test_drop_leaves_long_rows_out_and_counts_them(fcli, independent, tmp_path, capsys):
     rows = short_rows(4) + [chat_row("word " * words, "ok") for words in (60, 95, 98, 99, 100, 160)]
     lengths = [independent.length(row["messages"]) for row in rows]
     too_long = sum(1 for n in lengths if n > 256)
@@ -161,6 +119,28 @@ def test_drop_leaves_long_rows_out_and_counts_them(fcli, independent, tmp_path):
     assert run["results"]["validationLoss"] is not None  # the validation set trained without its long row
     text = fcli.ok("training", "runs", "get", run["runId"]).out
     assert f"Data fit     {too_long} row(s) longer than maxSeqLength left out (tooLong)" in text
+
+    # how `runs get` shows the other counts a run reports (the counts themselves: tests/unit/test_data_fit_prep.py)
+    trimmed, turns_removed, _ = trim_figures(independent, oldest_rows(), 512)
+    assert (f"Data fit     {trimmed} row(s) trimmed, {turns_removed} oldest turn(s) removed"
+            in shown(capsys, run, rows=8, trimmed=trimmed, turnsRemoved=turns_removed))
+    trimmed, turns_removed, _ = trim_figures(independent, unfit_rows(), 512)
+    assert (f"Data fit     1 row(s) longer than maxSeqLength left out (tooLong); {trimmed} row(s) trimmed, "
+            f"{turns_removed} oldest turn(s) removed"
+            in shown(capsys, run, rows=3, tooLong=1, trimmed=trimmed, turnsRemoved=turns_removed))
+    assert "Data fit     2 row(s) cut at maxSeqLength past their mask" in shown(capsys, run, rows=6, cut=2)
+    assert "Data fit" not in shown(capsys, run, rows=6)
+
+
+def shown(capsys, run: dict, **counts) -> str:
+    """`runs get` as text for this run's record with other dataFit counts."""
+    from optimize.cli.commands.runs import _render_run
+    from optimize.cli.output import console
+
+    fit = {"rows": 0, "tooLong": 0, "trimmed": 0, "turnsRemoved": 0, "cut": 0, **counts}
+    capsys.readouterr()
+    _render_run(console(), {**run, "results": {**run["results"], "dataFit": fit}})
+    return capsys.readouterr().out
 
 
 # 2. drop that would leave a dataset empty --------------------------------------------------------------------------
@@ -181,52 +161,38 @@ def test_drop_that_would_leave_a_dataset_empty_is_refused_at_submission(fcli, in
     assert runs_of(fcli, project) == []  # nothing stored
 
 
-# 3. oldest --------------------------------------------------------------------------------------------------------
+# 3. oldest: the length check admits the rows the run will trim ---------------------------------------------------
 
-def trim_figures(independent: Independent, rows: list[dict], limit: int) -> tuple[int, int, list[int | None]]:
-    removed = [independent.trim(row["messages"], limit)[0] for row in rows]
-    fits = [r for r in removed if r is not None]
-    return sum(1 for r in fits if r), sum(fits), removed
-
-
-def test_oldest_trims_rows_that_fit_once_their_oldest_turns_are_removed(fcli, independent, tmp_path):
-    rows = [conversation(1, 10), conversation(3, 60), conversation(4, 60), conversation(6, 40), conversation(8, 30),
-            conversation(5, 60), conversation(5, 60, system=False),
-            {"messages": [{"role": "assistant", "content": "Hello, how can I help? " * 20}]
-             + conversation(4, 50, system=False)["messages"]}]  # a greeting before the first user message
-    trimmed, turns_removed, removed = trim_figures(independent, rows, 512)
+def test_the_length_check_admits_under_oldest_the_rows_that_fit_trimmed(fcli, independent, tmp_path):
+    """maxSeqLength 512: rows the analysis measured trimmed and found to fit. maxSeqLength 256: rows of 257 to 512
+    tokens, which the analysis does not measure trimmed, are left to the run. (How the run trims both, with the
+    dataFit it reports: tests/unit/test_data_fit_prep.py.)"""
+    measured, unmeasured = oldest_rows(), below_trim_threshold_rows()
+    trimmed, turns_removed, removed = trim_figures(independent, measured, 512)
     assert None not in removed and 0 in removed and trimmed >= 4 and turns_removed > trimmed, removed
-    # measured trimmed
-    assert all(independent.length(row["messages"]) > 512 for row, r in zip(rows, removed, strict=True) if r)
-    project = project_with(fcli, tmp_path, {"turns": rows})
-    run = run_to_end(fcli, plan_file(tmp_path, project, "turns", max_seq=512, truncation="oldest"))
-    assert run["phase"] == "COMPLETED", run.get("failureReason")
-    fit = run["results"]["dataFit"]
-    assert (fit["trimmed"], fit["turnsRemoved"]) == (trimmed, turns_removed), removed
-    assert fit["rows"] == len(rows) and fit["tooLong"] == 0 and fit["cut"] == 0
-    text = fcli.ok("training", "runs", "get", run["runId"]).out
-    assert f"Data fit     {trimmed} row(s) trimmed, {turns_removed} oldest turn(s) removed" in text
-
-
-def test_oldest_trims_rows_shorter_than_the_analysis_trim_threshold(fcli, independent, tmp_path):
-    """maxSeqLength 256: rows of 257 to 512 tokens that fit once their oldest turns are removed."""
-    rows = [conversation(1, 10), conversation(2, 60), conversation(3, 60), conversation(3, 40)]
-    trimmed, turns_removed, removed = trim_figures(independent, rows, 256)
-    assert None not in removed and trimmed >= 2, removed
-    assert all(256 < independent.length(row["messages"]) <= 512 for row, r in zip(rows, removed, strict=True) if r)
-    project = project_with(fcli, tmp_path, {"turns": rows})
-    run = run_to_end(fcli, plan_file(tmp_path, project, "turns", max_seq=256, truncation="oldest"))
-    assert run["phase"] == "COMPLETED", run.get("failureReason")
-    fit = run["results"]["dataFit"]
-    assert (fit["trimmed"], fit["turnsRemoved"]) == (trimmed, turns_removed)
+    short_trimmed, _, short_removed = trim_figures(independent, unmeasured, 256)
+    assert None not in short_removed and short_trimmed >= 2, short_removed
+    assert all(256 < independent.length(row["messages"]) <= 512
+               for row, r in zip(unmeasured, short_removed, strict=True) if r)
+    project = project_with(fcli, tmp_path, {"turns": measured, "short": unmeasured})
+    for dataset, limit, over, trimmed_measured, trim_unmeasured in (("turns", 512, trimmed, trimmed, 0),
+                                                                    ("short", 256, short_trimmed, 0, short_trimmed)):
+        analyze(fcli, f"{project}/{dataset}")
+        admitted = fcli.json("training", "runs", "start", "-f",
+                             plan_file(tmp_path, project, dataset, limit, "oldest"), "--dry-run")
+        [lengths] = admitted["resolved"]["lengths"]
+        assert lengths["status"] == "done" and lengths["overMaxSeqLength"] == over, lengths
+        assert (lengths["trimmed"], lengths["trimUnmeasured"]) == (trimmed_measured, trim_unmeasured), lengths
+        assert lengths["cannotFitTrimmed"] == 0
+    assert runs_of(fcli, project) == []  # a dry run starts nothing
 
 
 # 4. oldest with a row that cannot fit even trimmed, and oldest_or_drop -------------------------------------------
 
-def test_a_row_that_cannot_fit_trimmed_is_refused_under_oldest_and_left_out_under_oldest_or_drop(
+def test_a_row_that_cannot_fit_trimmed_is_refused_under_oldest_and_admitted_under_oldest_or_drop(
         fcli, independent, tmp_path):
-    rows = [conversation(1, 10), conversation(4, 60), conversation(3, 60, last_words=250), conversation(6, 40)]
-    trimmed, turns_removed, removed = trim_figures(independent, rows, 512)
+    rows = unfit_rows()
+    trimmed, _turns_removed, removed = trim_figures(independent, rows, 512)
     assert removed[2] is None and removed.count(None) == 1 and trimmed >= 2, removed
     unfit_length = independent.trim(rows[2]["messages"], 512)[1]
     assert unfit_length > 512
@@ -242,91 +208,43 @@ def test_a_row_that_cannot_fit_trimmed_is_refused_under_oldest_and_left_out_unde
     assert "data.truncation: oldest_or_drop" in err
     assert runs_of(fcli, project) == []
 
-    run = run_to_end(fcli, plan_file(tmp_path, project, "turns", 512, "oldest_or_drop"))
-    assert run["phase"] == "COMPLETED", run.get("failureReason")
-    fit = run["results"]["dataFit"]
-    assert fit["tooLong"] == 1 and fit["rows"] == len(rows) - 1
-    assert (fit["trimmed"], fit["turnsRemoved"]) == (trimmed, turns_removed)
-    text = fcli.ok("training", "runs", "get", run["runId"]).out
-    assert (f"Data fit     1 row(s) longer than maxSeqLength left out (tooLong); {trimmed} row(s) trimmed, "
-            f"{turns_removed} oldest turn(s) removed") in text
-
-
-def test_oldest_refuses_a_long_row_carrying_an_explicit_mask(fcli, independent, tmp_path):
-    long_row = conversation(4, 60)
-    length = independent.length(long_row["messages"])
-    assert length > 512
-    rows = [masked(independent, chat_row("hi", "hello")), {**long_row, "mask": [0] * (length - 3) + [1] * 3}]
-    project = project_with(fcli, tmp_path, {"masked": rows})
-    run = run_to_end(fcli, plan_file(tmp_path, project, "masked", 512, "oldest", mask_column="mask"))
-    assert run["phase"] == "FAILED"
-    assert (f"{project}/masked:v1 line 2 is {length} tokens long and carries 'mask', whose mask covers the whole "
-            "conversation, so its oldest turns cannot be removed") in run["failureReason"]
+    # oldest_or_drop leaves the row out instead (what the run then reports: tests/unit/test_data_fit_prep.py)
+    admitted = fcli.json("training", "runs", "start", "-f",
+                         plan_file(tmp_path, project, "turns", 512, "oldest_or_drop"), "--dry-run")
+    [lengths] = admitted["resolved"]["lengths"]
+    assert lengths["cannotFitTrimmed"] == 1 and lengths["unfitRows"] == [{"line": 3, "trimmedLength": unfit_length}]
+    assert runs_of(fcli, project) == []
 
 
 # 5. right ---------------------------------------------------------------------------------------------------------
 
-def masked(independent: Independent, row: dict, select: range | None = None, column: str = "mask") -> dict:
-    """The row with a mask of one entry per rendered token: `select` (default: the last 3 tokens) trains."""
-    length = independent.length(row["messages"])
-    select = select if select is not None else range(length - 3, length)
-    return {**row, column: [1 if i in select else 0 for i in range(length)]}
-
-
-def test_right_needs_explicit_masks_and_cuts_only_past_them(fcli, independent, tmp_path):
+def test_right_without_explicit_masks_is_refused_at_submission(fcli, independent, tmp_path):
     long = [chat_row("word " * words, "ok") for words in (120, 200)]
-    assert all(independent.length(row["messages"]) > 256 for row in long)
-    rows = ([masked(independent, row) for row in short_rows(3)] + [chat_row("no mask here", "fine")]
-            + [masked(independent, row, range(10, 30)) for row in long])
+    rows = [masked(independent, row) for row in short_rows(3)] + [masked(independent, row, range(10, 30))
+                                                                  for row in long]
     project = project_with(fcli, tmp_path, {"masked": rows})
-
     refused = fcli("training", "runs", "start", "-f", plan_file(tmp_path, project, "masked", truncation="right"),
                    "--force")
     assert refused.code == 1 and "data.truncation: right would cut" in one_line(refused.err)
     assert runs_of(fcli, project) == []
 
-    run = run_to_end(fcli, plan_file(tmp_path, project, "masked", truncation="right", mask_column="mask"))
-    assert run["phase"] == "COMPLETED", run.get("failureReason")
-    fit = run["results"]["dataFit"]
-    assert fit["cut"] == 2 and fit["rows"] == len(rows) and fit["tooLong"] == 0
-    text = fcli.ok("training", "runs", "get", run["runId"]).out
-    assert "Data fit     2 row(s) cut at maxSeqLength past their mask" in text
 
-    past = chat_row("word " * 120, "ok")
-    length = independent.length(past["messages"])
-    bad = project_with(fcli, tmp_path, {"masked": [masked(independent, short_rows(1)[0]), masked(independent, past)]})
-    failed = run_to_end(fcli, plan_file(tmp_path, bad, "masked", truncation="right", mask_column="mask"))
-    assert failed["phase"] == "FAILED"
-    assert (f"{bad}/masked:v1 line 2 is {length} tokens long and its mask selects tokens past maxSeqLength 256, "
-            "which data.truncation: right would cut") in failed["failureReason"]
+# 6. explicit masks: a row the worker refuses fails the run, naming its line ---------------------------------------
 
-
-# 6. explicit masks ------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("case", ["wrong length", "not 0 or 1", "first token", "no token"])
-def test_a_malformed_mask_fails_the_run_naming_its_line(fcli, independent, tmp_path, case):
+def test_a_malformed_mask_fails_the_run_naming_its_line(fcli, independent, tmp_path):
+    """One case end to end; every malformed mask is refused at the preparation step (test_data_fit_prep)."""
     row = chat_row("What is the capital of France?", "Paris.")
     length = independent.length(row["messages"])
-    mask, words = {
-        "wrong length": ([0] * length + [1], f"'mask' has {length + 1} values but the row renders to {length} tokens"),
-        "not 0 or 1": ([0] * (length - 1) + [2], "'mask' must be a non-empty list of integer 0 and 1 values"),
-        "first token": ([1] * length, "'mask' selects the first token, which cannot be trained"),
-        "no token": ([0] * length, "'mask' selects no token"),
-    }[case]
-    rows = [masked(independent, r) for r in short_rows(2)] + [{**row, "mask": mask}]
+    rows = [masked(independent, r) for r in short_rows(2)] + [{**row, "mask": [0] * length + [1]}]
     project = project_with(fcli, tmp_path, {"masked": rows})
     run = run_to_end(fcli, plan_file(tmp_path, project, "masked", mask_column="mask"))
     assert run["phase"] == "FAILED"
-    assert run["failureReason"].startswith(f"{project}/masked:v1 line 3: {words}"), run["failureReason"]
+    assert run["failureReason"].startswith(
+        f"{project}/masked:v1 line 3: 'mask' has {length + 1} values but the row renders to {length} tokens"
+    ), run["failureReason"]
     assert "remove loss.explicitLossMaskColumn" in run["failureReason"]
-
-
-def test_a_dataset_without_any_mask_fails_the_run(fcli, tmp_path):
-    project = project_with(fcli, tmp_path, {"plain": short_rows(4)})
-    run = run_to_end(fcli, plan_file(tmp_path, project, "plain", mask_column="mask"))
-    assert run["phase"] == "FAILED"
-    assert run["failureReason"].startswith(f"{project}/plain:v1 holds no row with a mask under 'mask', which "
-                                           "loss.explicitLossMaskColumn names"), run["failureReason"]
+    assert f"Failure      {project}/masked:v1 line 3: 'mask' has" in fcli.ok("training", "runs", "get",
+                                                                             run["runId"]).out
 
 
 # 7. error: long single-turn rows refused before a device ---------------------------------------------------------

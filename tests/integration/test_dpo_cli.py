@@ -10,9 +10,9 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
+from tests.conftest import Cli, chat_row, from_standin, write_jsonl
 from tests.integration.test_run_lifecycle import followed, wait_until
-from tests.integration.test_runs_cli import MODEL, write_plan
+from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
 TICKETS = [("my invoice is wrong", "billing"), ("I was charged twice", "billing"), ("where is my package", "shipping"),
@@ -39,7 +39,7 @@ def prefs(sqlite_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dpo")
     name = f"dp{uuid.uuid4().hex[:8]}"
     client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     from optimize.cli.main import main
 
     pairs = write_jsonl(tmp / "p.jsonl", [pair(t, label) for t, label in TICKETS] * 4)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, chat_row, start_server, write_jsonl
+from tests.conftest import Cli, chat_row, from_standin, start_server, write_jsonl
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/tiny-llama-3.2"
@@ -20,7 +20,8 @@ READ_AT_MOST = 40
 @pytest.fixture(scope="module")
 def dry_server(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("dry-run"), env={"OPTIMIZE_DRY_RUN_MAX_EXAMPLES": str(READ_AT_MOST)})
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json={}, timeout=600).raise_for_status()
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+               timeout=600).raise_for_status()
     yield proc
     proc.stop()
 

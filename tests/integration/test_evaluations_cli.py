@@ -11,8 +11,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
-from tests.integration.test_runs_cli import MODEL, write_plan
+from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
 TICKETS = [("my invoice is wrong", "billing"), ("I was charged twice", "billing"), ("refund my payment", "billing"),
@@ -30,7 +30,7 @@ def labelled(sqlite_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("evaluations")
     name = f"ev{uuid.uuid4().hex[:8]}"
     client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS] * 4
     from optimize.cli.main import main
 
@@ -199,7 +199,7 @@ def test_a_retry_keeps_the_answers_of_the_commit_it_resolves_to_and_answers_the_
 
     proc = server_factory("retry")
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS]
     from optimize.cli.main import main
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import Cli
 from tests.integration.test_run_lifecycle import wait_until
-from tests.integration.test_runs_cli import capitals_project, plan, write_plan
+from tests.run_fixtures import capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
 

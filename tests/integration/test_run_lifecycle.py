@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import Cli
-from tests.integration.test_runs_cli import capitals_project, plan, write_plan
+from tests.run_fixtures import capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -161,10 +161,9 @@ def test_cancel_ends_a_run_in_any_unfinished_phase_and_frees_its_devices(project
         assert refused.status_code == 400 and refused.json()["phase"] == "CANCELLED"
 
 
-def test_a_completed_run_cannot_be_cancelled_paused_or_resumed(project, sqlite_server, capsys):
-    cli, client = Cli(capsys, sqlite_server.url), project["client"]
-    done = followed(cli, "training", "runs", "start", "-f",
-                    write_plan(project["tmp"], seeded_plan(project["name"], 4)), "--force", "--wait")
+def test_a_completed_run_cannot_be_cancelled_paused_or_resumed(completed_run, capsys):
+    cli, client = Cli(capsys, completed_run["url"]), completed_run["client"]
+    done = client.get(f"/v1/training/runs/{completed_run['run']['runId']}").json()
     assert done["phase"] == "COMPLETED"
     refused = cli("training", "runs", "cancel", done["runId"], "--force")
     assert refused.code == 1 and "is COMPLETED; there is nothing to cancel" in refused.err

@@ -1,10 +1,10 @@
 """Supervised runs through the CLI and API against a real server, a real worker and real TRL training on a
-stand-in model on CPU: from plan to registered model, on SQLite and PostgreSQL stores."""
+stand-in model on CPU: from plan to registered model. The completed run is read on both stores (the session's
+shared run on SQLite, the same run trained here once more on PostgreSQL: the run tables' smoke); submissions and
+refusals, which the store does not decide, run on SQLite."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import uuid
 
@@ -12,81 +12,29 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, chat_row, pair_row, write_jsonl
+from tests.conftest import Cli, built_standin, chat_row, pair_row, write_jsonl
+from tests.run_fixtures import MODEL, capitals_project, plan, train_capitals, write_plan
 
 pytestmark = pytest.mark.integration
-MODEL = "optimize/tiny-llama-3.2"
-CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-            ("Egypt", "Cairo"), ("Peru", "Lima"), ("Kenya", "Nairobi"), ("Chile", "Santiago")]
 
 
-def plan(project: str, dataset: str, **overrides) -> dict:
-    document = {
-        "kind": "run", "project": project, "baseModel": MODEL,
-        "config": {"dataset": dataset, "maxSeqLength": 256,
-                   "hyperparams": {"optimizer": {"learningRate": 0.01},
-                                   "training": {"maxSteps": 16, "batchSize": 4}}},
-        "execution": {"deviceProfile": "cpu", "saveEvery": 6},
-    }
-    for key, value in overrides.items():
-        document[key] = value
-    return document
-
-
-def capitals_project(url: str, tmp, prefix: str, copies: int = 2) -> dict:
-    """A project of its own on a shared server (its name starts with `prefix`), the stand-in model selected and a
-    chat dataset of capitals registered in its namespace as NAME/chat."""
-    name = f"{prefix}{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
-    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
-            for country, city in CAPITALS] * copies
-    from optimize.cli.main import main
-
-    assert main(["registry", "datasets", "register", f"{name}/chat", "-f", str(write_jsonl(tmp / "t.jsonl", rows)),
-                 "--server", url]) == 0
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
-    return {"name": name, "project": name, "client": client, "tmp": tmp}
-
-
-def write_plan(tmp_path, document: dict) -> str:
-    path = tmp_path / f"plan-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return str(path)
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def trained(request, tmp_path_factory):
+    """One project with a chat dataset (and a validation set), trained to completion: on SQLite the session's
+    `completed_run`, on PostgreSQL the same plan trained here."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("completed_run")
+    postgres = request.getfixturevalue("postgres_server")
+    return train_capitals(postgres.url, tmp_path_factory.mktemp("runs-postgres"))
 
 
 @pytest.fixture(scope="module")
-def trained(server, tmp_path_factory):
-    """One project with a chat dataset (and a validation set), trained once per store backend."""
-    tmp = tmp_path_factory.mktemp("runs")
-    project = f"p{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
-    rows = [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
-            for country, city in CAPITALS] * 4
-    train_file = write_jsonl(tmp / "train.jsonl", rows)
-    valid_file = write_jsonl(tmp / "valid.jsonl", rows[:8])
-    from optimize.cli.main import main
-
-    assert main(["registry", "datasets", "register", f"{project}/chat", "-f", str(train_file), "--alias", "train",
-                 "--server", server.url]) == 0
-    assert main(["registry", "datasets", "register", f"{project}/valid", "-f", str(valid_file),
-                 "--server", server.url]) == 0
-    assert main(["training", "projects", "create", project, "--server", server.url]) == 0
-    document = plan(project, "chat:train")  # no namespace: resolves inside the project's namespace
-    document["config"]["validation"] = {"dataset": f"{project}/valid"}
-    document["submissionId"] = f"sub-{project}"
-    path = write_plan(tmp, document)
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):  # a module fixture has no capsys
-        code = main(["training", "runs", "start", "-f", path, "--force", "--wait", "--exit-status", "-o",
-                     "json-compact", "--server", server.url])
-    lines = [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
-    return {"project": project, "code": code, "lines": lines, "run": lines[-1], "plan": document, "path": path,
-            "client": client}
+def own_project(sqlite_server, tmp_path_factory):
+    """A project of its own with capitals as NAME/chat, for the tests that add runs or datasets."""
+    return capitals_project(sqlite_server.url, tmp_path_factory.mktemp("runs-own"), "own")
 
 
-def test_a_run_trains_from_plan_to_registered_model(trained, server, capsys):
+def test_a_run_trains_from_plan_to_registered_model(trained, capsys):
     assert trained["code"] == 0, trained["lines"][-1]
     run = trained["run"]
     assert run["phase"] == "COMPLETED" and run["attempt"] == 1
@@ -97,7 +45,7 @@ def test_a_run_trains_from_plan_to_registered_model(trained, server, capsys):
     assert cost["deviceSeconds"] > 0 and cost["tokensPerSecondPerDevice"] > 0 and cost["hostMemoryGiB"] > 0
     assert cost["duration"]["training"] > 0 and cost["duration"]["preparing"] > 0
 
-    cli = Cli(capsys, server.url)
+    cli = Cli(capsys, trained["url"])
     metrics = cli.json("training", "runs", "metrics", run["runId"][:8])
     losses = [step["loss"] for step in metrics["steps"]]
     assert [step["step"] for step in metrics["steps"]] == list(range(1, 17))
@@ -115,8 +63,8 @@ def test_wait_follows_the_run_a_line_per_change_then_the_record(trained):
     assert [p for p in order if p in phases] == [p for p in dict.fromkeys(phases)]  # never goes back
 
 
-def test_snapshots_are_listed_with_both_kinds(trained, server, capsys):
-    snapshots = Cli(capsys, server.url).json("training", "runs", "snapshots", trained["run"]["runId"])["snapshots"]
+def test_snapshots_are_listed_with_both_kinds(trained, capsys):
+    snapshots = Cli(capsys, trained["url"]).json("training", "runs", "snapshots", trained["run"]["runId"])["snapshots"]
     assert [s["step"] for s in snapshots] == [6, 12, 16]
     assert snapshots[-1]["final"] and not snapshots[0]["final"]
     for snapshot in snapshots:  # a save with a newer one queued behind it may upload its weights alone
@@ -124,12 +72,12 @@ def test_snapshots_are_listed_with_both_kinds(trained, server, capsys):
         assert "adapter_model.safetensors" in kinds["weights"]["files"]
     final = {a["kind"]: a for a in snapshots[-1]["artifacts"]}
     assert "optimizer.pt" in final["trainingState"]["files"]
-    text = Cli(capsys, server.url).ok("training", "runs", "snapshots", trained["run"]["runId"]).out
+    text = Cli(capsys, trained["url"]).ok("training", "runs", "snapshots", trained["run"]["runId"]).out
     assert "1 to 3 of 3 snapshots." in text
 
 
-def test_the_model_is_registered_with_its_lineage(trained, server, capsys):
-    cli = Cli(capsys, server.url)
+def test_the_model_is_registered_with_its_lineage(trained, capsys):
+    cli = Cli(capsys, trained["url"])
     run = trained["run"]
     model = cli.json("registry", "models", "get", run["results"]["model"])
     assert model["variant"] == "ADAPTER"
@@ -147,8 +95,8 @@ def test_the_model_is_registered_with_its_lineage(trained, server, capsys):
     assert f"run {run['runId']}" in text and "optimize/tiny-llama-3.2:v1" in text
 
 
-def test_get_shows_sections_and_settings_marks_stated_values(trained, server, capsys):
-    cli = Cli(capsys, server.url)
+def test_get_shows_sections_and_settings_marks_stated_values(trained, capsys):
+    cli = Cli(capsys, trained["url"])
     text = cli.ok("training", "runs", "get", trained["run"]["runId"][:10], "--settings").out
     for heading in ("State", "Results", "Cost", "Settings", "Start checks", "Duration", "Throughput"):
         assert heading in text
@@ -160,8 +108,8 @@ def test_get_shows_sections_and_settings_marks_stated_values(trained, server, ca
     assert settings["config.seed"] == {"value": 0, "source": "default"}
 
 
-def test_list_filters_by_project_and_phase(trained, server, capsys):
-    cli = Cli(capsys, server.url)
+def test_list_filters_by_project_and_phase(trained, capsys):
+    cli = Cli(capsys, trained["url"])
     mine = cli.json("training", "runs", "list", "--project", trained["project"])["runs"]
     assert [r["runId"] for r in mine] == [trained["run"]["runId"]]
     assert cli.json("training", "runs", "list", "--project", trained["project"], "--phase", "open")["runs"] == []
@@ -183,8 +131,9 @@ def test_same_submission_id_reaches_the_same_run(trained):
     assert len(listed) == 1
 
 
-def test_events_stream_sends_the_current_state_first(trained, server):
-    with httpx.stream("GET", f"{server.url}/v1/training/runs/{trained['run']['runId']}/events", timeout=10) as response:
+def test_events_stream_sends_the_current_state_first(trained):
+    url = f"{trained['url']}/v1/training/runs/{trained['run']['runId']}/events"
+    with httpx.stream("GET", url, timeout=10) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = [line for line in response.iter_lines()]
     assert lines[0] == "event: status"
@@ -192,13 +141,13 @@ def test_events_stream_sends_the_current_state_first(trained, server):
     assert first["phase"] == "COMPLETED" and first["runId"] == trained["run"]["runId"]
 
 
-def test_unknown_plan_field_is_refused_by_its_path(trained, server, capsys, tmp_path):
-    document = plan(trained["project"], "chat:train")
+def test_unknown_plan_field_is_refused_by_its_path(completed_run, capsys, tmp_path):
+    document = plan(completed_run["project"], "chat:train")
     document["config"]["hyperparams"]["lora"] = {"rnak": 4}
-    cli = Cli(capsys, server.url)
+    cli = Cli(capsys, completed_run["url"])
     result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
     assert result.code == 1 and "config.hyperparams.lora.rnak: unknown field" in result.err
-    refused = trained["client"].post("/v1/training/runs", json=document)
+    refused = completed_run["client"].post("/v1/training/runs", json=document)
     assert refused.status_code == 422 and "config.hyperparams.lora.rnak: unknown field" in refused.json()["detail"]
 
 
@@ -213,17 +162,18 @@ def test_unknown_plan_field_is_refused_by_its_path(trained, server, capsys, tmp_
     ({"config": {"dataset": "chat:train", "hyperparams": {"lora": {"adaptExperts": True}}}},
      "has no expert weights that lora.adaptExperts could adapt"),
 ])
-def test_refusals_at_submission_name_what_to_change(trained, change, words):
-    document = {**plan(trained["project"], "chat:train"), **change}
-    before = trained["client"].get("/v1/training/runs").json()["runs"]
-    refused = trained["client"].post("/v1/training/runs", json=document)
+def test_refusals_at_submission_name_what_to_change(completed_run, change, words):
+    client = completed_run["client"]
+    document = {**plan(completed_run["project"], "chat:train"), **change}
+    before = client.get("/v1/training/runs").json()["runs"]
+    refused = client.post("/v1/training/runs", json=document)
     assert refused.status_code in (400, 404, 422) and words in refused.json()["detail"], refused.json()
     assert refused.json().get("hint")
-    assert trained["client"].get("/v1/training/runs").json()["runs"] == before  # nothing stored
+    assert client.get("/v1/training/runs").json()["runs"] == before  # nothing stored
 
 
-def test_work_this_deployment_can_never_train_is_refused_at_submission(trained, server, capsys, tmp_path):
-    cli = Cli(capsys, server.url)
+def test_work_this_deployment_can_never_train_is_refused_at_submission(completed_run, capsys, tmp_path):
+    cli = Cli(capsys, completed_run["url"])
     before = cli.json("training", "runs", "list")["runs"]
     for execution, words, hint in (
             ({"deviceProfile": "h200", "gpus": 1},
@@ -232,19 +182,20 @@ def test_work_this_deployment_can_never_train_is_refused_at_submission(trained, 
             ({"deviceProfile": "cpu", "gpus": 3},
              "execution.gpus 3 asks for more devices of profile 'cpu' than this deployment has (cpu (1 device))",
              "set execution.gpus to 1 or fewer")):
-        path = write_plan(tmp_path, plan(trained["project"], "chat:train", execution=execution))
+        path = write_plan(tmp_path, plan(completed_run["project"], "chat:train", execution=execution))
         for flags in ((), ("--dry-run",)):
             result = cli("training", "runs", "start", "-f", path, "--force", *flags)
             assert result.code == 1 and words in result.err and hint in result.err, result.err
     assert cli.json("training", "runs", "list")["runs"] == before  # nothing stored
 
 
-def test_a_long_row_is_refused_before_a_device_then_at_submission(trained, server, capsys, tmp_path):
-    cli = Cli(capsys, server.url)
+def test_a_long_row_is_refused_before_a_device_then_at_submission(own_project, sqlite_server, capsys, tmp_path):
+    cli = Cli(capsys, sqlite_server.url)
+    project = own_project["project"]
     rows = [chat_row("short", "ok"), chat_row("long " * 400, "ok"), chat_row("longer " * 500, "ok")]
-    cli.ok("registry", "datasets", "register", f"{trained['project']}/long", "-f",
+    cli.ok("registry", "datasets", "register", f"{project}/long", "-f",
            str(write_jsonl(tmp_path / "long.jsonl", rows)))
-    path = write_plan(tmp_path, plan(trained["project"], "long"))
+    path = write_plan(tmp_path, plan(project, "long"))
     run = cli.json("training", "runs", "start", "-f", path, "--force")
     assert run["lengthCheck"]["status"] == "waiting"  # no analysis yet: one is started, the run waits for it
     cli("training", "runs", "wait", run["runId"], "--timeout", "120")
@@ -252,20 +203,20 @@ def test_a_long_row_is_refused_before_a_device_then_at_submission(trained, serve
     assert final["phase"] == "FAILED" and final["attempt"] == 0  # refused before it claimed a device
     reason = final["failureReason"]
     assert reason.startswith("the run is refused before it claims a device: 2 row(s) of ")
-    assert f"{trained['project']}/long:v1 are longer than maxSeqLength 256: line 3 (" in reason  # longest first
+    assert f"{project}/long:v1 are longer than maxSeqLength 256: line 3 (" in reason  # longest first
     assert "), line 2 (" in reason and "measured by analysis" in reason and "under optimize/tiny-llama-3.2 at" in reason
     assert "set data.truncation: drop" in reason
     # the analysis is done now: the same plan is refused at submission, and nothing is stored
-    before = cli.json("training", "runs", "list", "--project", trained["project"])["runs"]
+    before = cli.json("training", "runs", "list", "--project", project)["runs"]
     again = cli("training", "runs", "start", "-f", path, "--force")
     assert again.code == 1 and "2 row(s) of" in again.err and "line 3 (" in again.err
-    assert cli.json("training", "runs", "list", "--project", trained["project"])["runs"] == before
+    assert cli.json("training", "runs", "list", "--project", project)["runs"] == before
 
 
 def test_a_run_whose_check_did_not_run_refuses_a_long_row_when_it_reads_it(server_factory, tmp_path, capsys):
     proc = server_factory("nowait", env={"OPTIMIZE_ANALYSIS_WAIT_SECONDS": "0"})
     cli = Cli(capsys, proc.url)
-    cli.ok("training", "base-models", "select", MODEL)
+    cli.ok("training", "base-models", "select", MODEL, "--from", str(built_standin(MODEL)))
     cli.ok("registry", "datasets", "register", "nw/long", "-f",
            str(write_jsonl(tmp_path / "l.jsonl", [chat_row("short", "ok"), chat_row("long " * 400, "ok")])))
     cli.ok("training", "projects", "create", "nw")
@@ -295,9 +246,10 @@ def test_projects_create_get_list(server, capsys):
     assert missing.code == 1 and "does not exist" in missing.err
 
 
-def test_a_run_outside_every_measured_envelope_is_admitted_with_a_warning(trained, server, capsys, tmp_path):
-    cli = Cli(capsys, server.url)
-    document = plan(trained["project"], "chat:train")
+def test_a_run_outside_every_measured_envelope_is_admitted_with_a_warning(own_project, sqlite_server, capsys,
+                                                                         tmp_path):
+    cli = Cli(capsys, sqlite_server.url)
+    document = plan(own_project["project"], "chat")
     document["config"]["maxSeqLength"] = 2048  # the stand-in's cpu envelope was measured up to 512 tokens
     document["config"]["hyperparams"]["training"]["maxSteps"] = 1
     result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
@@ -318,7 +270,7 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
     strict.write_text(yaml.safe_dump(catalog))
     proc = server_factory("strict", extra_args=["--catalog", str(strict)])
     cli = Cli(capsys, proc.url)
-    cli.ok("training", "base-models", "select", MODEL)
+    cli.ok("training", "base-models", "select", MODEL, "--from", str(built_standin(MODEL)))
     cli.ok("registry", "datasets", "register", "strict/chat", "-f",
            str(write_jsonl(tmp_path / "c.jsonl", [chat_row()])))
     cli.ok("training", "projects", "create", "strict")
@@ -339,21 +291,21 @@ def test_a_strict_catalog_refuses_a_run_outside_every_envelope(server_factory, t
 
 
 @pytest.mark.parametrize("truncation", ["error", "drop"])
-def test_rows_the_template_renders_without_a_part_are_refused_under_every_truncation(trained, server, capsys, tmp_path,
-                                                                                    truncation):
+def test_rows_the_template_renders_without_a_part_are_refused_under_every_truncation(own_project, sqlite_server,
+                                                                                    capsys, tmp_path, truncation):
     from tests.row_cases import TOOLS
 
-    cli = Cli(capsys, server.url)
+    cli = Cli(capsys, sqlite_server.url)
     call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "12"}'}}
     rows = [chat_row("hi", "hello"),
             {"messages": [{"role": "user", "content": "find 12"},
                           {"role": "assistant", "content": "checking", "tool_calls": [call]},
                           {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
                           {"role": "assistant", "content": "It shipped."}], "tools": TOOLS}]
-    name = f"{trained['project']}/calls"
+    name = f"{own_project['project']}/calls"
     cli.ok("registry", "datasets", "register", name, "-f", str(write_jsonl(tmp_path / "calls.jsonl", rows)))
     cli.ok("training", "datasets", "analyze", name, "--model", MODEL, "--wait")
-    document = plan(trained["project"], "calls")
+    document = plan(own_project["project"], "calls")
     document["config"]["data"] = {"truncation": truncation}
     result = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--force")
     assert result.code == 1

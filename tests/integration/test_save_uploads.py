@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
-from tests.integration.test_runs_cli import MODEL, write_plan
+from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
 RATE = "150000"  # bytes a second: a full save (240 KB: adapter and optimizer state) takes about 15 updates
@@ -22,7 +22,7 @@ RATE = "150000"  # bytes a second: a full save (240 KB: adapter and optimizer st
 def slow(server_factory, tmp_path):
     proc = server_factory("slow", env={"OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND": RATE})
     client = httpx.Client(base_url=proc.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i}", f"answer {i}") for i in range(32)])
     from optimize.cli.main import main
 

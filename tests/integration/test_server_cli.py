@@ -46,12 +46,14 @@ def test_usage_error_exits_two():
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
-def test_optimize_spelling_reaches_the_same_commands(cli):
-    assert "maxShards" in cli.ok("optimize", "registry", "info", "-o", "json").out
+def test_optimize_spelling_reaches_the_same_commands(capsys, sqlite_server):
+    from tests.conftest import Cli
+
+    assert "maxShards" in Cli(capsys, sqlite_server.url).ok("optimize", "registry", "info", "-o", "json").out
 
 
-def test_port_in_use_is_refused(server):
-    port = server.url.rsplit(":", 1)[1]
+def test_port_in_use_is_refused(sqlite_server):
+    port = sqlite_server.url.rsplit(":", 1)[1]
     done = subprocess.run([sys.executable, "-m", "optimize", "server", "start", "--port", port, "--data-dir",
-                           str(server.data_dir / "other")], capture_output=True, text=True, timeout=60)
+                           str(sqlite_server.data_dir / "other")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr

@@ -11,8 +11,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import Cli, write_jsonl
-from tests.integration.test_runs_cli import write_plan
+from tests.conftest import Cli, from_standin, write_jsonl
+from tests.run_fixtures import write_plan
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/small-smollm2"
@@ -35,7 +35,7 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
 
     name = f"tl{uuid.uuid4().hex[:8]}"
     client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [_row(city) for city in ("Paris", "Rome")] * 8
     assert main(["registry", "datasets", "register", f"{name}/calls", "-f",
                  str(write_jsonl(tmp_path / "c.jsonl", rows)), "--server", sqlite_server.url]) == 0

@@ -10,8 +10,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, write_jsonl
-from tests.integration.test_runs_cli import MODEL
+from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.run_fixtures import MODEL
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ def kept(sqlite_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("snapshots")
     name = f"s{uuid.uuid4().hex[:8]}"
     client = httpx.Client(base_url=sqlite_server.url, timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json={}).raise_for_status()
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     from optimize.cli.main import main
 
     rows = [chat_row(f"question {i}", f"answer {i}") for i in range(16)]
