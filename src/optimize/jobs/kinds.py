@@ -12,11 +12,15 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from optimize.jobs.leases import Grant
-from optimize.jobs.lifecycle import Lifecycle
+from optimize.core.clock import iso
+from optimize.jobs.leases import Grant, extend, fence
+from optimize.jobs.lifecycle import Lifecycle, transition
 from optimize.store.tables import JobLease
+
+LOST = "worker lost"  # how the end reason of an attempt whose worker was lost begins
 
 
 class Recovery(StrEnum):
@@ -81,10 +85,8 @@ class JobKind:
 
     def lost_attempts(self, session: Session, row: Any) -> int:
         """How many of its attempts ended with their worker lost."""
-        from sqlalchemy import func, select
-
         return session.scalar(select(func.count()).select_from(JobLease).where(
-            JobLease.kind == self.name, JobLease.job_id == row.id, JobLease.end_reason.startswith("worker lost"))) or 0
+            JobLease.kind == self.name, JobLease.job_id == row.id, JobLease.end_reason.startswith(LOST))) or 0
 
     def requeue(self, deployment: Any, session: Session, row: Any, reason: str) -> bool:
         """Back to `waiting` from its newest resumable point."""
@@ -93,8 +95,6 @@ class JobKind:
     reason_column: ClassVar[str] = "failure_reason"
 
     def fail(self, deployment: Any, session: Session, row: Any, reason: str) -> bool:
-        from optimize.jobs.lifecycle import transition
-
         return transition(session, self.lifecycle, row, self.lifecycle.phases["FAILED"],
                           **{self.reason_column: reason[:4000]})
 
@@ -109,9 +109,6 @@ class JobKind:
         return getattr(self, f"worker_{action}", None) if action.isidentifier() else None
 
     def worker_heartbeat(self, deployment: Any, job_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-        from optimize.core.clock import iso
-        from optimize.jobs.leases import extend, fence
-
         with deployment.store.transaction() as session:
             row, lease = fence(session, self.lifecycle, job_id, token)
             extend(lease, deployment.lease_seconds)

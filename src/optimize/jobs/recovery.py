@@ -18,11 +18,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from optimize.jobs import leases, registry
-from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.kinds import LOST, JobKind, Recovery
 from optimize.store.tables import JobLease
 
 log = logging.getLogger("optimize.jobs")
-LOST = "worker lost"
 _deciding: set[str] = set()  # leases whose loss is being decided in this process
 _deciding_lock = threading.Lock()
 
