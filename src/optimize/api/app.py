@@ -8,9 +8,7 @@ from fastapi import FastAPI
 from optimize import __version__
 from optimize.api import problems
 from optimize.api.routers import (
-    analyses,
     base_models,
-    branches,
     chat,
     datasets,
     health,
@@ -19,12 +17,8 @@ from optimize.api.routers import (
     models,
     namespaces,
     projects,
-    runs,
-    snapshots,
     uploads,
 )
-from optimize.api.routers import endpoints as endpoint_routes
-from optimize.api.routers import evaluations as evaluation_routes
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
@@ -56,9 +50,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                     analysis_wait_seconds=settings.analysis_wait_seconds,
                                     endpoint_idle_seconds=settings.endpoint_idle_seconds)
     problems.install(app)
-    for module in (health, info, namespaces, datasets, models, uploads, base_models, analyses, projects, runs,
-                   branches, snapshots, evaluation_routes, endpoint_routes, chat, internal):
-        app.include_router(module.router)
+    shared = [module.router for module in (health, info, namespaces, datasets, models, uploads, base_models, projects)]
+    # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
+    for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
+        app.include_router(router)
     return app
 
 

@@ -30,7 +30,6 @@ app.add_typer(training.app, name="training")
 optimize_app = typer.Typer(help="The same commands, under the `akka optimize` spelling.", no_args_is_help=True)
 optimize_app.add_typer(registry.app, name="registry")
 optimize_app.add_typer(training.app, name="training")
-app.add_typer(training.app, name="training")
 app.add_typer(optimize_app, name="optimize")
 
 

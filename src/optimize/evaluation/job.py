@@ -16,6 +16,7 @@ from optimize.store.tables import Evaluation
 
 class EvaluationKind(JobKind):
     name = "evaluation"
+    project_work = True
     lifecycle = EVALUATION
     waiting = EvaluationPhase.QUEUED
     granted = EvaluationPhase.RUNNING

@@ -43,6 +43,7 @@ class JobKind:
     on_lost: ClassVar[Recovery] = Recovery.FAIL  # its worker died or stopped heart-beating
     max_attempts_default: ClassVar[int] = 3
     restart_reason: ClassVar[str] = "the server restarted"
+    project_work: ClassVar[bool] = False  # its jobs belong to a training project (an archive waits for them)
 
     # --- what the scheduler asks -----------------------------------------------------------------------------
 

@@ -130,20 +130,18 @@ def unarchive_project(store: Store, name: str) -> dict[str, Any]:
         return _set_archived(session, _locked(session, name), False)
 
 
-# the kinds of work a project holds, in the order an archive refusal names them
-WORK_KINDS = ("run", "evaluation", "endpoint")
-
-
 def work_in_progress(session, name: str) -> list[str]:
     """Every unfinished item of the project, described as `kind id (PHASE)`: per kind of work, its items in a phase
-    its lifecycle does not count as terminal. The lifecycles are read from the kernel's registry of kinds (their
-    services build on projects, so projects does not import them); a new kind of work adds its name to
-    `WORK_KINDS`."""
-    from optimize.jobs.registry import kind
+    its lifecycle does not count as terminal, in the order of the kernel's registry of kinds. The kinds come from
+    that registry (their services build on projects, so projects does not import them); a kind counts here when
+    it declares `project_work`."""
+    from optimize.jobs.registry import kinds
 
     items = []
-    for work in WORK_KINDS:
-        lifecycle = kind(work).lifecycle
+    for kind in kinds():
+        if not kind.project_work:
+            continue
+        lifecycle = kind.lifecycle
         table, phase = lifecycle.table, getattr(lifecycle.table, lifecycle.column)
         unfinished = [p.value for p in lifecycle.phases if p not in lifecycle.terminal]
         query = (select(table.id, phase).where(table.project == name, phase.in_(unfinished))

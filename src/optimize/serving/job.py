@@ -16,6 +16,7 @@ from optimize.store.tables import Endpoint
 
 class EndpointKind(JobKind):
     name = "endpoint"
+    project_work = True
     lifecycle = ENDPOINT
     waiting = EndpointPhase.AWAITING_CAPACITY
     granted = EndpointPhase.STARTING

@@ -6,23 +6,19 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import analyses, branches, endpoints, evaluations, projects, runs, snapshots
+from optimize.cli.commands import projects
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.client.http import segment
+from optimize.jobs import registry as kinds
 
 app = typer.Typer(help="Training: projects, runs, base models, dataset analyses, capacity.", no_args_is_help=True)
 base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
 app.add_typer(base_models, name="base-models")
-app.add_typer(analyses.app, name="datasets")
 app.add_typer(projects.app, name="projects")
-assert branches.branch  # its commands (branch, continue, sweep, …) join the runs group when imported
-app.add_typer(runs.app, name="runs")
-app.add_typer(runs.app, name="run", hidden=True)  # alias, as the reference names it
-app.add_typer(snapshots.app, name="snapshots")
-app.add_typer(evaluations.app, name="evaluations")
-app.add_typer(endpoints.app, name="endpoints")
+for group, commands in kinds.commands():  # each job kind's groups, from the kernel's registry of kinds
+    app.add_typer(commands, name=group.name, hidden=group.hidden)
 
 
 @command(base_models, "list")

@@ -22,6 +22,7 @@ from optimize.training.server.phases import RUN, RunPhase
 
 class RunKind(JobKind):
     name = "run"
+    project_work = True
     lifecycle = RUN
     waiting = RunPhase.QUEUED
     granted = RunPhase.PREPARING
