@@ -3,6 +3,10 @@ model's `$ref`, never an empty `{}` or a bare object), or, for a server-sent eve
 every field of the request and answer models has a description. The answer models document and check an answer
 without rewriting it.
 
+Every public request body is documented too: a JSON body by an object schema with named properties (a model's `$ref`
+included), a streamed one by its media type; every `$ref` in the document resolves. The routes that read their body
+as sent (`optimize.api.bodies`) still refuse a bad one in their own words.
+
 The app runs in this process (`create_app` on a fresh data folder, served through Starlette's TestClient), as in
 test_endpoints_refusals.
 """
@@ -15,6 +19,7 @@ import json
 import pkgutil
 
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
@@ -110,6 +115,158 @@ def test_answer_schemas_use_the_json_keys(document):
     assert "for" in schemas["Claim"]["properties"] and "memoryGiB" in schemas["Pool"]["properties"]
     assert "owned_by" in schemas["ServedModel"]["properties"]  # OpenAI's shapes keep their snake_case keys
     assert "settings" not in schemas["Run"]["required"]  # only with ?settings=true
+
+
+def pointer(document: dict, ref: str):
+    """The node a local `$ref` names (a JSON pointer into the document); KeyError when there is none."""
+    assert ref.startswith("#/"), f"{ref}: not a reference into the document"
+    node = document
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def resolved(document: dict, schema: dict) -> dict:
+    while "$ref" in schema:
+        schema = pointer(document, schema["$ref"])
+    return schema
+
+
+def named_object(document: dict, schema: dict) -> bool:
+    """An object with named properties, directly or by `$ref`; a body that may be left out may be it or null."""
+    schema = resolved(document, schema)
+    choices = [s for s in schema.get("anyOf") or [] if s != {"type": "null"}]
+    if choices:
+        return all(named_object(document, s) for s in choices)
+    return schema.get("type") == "object" and bool(schema.get("properties"))
+
+
+def body_problems(document: dict) -> list[str]:
+    problems = []
+    for method, path, operation in operations(document):
+        content = (operation.get("requestBody") or {}).get("content")
+        if "requestBody" in operation and not content:
+            problems.append(f"{method} {path}: a requestBody without content")
+        for media_type, media in (content or {}).items():
+            schema = media.get("schema") or {}
+            if media_type == "application/json":
+                if not named_object(document, schema):
+                    problems.append(f"{method} {path}: the JSON body's schema names no properties ({schema!r})")
+                    continue
+                target = resolved(document, schema)
+                for name, item in (target.get("properties") or {}).items():
+                    if not (item.get("description") or resolved(document, item).get("description")):
+                        problems.append(f"{method} {path}: body field {name} has no description")
+            elif not (schema.get("type") and schema.get("description")):
+                problems.append(f"{method} {path}: the {media_type} body has no described schema ({schema!r})")
+    return problems
+
+
+def test_every_public_request_body_is_documented(document):
+    assert not body_problems(document), "\n".join(body_problems(document))
+    bodies = {(method, path) for method, path, operation in operations(document) if "requestBody" in operation}
+    for expected in [("POST", "/v1/training/runs"), ("POST", "/v1/training/runs/{run_id}/pause"),
+                     ("POST", "/v1/training/runs/{run_id}/branch"), ("POST", "/v1/training/runs/{run_id}/continue"),
+                     ("POST", "/v1/training/runs/{run_id}/sweep"), ("POST", "/v1/training/evaluations"),
+                     ("POST", "/v1/training/endpoints"), ("POST", "/v1/training/endpoints/{endpoint_id}/detach"),
+                     ("POST", "/v1/training/snapshots/{snapshot_id}/register"),
+                     ("POST", "/v1/training/snapshots/{snapshot_id}/pin"),
+                     ("POST", "/v1/training/snapshots/{snapshot_id}/unpin"),
+                     ("PUT", "/v1/registry/dataset-uploads/{upload_id}/shards/{index}")]:
+        assert expected in bodies, expected
+
+
+def test_an_undocumented_body_is_caught(document):
+    """What a `body: Any = Body(...)` route documents (FastAPI's bare schema) fails the check above."""
+    path = "/v1/training/runs/{run_id}/pause"
+    bare = {**document, "paths": {path: {"post": {**document["paths"][path]["post"], "requestBody": {
+        "content": {"application/json": {"schema": {"title": "Body", "description": '{"checkpoint": …}'}}}}}}}}
+    assert body_problems(bare) == [f"POST {path}: the JSON body's schema names no properties "
+                                   "({'title': 'Body', 'description': '{\"checkpoint\": …}'})"]
+
+
+def test_every_route_that_reads_a_body_documents_it(client, document):
+    """A public POST, PUT or PATCH route with a body parameter, or one that reads the request itself, has a
+    requestBody in the document."""
+    missing = []
+    for route in client.app.routes:
+        if not isinstance(route, APIRoute) or not route.include_in_schema or route.path.startswith(INTERNAL):
+            continue
+        for method in sorted(route.methods & {"POST", "PUT", "PATCH"}):
+            reads = route.body_field is not None or route.dependant.request_param_name is not None
+            if reads and "requestBody" not in document["paths"][route.path][method.lower()]:
+                missing.append(f"{method} {route.path}")
+    assert not missing, missing
+
+
+def test_the_run_plan_and_its_parts_are_documented(document):
+    schemas = document["components"]["schemas"]
+    body = document["paths"]["/v1/training/runs"]["post"]["requestBody"]
+    assert body["required"] is True
+    assert body["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/RunPlan"
+    plan = schemas["RunPlan"]
+    assert {"kind", "project", "baseModel", "config"} <= set(plan["required"])
+    assert plan["additionalProperties"] is False  # an unknown field is refused
+    config = resolved(document, plan["properties"]["config"])
+    assert "maxSeqLength" in config["properties"] and "hyperparams" in config["properties"]
+    pause = document["paths"]["/v1/training/runs/{run_id}/pause"]["post"]["requestBody"]
+    assert pause["required"] is True  # refused without its checkpoint, in the route's own words
+    assert schemas["PauseRequest"]["properties"]["checkpoint"]["enum"] == ["latest", "save"]
+    assert "required" not in document["paths"]["/v1/training/runs/{run_id}/branch"]["post"]["requestBody"]
+    assert set(schemas["BranchRequest"]["properties"]) == {"snapshotId", "restoreMode", "overrides", "maxSteps",
+                                                          "epochs"}
+    assert resolved(document, schemas["SweepRequest"]["properties"]["grid"])["required"] == ["axes"]
+    assert {"model", "dataset"} == set(schemas["EvaluationRequest"]["required"])
+    assert "maxNewTokens" in schemas["EvaluationRequest"]["properties"]
+
+
+def test_every_ref_resolves(document):
+    found, broken = [], []
+
+    def walk(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                found.append(ref)
+                try:
+                    pointer(document, ref)
+                except (KeyError, TypeError, AssertionError):
+                    broken.append(ref)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+    assert len(found) > 100 and not broken, broken
+    assert "$defs" not in json.dumps(document)  # nested models are registered under components/schemas
+
+
+@pytest.mark.parametrize("path, body, status, detail", [
+    ("/v1/training/runs", ["x"], 422,
+     "the run plan must be one JSON object (kind: run, project, baseModel, config, …)"),
+    ("/v1/training/runs/nosuch/pause", {"checkpoint": 5}, 422, "checkpoint 5 is not one of latest, save"),
+    ("/v1/training/runs/nosuch/pause", None, 422, "checkpoint None is not one of latest, save"),
+    ("/v1/training/runs/nosuch/branch", {"zzz": 1}, 422,
+     "unknown field(s) zzz; the fields are epochs, maxSteps, overrides, restoreMode, snapshotId"),
+    ("/v1/training/runs/nosuch/branch", None, 404, "run 'nosuch' does not exist"),
+    ("/v1/training/runs/nosuch/continue", None, 422, "a continuation needs steps: how many more updates it trains"),
+    ("/v1/training/runs/nosuch/sweep", "text", 422, "the request body must be one JSON object"),
+    ("/v1/training/evaluations", {"model": 5, "dataset": "a/b"}, 422,
+     "an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)"),
+    ("/v1/training/endpoints", [], 422, "an endpoint needs model (a base model or a registered model NS/NAME[:vN])"),
+    ("/v1/training/endpoints/nosuch/detach", {"model": ""}, 422,
+     "detach needs model: the attached model reference to stop serving"),
+    ("/v1/training/snapshots/nosuch/pin", {"kinds": "weights"}, 422, "kinds must be a list"),
+    ("/v1/training/snapshots/nosuch/register", {"name": 5}, 422, "name must be a string"),
+])
+def test_a_documented_body_still_reaches_its_route_as_sent(client, path, body, status, detail):
+    """The model documents the body; the route's own checks refuse it, in their words (not FastAPI's 422)."""
+    response = client.post(path, json=body) if body is not None else client.post(path)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["detail"] == detail
 
 
 def schema_models() -> list[type[BaseModel]]:

@@ -57,6 +57,14 @@ def _written_keys(model: type[BaseModel], by_alias: bool) -> dict[str, str]:
     return written
 
 
+class RequestModel(BaseModel):
+    """Base of the request models of routes that read their body as sent and refuse a bad one in their own words
+    (`optimize.api.bodies`): the model documents the body in /openapi.json and validates nothing on the route.
+    Fields are snake_case in Python and camelCase in JSON, as on the wire."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
 class OpenAIAnswer(Answer):
     """Base of answers in OpenAI's shapes, whose keys are snake_case in JSON too."""
 

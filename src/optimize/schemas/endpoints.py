@@ -7,7 +7,31 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from optimize.schemas.common import Answer, BaseModelPin, Number, OpenAIAnswer
+from optimize.schemas.common import Answer, BaseModelPin, Number, OpenAIAnswer, RequestModel
+
+# --- requests ----------------------------------------------------------------------------------------------
+# Read as sent: the routes refuse a bad body in their own words. The chat routes' body is ChatCompletionRequest.
+
+
+class EndpointRequest(RequestModel):
+    """`POST /v1/training/endpoints`: serve a model, on a new endpoint or attached to one of the project's that
+    already serves its base model."""
+
+    model: str = Field(min_length=1, description="The model served: a base model, or a registered model "
+                                                 "NS/NAME[:vN|:ALIAS]")
+    project: str | None = Field(default=None, description="The project the endpoint serves for (a registered "
+                                                          "model's own; needed for a base model)")
+    device_profile: str | None = Field(default=None, description="The device profile it runs on (default: one the "
+                                                                 "catalog serves the base model on, else cpu)")
+
+
+class DetachRequest(RequestModel):
+    """`POST /v1/training/endpoints/{id}/detach`."""
+
+    model: str = Field(min_length=1, description="The attached model reference to stop serving")
+
+
+# --- answers ------------------------------------------------------------------------------------------------
 
 
 class EndpointModel(Answer):

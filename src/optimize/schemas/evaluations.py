@@ -6,7 +6,30 @@ from typing import Any
 
 from pydantic import Field
 
-from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+
+# --- requests ----------------------------------------------------------------------------------------------
+
+
+class EvaluationRequest(RequestModel):
+    """`POST /v1/training/evaluations` (read as sent: the route refuses a bad body in its own words)."""
+
+    model: str = Field(description="The model evaluated: a base model, or a registered model NS/NAME[:vN|:ALIAS]")
+    dataset: str = Field(description="The chat dataset whose prompts it answers: a registry reference "
+                                     "NS/NAME[:vN|:ALIAS|@sha256:HEX]; one without a namespace is the project's")
+    grader: str | None = Field(default="json-label-match",
+                               description="json-label-match, http:URL (a scoring service) or model:REF (a judge "
+                                           "model)")
+    grader_instructions: str | None = Field(default=None, description="Instructions for a judge model's grader "
+                                                                      "(model:REF only; default: the instructions "
+                                                                      "a judge adapter was trained with)")
+    project: str | None = Field(default=None, description="The project the evaluation counts for (a registered "
+                                                          "model's own; needed for a base model)")
+    device_profile: str | None = Field(default="cpu", description="The device profile it runs on")
+    max_new_tokens: int | None = Field(default=256, ge=1, le=32768, description="Most tokens generated per answer")
+
+
+# --- answers ------------------------------------------------------------------------------------------------
 
 
 class EvaluationProgress(Answer):

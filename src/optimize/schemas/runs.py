@@ -3,11 +3,104 @@ their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+
+# --- requests ----------------------------------------------------------------------------------------------
+# The plan `POST /v1/training/runs` takes is `optimize.schemas.plans.RunPlan`. The routes below read their body as
+# sent and refuse a bad one in their own words; these models document what they accept.
+
+RestoreMode = Literal["auto", "weights", "trainingState"]
+RESTORE_MODE = ("auto (the default): trainingState where the branch keeps the snapshot's method, data and settings "
+                "and the snapshot holds its training state, else weights; weights: a fresh optimizer on the "
+                "snapshot's adapter; trainingState: the snapshot's optimizer, random state and data position too, "
+                "refused where it cannot be honoured")
+OVERRIDES = ("A partial config document over the parent's resolved settings, e.g. "
+             '{"hyperparams": {"optimizer": {"learningRate": 5e-05}}}; what it leaves out is inherited')
+
+
+class PauseRequest(RequestModel):
+    """`POST /v1/training/runs/{id}/pause`."""
+
+    checkpoint: Literal["latest", "save"] = Field(
+        description="latest: stop against the newest save holding the run's training state, discarding the updates "
+                    "since; save: save at the next update, then stop")
+
+
+class BranchRequest(RequestModel):
+    """`POST /v1/training/runs/{id}/branch[?dryRun=true]`: a child run from one of the parent's snapshots (the body
+    may be left out); an unknown field is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    snapshot_id: str | None = Field(default=None, description="The parent's snapshot to start from, by id or "
+                                                              "unambiguous prefix (default: its newest one holding "
+                                                              "what the restore mode needs)")
+    restore_mode: RestoreMode | None = Field(default="auto", description=RESTORE_MODE)
+    overrides: dict[str, Any] | None = Field(default=None, description=OVERRIDES + "; it may not change "
+                                                                                   "hyperparams.lora")
+    max_steps: int | None = Field(default=None, ge=1, description="The branch's length in updates (not with epochs, "
+                                                                  "nor with a length in the overrides)")
+    epochs: int | None = Field(default=None, ge=1, description="The branch's length in passes over its data (not "
+                                                               "with maxSteps, nor with a length in the overrides)")
+
+
+class ContinueRequest(RequestModel):
+    """`POST /v1/training/runs/{id}/continue[?dryRun=true]`: a trainingState branch of `steps` more updates; an
+    unknown field is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    steps: int = Field(ge=1, description="How many more updates the continuation trains (its schedule spans them)")
+    snapshot_id: str | None = Field(default=None, description="The parent's snapshot to continue from, by id or "
+                                                              "unambiguous prefix (default: its newest one holding "
+                                                              "its training state)")
+    overrides: dict[str, Any] | None = Field(
+        default=None, description=OVERRIDES + "; a continuation accepts only hyperparams.optimizer.learningRate and "
+                                              "hyperparams.training.validationFrequencySteps")
+
+
+class SweepAxis(RequestModel):
+    path: str = Field(description="A dotted path in the config document, e.g. hyperparams.optimizer.learningRate; "
+                                  "two axes may not name the same or nested paths")
+    values: list[Any] = Field(min_length=1, description="The values the path takes, in order, with their JSON types")
+
+
+class SweepGrid(RequestModel):
+    axes: list[SweepAxis] = Field(min_length=1, description="The grid's axes: one branch per point of their "
+                                                            "cartesian product (the last axis varies fastest), at "
+                                                            "most 50 points")
+
+
+class SweepRequest(RequestModel):
+    """`POST /v1/training/runs/{id}/sweep[?dryRun=true]`: one branch per grid point, every point checked before any
+    is submitted; an unknown field is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    grid: SweepGrid = Field(description="The grid: each point is an overrides document")
+    snapshot_id: str | None = Field(default=None, description="The parent's snapshot every point starts from, by id "
+                                                              "or unambiguous prefix (default: its newest one holding "
+                                                              "what the restore mode needs)")
+    restore_mode: RestoreMode | None = Field(default="auto", description=RESTORE_MODE)
+
+
+class RegisterSnapshotRequest(RequestModel):
+    """`POST /v1/training/snapshots/{id}/register` (the body may be left out)."""
+
+    name: str | None = Field(default=None, description="Name of the registered model in the run's project namespace "
+                                                       "(default: the run's modelName)")
+
+
+class PinRequest(RequestModel):
+    """`POST /v1/training/snapshots/{id}/pin` and `…/unpin` (the body may be left out): all or nothing, and
+    idempotent."""
+
+    kinds: list[Literal["weights", "trainingState"]] | None = Field(
+        default=None, description="The kinds to pin or unpin (default: every kind the snapshot holds)")
+
+
+# --- answers ------------------------------------------------------------------------------------------------
 
 
 class ValidationPin(Answer):

@@ -3,15 +3,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
-from optimize.schemas.runs import Ancestry, BranchDryRun, Branches, Run, Sweep, SweepDryRun
+from optimize.schemas.runs import (
+    Ancestry,
+    BranchDryRun,
+    Branches,
+    BranchRequest,
+    ContinueRequest,
+    Run,
+    Sweep,
+    SweepDryRun,
+    SweepRequest,
+)
 from optimize.training.server import branching
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -42,7 +53,8 @@ def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
 @router.post("/{run_id}/branch", response_model=Run, status_code=202,
              response_description="The branch was admitted as a queued run",
              responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the branch would be"}})
-async def branch(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
+async def branch(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(BranchRequest), Body()] = None,
+                 dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
     return _answer(await run_in_threadpool(
         branching.branch, training, run_id, b.get("snapshotId"), b.get("restoreMode") or "auto", b.get("overrides"),
@@ -52,8 +64,10 @@ async def branch(run_id: str, training: TrainingDep, body: Any = Body(None), dry
 @router.post("/{run_id}/continue", response_model=Run, status_code=202,
              response_description="The continuation was admitted as a queued run",
              responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the continuation would "
-                                                                   "be"}})
-async def continue_run(run_id: str, training: TrainingDep, body: Any = Body(None),
+                                                                   "be"}},
+             openapi_extra=required_body())
+async def continue_run(run_id: str, training: TrainingDep,
+                       body: Annotated[Any, documented_as(ContinueRequest), Body()] = None,
                        dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "steps", "overrides"})
     steps = _integer(b, "steps")
@@ -65,8 +79,10 @@ async def continue_run(run_id: str, training: TrainingDep, body: Any = Body(None
 
 @router.post("/{run_id}/sweep", response_model=Sweep, status_code=202,
              response_description="One branch was admitted for each grid point",
-             responses={200: {"model": SweepDryRun, "description": "With dryRun=true: every grid point, checked"}})
-async def sweep(run_id: str, training: TrainingDep, body: Any = Body(None), dryRun: bool = False) -> JSONResponse:  # noqa: N803
+             responses={200: {"model": SweepDryRun, "description": "With dryRun=true: every grid point, checked"}},
+             openapi_extra=required_body())
+async def sweep(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(SweepRequest), Body()] = None,
+                dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"grid", "snapshotId", "restoreMode"})
     return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), b.get("snapshotId"),
                                            b.get("restoreMode") or "auto", dryRun), dryRun)

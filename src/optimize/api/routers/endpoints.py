@@ -5,16 +5,24 @@ OpenAI chat completions, what `akka training endpoints proxy` forwards to)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
-from optimize.schemas.endpoints import Endpoint, EndpointCreated, EndpointList, EndpointsInfo
+from optimize.schemas.endpoints import (
+    DetachRequest,
+    Endpoint,
+    EndpointCreated,
+    EndpointList,
+    EndpointRequest,
+    EndpointsInfo,
+)
 from optimize.serving import endpoints as service
 
 router = APIRouter(prefix="/v1/training/endpoints", tags=["training"])
@@ -24,7 +32,7 @@ router = APIRouter(prefix="/v1/training/endpoints", tags=["training"])
              response_description="A new endpoint waits for capacity",
              responses={200: {"model": EndpointCreated, "description": "The model was attached to an endpoint already "
                                                                        "serving its base model"}})
-def create(training: TrainingDep, body: Any = Body(description="{model, project?, deviceProfile?}")) -> JSONResponse:
+def create(training: TrainingDep, body: Annotated[Any, documented_as(EndpointRequest), Body()]) -> JSONResponse:
     answer = service.create(training, body)
     return JSONResponse(answer, status_code=200 if answer["attached"] else 202)
 
@@ -51,7 +59,7 @@ def delete(endpoint_id: str, training: TrainingDep) -> dict:
 
 
 @router.post("/{endpoint_id}/detach", response_model=Endpoint)
-def detach(endpoint_id: str, training: TrainingDep, body: Any = Body(description="{model}")) -> dict:
+def detach(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
         from optimize.core.errors import Invalid

@@ -3,22 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from fastapi.responses import StreamingResponse
 
+from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
 from optimize.evaluation import service
 from optimize.schemas.common import event_stream
-from optimize.schemas.evaluations import Evaluation, EvaluationList, Predictions
+from optimize.schemas.evaluations import Evaluation, EvaluationList, EvaluationRequest, Predictions
 
 router = APIRouter(prefix="/v1/training/evaluations", tags=["training"])
 
 
 @router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")
-def start(training: TrainingDep, body: Any = Body(description="{model, dataset, grader?, project?}")) -> dict:
+def start(training: TrainingDep, body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> dict:
     return service.start(training, body)
 
 

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
-from optimize.schemas.runs import DryRun, Run, RunList, RunMetrics, RunSnapshots
+from optimize.schemas.plans import RunPlan
+from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics, RunSnapshots
 from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -21,7 +23,8 @@ router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 @router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",
              responses={200: {"model": Run | DryRun, "description": "The run its submissionId already names; with "
                                                                     "dryRun=true, what a submission checks"}})
-async def start_run(training: TrainingDep, plan: Any = Body(description="A run plan (kind: run)"),
+async def start_run(training: TrainingDep,
+                    plan: Annotated[Any, documented_as(RunPlan), Body(description="A run plan (kind: run)")],
                     dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
     if dryRun:
         return JSONResponse(await run_in_threadpool(runs.dry_run, training, plan))
@@ -52,9 +55,10 @@ def get_snapshots(run_id: str, training: TrainingDep) -> dict:
 
 
 @router.post("/{run_id}/pause", response_model=Run, status_code=202, response_description="The pause was accepted",
-             responses={200: {"model": Run, "description": "The same pause is already in progress"}})
-def pause_run(run_id: str, training: TrainingDep, body: Any = Body(
-        None, description='{"checkpoint": "latest" | "save"}')) -> JSONResponse:
+             responses={200: {"model": Run, "description": "The same pause is already in progress"}},
+             openapi_extra=required_body())
+def pause_run(run_id: str, training: TrainingDep,
+              body: Annotated[Any, documented_as(PauseRequest), Body()] = None) -> JSONResponse:
     """202 when the pause is accepted; 200 when the same pause is already in progress."""
     run, accepted = lifecycle.pause(training, run_id, body.get("checkpoint") if isinstance(body, dict) else None)
     return JSONResponse(run, status_code=202 if accepted else 200)

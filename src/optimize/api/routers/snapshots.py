@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
+from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
-from optimize.schemas.runs import RegisteredSnapshot, Snapshot, SnapshotDetail
+from optimize.schemas.runs import PinRequest, RegisteredSnapshot, RegisterSnapshotRequest, Snapshot, SnapshotDetail
 from optimize.training.server import snapshots
 
 router = APIRouter(prefix="/v1/training/snapshots", tags=["training"])
@@ -21,18 +22,19 @@ def get_snapshot(snapshot_id: str, training: TrainingDep) -> dict:
 
 @router.post("/{snapshot_id}/register", response_model=RegisteredSnapshot)
 def register_snapshot(snapshot_id: str, training: TrainingDep,
-                      body: Any = Body(None, description='{"name": model name (default: the run\'s)}')) -> dict:
+                      body: Annotated[Any, documented_as(RegisterSnapshotRequest), Body()] = None) -> dict:
     return snapshots.register(training, snapshot_id, _field(body, "name", str))
 
 
 @router.post("/{snapshot_id}/pin", response_model=Snapshot)
 def pin_snapshot(snapshot_id: str, training: TrainingDep,
-                 body: Any = Body(None, description='{"kinds": ["weights", "trainingState"]} (default: both)')) -> dict:
+                 body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
     return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=True)
 
 
 @router.post("/{snapshot_id}/unpin", response_model=Snapshot)
-def unpin_snapshot(snapshot_id: str, training: TrainingDep, body: Any = Body(None)) -> dict:
+def unpin_snapshot(snapshot_id: str, training: TrainingDep,
+                   body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
     return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=False)
 
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from optimize.api.bodies import streamed_body
 from optimize.api.deps import RegistryDep
 from optimize.registry import uploads
 from optimize.schemas.registry import CommittedVersion
@@ -25,7 +26,10 @@ def create_upload(body: UploadCreate, registry: RegistryDep) -> dict:
 
 @router.put("/{upload_id}/shards/{index}", response_model=ShardReceived, status_code=201,
             response_description="The shard was received, checked and stored",
-            responses={200: {"model": ShardReceived, "description": "The registry held the shard already"}})
+            responses={200: {"model": ShardReceived, "description": "The registry held the shard already"}},
+            openapi_extra=streamed_body("application/x-ndjson", "The shard's bytes: JSONL, one example a line, "
+                                        "exactly the bytes (size and sha256) the upload declared for it; not read "
+                                        "when the registry holds the shard already"))
 async def put_shard(upload_id: str, index: int, request: Request, registry: RegistryDep) -> JSONResponse:
     receiver = await run_in_threadpool(uploads.open_shard, registry, upload_id, index)
     if isinstance(receiver, dict):
