@@ -10,13 +10,16 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from optimize.cli.output import MODES, CommandFailed, Output, print_error
 from optimize.core.errors import PlatformError
 from optimize.core.settings import DEFAULT_URL
+
+if TYPE_CHECKING:  # the client (and httpx) load when a command first asks for one, so `--help` stays quick
+    from optimize.client.api import OptimizeApi
 
 _COMMON = [
     inspect.Parameter(
@@ -80,10 +83,11 @@ def run_reporting_errors(action: Callable[[], Any]) -> Any:
         raise CommandFailed(1) from None
 
 
-def client_for(out: Output, timeout: float = 60.0):
-    from optimize.client.http import OptimizeClient
+def client_for(out: Output, timeout: float = 60.0) -> OptimizeApi:
+    """The typed client for `--server`; `timeout` is per request (longer for commands whose server work is long)."""
+    from optimize.client.api import OptimizeApi
 
-    return OptimizeClient(out.server, timeout=timeout)
+    return OptimizeApi.connect(out.server, timeout=timeout)
 
 
 def parse_ref_argument(text: str, param: str = "reference"):

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-ROUTE = "/v1/chat/completions"
+from optimize.client.api import OPENAI_CHAT_COMPLETIONS as ROUTE
 
 
 def serve(target: str, port: int, started: Callable[[str], None]) -> None:

@@ -1,4 +1,4 @@
-"""Registry calls, and the resumable, sharded dataset upload behind `registry datasets register`."""
+"""The resumable, sharded dataset upload behind `registry datasets register` (its calls are api.py's)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize.chat.formats import DatasetFormat, detect_format, parse_format
+from optimize.client.api import OptimizeApi
 from optimize.client.http import ApiError, OptimizeClient
 from optimize.core.crashpoints import crashpoint
 from optimize.core.errors import Invalid
@@ -38,10 +39,6 @@ class RowsRefused(Exception):
         return f"the file has {self.count} bad line(s); nothing was registered"
 
 
-def registry_info(client: OptimizeClient) -> dict[str, Any]:
-    return client.get("/v1/registry/info")
-
-
 def _first_line(path: Path, limit: int) -> bytes:
     with path.open("rb") as handle:
         line = handle.readline(limit)
@@ -62,7 +59,7 @@ def _read_range(path: Path, offset: int, size: int, advance: Callable[[int], Non
 
 
 def register_dataset(
-    client: OptimizeClient,
+    client: OptimizeApi | OptimizeClient,
     reference: Reference,
     path: Path,
     *,
@@ -72,24 +69,23 @@ def register_dataset(
     progress: UploadProgress | None = None,
 ) -> dict[str, Any]:
     """Cut, hash and send `path` as a version of `reference`, sending only shards the registry lacks."""
+    api = OptimizeApi.over(client)
     progress = progress or UploadProgress()
-    limits = DatasetLimits.from_json(registry_info(client)["datasets"])
+    limits = DatasetLimits.from_json(api.registry_info()["datasets"])
     if not path.is_file():
         raise Invalid(f"{path} is not a file")
     fmt = parse_format(data_format) if data_format else detect_format(_first_line(path, limits.max_line_bytes))
     progress.phase("hashing", path.stat().st_size)
     shards = plan_shards(path, shard_size, limits, on_progress=progress.advance)
-    session = client.post(
-        "/v1/registry/dataset-uploads",
-        json={"dataset": reference.artifact, "format": fmt.value, "shards": [s.to_json() for s in shards]},
-    )
+    session = api.uploads.start(dataset=reference.artifact, data_format=fmt.value,
+                                shards=[s.to_json() for s in shards])
     upload_id = session["uploadId"]
     missing = [shard for shard, state in zip(shards, session["shards"], strict=True) if not state["held"]]
     progress.phase("uploading", sum(s.size for s in missing))
-    errors, error_count = _send_shards(client, path, upload_id, missing, progress)
+    errors, error_count = _send_shards(api, path, upload_id, missing, progress)
     if error_count:
         raise RowsRefused(errors[:MAX_REPORTED_ERRORS], error_count)
-    version = client.post(f"/v1/registry/dataset-uploads/{upload_id}/commit", json={"alias": alias})
+    version = api.uploads.commit(upload_id, alias=alias)
     version["upload"] = {
         "uploadId": upload_id,
         "shards": len(shards),
@@ -100,18 +96,15 @@ def register_dataset(
 
 
 def _send_shards(
-    client: OptimizeClient, path: Path, upload_id: str, shards: list[Shard], progress: UploadProgress
+    api: OptimizeApi, path: Path, upload_id: str, shards: list[Shard], progress: UploadProgress
 ) -> tuple[list[dict[str, Any]], int]:
     """Send each shard; collect row refusals from every shard so the user sees all bad lines at once."""
     errors: list[dict[str, Any]] = []
     count = 0
     for shard in shards:
         try:
-            client.put_stream(
-                f"/v1/registry/dataset-uploads/{upload_id}/shards/{shard.index}",
-                _read_range(path, shard.offset, shard.size, progress.advance),
-                shard.size,
-            )
+            chunks = _read_range(path, shard.offset, shard.size, progress.advance)
+            api.uploads.send_shard(upload_id, shard.index, chunks, shard.size)
         except ApiError as error:
             if "errors" not in error.body:
                 raise
@@ -122,4 +115,4 @@ def _send_shards(
     return errors, count
 
 
-__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "register_dataset", "registry_info"]
+__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "register_dataset"]

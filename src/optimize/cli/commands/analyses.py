@@ -11,7 +11,6 @@ import typer
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Dataset analyses: token lengths under a base model, before any GPU.", no_args_is_help=True)
 TERMINAL = ("done", "failed")
@@ -31,14 +30,14 @@ def analyze(
     """Start an analysis (or read the one already kept for these examples, model commit and version)."""
     from optimize.schemas.plans import load_plan_text
 
-    request = {"dataset": dataset, "model": model}
+    plan = None
     if run_file is not None:
         try:
-            request["plan"] = load_plan_text(run_file.read_text())
+            plan = load_plan_text(run_file.read_text())
         except OSError as error:
             fail(f"cannot read {run_file}: {error.strerror}")
-    with client_for(out) as client:
-        analysis = client.post("/v1/training/datasets/analyses", json=request)
+    with client_for(out) as api:
+        analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)
         if wait and analysis["phase"] not in TERMINAL:
             out.note(f"Analysis {analysis['analysisId'][:12]} {analysis['phase']} …")
             deadline = time.monotonic() + timeout
@@ -47,9 +46,9 @@ def analyze(
                     fail(f"analysis {analysis['analysisId'][:12]} is still {analysis['phase']} after {timeout:.0f}s",
                          "follow it with: akka training datasets analyses " + dataset)
                 time.sleep(0.5)
-                analysis = client.get(f"/v1/training/datasets/analyses/{segment(analysis['analysisId'])}")
+                analysis = api.analyses.get(analysis["analysisId"])
             if run_file is not None and analysis["phase"] == "done":
-                analysis = client.post("/v1/training/datasets/analyses", json=request)  # now with the estimates
+                analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)  # now with the estimates
     out.emit(analysis, _render)
     if wait and analysis["phase"] == "failed":
         raise typer.Exit(1)
@@ -58,8 +57,8 @@ def analyze(
 @command(app, "analyses")
 def analyses(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME[:REF]")]) -> None:
     """The analyses kept for a dataset version's examples."""
-    with client_for(out) as client:
-        data = client.get("/v1/training/datasets/analyses", params={"dataset": dataset})
+    with client_for(out) as api:
+        data = api.analyses.list(dataset=dataset)
     out.emit(data, _render_list)
 
 

@@ -5,8 +5,9 @@ The commands join the `runs` group (imported for that by `training`)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,7 +16,9 @@ from optimize.cli.common import client_for, command, fail
 from optimize.cli.dry_run import render_dry_run
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, table
-from optimize.client.http import segment
+
+if TYPE_CHECKING:
+    from optimize.client.api import Json, Runs
 
 Parent = Annotated[str, typer.Argument(help="Parent run id or prefix.")]
 SnapshotOption = Annotated[str | None, typer.Option("--snapshot", help="Snapshot id (default: the newest that "
@@ -43,13 +46,13 @@ def _document(path: str | None, what: str) -> Any:
         fail(f"the {what} file {path} is not valid: {getattr(error, 'message', error)}")
 
 
-def _submit(out: Output, parent: str, verb: str, body: dict[str, Any], dry_run: bool, wait: bool,
+def _submit(out: Output, submit: Callable[[Runs], Json], dry_run: bool, wait: bool,
             exit_status: bool) -> None:
+    """`submit` sends the child (a branch or a continuation) through the runs resource it is given."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
-    with client_for(out, timeout=120.0) as client:
-        answer = client.post(f"/v1/training/runs/{segment(parent)}/{verb}", json=body,
-                             params={"dryRun": "true"} if dry_run else None)
+    with client_for(out, timeout=120.0) as api:
+        answer = submit(api.runs)
         if dry_run:
             out.emit(answer, _render_dry_branch)
             return
@@ -59,7 +62,7 @@ def _submit(out: Output, parent: str, verb: str, body: dict[str, Any], dry_run: 
                 f"{_restore_text(r['branch'])}. Follow it with: akka training runs wait {r['runId'][:12]}"))
             return
         out.note(f"Branch {answer['runId'][:12]} submitted; {_restore_text(answer['branch'])}.")
-        _follow(client, out, answer["runId"], None, exit_status)
+        _follow(api, out, answer["runId"], None, exit_status)
 
 
 def _restore_text(branch: dict[str, Any]) -> str:
@@ -79,9 +82,10 @@ def branch(out: Output, parent: Parent, snapshot: SnapshotOption = None, restore
            epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="The child's epochs.")] = None,
            dry_run: DryRun = False, wait: Wait = False, exit_status: ExitStatus = False) -> None:
     """Start a child run from a parent's snapshot, with the parent's settings and the overrides over them."""
-    body = {"snapshotId": snapshot, "restoreMode": restore, "overrides": _document(overrides, "overrides"),
-            "maxSteps": max_steps, "epochs": epochs}
-    _submit(out, parent, "branch", body, dry_run, wait, exit_status)
+    document = _document(overrides, "overrides")
+    _submit(out, lambda runs: runs.branch(parent, snapshot_id=snapshot, restore_mode=restore, overrides=document,
+                                          max_steps=max_steps, epochs=epochs, dry_run=dry_run),
+            dry_run, wait, exit_status)
 
 
 @command(app, "continue")
@@ -90,8 +94,10 @@ def continue_run(out: Output, parent: Parent,
                  snapshot: SnapshotOption = None, overrides: Overrides = None, dry_run: DryRun = False,
                  wait: Wait = False, exit_status: ExitStatus = False) -> None:
     """Continue a run with its optimizer state: a trainingState branch of --steps updates."""
-    body = {"snapshotId": snapshot, "steps": steps, "overrides": _document(overrides, "overrides")}
-    _submit(out, parent, "continue", body, dry_run, wait, exit_status)
+    document = _document(overrides, "overrides")
+    _submit(out, lambda runs: runs.continue_(parent, steps=steps, snapshot_id=snapshot, overrides=document,
+                                             dry_run=dry_run),
+            dry_run, wait, exit_status)
 
 
 @command(app, "sweep")
@@ -99,10 +105,9 @@ def sweep(out: Output, parent: Parent,
           grid: Annotated[str, typer.Option("--grid", help="Grid document: axes of path and values.")],
           snapshot: SnapshotOption = None, restore: Restore = "auto", dry_run: DryRun = False) -> None:
     """One branch per point of the grid's cartesian product; every point is checked before any starts."""
-    body = {"grid": _document(grid, "grid"), "snapshotId": snapshot, "restoreMode": restore}
-    with client_for(out, timeout=300.0) as client:
-        answer = client.post(f"/v1/training/runs/{segment(parent)}/sweep", json=body,
-                             params={"dryRun": "true"} if dry_run else None)
+    document = _document(grid, "grid")
+    with client_for(out, timeout=300.0) as api:
+        answer = api.runs.sweep(parent, grid=document, snapshot_id=snapshot, restore_mode=restore, dry_run=dry_run)
     out.emit(answer, _render_sweep)
 
 
@@ -130,16 +135,15 @@ def _flat(document: dict[str, Any], prefix: str = "") -> str:
 @command(app, "branches")
 def branches(out: Output, run: Parent) -> None:
     """The run's direct children."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}/branches"), _render_children)
+    with client_for(out) as api:
+        out.emit(api.runs.branches(run), _render_children)
 
 
 @command(app, "tree")
 def tree(out: Output, run: Parent) -> None:
     """Every descendant of the run."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}/branches", params={"recursive": "true"}),
-                 _render_children)
+    with client_for(out) as api:
+        out.emit(api.runs.branches(run, recursive=True), _render_children)
 
 
 def _render_children(con, d: dict[str, Any]) -> None:
@@ -156,8 +160,8 @@ def _render_children(con, d: dict[str, Any]) -> None:
 @command(app, "ancestry")
 def ancestry(out: Output, run: Parent) -> None:
     """The chain from the root run to this one: each hop's source snapshot, its step and the hop's updates."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}/ancestry"), _render_ancestry)
+    with client_for(out) as api:
+        out.emit(api.runs.ancestry(run), _render_ancestry)
 
 
 def _render_ancestry(con, d: dict[str, Any]) -> None:

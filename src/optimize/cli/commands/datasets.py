@@ -10,16 +10,11 @@ import typer
 from optimize.cli.common import client_for, command, parse_ref_argument
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 from optimize.core.sizes import human_size
 
 app = typer.Typer(help="Dataset versions: register, read, list, alias.", no_args_is_help=True)
 alias_app = typer.Typer(help="Move and read dataset aliases.", no_args_is_help=True)
 app.add_typer(alias_app, name="alias")
-
-
-def _artifact_path(reference) -> str:
-    return f"/v1/registry/datasets/{segment(reference.namespace)}/{segment(reference.name)}"
 
 
 @command(app, "register")
@@ -44,8 +39,8 @@ def register(
         raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias",
                                  param_hint="NS/NAME")
     size = parse_size(shard_size) if shard_size else None
-    with client_for(out) as client, _progress(out) as progress:
-        version = register_dataset(client, reference, file, data_format=data_format, alias=alias,
+    with client_for(out) as api, _progress(out) as progress:
+        version = register_dataset(api, reference, file, data_format=data_format, alias=alias,
                                    shard_size=size, progress=progress)
     out.emit(version, _render_registered)
 
@@ -54,19 +49,16 @@ def register(
 def get_dataset(out: Output, reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")]) -> None:
     """Show a version (the newest when no version is named) with its objects."""
     ref = parse_ref_argument(reference)
-    path = _artifact_path(ref)
-    if ref.selector != "latest":
-        path += f"/versions/{segment(ref.selector)}"
-    with client_for(out) as client:
-        out.emit(client.get(path), _render_version)
+    with client_for(out) as api:
+        out.emit(api.datasets.get(ref), _render_version)
 
 
 @command(app, "versions")
 def versions(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME")]) -> None:
     """List a dataset's versions, newest first."""
     ref = parse_ref_argument(dataset, "NS/NAME")
-    with client_for(out) as client:
-        out.emit(client.get(_artifact_path(ref) + "/versions"), _render_versions)
+    with client_for(out) as api:
+        out.emit(api.datasets.versions(ref), _render_versions)
 
 
 @command(app, "list")
@@ -76,11 +68,8 @@ def list_datasets(
     archived: Annotated[bool, typer.Option("--archived", help="Include archived namespaces.")] = False,
 ) -> None:
     """List datasets with their newest version."""
-    params = {"archived": str(archived).lower()}
-    if namespace:
-        params["namespace"] = namespace
-    with client_for(out) as client:
-        out.emit(client.get("/v1/registry/datasets", params=params), _render_list)
+    with client_for(out) as api:
+        out.emit(api.datasets.list(namespace=namespace, archived=archived), _render_list)
 
 
 @command(alias_app, "set")
@@ -91,8 +80,8 @@ def alias_set(
 ) -> None:
     """Point an alias at a version; its history is kept."""
     ref, alias = _alias_target(target)
-    with client_for(out) as client:
-        data = client.put(f"{_artifact_path(ref)}/aliases/{segment(alias)}", json={"version": version})
+    with client_for(out) as api:
+        data = api.datasets.set_alias(ref, alias, version=version)
     out.emit(data, lambda con, d: con.print(
         f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} "
         f"{d['reference']}."))
@@ -102,8 +91,8 @@ def alias_set(
 def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
     """Show the version an alias points at and every version it pointed at before."""
     ref, alias = _alias_target(target)
-    with client_for(out) as client:
-        out.emit(client.get(f"{_artifact_path(ref)}/aliases/{segment(alias)}"), _render_alias)
+    with client_for(out) as api:
+        out.emit(api.datasets.get_alias(ref, alias), _render_alias)
 
 
 def _alias_target(text: str):

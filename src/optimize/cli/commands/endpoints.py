@@ -10,7 +10,6 @@ from optimize.cli.common import client_for, command
 from optimize.cli.follow import follow_status
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Endpoints: serve a base model and its LoRA adapters over an OpenAI-compatible API.",
                   no_args_is_help=True)
@@ -32,9 +31,8 @@ def create(
 ) -> None:
     """Serve a model. A candidate whose base model an active endpoint of the project serves attaches to it, on
     no new devices."""
-    body = {"model": model, "project": project, "deviceProfile": device_profile}
-    with client_for(out) as client:
-        answer = client.post("/v1/training/endpoints", json={k: v for k, v in body.items() if v is not None})
+    with client_for(out) as api:
+        answer = api.endpoints.create(model=model, project=project, device_profile=device_profile)
         verb = "attached to" if answer["attached"] else "created as"
         if not wait:
             out.emit(answer, lambda con, e: con.print(
@@ -42,14 +40,14 @@ def create(
                 f"akka training endpoints wait {e['endpointId'][:12]}"))
             return
         out.note(f"{model} {verb} endpoint {answer['endpointId'][:12]}.")
-        _follow(client, out, answer["endpointId"], timeout)
+        _follow(api, out, answer["endpointId"], timeout)
 
 
 @command(app, "get")
 def get(out: Output, endpoint: Endpoint) -> None:
     """Show an endpoint: its models, phase, devices and, on failure, the reason."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/endpoints/{segment(endpoint)}"), _render)
+    with client_for(out) as api:
+        out.emit(api.endpoints.get(endpoint), _render)
 
 
 @command(app, "list")
@@ -62,17 +60,15 @@ def list_endpoints(
     archived: Annotated[bool, typer.Option("--archived", help="Include archived projects' endpoints.")] = False,
 ) -> None:
     """List endpoints, newest first (an archived project's only with --archived or --project)."""
-    params = {k: v for k, v in {"project": project, "phase": phase, "model": model, "archived": archived}.items()
-              if v}
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/endpoints", params=params), _render_list)
+    with client_for(out) as api:
+        out.emit(api.endpoints.list(project=project, phase=phase, model=model, archived=archived), _render_list)
 
 
 @command(app, "wait")
 def wait(out: Output, endpoint: Endpoint, timeout: Timeout = None) -> None:
     """Wait until every model of the endpoint answers; exit 1 if the endpoint fails or is deleted."""
-    with client_for(out) as client:
-        _follow(client, out, endpoint, timeout)
+    with client_for(out) as api:
+        _follow(api, out, endpoint, timeout)
 
 
 @command(app, "send")
@@ -96,16 +92,15 @@ def send(
         from pathlib import Path
 
         text = Path(file).read_text()
-    with client_for(out, timeout=600.0) as client:
-        info = client.get(f"/v1/training/endpoints/{segment(endpoint)}")
+    with client_for(out, timeout=600.0) as api:
+        info = api.endpoints.get(endpoint)
         chosen = model or info["model"]
         if instructions is None:
             instructions = next((m.get("instructions") for m in info["models"] if m["name"] == chosen), None)
         messages = ([{"role": "system", "content": instructions}] if instructions else []) + \
             [{"role": "user", "content": text}]
-        body = {"model": chosen, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
-        answer = client.post(f"/v1/training/endpoints/{info['endpointId']}/chat/completions",
-                             json={k: v for k, v in body.items() if v is not None})
+        answer = api.endpoints.chat(info["endpointId"], model=chosen, messages=messages, temperature=temperature,
+                                    max_tokens=max_tokens)
     out.emit(answer, _render_answer)
 
 
@@ -117,9 +112,9 @@ def proxy(out: Output, endpoint: Endpoint,
     through the server; every other request is answered 404. Stop it with Ctrl-C."""
     from optimize.cli.endpoint_proxy import serve
 
-    with client_for(out) as client:
-        info = client.get(f"/v1/training/endpoints/{segment(endpoint)}")
-        target = f"{client.base_url}/v1/training/endpoints/{info['endpointId']}/chat/completions"
+    with client_for(out) as api:
+        info = api.endpoints.get(endpoint)
+        target = api.endpoints.chat_url(info["endpointId"])
     serve(target, port, lambda address: out.emit(
         {"endpointId": info["endpointId"], "url": f"http://{address}/v1"},
         lambda con, p: con.print(f"Endpoint {p['endpointId'][:12]} is proxied at {p['url']} (Ctrl-C stops it)")))
@@ -129,16 +124,16 @@ def proxy(out: Output, endpoint: Endpoint,
 def detach(out: Output, endpoint: Endpoint,
            model: Annotated[str, typer.Argument(help="The attached model to stop serving (NS/NAME:vN).")]) -> None:
     """Stop serving an attached adapter; the endpoint goes on serving its other models."""
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/endpoints/{segment(endpoint)}/detach", json={"model": model})
+    with client_for(out) as api:
+        answer = api.endpoints.detach(endpoint, model=model)
     out.emit(answer, _render)
 
 
 @command(app, "info")
 def info(out: Output) -> None:
     """What endpoints here can do: idle timeout, adapters loaded at once, devices, engine, tool-call parsers."""
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/endpoints/info"), lambda con, i: con.print(
+    with client_for(out) as api:
+        out.emit(api.endpoints.info(), lambda con, i: con.print(
             f"Idle timeout      {i['idleTimeoutSeconds']:g} s (an endpoint holds its device until then)\n"
             f"Adapters at once  {i['adaptersAtOnce']}\nDevices each      {i['devicesPerEndpoint']}\n"
             f"Engine            {i['engine']}\nTool-call parsers {', '.join(i['toolCallParsers'])}\n"
@@ -148,13 +143,13 @@ def info(out: Output) -> None:
 @command(app, "delete")
 def delete(out: Output, endpoint: Endpoint) -> None:
     """Take an endpoint down and free its device."""
-    with client_for(out) as client:
-        answer = client.request("DELETE", f"/v1/training/endpoints/{segment(endpoint)}")
+    with client_for(out) as api:
+        answer = api.endpoints.delete(endpoint)
     out.emit(answer, lambda con, e: con.print(f"Endpoint {e['endpointId'][:12]} {_phase(e)}."))
 
 
-def _follow(client, out: Output, endpoint_id: str, timeout: float | None) -> None:
-    final = follow_status(client, out, "endpoints", endpoint_id, timeout, _line, _render, "does not answer yet")
+def _follow(api, out: Output, endpoint_id: str, timeout: float | None) -> None:
+    final = follow_status(api, out, "endpoints", endpoint_id, timeout, _line, _render, "does not answer yet")
     if final["terminal"]:  # an endpoint that will not answer is a failure, whatever else was asked
         raise CommandFailed(1)
 

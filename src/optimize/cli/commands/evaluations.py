@@ -10,7 +10,6 @@ from optimize.cli.common import client_for, command
 from optimize.cli.follow import follow_status
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Evaluations: score a model's answers to a dataset with a grader.", no_args_is_help=True)
 Evaluation = Annotated[str, typer.Argument(help="Evaluation id or unambiguous prefix.")]
@@ -37,24 +36,23 @@ def start(
     """Start an evaluation: the model answers each row's prompt on a device of its own; the grader scores it."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
-    body = {"model": model, "dataset": dataset, "grader": grader, "project": project, "maxNewTokens": max_new_tokens,
-            "graderInstructions": grader_instructions}
-    with client_for(out) as client:
-        answer = client.post("/v1/training/evaluations", json=body)
+    with client_for(out) as api:
+        answer = api.evaluations.start(model=model, dataset=dataset, grader=grader, project=project,
+                                       max_new_tokens=max_new_tokens, grader_instructions=grader_instructions)
         if not wait:
             out.emit(answer, lambda con, e: con.print(
                 f"Evaluation {e['evaluationId'][:12]} of {e['model']} on {e['dataset']['reference']} "
                 f"{e['phase'].title()}; follow it with: akka training evaluations wait {e['evaluationId'][:12]}"))
             return
         out.note(f"Evaluation {answer['evaluationId'][:12]} submitted.")
-        _follow(client, out, answer["evaluationId"], None, exit_status)
+        _follow(api, out, answer["evaluationId"], None, exit_status)
 
 
 @command(app, "get")
 def get(out: Output, evaluation: Evaluation) -> None:
     """Show an evaluation: its model, dataset, grader, phase and report."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/evaluations/{segment(evaluation)}"), _render)
+    with client_for(out) as api:
+        out.emit(api.evaluations.get(evaluation), _render)
 
 
 @command(app, "list")
@@ -67,10 +65,8 @@ def list_evaluations(
     archived: Annotated[bool, typer.Option("--archived", help="Include archived projects' evaluations.")] = False,
 ) -> None:
     """List evaluations, newest first (an archived project's only with --archived or --project)."""
-    params = {k: v for k, v in {"project": project, "model": model, "phase": phase, "archived": archived}.items()
-              if v}
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/evaluations", params=params), _render_list)
+    with client_for(out) as api:
+        out.emit(api.evaluations.list(project=project, model=model, phase=phase, archived=archived), _render_list)
 
 
 @command(app, "wait")
@@ -79,15 +75,15 @@ def wait(out: Output, evaluation: Evaluation,
          timeout: Annotated[float | None, typer.Option("--timeout", help="Give up after this many seconds.")] = None
          ) -> None:
     """Follow an evaluation until it ends: a line per change, then the evaluation."""
-    with client_for(out) as client:
-        _follow(client, out, evaluation, timeout, exit_status)
+    with client_for(out) as api:
+        _follow(api, out, evaluation, timeout, exit_status)
 
 
 @command(app, "cancel")
 def cancel(out: Output, evaluation: Evaluation) -> None:
     """Cancel an evaluation; its answers so far are kept."""
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/evaluations/{segment(evaluation)}/cancel")
+    with client_for(out) as api:
+        answer = api.evaluations.cancel(evaluation)
     out.emit(answer, lambda con, e: con.print(f"Evaluation {e['evaluationId'][:12]} {e['phase'].title()}."))
 
 
@@ -96,27 +92,26 @@ def retry(out: Output, evaluation: Evaluation,
           wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False) -> None:
     """Run an ended evaluation again: a base model resolves to the commit selected now, and only the rows not
     answered from that commit are asked again."""
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/evaluations/{segment(evaluation)}/retry")
+    with client_for(out) as api:
+        answer = api.evaluations.retry(evaluation)
         if not wait:
             out.emit(answer, lambda con, e: con.print(
                 f"Evaluation {e['evaluationId'][:12]} queued again at base commit {e['baseModel']['commit'][:12]}; "
                 f"{e['progress']['answered']} of {e['progress']['total']} answers kept"))
             return
-        _follow(client, out, answer["evaluationId"], None, False)
+        _follow(api, out, answer["evaluationId"], None, False)
 
 
 @command(app, "predictions")
 def predictions(out: Output, evaluation: Evaluation,
                 limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N.")] = None) -> None:
     """Each answer with its expected answer, score, and what it was answered from."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/evaluations/{segment(evaluation)}/predictions",
-                            params={"limit": limit} if limit else None), _render_predictions)
+    with client_for(out) as api:
+        out.emit(api.evaluations.predictions(evaluation, limit=limit), _render_predictions)
 
 
-def _follow(client, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool) -> None:
-    final = follow_status(client, out, "evaluations", evaluation_id, timeout, _line, _render)
+def _follow(api, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool) -> None:
+    final = follow_status(api, out, "evaluations", evaluation_id, timeout, _line, _render)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 

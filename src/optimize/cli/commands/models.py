@@ -9,14 +9,9 @@ import typer
 from optimize.cli.common import client_for, command, parse_ref_argument
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Model versions: read, list (base models on selection, trained models from runs).",
                   no_args_is_help=True)
-
-
-def _artifact_path(reference) -> str:
-    return f"/v1/registry/models/{segment(reference.namespace)}/{segment(reference.name)}"
 
 
 @command(app, "list")
@@ -27,24 +22,16 @@ def list_models(
     archived: Annotated[bool, typer.Option("--archived", help="Include archived namespaces.")] = False,
 ) -> None:
     """List models with their newest version."""
-    params = {"archived": str(archived).lower()}
-    if namespace:
-        params["namespace"] = namespace
-    if project:
-        params["project"] = project
-    with client_for(out) as client:
-        out.emit(client.get("/v1/registry/models", params=params), _render_list)
+    with client_for(out) as api:
+        out.emit(api.models.list(namespace=namespace, project=project, archived=archived), _render_list)
 
 
 @command(app, "get")
 def get_model(out: Output, reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:latest|@sha256:HEX]")]) -> None:
     """Show a version (the newest, with the version list, when no version is named)."""
     ref = parse_ref_argument(reference)
-    path = _artifact_path(ref)
-    if ref.selector != "latest":
-        path += f"/versions/{segment(ref.selector)}"
-    with client_for(out) as client:
-        out.emit(client.get(path), _render_version)
+    with client_for(out) as api:
+        out.emit(api.models.get(ref), _render_version)
 
 
 @command(app, "versions")
@@ -62,9 +49,9 @@ def versions(
 ) -> None:
     """List a model's versions, newest first."""
     ref = parse_ref_argument(model, "NS/NAME")
-    params = {"baseModel": base_model, "producedByKind": produced_by_kind, "producedById": produced_by_id}
-    with client_for(out) as client:
-        data = client.get(_artifact_path(ref) + "/versions", params={k: v for k, v in params.items() if v is not None})
+    with client_for(out) as api:
+        data = api.models.versions(ref, base_model=base_model, produced_by_kind=produced_by_kind,
+                                   produced_by_id=produced_by_id)
     out.emit(data, _render_versions)
 
 

@@ -9,7 +9,6 @@ import typer
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Registry namespaces (created by the first registration into them).", no_args_is_help=True)
 
@@ -20,16 +19,16 @@ def list_namespaces(
     archived: Annotated[bool, typer.Option("--archived", help="Include archived namespaces.")] = False,
 ) -> None:
     """List namespaces (archived ones only with --archived)."""
-    with client_for(out) as client:
-        data = client.get("/v1/registry/namespaces", params={"archived": str(archived).lower()})
+    with client_for(out) as api:
+        data = api.namespaces.list(archived=archived)
     out.emit(data, _render_list)
 
 
 @command(app, "get")
 def get_namespace(out: Output, namespace: Annotated[str, typer.Argument(help="Namespace name.")]) -> None:
     """Show one namespace, archived or not."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/registry/namespaces/{segment(namespace)}"), _render_one)
+    with client_for(out) as api:
+        out.emit(api.namespaces.get(namespace), _render_one)
 
 
 @command(app, "annotate")
@@ -39,16 +38,15 @@ def annotate(
     description: Annotated[str, typer.Option("--description", help="New description; empty clears it.")],
 ) -> None:
     """Set or clear a namespace's description."""
-    with client_for(out) as client:
-        out.emit(client.patch(f"/v1/registry/namespaces/{segment(namespace)}", json={"description": description}),
-                 _render_one)
+    with client_for(out) as api:
+        out.emit(api.namespaces.annotate(namespace, description=description), _render_one)
 
 
 @command(app, "archive")
 def archive(out: Output, namespace: Annotated[str, typer.Argument(help="Namespace name.")]) -> None:
     """Archive a namespace: hidden from lists, references still resolve, new versions refused."""
-    with client_for(out) as client:
-        data = client.post(f"/v1/registry/namespaces/{segment(namespace)}/archive")
+    with client_for(out) as api:
+        data = api.namespaces.archive(namespace)
     out.emit(data, lambda con, d: con.print(
         f"Namespace {d['name']} {'archived' if d['changed'] else 'was already archived'}. "
         f"Lists leave it out unless --archived; unarchive it with: akka registry namespaces unarchive {d['name']}"))
@@ -57,8 +55,8 @@ def archive(out: Output, namespace: Annotated[str, typer.Argument(help="Namespac
 @command(app, "unarchive")
 def unarchive(out: Output, namespace: Annotated[str, typer.Argument(help="Namespace name.")]) -> None:
     """Restore an archived namespace."""
-    with client_for(out) as client:
-        data = client.post(f"/v1/registry/namespaces/{segment(namespace)}/unarchive")
+    with client_for(out) as api:
+        data = api.namespaces.unarchive(namespace)
     out.emit(data, lambda con, d: con.print(
         f"Namespace {d['name']} {'unarchived' if d['changed'] else 'was not archived'}."))
 

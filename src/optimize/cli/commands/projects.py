@@ -10,7 +10,6 @@ import typer
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Training projects: where runs and their models belong.", no_args_is_help=True)
 
@@ -19,8 +18,8 @@ app = typer.Typer(help="Training projects: where runs and their models belong.",
 def create(out: Output, name: Annotated[str, typer.Argument(help="Project name (also its models' namespace).")],
            description: Annotated[str | None, typer.Option("--description", help="Free text.")] = None) -> None:
     """Create a project (an existing one is shown as it is)."""
-    with client_for(out) as client:
-        project = client.post("/v1/training/projects", json={"name": name, "description": description})
+    with client_for(out) as api:
+        project = api.projects.create(name, description=description)
     out.emit(project, lambda con, p: con.print(
         f"Project {p['name']}: its models register under the namespace {p['namespace']}/"))
 
@@ -28,30 +27,30 @@ def create(out: Output, name: Annotated[str, typer.Argument(help="Project name (
 @command(app, "get")
 def get(out: Output, name: Annotated[str, typer.Argument(help="Project name.")]) -> None:
     """Show a project."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/projects/{segment(name)}"), _render_one)
+    with client_for(out) as api:
+        out.emit(api.projects.get(name), _render_one)
 
 
 @command(app, "list")
 def list_projects(out: Output, archived: Annotated[bool, typer.Option("--archived", help="Include archived.")] = False
                   ) -> None:
     """List projects, newest first."""
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/projects", params={"archived": archived}), _render_list)
+    with client_for(out) as api:
+        out.emit(api.projects.list(archived=archived), _render_list)
 
 
 @command(app, "archive")
 def archive(out: Output, name: Annotated[str, typer.Argument(help="Project name.")]) -> None:
     """Archive a project: lists leave it and its runs out, it takes no new work; refused while work is in progress."""
-    with client_for(out) as client:
-        out.emit(client.post(f"/v1/training/projects/{segment(name)}/archive"), _render_archived)
+    with client_for(out) as api:
+        out.emit(api.projects.archive(name), _render_archived)
 
 
 @command(app, "unarchive")
 def unarchive(out: Output, name: Annotated[str, typer.Argument(help="Project name.")]) -> None:
     """Restore an archived project to lists and new work."""
-    with client_for(out) as client:
-        out.emit(client.post(f"/v1/training/projects/{segment(name)}/unarchive"), _render_unarchived)
+    with client_for(out) as api:
+        out.emit(api.projects.unarchive(name), _render_unarchived)
 
 
 @command(app, "scores")
@@ -63,9 +62,8 @@ def scores(
     grader: Annotated[str | None, typer.Option("--grader", help="Another grader's scores.")] = None,
 ) -> None:
     """The base model's score and one column per training configuration, for one dataset and grader."""
-    params = {k: v for k, v in {"dataset": dataset, "grader": grader}.items() if v}
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/projects/{segment(name)}/scores", params=params), _render_scores)
+    with client_for(out) as api:
+        out.emit(api.projects.scores(name, dataset=dataset, grader=grader), _render_scores)
 
 
 def _render_scores(con, data) -> None:

@@ -18,10 +18,8 @@ app.add_typer(models.app, name="models")
 @command(app, "info")
 def info(out: Output) -> None:
     """Show the registry's limits: shard size, shard count, upload expiry, line length."""
-    from optimize.client.registry import registry_info
-
-    with client_for(out) as client:
-        out.emit(registry_info(client), _render_info)
+    with client_for(out) as api:
+        out.emit(api.registry_info(), _render_info)
 
 
 def _render_info(con, data) -> None:

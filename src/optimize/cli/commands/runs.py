@@ -13,7 +13,6 @@ from optimize.cli.dry_run import render_dry_run
 from optimize.cli.follow import follow_status
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 
 app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
 FAILED_PHASES = ("FAILED", "CANCELLED")
@@ -47,8 +46,8 @@ def start(
     document = load_plan_text(text)
     plan = parse_plan(document)  # refuses an unknown or malformed field by its path, before asking anything
     if dry_run:
-        with client_for(out, timeout=120.0) as client:
-            answer = client.post("/v1/training/runs", json=document, params={"dryRun": "true"})
+        with client_for(out, timeout=120.0) as api:
+            answer = api.runs.start(document, dry_run=True)
         out.emit(answer, lambda con, d: render_dry_run(con, d, show_resolved))
         return
     document.setdefault("submissionId", new_id())  # a retried request reaches the same run
@@ -58,8 +57,8 @@ def start(
         if not typer.confirm(f"Start a {plan.config.method} run of {plan.base_model} on {plan.config.dataset} "
                              f"in project {plan.project}?"):
             raise CommandFailed(1)
-    with client_for(out) as client:
-        run = client.post("/v1/training/runs", json=document, retries=3)
+    with client_for(out) as api:
+        run = api.runs.start(document)
         for warning in run.get("warnings") or []:
             out.note(f"[yellow]warning:[/] {warning}")
         if not wait:
@@ -68,7 +67,7 @@ def start(
                 f"akka training runs wait {r['runId'][:12]}"))
             return
         out.note(f"Run {run['runId'][:12]} submitted.")
-        _follow(client, out, run["runId"], None, exit_status)
+        _follow(api, out, run["runId"], None, exit_status)
 
 
 @command(app, "get")
@@ -77,8 +76,8 @@ def get(out: Output, run: Annotated[str, typer.Argument(help="Run id or unambigu
                             typer.Option("--settings", help="Every resolved setting, stated ones marked.")] = False
         ) -> None:
     """Show a run: State, Results, Cost (and --settings)."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}", params={"settings": settings}), _render_run)
+    with client_for(out) as api:
+        out.emit(api.runs.get(run, settings=settings), _render_run)
 
 
 @command(app, "list")
@@ -89,25 +88,23 @@ def list_runs(
     archived: Annotated[bool, typer.Option("--archived", help="Include runs of archived projects.")] = False,
 ) -> None:
     """List runs, newest first; runs of archived projects only with --archived or --project."""
-    params = {k: v for k, v in {"project": project, "phase": phase, "archived": archived}.items() if v}
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/runs", params=params), _render_list)
+    with client_for(out) as api:
+        out.emit(api.runs.list(project=project, phase=phase, archived=archived), _render_list)
 
 
 @command(app, "metrics")
 def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
             limit: Annotated[int | None, typer.Option("--limit", help="Only the last N steps.")] = None) -> None:
     """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
-    params = {"limit": limit} if limit else {}
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}/metrics", params=params), _render_metrics)
+    with client_for(out) as api:
+        out.emit(api.runs.metrics(run, limit=limit), _render_metrics)
 
 
 @command(app, "snapshots")
 def snapshots(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")]) -> None:
     """The run's committed snapshots (saves whose upload completed)."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/runs/{segment(run)}/snapshots"), _render_snapshots)
+    with client_for(out) as api:
+        out.emit(api.runs.snapshots(run), _render_snapshots)
 
 
 @command(app, "wait")
@@ -119,8 +116,8 @@ def wait(
                        typer.Option("--timeout", help="Give up following after this many seconds.")] = None,
 ) -> None:
     """Follow a run until it ends: a line per change (-o json: one JSON object per line)."""
-    with client_for(out) as client:
-        _follow(client, out, run, timeout, exit_status)
+    with client_for(out) as api:
+        _follow(api, out, run, timeout, exit_status)
 
 
 @command(app, "pause")
@@ -133,9 +130,8 @@ def pause(
     """Pause a run: it stops and releases its devices; resume it later as a new attempt."""
     if checkpoint not in ("latest", "save"):
         raise typer.BadParameter("use latest or save", param_hint="'--checkpoint'")
-    with client_for(out) as client:
-        answer, status = client.request_with_status("POST", f"/v1/training/runs/{segment(run)}/pause",
-                                                    json={"checkpoint": checkpoint})
+    with client_for(out) as api:
+        answer, status = api.runs.pause(run, checkpoint=checkpoint)
     short = answer["runId"][:12]
     if status == 200:
         message = (f"Run {short} is already pausing (--checkpoint {checkpoint}); "
@@ -152,8 +148,8 @@ def pause(
 @command(app, "resume")
 def resume(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")]) -> None:
     """Resume a paused run as a new attempt, from its newest save that holds training state."""
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/runs/{segment(run)}/resume")
+    with client_for(out) as api:
+        answer = api.runs.resume(run)
     short = answer["runId"][:12]
     out.emit(answer, lambda con, r: con.print(f"Run {short} queued as attempt {r['resumed']['attempt']}; it "
                                               f"{_restored(r['resumed'])}; "
@@ -172,8 +168,8 @@ def cancel(
             fail("cancelling a run needs confirmation", "pass --force to cancel without asking")
         if not typer.confirm(f"Cancel run {run}? Its saves stay; it cannot be resumed."):
             raise CommandFailed(1)
-    with client_for(out) as client:
-        answer, status = client.request_with_status("POST", f"/v1/training/runs/{segment(run)}/cancel")
+    with client_for(out) as api:
+        answer, status = api.runs.cancel(run)
     short = answer["runId"][:12]
     out.emit(answer, lambda con, _: con.print(
         f"Run {short} was already cancelled." if status == 200
@@ -186,8 +182,8 @@ def _restored(resumed: dict[str, Any]) -> str:
     return f"restored snapshot {resumed['snapshotId'][:12]} at step {resumed['step']} with its optimizer state"
 
 
-def _follow(client, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
-    final = follow_status(client, out, "runs", run_id, timeout, _status_line, _render_run)
+def _follow(api, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
+    final = follow_status(api, out, "runs", run_id, timeout, _status_line, _render_run)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 

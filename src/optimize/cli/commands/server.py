@@ -59,9 +59,9 @@ def status(out: Output) -> None:
     """Say whether a server answers at --server (always exits 0)."""
     from optimize.client.http import ApiError
 
-    with client_for(out) as client:
+    with client_for(out) as api:
         try:
-            health = client.get("/v1/health", retries=1)
+            health = api.health()
             data = {"server": out.server, "reachable": True, **health}
         except ApiError as error:
             data = {"server": out.server, "reachable": False, "reason": error.message}

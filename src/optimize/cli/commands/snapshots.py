@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age
-from optimize.client.http import segment
+
+if TYPE_CHECKING:
+    from optimize.client.api import Json, Snapshots
 
 app = typer.Typer(help="Snapshots: committed saves of runs; register their weights, pin them.", no_args_is_help=True)
 Snapshot = Annotated[str, typer.Argument(help="Snapshot id or unambiguous prefix.")]
@@ -19,8 +22,8 @@ Kinds = Annotated[list[str] | None, typer.Option("--kind", help="weights or trai
 @command(app, "get")
 def get(out: Output, snapshot: Snapshot) -> None:
     """Show a snapshot: its run, step, kinds, holds and registrations."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/snapshots/{segment(snapshot)}"), _render)
+    with client_for(out) as api:
+        out.emit(api.snapshots.get(snapshot), _render)
 
 
 @command(app, "register")
@@ -29,8 +32,8 @@ def register(out: Output, snapshot: Snapshot,
              ) -> None:
     """Register the snapshot's adapter weights as a model version in its project (the same weights: the same
     version)."""
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/snapshots/{segment(snapshot)}/register", json={"name": name})
+    with client_for(out) as api:
+        answer = api.snapshots.register(snapshot, name=name)
     out.emit(answer, lambda con, s: con.print(f"Snapshot {s['snapshotId'][:12]} (step {s['step']}) registered as "
                                               f"{s['model']}"))
 
@@ -38,18 +41,19 @@ def register(out: Output, snapshot: Snapshot,
 @command(app, "pin")
 def pin(out: Output, snapshot: Snapshot, kind: Kinds = None) -> None:
     """Hold a snapshot's kinds against retention (execution.keepAdapters, keepTrainingStates)."""
-    _pin(out, snapshot, kind, "pin")
+    _pin(out, lambda snapshots: snapshots.pin(snapshot, kinds=kind))
 
 
 @command(app, "unpin")
 def unpin(out: Output, snapshot: Snapshot, kind: Kinds = None) -> None:
     """Release a pin; retention applies to the snapshot again."""
-    _pin(out, snapshot, kind, "unpin")
+    _pin(out, lambda snapshots: snapshots.unpin(snapshot, kinds=kind))
 
 
-def _pin(out: Output, snapshot: str, kinds: list[str] | None, verb: str) -> None:
-    with client_for(out) as client:
-        answer = client.post(f"/v1/training/snapshots/{segment(snapshot)}/{verb}", json={"kinds": kinds or None})
+def _pin(out: Output, call: Callable[[Snapshots], Json]) -> None:
+    """Both verbs answer the snapshot with what stays pinned; `call` is one of them on the snapshots resource."""
+    with client_for(out) as api:
+        answer = call(api.snapshots)
     out.emit(answer, lambda con, s: con.print(
         f"Snapshot {s['snapshotId'][:12]} pinned: {', '.join(s['pinned']) or DASH}"))
 

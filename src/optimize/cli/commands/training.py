@@ -10,7 +10,6 @@ from optimize.cli.commands import projects
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
-from optimize.client.http import segment
 from optimize.jobs import registry as kinds
 
 app = typer.Typer(help="Training: projects, runs, base models, dataset analyses, capacity.", no_args_is_help=True)
@@ -24,16 +23,16 @@ for group, commands in kinds.commands():  # each job kind's groups, from the ker
 @command(base_models, "list")
 def list_models(out: Output) -> None:
     """List the catalog's base models with their status."""
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/base-models"), _render_list)
+    with client_for(out) as api:
+        out.emit(api.base_models.list(), _render_list)
 
 
 @command(base_models, "get")
 def get_model(out: Output,
               model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")]) -> None:
     """Show one base model: commit, parameters, what it is allowed for, envelopes (measurements)."""
-    with client_for(out) as client:
-        out.emit(client.get(f"/v1/training/base-models/{segment(model)}"), _render_one)
+    with client_for(out) as api:
+        out.emit(api.base_models.get(model), _render_one)
 
 
 @command(base_models, "select")
@@ -45,10 +44,10 @@ def select_model(
     """Make a base model available: build a stand-in, import a snapshot, or fetch it at its pinned commit."""
     from pathlib import Path
 
-    body = {"from": str(Path(from_dir).resolve())} if from_dir else {}
     out.note(f"Selecting {model} …")
-    with client_for(out, timeout=900.0) as client:  # building or fetching takes a while
-        data = client.post(f"/v1/training/base-models/{segment(model)}/select", json=body)
+    with client_for(out, timeout=900.0) as api:  # building or fetching takes a while
+        # the server reads the folder, so it gets the path as this shell means it: absolute
+        data = api.base_models.select(model, from_dir=str(Path(from_dir).resolve()) if from_dir else None)
     out.emit(data, lambda con, d: con.print(
         f"Selected {d['id']} at {d['commit'][:12]} ({d['selection']['source']}); cached in {d['selection']['path']}"))
 
@@ -56,8 +55,8 @@ def select_model(
 @command(app, "capacity")
 def capacity(out: Output) -> None:
     """Device pools, devices and claims."""
-    with client_for(out) as client:
-        out.emit(client.get("/v1/training/capacity"), _render_capacity)
+    with client_for(out) as api:
+        out.emit(api.capacity(), _render_capacity)
 
 
 def _params(value: int | None) -> str:

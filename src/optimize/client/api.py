@@ -1,0 +1,446 @@
+"""The Optimize API as typed calls, grouped by resource: `api.runs.get(run)`, `api.datasets.versions(reference)`, …
+
+Every URL of the public API the CLI reaches is spelled in this module and nowhere else, so a renamed route is one
+edit here and tests/unit/test_client_routes.py checks each of them against the server's OpenAPI document. Each
+user-given path part goes through `segment`: a name holding `/` or `?` can never change the route.
+
+Answers come back as the server sent them (the decoded JSON object, unchanged): `-o json` prints exactly what the
+server said, and the text renderers read the same dicts. `OptimizeClient` (http.py) stays the transport: retries,
+timeouts and turning refusals into `ApiError` are its business, not this module's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from optimize.client import events
+from optimize.client.http import OptimizeClient, segment
+
+if TYPE_CHECKING:  # only named in annotations: parsing references is the caller's work, and costs start-up time
+    from optimize.core.refs import Reference
+
+Json = dict[str, Any]
+"""A JSON object as the server answered it."""
+
+# The OpenAI-compatible route the server answers for every endpoint (the model picked by name); the local proxy of
+# `akka training endpoints proxy` serves the same path, so OpenAI clients need only a different base URL.
+OPENAI_CHAT_COMPLETIONS = "/v1/chat/completions"
+
+
+class Reply(NamedTuple):
+    """An answer with its HTTP status, for operations whose status says more than the body does (200: it already
+    was so; 202: done now)."""
+
+    answer: Json
+    status: int
+
+
+def _dry_run(dry_run: bool) -> dict[str, str] | None:
+    return {"dryRun": "true"} if dry_run else None
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The filters that were set; an unset one (None, False, empty) is left out, since the server's default for it
+    already means "any"."""
+    return {name: value for name, value in values.items() if value}
+
+
+class _Resource:
+    def __init__(self, http: OptimizeClient) -> None:
+        self._http = http
+
+
+class Runs(_Resource):
+    """Training runs, their branches and their event streams."""
+
+    ROOT = "/v1/training/runs"
+
+    def _path(self, run: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(run)}" + (f"/{action}" if action else "")
+
+    def start(self, plan: Json, *, dry_run: bool = False) -> Json:
+        """Submit a run plan; with `dry_run`, check everything a submission checks and start nothing."""
+        if dry_run:
+            return self._http.post(self.ROOT, json=plan, params=_dry_run(True))
+        # A plan with a submissionId may be sent again when the answer is lost: a repeat reaches the same run.
+        return self._http.post(self.ROOT, json=plan, retries=3 if "submissionId" in plan else None)
+
+    def get(self, run: str, *, settings: bool = False) -> Json:
+        return self._http.get(self._path(run), params={"settings": "true"} if settings else None)
+
+    def list(self, *, project: str | None = None, phase: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase, archived=archived))
+
+    def metrics(self, run: str, *, limit: int | None = None) -> Json:
+        return self._http.get(self._path(run, "metrics"), params=_given(limit=limit))
+
+    def snapshots(self, run: str) -> Json:
+        return self._http.get(self._path(run, "snapshots"))
+
+    def pause(self, run: str, *, checkpoint: str) -> Reply:
+        """200: the run was already pausing; 202: it pauses now."""
+        return Reply(*self._http.request_with_status("POST", self._path(run, "pause"),
+                                                     json={"checkpoint": checkpoint}))
+
+    def resume(self, run: str) -> Json:
+        return self._http.post(self._path(run, "resume"))
+
+    def cancel(self, run: str) -> Reply:
+        """200: the run was already cancelled; 202: it is cancelled now."""
+        return Reply(*self._http.request_with_status("POST", self._path(run, "cancel")))
+
+    def follow(self, run: str, deadline: float | None = None) -> Iterator[Json]:
+        """Each status the run's event stream sends, until it settles (see `events.follow`)."""
+        return events.follow(self._http, self._path(run, "events"), deadline)
+
+    def branch(self, parent: str, *, snapshot_id: str | None = None, restore_mode: str = "auto",
+               overrides: Json | None = None, max_steps: int | None = None, epochs: int | None = None,
+               dry_run: bool = False) -> Json:
+        """A child run from one of the parent's snapshots, with the parent's settings and `overrides` over them."""
+        body = {"snapshotId": snapshot_id, "restoreMode": restore_mode, "overrides": overrides,
+                "maxSteps": max_steps, "epochs": epochs}
+        return self._http.post(self._path(parent, "branch"), json=body, params=_dry_run(dry_run))
+
+    def continue_(self, parent: str, *, steps: int, snapshot_id: str | None = None, overrides: Json | None = None,
+                  dry_run: bool = False) -> Json:
+        """A trainingState branch of `steps` more updates (`continue` is a Python keyword)."""
+        body = {"snapshotId": snapshot_id, "steps": steps, "overrides": overrides}
+        return self._http.post(self._path(parent, "continue"), json=body, params=_dry_run(dry_run))
+
+    def sweep(self, parent: str, *, grid: Json, snapshot_id: str | None = None, restore_mode: str = "auto",
+              dry_run: bool = False) -> Json:
+        """One branch per point of the grid; every point is checked before any starts."""
+        body = {"grid": grid, "snapshotId": snapshot_id, "restoreMode": restore_mode}
+        return self._http.post(self._path(parent, "sweep"), json=body, params=_dry_run(dry_run))
+
+    def branches(self, run: str, *, recursive: bool = False) -> Json:
+        """The run's direct children, or with `recursive` every descendant."""
+        return self._http.get(self._path(run, "branches"), params={"recursive": "true"} if recursive else None)
+
+    def ancestry(self, run: str) -> Json:
+        return self._http.get(self._path(run, "ancestry"))
+
+
+class Snapshots(_Resource):
+    """Committed saves of runs."""
+
+    ROOT = "/v1/training/snapshots"
+
+    def _path(self, snapshot: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(snapshot)}" + (f"/{action}" if action else "")
+
+    def get(self, snapshot: str) -> Json:
+        return self._http.get(self._path(snapshot))
+
+    def register(self, snapshot: str, *, name: str | None = None) -> Json:
+        """Register the snapshot's adapter weights as a model version (`name`: default, the run's)."""
+        return self._http.post(self._path(snapshot, "register"), json={"name": name})
+
+    def pin(self, snapshot: str, *, kinds: list[str] | None = None) -> Json:
+        """Hold `kinds` (default: every kind) against retention."""
+        return self._http.post(self._path(snapshot, "pin"), json={"kinds": kinds or None})
+
+    def unpin(self, snapshot: str, *, kinds: list[str] | None = None) -> Json:
+        return self._http.post(self._path(snapshot, "unpin"), json={"kinds": kinds or None})
+
+
+class Evaluations(_Resource):
+    """Evaluations: a model answers a dataset's prompts, a grader scores the answers."""
+
+    ROOT = "/v1/training/evaluations"
+
+    def _path(self, evaluation: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(evaluation)}" + (f"/{action}" if action else "")
+
+    def start(self, *, model: str, dataset: str, grader: str = "json-label-match", project: str | None = None,
+              max_new_tokens: int | None = None, grader_instructions: str | None = None) -> Json:
+        body = {"model": model, "dataset": dataset, "grader": grader, "project": project,
+                "maxNewTokens": max_new_tokens, "graderInstructions": grader_instructions}
+        return self._http.post(self.ROOT, json=body)
+
+    def get(self, evaluation: str) -> Json:
+        return self._http.get(self._path(evaluation))
+
+    def list(self, *, project: str | None = None, model: str | None = None, phase: str | None = None,
+             archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, model=model, phase=phase, archived=archived))
+
+    def cancel(self, evaluation: str) -> Json:
+        return self._http.post(self._path(evaluation, "cancel"))
+
+    def retry(self, evaluation: str) -> Json:
+        return self._http.post(self._path(evaluation, "retry"))
+
+    def predictions(self, evaluation: str, *, limit: int | None = None) -> Json:
+        return self._http.get(self._path(evaluation, "predictions"), params=_given(limit=limit) or None)
+
+    def follow(self, evaluation: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(evaluation, "events"), deadline)
+
+
+class Endpoints(_Resource):
+    """Endpoints serving a base model and its adapters over an OpenAI-compatible API."""
+
+    ROOT = "/v1/training/endpoints"
+
+    def _path(self, endpoint: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(endpoint)}" + (f"/{action}" if action else "")
+
+    def create(self, *, model: str, project: str | None = None, device_profile: str | None = None) -> Json:
+        """Serve `model`; a candidate whose base model an active endpoint of the project serves attaches to it."""
+        body = {"model": model, "project": project, "deviceProfile": device_profile}
+        return self._http.post(self.ROOT, json={k: v for k, v in body.items() if v is not None})
+
+    def get(self, endpoint: str) -> Json:
+        return self._http.get(self._path(endpoint))
+
+    def list(self, *, project: str | None = None, phase: str | None = None, model: str | None = None,
+             archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase, model=model, archived=archived))
+
+    def follow(self, endpoint: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(endpoint, "events"), deadline)
+
+    def chat(self, endpoint: str, *, model: str, messages: list[Json], temperature: float | None = None,
+             max_tokens: int | None = None) -> Json:
+        """One chat completion from one of the endpoint's models, answered as OpenAI's API answers it."""
+        body = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        return self._http.post(self._path(endpoint, "chat/completions"),
+                               json={k: v for k, v in body.items() if v is not None})
+
+    def chat_url(self, endpoint: str) -> str:
+        """The full URL of the endpoint's chat completions, for the local proxy, which POSTs to it with a client of
+        its own (its answers stream through as they come)."""
+        return self._http.base_url + self._path(endpoint, "chat/completions")
+
+    def detach(self, endpoint: str, *, model: str) -> Json:
+        """Stop serving one attached adapter; the endpoint goes on serving its other models."""
+        return self._http.post(self._path(endpoint, "detach"), json={"model": model})
+
+    def info(self) -> Json:
+        """What endpoints here can do: idle timeout, adapters at once, devices, engine, tool-call parsers."""
+        return self._http.get(f"{self.ROOT}/info")
+
+    def delete(self, endpoint: str) -> Json:
+        return self._http.request("DELETE", self._path(endpoint))
+
+
+class Projects(_Resource):
+    """Training projects; a project's name is the registry namespace of its models."""
+
+    ROOT = "/v1/training/projects"
+
+    def _path(self, name: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(name)}" + (f"/{action}" if action else "")
+
+    def create(self, name: str, *, description: str | None = None) -> Json:
+        return self._http.post(self.ROOT, json={"name": name, "description": description})
+
+    def get(self, name: str) -> Json:
+        return self._http.get(self._path(name))
+
+    def list(self, *, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"archived": archived})
+
+    def archive(self, name: str) -> Json:
+        return self._http.post(self._path(name, "archive"))
+
+    def unarchive(self, name: str) -> Json:
+        return self._http.post(self._path(name, "unarchive"))
+
+    def scores(self, name: str, *, dataset: str | None = None, grader: str | None = None) -> Json:
+        """The base model's score and one column per training configuration, for one dataset and grader."""
+        return self._http.get(self._path(name, "scores"), params=_given(dataset=dataset, grader=grader))
+
+
+class BaseModels(_Resource):
+    """The base-model catalog this deployment applies."""
+
+    ROOT = "/v1/training/base-models"
+
+    def list(self) -> Json:
+        return self._http.get(self.ROOT)
+
+    def get(self, model: str) -> Json:
+        return self._http.get(f"{self.ROOT}/{segment(model)}")
+
+    def select(self, model: str, *, from_dir: str | None = None) -> Json:
+        """Make a base model available; `from_dir` imports a snapshot folder the server reads (an absolute path)."""
+        return self._http.post(f"{self.ROOT}/{segment(model)}/select", json={"from": from_dir} if from_dir else {})
+
+
+class Analyses(_Resource):
+    """Dataset analyses: token lengths of a dataset's rows under a base model."""
+
+    ROOT = "/v1/training/datasets/analyses"
+
+    def start(self, *, dataset: str, model: str | None = None, plan: Json | None = None) -> Json:
+        """Start an analysis, or read the one kept for the same examples, model commit and version; with `plan`,
+        the answer estimates the run's steps and time too."""
+        body: Json = {"dataset": dataset, "model": model}
+        if plan is not None:
+            body["plan"] = plan
+        return self._http.post(self.ROOT, json=body)
+
+    def get(self, analysis: str) -> Json:
+        return self._http.get(f"{self.ROOT}/{segment(analysis)}")
+
+    def list(self, *, dataset: str) -> Json:
+        """The analyses kept for a dataset version's examples."""
+        return self._http.get(self.ROOT, params={"dataset": dataset})
+
+
+class Namespaces(_Resource):
+    """Registry namespaces (created by the first registration into them)."""
+
+    ROOT = "/v1/registry/namespaces"
+
+    def _path(self, namespace: str, action: str = "") -> str:
+        return f"{self.ROOT}/{segment(namespace)}" + (f"/{action}" if action else "")
+
+    def list(self, *, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"archived": str(archived).lower()})
+
+    def get(self, namespace: str) -> Json:
+        return self._http.get(self._path(namespace))
+
+    def annotate(self, namespace: str, *, description: str) -> Json:
+        """Set the namespace's description; an empty one clears it."""
+        return self._http.patch(self._path(namespace), json={"description": description})
+
+    def archive(self, namespace: str) -> Json:
+        return self._http.post(self._path(namespace, "archive"))
+
+    def unarchive(self, namespace: str) -> Json:
+        return self._http.post(self._path(namespace, "unarchive"))
+
+
+class _Artifacts(_Resource):
+    """What datasets and models share: an artifact per NS/NAME, its versions, a version by selector."""
+
+    ROOT = ""
+
+    def _artifact(self, reference: Reference) -> str:
+        return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
+
+    def get(self, reference: Reference) -> Json:
+        """The version the reference names; the newest (with the version list, for models) when it names none."""
+        path = self._artifact(reference)
+        if reference.selector != "latest":
+            path += f"/versions/{segment(reference.selector)}"
+        return self._http.get(path)
+
+
+class Datasets(_Artifacts):
+    """Registered datasets and their aliases."""
+
+    ROOT = "/v1/registry/datasets"
+
+    def list(self, *, namespace: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"archived": str(archived).lower(), **_given(namespace=namespace)})
+
+    def versions(self, reference: Reference) -> Json:
+        return self._http.get(self._artifact(reference) + "/versions")
+
+    def get_alias(self, reference: Reference, alias: str) -> Json:
+        """The version the alias points at, and every version it pointed at before."""
+        return self._http.get(f"{self._artifact(reference)}/aliases/{segment(alias)}")
+
+    def set_alias(self, reference: Reference, alias: str, *, version: str) -> Json:
+        """Point the alias at `version` (vN); its history is kept."""
+        return self._http.put(f"{self._artifact(reference)}/aliases/{segment(alias)}", json={"version": version})
+
+
+class Models(_Artifacts):
+    """Registered models: base models on selection, trained ones from runs."""
+
+    ROOT = "/v1/registry/models"
+
+    def list(self, *, namespace: str | None = None, project: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"archived": str(archived).lower(),
+                                                 **_given(namespace=namespace, project=project)})
+
+    def versions(self, reference: Reference, *, base_model: str | None = None, produced_by_kind: str | None = None,
+                 produced_by_id: str | None = None) -> Json:
+        params = {"baseModel": base_model, "producedByKind": produced_by_kind, "producedById": produced_by_id}
+        return self._http.get(self._artifact(reference) + "/versions",
+                              params={k: v for k, v in params.items() if v is not None})
+
+
+class Uploads(_Resource):
+    """Resumable, sharded dataset uploads (client/registry.py drives them)."""
+
+    ROOT = "/v1/registry/dataset-uploads"
+
+    def start(self, *, dataset: str, data_format: str, shards: list[Json]) -> Json:
+        """Open (or resume) an upload of `dataset` (NS/NAME); the answer says which shards the registry holds."""
+        return self._http.post(self.ROOT, json={"dataset": dataset, "format": data_format, "shards": shards})
+
+    def send_shard(self, upload_id: str, index: int, chunks: Iterator[bytes], size: int) -> Json:
+        """Stream one shard of `size` bytes, without holding it in memory."""
+        return self._http.put_stream(f"{self.ROOT}/{segment(upload_id)}/shards/{index:d}", chunks, size)
+
+    def commit(self, upload_id: str, *, alias: str | None = None) -> Json:
+        """Register the uploaded shards as a version; `alias` is pointed at it."""
+        return self._http.post(f"{self.ROOT}/{segment(upload_id)}/commit", json={"alias": alias})
+
+
+class OptimizeApi:
+    """The typed client: one attribute per resource, plus the few calls that stand alone.
+
+    Use it as a context manager (`with OptimizeApi.connect(url) as api:`) or close it; the CLI gets one from
+    `client_for(out, timeout=…)`.
+    """
+
+    def __init__(self, http: OptimizeClient) -> None:
+        self.http = http
+        self.runs = Runs(http)
+        self.snapshots = Snapshots(http)
+        self.evaluations = Evaluations(http)
+        self.endpoints = Endpoints(http)
+        self.projects = Projects(http)
+        self.base_models = BaseModels(http)
+        self.analyses = Analyses(http)
+        self.namespaces = Namespaces(http)
+        self.datasets = Datasets(http)
+        self.models = Models(http)
+        self.uploads = Uploads(http)
+
+    @classmethod
+    def connect(cls, base_url: str, timeout: float = 60.0) -> OptimizeApi:
+        return cls(OptimizeClient(base_url, timeout=timeout))
+
+    @classmethod
+    def over(cls, client: OptimizeApi | OptimizeClient) -> OptimizeApi:
+        """The typed client over `client`, for functions that accept either."""
+        return client if isinstance(client, OptimizeApi) else cls(client)
+
+    @property
+    def base_url(self) -> str:
+        return self.http.base_url
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> OptimizeApi:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def health(self) -> Json:
+        """The server's version and store. Asked once, never retried: a status check should say at once that
+        nothing answers."""
+        return self.http.get("/v1/health", retries=1)
+
+    def capacity(self) -> Json:
+        """Device pools, devices and claims."""
+        return self.http.get("/v1/training/capacity")
+
+    def registry_info(self) -> Json:
+        """The registry's limits: formats, shard size and count, upload expiry, line length."""
+        return self.http.get("/v1/registry/info")
+
+
+__all__ = ["OPENAI_CHAT_COMPLETIONS", "Json", "OptimizeApi", "Reply"]
