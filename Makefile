@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/python scripts/quickstart.py
 
+# Two test processes, each taking whole files (a file's tests share its fixtures and run in order): most of a
+# test's time is a server or worker process starting or waiting, so two share the two cores of CI well.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
