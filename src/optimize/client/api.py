@@ -47,17 +47,20 @@ def _given(**values: Any) -> dict[str, Any]:
 
 
 class _Resource:
+    ROOT = ""  # the resource's collection
+
     def __init__(self, http: OptimizeClient) -> None:
         self._http = http
+
+    def _path(self, item: str, action: str = "") -> str:
+        """One item of the collection (its id or name escaped), or one of its actions."""
+        return f"{self.ROOT}/{segment(item)}" + (f"/{action}" if action else "")
 
 
 class Runs(_Resource):
     """Training runs, their branches and their event streams."""
 
     ROOT = "/v1/training/runs"
-
-    def _path(self, run: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(run)}" + (f"/{action}" if action else "")
 
     def start(self, plan: Json, *, dry_run: bool = False) -> Json:
         """Submit a run plan; with `dry_run`, check everything a submission checks and start nothing."""
@@ -127,9 +130,6 @@ class Snapshots(_Resource):
 
     ROOT = "/v1/training/snapshots"
 
-    def _path(self, snapshot: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(snapshot)}" + (f"/{action}" if action else "")
-
     def get(self, snapshot: str) -> Json:
         return self._http.get(self._path(snapshot))
 
@@ -149,9 +149,6 @@ class Evaluations(_Resource):
     """Evaluations: a model answers a dataset's prompts, a grader scores the answers."""
 
     ROOT = "/v1/training/evaluations"
-
-    def _path(self, evaluation: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(evaluation)}" + (f"/{action}" if action else "")
 
     def start(self, *, model: str, dataset: str, grader: str = "json-label-match", project: str | None = None,
               max_new_tokens: int | None = None, grader_instructions: str | None = None) -> Json:
@@ -183,9 +180,6 @@ class Endpoints(_Resource):
     """Endpoints serving a base model and its adapters over an OpenAI-compatible API."""
 
     ROOT = "/v1/training/endpoints"
-
-    def _path(self, endpoint: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(endpoint)}" + (f"/{action}" if action else "")
 
     def create(self, *, model: str, project: str | None = None, device_profile: str | None = None) -> Json:
         """Serve `model`; a candidate whose base model an active endpoint of the project serves attaches to it."""
@@ -231,9 +225,6 @@ class Projects(_Resource):
 
     ROOT = "/v1/training/projects"
 
-    def _path(self, name: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(name)}" + (f"/{action}" if action else "")
-
     def create(self, name: str, *, description: str | None = None) -> Json:
         return self._http.post(self.ROOT, json={"name": name, "description": description})
 
@@ -263,11 +254,11 @@ class BaseModels(_Resource):
         return self._http.get(self.ROOT)
 
     def get(self, model: str) -> Json:
-        return self._http.get(f"{self.ROOT}/{segment(model)}")
+        return self._http.get(self._path(model))
 
     def select(self, model: str, *, from_dir: str | None = None) -> Json:
         """Make a base model available; `from_dir` imports a snapshot folder the server reads (an absolute path)."""
-        return self._http.post(f"{self.ROOT}/{segment(model)}/select", json={"from": from_dir} if from_dir else {})
+        return self._http.post(self._path(model, "select"), json={"from": from_dir} if from_dir else {})
 
 
 class Analyses(_Resource):
@@ -284,7 +275,7 @@ class Analyses(_Resource):
         return self._http.post(self.ROOT, json=body)
 
     def get(self, analysis: str) -> Json:
-        return self._http.get(f"{self.ROOT}/{segment(analysis)}")
+        return self._http.get(self._path(analysis))
 
     def list(self, *, dataset: str) -> Json:
         """The analyses kept for a dataset version's examples."""
@@ -295,9 +286,6 @@ class Namespaces(_Resource):
     """Registry namespaces (created by the first registration into them)."""
 
     ROOT = "/v1/registry/namespaces"
-
-    def _path(self, namespace: str, action: str = "") -> str:
-        return f"{self.ROOT}/{segment(namespace)}" + (f"/{action}" if action else "")
 
     def list(self, *, archived: bool = False) -> Json:
         return self._http.get(self.ROOT, params={"archived": str(archived).lower()})
@@ -318,8 +306,6 @@ class Namespaces(_Resource):
 
 class _Artifacts(_Resource):
     """What datasets and models share: an artifact per NS/NAME, its versions, a version by selector."""
-
-    ROOT = ""
 
     def _artifact(self, reference: Reference) -> str:
         return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
@@ -383,7 +369,7 @@ class Uploads(_Resource):
 
     def commit(self, upload_id: str, *, alias: str | None = None) -> Json:
         """Register the uploaded shards as a version; `alias` is pointed at it."""
-        return self._http.post(f"{self.ROOT}/{segment(upload_id)}/commit", json={"alias": alias})
+        return self._http.post(self._path(upload_id, "commit"), json={"alias": alias})
 
 
 class OptimizeApi:
