@@ -20,6 +20,9 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The CLI's tables are as wide as COLUMNS says when it prints to no terminal; the tests read whole cells, under
+# pytest alone or its parallel workers (which see another COLUMNS) alike.
+os.environ["COLUMNS"] = "160"
 POSTGRES_ADMIN_URL = os.environ.get("OPTIMIZE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
