@@ -54,7 +54,13 @@ def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiti
     assert refused.code == 1 and f"endpoint {first['endpointId'][:12]} (READY)" in refused.err
     assert f"endpoint {second['endpointId'][:12]} (AWAITING_CAPACITY)" in refused.err
 
-    _worker(first["endpointId"]).kill()
+    worker = _worker(first["endpointId"])
+    worker.kill()
+    worker.wait(30)
+    deadline = time.monotonic() + 30  # the server learns of the exit a moment after it happened
+    while cli.json("training", "endpoints", "get", first["endpointId"])["phase"] == "READY":
+        assert time.monotonic() < deadline, "the killed worker's endpoint stayed READY"
+        time.sleep(0.1)
     waited = cli("training", "endpoints", "wait", first["endpointId"], "--timeout", "120")
     assert waited.code == 1  # an endpoint that will not answer is a failure
     failed = cli.json("training", "endpoints", "get", first["endpointId"])

@@ -1,8 +1,10 @@
 """The local executor: one worker process per job attempt on this host, watched until it exits.
 
 Workers are found by their command line (`python -m optimize.worker KIND JOB_ID`), so a server process can find
-and stop the workers an earlier one started (after a crash it holds no handles to them). A worker learns where
-the server answers from the server file in the data dir, so it reaches a server restarted on another port.
+and stop the workers an earlier one started (after a crash it holds no handles to them). A worker without GPUs is
+forked from a warm worker (jobs/warm_start.py) with that same command line, or else started from scratch. A
+worker learns where the server answers from the server file in the data dir, so it reaches a server restarted on
+another port.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from optimize.jobs import warm_start
 from optimize.jobs.executor import ExitCallback
 from optimize.jobs.leases import Grant
 
@@ -33,23 +36,42 @@ class LocalExecutor:
         self.log_dir = data_dir / "logs"
         self.on_exit = on_exit
         self.stopping = False
-        self._launched: dict[tuple[str, str], subprocess.Popen] = {}
+        self._launched: dict[tuple[str, str], subprocess.Popen | warm_start.WarmChild] = {}
         self._lock = threading.Lock()
+        self._launching: set[tuple[str, str]] = set()  # asked to launch, no process yet (a warm start may wait)
+        self._launch_done = threading.Condition(self._lock)
+        # room for `python -m optimize.worker KIND JOB_ID --server URL` on a forked worker's command line
+        reserve = len(sys.executable) + len(server_url) + 160
+        self._warm = (warm_start.WarmStarter(self._environment(), self.log_dir / "warm-worker.log", reserve)
+                      if warm_start.enabled() else None)
+
+    def _environment(self) -> dict[str, str]:
+        """What every worker of this server runs with; a job's lease token and devices are added to it."""
+        return {**os.environ, "OPTIMIZE_SERVER_FILE": str(self.data_dir / "server.json"),
+                "OPTIMIZE_WORKER_CACHE": str(self.data_dir / "worker-cache"),
+                "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
 
     def launch(self, kind: str, job_id: str, grant: Grant) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{kind}-{job_id}.log"
-        env = {**os.environ, "OPTIMIZE_LEASE_TOKEN": grant.token,
-               "OPTIMIZE_SERVER_FILE": str(self.data_dir / "server.json"),
-               "OPTIMIZE_WORKER_CACHE": str(self.data_dir / "worker-cache"),
-               "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false",
+        env = {**self._environment(), "OPTIMIZE_LEASE_TOKEN": grant.token,
                **device_environment(grant.devices, grant.profile_kind)}
         command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]
-        with log_path.open("ab") as sink:  # its own session: a server killed by a signal does not take it along
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
-                                       start_new_session=True)
         with self._lock:
-            self._launched[(kind, job_id)] = process
+            self._launching.add((kind, job_id))
+        process = None
+        try:
+            process = self._warm.start(command, env, log_path) if self._warm and grant.profile_kind != "gpu" else None
+            if process is None:
+                with log_path.open("ab") as sink:  # its own session: a server killed by a signal does not take it
+                    process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                               start_new_session=True)
+        finally:
+            with self._lock:
+                self._launching.discard((kind, job_id))
+                if process is not None:
+                    self._launched[(kind, job_id)] = process
+                self._launch_done.notify_all()
         threading.Thread(target=self._watch_child, args=(kind, job_id, grant.token, process, log_path),
                          daemon=True, name=f"watch-{job_id[:8]}").start()
 
@@ -58,7 +80,8 @@ class LocalExecutor:
 
     def kill(self, kind: str, job_id: str) -> bool:
         """SIGKILL every worker of the job and wait until they are gone; False if one outlived the wait."""
-        with self._lock:
+        with self._lock:  # a launch under way ends first: there is a process to kill, or there will be none
+            self._launch_done.wait_for(lambda: (kind, job_id) not in self._launching, KILL_WAIT_SECONDS * 12)
             child = self._launched.get((kind, job_id))
         if child is not None and child.poll() is None:
             child.kill()  # our own child is waited for through its Popen, which its watcher also waits on
@@ -89,6 +112,8 @@ class LocalExecutor:
         for (kind, _job), process in launched:
             if kind not in keep and process.poll() is None:
                 process.terminate()
+        if self._warm is not None:
+            self._warm.close()
 
     # ---------------------------------------------------------------------------------------------------------
 
@@ -104,12 +129,15 @@ class LocalExecutor:
                 found.append(process)
         return found
 
-    def _watch_child(self, kind: str, job_id: str, token: str, process: subprocess.Popen, log_path: Path) -> None:
+    def _watch_child(self, kind: str, job_id: str, token: str, process: subprocess.Popen | warm_start.WarmChild,
+                     log_path: Path) -> None:
         code = process.wait()
         with self._lock:
             if self._launched.get((kind, job_id)) is process:
                 del self._launched[(kind, job_id)]
-        if code < 0:
+        if code is None:  # a forked worker whose warm worker died before it: its code is unknown
+            reason = "its process ended"
+        elif code < 0:
             reason = f"its process was killed by signal {-code} ({signal.Signals(-code).name})"
         elif code != 0:
             tail = _last_line(log_path)
