@@ -73,15 +73,22 @@ def _fork(request: dict, answers) -> dict:
     command = request["command"]
     sys.stdout.flush()
     sys.stderr.flush()
+    became, become = os.pipe()
     pid = os.fork()
     if pid:
+        os.close(become)
+        select.select([became], [], [], 10)  # answered once the worker shows its job's identity (or is gone)
+        os.close(became)
         return {"id": request["id"], "pid": pid}
     code = 1
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         answers.close()
+        os.close(became)
         _become(command, request["env"], request["log"])
+        os.write(become, b".")
+        os.close(become)
         from optimize.worker.__main__ import run_job
 
         kind, job_id, server = command[3], command[4], command[command.index("--server") + 1]
