@@ -132,10 +132,10 @@ def test_an_evaluation_goes_on_with_the_next_server(server_factory, capsys, tmp_
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
     client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "scores"}).raise_for_status()
-    rows = [chat_row(f"Label ticket {i}", '{"label": "billing"}') for i in range(40)]
+    rows = [chat_row(f"Label ticket {i}", '{"label": "billing"}') for i in range(20)]
     cli.ok("registry", "datasets", "register", "scores/tickets", "-f", str(write_jsonl(tmp_path / "t.jsonl", rows)))
     started = client.post("/v1/training/evaluations", json={"model": LLAMA, "dataset": "scores/tickets",
-                                                            "project": "scores", "maxNewTokens": 400}).json()
+                                                            "project": "scores", "maxNewTokens": 200}).json()
     deadline = time.monotonic() + 120
     while client.get(f"/v1/training/evaluations/{started['evaluationId']}").json()["phase"] != "RUNNING":
         assert time.monotonic() < deadline
@@ -147,4 +147,4 @@ def test_an_evaluation_goes_on_with_the_next_server(server_factory, capsys, tmp_
     done = json.loads(cli.ok("training", "evaluations", "wait", started["evaluationId"], "--timeout", "300",
                              "-o", "json-compact").out.splitlines()[-1])
     assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done
-    assert done["report"]["scored"] == 40
+    assert done["report"]["scored"] == 20
