@@ -24,11 +24,12 @@ from optimize.store.tables import DeviceHold, JobLease
 
 @dataclass(frozen=True)
 class Grant:
-    """What a worker is launched with: its lease token and the devices it may use."""
+    """What a worker is launched with: its lease token, the devices it may use and which attempt of the job it is."""
 
     token: str
     devices: list[str]
     profile_kind: str  # gpu or cpu: how the executor hands the devices over
+    attempt: int = 1  # the lease's attempt number: the executor keeps a log per attempt
 
 
 def grant(session: Session, kind: str, job_id: str, attempt: int, devices: list[str], lease_seconds: float,

@@ -4,7 +4,7 @@ Workers are found by their command line (`python -m optimize.worker KIND JOB_ID`
 and stop the workers an earlier one started (after a crash it holds no handles to them). A worker without GPUs is
 forked from a warm worker (jobs/warm_start.py) with that same command line, or else started from scratch. A
 worker learns where the server answers from the server file in the data dir, so it reaches a server restarted on
-another port.
+another port. Each attempt's stdout and stderr go to a log of its own (jobs/logs.py reads them back).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from optimize.jobs import warm_start
+from optimize.jobs import logs, warm_start
 from optimize.jobs.executor import ExitCallback
 from optimize.jobs.leases import Grant
 
@@ -33,7 +33,7 @@ class LocalExecutor:
     def __init__(self, server_url: str, data_dir: Path, on_exit: ExitCallback) -> None:
         self.server_url = server_url
         self.data_dir = data_dir
-        self.log_dir = data_dir / "logs"
+        self.log_dir = data_dir / logs.LOGS
         self.on_exit = on_exit
         self.stopping = False
         self._launched: dict[tuple[str, str], subprocess.Popen | warm_start.WarmChild] = {}
@@ -52,8 +52,8 @@ class LocalExecutor:
                 "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
 
     def launch(self, kind: str, job_id: str, grant: Grant) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{kind}-{job_id}.log"
+        log_path = logs.log_path(self.log_dir, kind, job_id, grant.attempt)  # a log per attempt (jobs/logs.py)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**self._environment(), "OPTIMIZE_LEASE_TOKEN": grant.token,
                **device_environment(grant.devices, grant.profile_kind)}
         command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]

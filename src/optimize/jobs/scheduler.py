@@ -105,7 +105,7 @@ class Scheduler:
                 lease = leases.grant(session, kind.name, row.id, kind.attempt_number(row), chosen,
                                      self.deployment.lease_seconds, project=getattr(row, "project", None),
                                      hold_kind=kind.hold_kind(row))
-                grant = Grant(lease.token, chosen, profile.kind if count else "cpu")
+                grant = Grant(lease.token, chosen, profile.kind if count else "cpu", lease.attempt)
                 if not transition(session, kind.lifecycle, row, kind.granted, **kind.on_grant(session, row, lease,
                                                                                               grant)):
                     raise _MovedOn  # cancelled meanwhile: the lease and holds must not be kept

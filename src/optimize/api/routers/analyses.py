@@ -9,11 +9,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.analysis import service
 from optimize.api.deps import TrainingDep
+from optimize.api.job_logs import add_log_route
 from optimize.api.status_stream import status_events
 from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest
 from optimize.schemas.common import event_stream
 
 router = APIRouter(prefix="/v1/training/datasets/analyses", tags=["training"])
+add_log_route(router, "analysis")  # GET …/{id}/logs: the worker's log, per attempt
 
 
 @router.post("", response_model=Analysis, status_code=202,

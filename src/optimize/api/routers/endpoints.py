@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
+from optimize.api.job_logs import add_log_route
 from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
@@ -26,6 +27,7 @@ from optimize.schemas.endpoints import (
 from optimize.serving import endpoints as service
 
 router = APIRouter(prefix="/v1/training/endpoints", tags=["training"])
+add_log_route(router, "endpoint")  # GET …/{id}/logs: the worker's log, per attempt
 
 
 @router.post("", response_model=EndpointCreated, status_code=202,

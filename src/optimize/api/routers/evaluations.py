@@ -10,12 +10,14 @@ from fastapi.responses import StreamingResponse
 
 from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
+from optimize.api.job_logs import add_log_route
 from optimize.api.status_stream import status_events
 from optimize.evaluation import service
 from optimize.schemas.common import event_stream
 from optimize.schemas.evaluations import Evaluation, EvaluationList, EvaluationRequest, Predictions
 
 router = APIRouter(prefix="/v1/training/evaluations", tags=["training"])
+add_log_route(router, "evaluation")  # GET …/{id}/logs: the worker's log, per attempt
 
 
 @router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
+from optimize.api.job_logs import add_log_route
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.plans import RunPlan
@@ -18,6 +19,7 @@ from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics
 from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
+add_log_route(router, "run")  # GET …/{id}/logs: the worker's log, per attempt
 
 
 @router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",

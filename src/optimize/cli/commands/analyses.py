@@ -1,4 +1,4 @@
-"""`akka training datasets analyze|analyses`: measure a dataset under a base model, without a GPU."""
+"""`akka training datasets analyze|analyses|logs`: measure a dataset under a base model, without a GPU."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from optimize.cli.common import client_for, command, fail
+from optimize.cli.logs import add_logs_command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
 
@@ -60,6 +61,9 @@ def analyses(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME[:
     with client_for(out) as api:
         data = api.analyses.list(dataset=dataset)
     out.emit(data, _render_list)
+
+
+add_logs_command(app, "analyses", "analysis")  # akka training datasets logs ANALYSIS [--attempt N] [--follow]
 
 
 def _render_list(con, data) -> None:

@@ -1,4 +1,4 @@
-"""`akka training endpoints create|get|list|wait|send|proxy|detach|info|delete`."""
+"""`akka training endpoints create|get|list|wait|logs|send|proxy|detach|info|delete`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import typer
 
 from optimize.cli.common import client_for, command
 from optimize.cli.follow import follow_status
+from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 
@@ -69,6 +70,9 @@ def wait(out: Output, endpoint: Endpoint, timeout: Timeout = None) -> None:
     """Wait until every model of the endpoint answers; exit 1 if the endpoint fails or is deleted."""
     with client_for(out) as api:
         _follow(api, out, endpoint, timeout)
+
+
+add_logs_command(app, "endpoints", "endpoint", status="akka training endpoints get")
 
 
 @command(app, "send")

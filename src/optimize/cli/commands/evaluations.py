@@ -1,4 +1,4 @@
-"""`akka training evaluations start|get|list|wait|cancel|retry|predictions`."""
+"""`akka training evaluations start|get|list|wait|logs|cancel|retry|predictions`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import typer
 
 from optimize.cli.common import client_for, command
 from optimize.cli.follow import follow_status
+from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 
@@ -77,6 +78,9 @@ def wait(out: Output, evaluation: Evaluation,
     """Follow an evaluation until it ends: a line per change, then the evaluation."""
     with client_for(out) as api:
         _follow(api, out, evaluation, timeout, exit_status)
+
+
+add_logs_command(app, "evaluations", "evaluation", status="akka training evaluations get")
 
 
 @command(app, "cancel")

@@ -1,4 +1,4 @@
-"""`akka training runs start|get|list|metrics|snapshots|wait|pause|resume|cancel`."""
+"""`akka training runs start|get|list|metrics|snapshots|wait|logs|pause|resume|cancel`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.dry_run import render_dry_run
 from optimize.cli.follow import follow_status
+from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
 
@@ -118,6 +119,9 @@ def wait(
     """Follow a run until it ends: a line per change (-o json: one JSON object per line)."""
     with client_for(out) as api:
         _follow(api, out, run, timeout, exit_status)
+
+
+add_logs_command(app, "runs", "run", status="akka training runs get")  # logs RUN [--attempt N] [--follow]
 
 
 @command(app, "pause")
