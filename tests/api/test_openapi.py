@@ -89,10 +89,18 @@ def test_every_public_operation_documents_its_answer(document):
                 if set(content) != {"text/event-stream"}:
                     problems.append(f"{method} {path} {code}: a stream documents text/event-stream, not {set(content)}")
                 continue
+            if "application/octet-stream" in content:  # a file's bytes: a described binary string, nothing else
+                binary = content["application/octet-stream"].get("schema") or {}
+                if set(content) != {"application/octet-stream"} or binary.get("format") != "binary" \
+                        or not binary.get("description"):
+                    problems.append(f"{method} {path} {code}: a file answer documents only described binary bytes")
+                continue
             schema = (content.get("application/json") or {}).get("schema")
             if schema is None or not described(schema):
                 problems.append(f"{method} {path} {code}: the JSON answer has no schema ({schema!r})")
     assert not problems, "\n".join(problems)
+    files = document["paths"]["/v1/registry/models/{namespace}/{name}/versions/{selector}/files/{path}"]["get"]
+    assert files["responses"]["200"]["content"]["application/octet-stream"]["schema"]["format"] == "binary"
 
 
 def test_answers_with_two_statuses_document_both(document):

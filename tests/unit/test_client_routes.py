@@ -9,6 +9,7 @@ here (a parameter name never seen before fails the test, asking for a value in V
 from __future__ import annotations
 
 import inspect
+import io
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,6 +38,7 @@ BY_NAME: dict[str, list[Any]] = {
     "chunks": [lambda: iter([b"{}\n"])],
     "index": [0],
     "size": [3],
+    "sink": [io.BytesIO],  # a file's bytes are streamed into it (a fresh one each call)
 }
 BY_ANNOTATION: dict[str, Any] = {
     "str": ODD,

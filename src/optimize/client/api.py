@@ -12,7 +12,7 @@ timeouts and turning refusals into `ApiError` are its business, not this module'
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from optimize.client import events
 from optimize.client.http import OptimizeClient, segment
@@ -56,6 +56,10 @@ class _Resource:
         """One item of the collection (its id or name escaped), or one of its actions."""
         return f"{self.ROOT}/{segment(item)}" + (f"/{action}" if action else "")
 
+    def _logs(self, item: str, attempt: int | None, offset: int) -> Json:
+        """`GET …/{id}/logs` of a job kind's collection: a chunk of one attempt's worker log from byte `offset`."""
+        return self._http.get(self._path(item, "logs"), params={"offset": offset, **_given(attempt=attempt)})
+
 
 class Runs(_Resource):
     """Training runs, their branches and their event streams."""
@@ -96,6 +100,11 @@ class Runs(_Resource):
     def follow(self, run: str, deadline: float | None = None) -> Iterator[Json]:
         """Each status the run's event stream sends, until it settles (see `events.follow`)."""
         return events.follow(self._http, self._path(run, "events"), deadline)
+
+    def logs(self, run: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`; ask again from its
+        `nextOffset` for more."""
+        return self._logs(run, attempt, offset)
 
     def branch(self, parent: str, *, snapshot_id: str | None = None, restore_mode: str = "auto",
                overrides: Json | None = None, max_steps: int | None = None, epochs: int | None = None,
@@ -175,6 +184,10 @@ class Evaluations(_Resource):
     def follow(self, evaluation: str, deadline: float | None = None) -> Iterator[Json]:
         return events.follow(self._http, self._path(evaluation, "events"), deadline)
 
+    def logs(self, evaluation: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`."""
+        return self._logs(evaluation, attempt, offset)
+
 
 class Endpoints(_Resource):
     """Endpoints serving a base model and its adapters over an OpenAI-compatible API."""
@@ -195,6 +208,10 @@ class Endpoints(_Resource):
 
     def follow(self, endpoint: str, deadline: float | None = None) -> Iterator[Json]:
         return events.follow(self._http, self._path(endpoint, "events"), deadline)
+
+    def logs(self, endpoint: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`."""
+        return self._logs(endpoint, attempt, offset)
 
     def chat(self, endpoint: str, *, model: str, messages: list[Json], temperature: float | None = None,
              max_tokens: int | None = None) -> Json:
@@ -281,6 +298,10 @@ class Analyses(_Resource):
         """The analyses kept for a dataset version's examples."""
         return self._http.get(self.ROOT, params={"dataset": dataset})
 
+    def logs(self, analysis: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`."""
+        return self._logs(analysis, attempt, offset)
+
 
 class Namespaces(_Resource):
     """Registry namespaces (created by the first registration into them)."""
@@ -352,6 +373,34 @@ class Models(_Artifacts):
         params = {"baseModel": base_model, "producedByKind": produced_by_kind, "producedById": produced_by_id}
         return self._http.get(self._artifact(reference) + "/versions",
                               params={k: v for k, v in params.items() if v is not None})
+
+    def _files(self, reference: Reference) -> str:
+        return f"{self._artifact(reference)}/versions/{segment(reference.selector)}/files"
+
+    def files(self, reference: Reference) -> Json:
+        """What downloading the version writes: each file's path, sha256 and size, and the chat template."""
+        return self._http.get(self._files(reference))
+
+    def download_file(self, reference: Reference, path: str, sink: BinaryIO) -> int:
+        """Stream one file of the version (its `path` as `files` lists it) into `sink`; returns the bytes written.
+        The caller checks them against the listed sha256: a stream cut short or altered is not a file."""
+        import httpx
+
+        from optimize.client.http import ApiError, _decode
+
+        written = 0
+        try:
+            with self._http._http.stream("GET", f"{self._files(reference)}/{segment(path)}") as response:
+                if response.status_code != 200:
+                    response.read()
+                    _decode(response)  # raises the server's refusal (an unknown version or file)
+                for chunk in response.iter_bytes(1024 * 1024):
+                    sink.write(chunk)
+                    written += len(chunk)
+        except (httpx.TransportError, httpx.StreamError) as error:
+            raise ApiError(f"downloading {path} from {self._http.base_url} failed ({type(error).__name__})",
+                           code="unreachable", hint="download it again") from None
+        return written
 
 
 class Uploads(_Resource):

@@ -1,12 +1,16 @@
-"""Registry models: list, get (newest version with the version list), versions (filtered), one version."""
+"""Registry models: list, get (newest version with the version list), versions (filtered), one version, and a
+version's files (the list, and each file's bytes) for downloads."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, Response
 
-from optimize.api.deps import RegistryDep
+from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import Invalid
-from optimize.registry import models
+from optimize.registry import model_files, models
+from optimize.schemas.models import ModelFiles
 from optimize.schemas.registry import ModelDetail, ModelList, ModelVersionDetail, ModelVersionList
 
 router = APIRouter(prefix="/v1/registry/models", tags=["registry"])
@@ -48,3 +52,30 @@ def list_versions(
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=ModelVersionDetail)
 def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
     return models.get_model(registry.store, namespace, name, selector)
+
+
+@router.get("/{namespace}/{name}/versions/{selector}/files", response_model=ModelFiles)
+async def list_files(namespace: str, name: str, selector: str, training: TrainingDep) -> dict:
+    """What downloading the version writes: each file's path, sha256 and size (an adapter's folder with the
+    tokenizer and chat template it trained under, or a base model's selected folder)."""
+    listed = await run_in_threadpool(model_files.version_files, training.store, training.blobs, training.catalog,
+                                     namespace, name, selector)  # a base model's first listing hashes its files
+    return listed.json()
+
+
+@router.get("/{namespace}/{name}/versions/{selector}/files/{path:path}", response_class=Response,
+            responses={200: {"description": "The file's bytes, as listed by …/files (its sha256 and size)",
+                             "content": {"application/octet-stream": {
+                                 "schema": {"type": "string", "format": "binary",
+                                            "description": "The file's bytes"}}}}})
+async def get_file(namespace: str, name: str, selector: str, path: str, training: TrainingDep) -> Response:
+    """One file of the version, streamed; its digest is the one the file list gives."""
+    item = await run_in_threadpool(model_files.version_file, training.store, training.blobs, training.catalog,
+                                   namespace, name, selector, path)
+    headers = {"X-Content-Type-Options": "nosniff", "X-Checksum-Sha256": item.sha256}
+    filename = item.path.rsplit("/", 1)[-1]
+    if item.content is not None:
+        return Response(item.content, media_type="application/octet-stream",
+                        headers={**headers, "Content-Disposition": f'attachment; filename="{filename}"'})
+    return FileResponse(item.location, media_type="application/octet-stream", filename=filename,
+                        headers=headers)
