@@ -59,7 +59,8 @@ def akka_json(url: str, *args: str) -> dict:
     done = subprocess.run([*AKKA, *args, "-o", "json"], env={**os.environ, "OPTIMIZE_URL": url}, cwd=REPO,
                           capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"quickstart step failed: akka {' '.join(args)}: {done.stderr.strip()}")
+        # in JSON mode a refusal is {"error": {...}} on stdout; only Click's own usage errors are on stderr
+        sys.exit(f"quickstart step failed: akka {' '.join(args)}: {(done.stdout or done.stderr).strip()}")
     return json.loads(done.stdout)
 
 

@@ -233,7 +233,7 @@ class Cli:
 
     def ok(self, *args: str) -> CliResult:
         result = self(*args)
-        assert result.code == 0, f"akka {' '.join(args)} exited {result.code}: {result.err}"
+        assert result.code == 0, f"akka {' '.join(args)} exited {result.code}: {result.err or result.out}"
         return result
 
     def json(self, *args: str):

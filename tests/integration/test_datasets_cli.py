@@ -113,6 +113,28 @@ def test_refusal_names_first_twenty_lines_and_counts_the_rest(cli, ns, tmp_path)
     assert "and 5 more bad line(s)" in result.err
 
 
+@pytest.mark.parametrize("mode", [["-o", "json"], ["-o", "json-compact"], ["--jq", ".reference"]])
+def test_a_refusal_in_json_modes_is_an_error_object_on_stdout(cli, ns, tmp_path, mode):
+    path = write_jsonl(tmp_path / "bad.jsonl", [chat_row()] + ["{not json"] * 25)
+    text = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--format", "chat-jsonl-v1")
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--format", "chat-jsonl-v1", *mode)
+    assert result.code == text.code == 1 and result.err == ""
+    error = result.json["error"]
+    assert error["message"] == "the file has 25 bad line(s); nothing was registered"
+    assert (error["code"], error["status"]) == ("invalid", 422)
+    assert error["hint"] == "fix the lines named and register the file again"
+    assert [item["line"] for item in error["errors"]] == list(range(2, 22)) and error["errorCount"] == 25
+    assert error["errors"][0]["reason"].startswith("not valid JSON")
+    # a refusal the server words (problem+json): its code, status, hint and extra fields are carried
+    missing = cli("registry", "datasets", "get", f"{ns}/nothing", *mode)
+    assert missing.code == 1 and missing.err == ""
+    assert missing.json["error"]["message"] == f"dataset {ns}/nothing does not exist"
+    assert (missing.json["error"]["code"], missing.json["error"]["status"]) == ("not_found", 404)
+    assert set(missing.json["error"]) >= {"message", "code", "status", "hint"}
+    absent = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "absent.jsonl"), *mode)
+    assert absent.code == 1 and absent.err == "" and "is not a file" in absent.json["error"]["message"]
+
+
 def test_alias_on_register_and_alias_set_keep_history(cli, ns, tmp_path):
     write_jsonl(tmp_path / "a.jsonl", [chat_row("one")])
     write_jsonl(tmp_path / "b.jsonl", [chat_row("two")])

@@ -115,3 +115,37 @@ def test_show_resolved_names_each_source(dcli, tmp_path):
     assert bad.code == 2 and "--show-resolved needs --dry-run" in bad.err
     assert json.loads(dcli.ok("training", "runs", "start", "-f", plan_file(tmp_path, project), "--dry-run", "-o",
                               "json").out)["resolved"]["sources"]["config.seed"] == "default"
+
+
+def test_a_snake_case_key_is_refused_by_path_everywhere_a_plan_is_read(dcli, tmp_path, dry_server):
+    project = project_with(dcli, tmp_path, [chat_row()])
+    document = yaml.safe_load(open(plan_file(tmp_path, project)))
+    document["config"]["hyperparams"]["training"] = {"max_steps": 3}
+    path = tmp_path / "snake.yaml"
+    path.write_text(yaml.safe_dump(document))
+    words = "config.hyperparams.training.max_steps: unknown field (did you mean maxSteps?)"
+    for extra in (["--dry-run"], ["--force"]):
+        refused = dcli("training", "runs", "start", "-f", str(path), *extra)
+        assert refused.code == 1 and words in refused.err and "each plan key has one spelling" in refused.err
+        as_json = dcli("training", "runs", "start", "-f", str(path), *extra, "-o", "json")
+        assert as_json.code == 1 and as_json.err == ""
+        error = as_json.json["error"]
+        assert words in error["message"] and (error["code"], error["status"]) == ("invalid", 422)
+        assert error["hint"].endswith("each plan key has one spelling (max_steps is spelled maxSteps)")
+    for params in ({}, {"dryRun": "true"}):
+        answer = httpx.post(f"{dry_server.url}/v1/training/runs", params=params, json=document)
+        assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
+        assert words in answer.json()["detail"] and "camelCase" in answer.json()["hint"]
+    assert dcli.json("training", "runs", "list", "--project", project)["runs"] == []
+    document["config"]["hyperparams"]["training"] = {"maxSteps": 3}
+    path.write_text(yaml.safe_dump(document))
+    resolved = dcli.json("training", "runs", "start", "-f", str(path), "--dry-run")["resolved"]
+    assert resolved["config"]["hyperparams"]["training"]["maxSteps"] == 3
+    assert resolved["sources"]["config.hyperparams.training.maxSteps"] == "stated"
+
+
+def test_a_usage_error_in_json_modes_is_an_error_object(dcli, tmp_path):
+    bad = dcli("training", "runs", "start", "-f", plan_file(tmp_path, "p"), "--show-resolved", "-o", "json")
+    assert bad.code == 2 and bad.err == ""
+    assert bad.json["error"]["code"] == "usage" and "--show-resolved needs --dry-run" in bad.json["error"]["message"]
+    assert bad.json["error"]["hint"] == "see: akka training runs start --help"

@@ -1,7 +1,10 @@
 """The `command` decorator: adds `-o`, `--jq` and `--server` to every command and turns errors into exit codes.
 
 Exit codes: 0 ok, 1 refused or failed, 2 usage (a malformed argument). Errors print one sentence (plus the
-rows or hint it names) on stderr, never a traceback.
+rows or hint it names) on stderr, never a traceback; in JSON modes (`-o json|json-compact`, `--jq`) they are one
+`{"error": {...}}` object on stdout instead, usage errors a command raises itself included (`code: usage`, exit 2).
+Click's own usage errors (an unknown option, a missing argument) come before the options are read, and stay as
+Click prints them, on stderr.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from optimize.cli.output import MODES, CommandFailed, Output, print_error
+from optimize.cli.output import MODES, CommandFailed, Output, activate, print_error
 from optimize.core.errors import PlatformError
 from optimize.core.settings import DEFAULT_URL
 
@@ -22,6 +25,7 @@ if TYPE_CHECKING:  # the client (and httpx) load when a command first asks for o
     from optimize.client.api import OptimizeApi
 
 _COMMON = [
+    inspect.Parameter("click_context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
     inspect.Parameter(
         "output", inspect.Parameter.KEYWORD_ONLY, default="text",
         annotation=Annotated[str, typer.Option("-o", "--output", help="Output: text, json or json-compact.")],
@@ -48,11 +52,19 @@ def command(group: typer.Typer, name: str, **options: Any) -> Callable[[Callable
                for p in signature.parameters.values() if p.name != "out"]
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, output: str, jq: str | None, server: str, **kwargs: Any) -> None:
+        def wrapper(*args: Any, click_context: typer.Context, output: str, jq: str | None, server: str,
+                    **kwargs: Any) -> None:
             if output not in MODES:
                 raise typer.BadParameter(f"{output!r} is not one of {', '.join(MODES)}", param_hint="'-o'")
             out = Output(output, jq, server)
-            run_reporting_errors(lambda: fn(*args, out=out, **kwargs))
+            activate(out)
+            try:
+                run_reporting_errors(lambda: fn(*args, out=out, **kwargs))
+            except typer.BadParameter as error:  # a usage error the command found itself
+                if not out.is_json:
+                    raise
+                print_error(error.format_message(), f"see: {click_context.command_path} --help", code="usage")
+                raise CommandFailed(error.exit_code) from None
 
         wrapper.__signature__ = signature.replace(parameters=own + _COMMON, return_annotation=None)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in own + _COMMON}
@@ -72,15 +84,21 @@ def run_reporting_errors(action: Callable[[], Any]) -> Any:
         lines = [f"line {item['line']}: {item['reason']}" for item in error.errors]
         if error.count > len(error.errors):
             lines.append(f"… and {error.count - len(error.errors)} more bad line(s)")
-        print_error(str(error), "fix the lines named and register the file again", lines)
+        print_error(str(error), "fix the lines named and register the file again", lines, code="invalid",
+                    status=422, details={"errors": error.errors, "errorCount": error.count})
         raise CommandFailed(1) from None
     except ApiError as error:
         lines = [f"line {item['line']}: {item['reason']}" for item in error.body.get("errors", [])]
-        print_error(error.message, error.hint, lines)
+        print_error(error.message, error.hint, lines, code=error.code, status=error.status,
+                    details={k: v for k, v in error.body.items() if k not in _PROBLEM_KEYS})
         raise CommandFailed(1) from None
     except PlatformError as error:
-        print_error(error.message, error.hint)
+        print_error(error.message, error.hint, code=error.code, status=error.status, details=error.details)
         raise CommandFailed(1) from None
+
+
+# What a problem+json body says that the JSON error names otherwise (`detail` is its `message`) or leaves out.
+_PROBLEM_KEYS = frozenset({"type", "title", "status", "code", "detail", "hint"})
 
 
 def client_for(out: Output, timeout: float = 60.0) -> OptimizeApi:
@@ -101,5 +119,6 @@ def parse_ref_argument(text: str, param: str = "reference"):
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> None:
-    print_error(message, hint)
+    """Refuse with a sentence (and a hint): exit `code`, in JSON modes as `{"error": {"code": "failed", ...}}`."""
+    print_error(message, hint, code="usage" if code == 2 else "failed")
     raise CommandFailed(code)

@@ -1,7 +1,9 @@
 """The `akka` root: `server`, `registry` (and `optimize registry` as a spelling of the same tree).
 
 `main(argv)` returns the exit code; `run()` is the console-script entry point. No traceback reaches a user
-unless OPTIMIZE_DEBUG is set.
+unless OPTIMIZE_DEBUG is set. `akka --install-completion` installs shell completion for the shell it runs from
+(`--show-completion` prints the script); the shell asks for completions through `_AKKA_COMPLETE`, which `main`
+answers.
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ import typer
 
 from optimize import __version__
 from optimize.cli.commands import registry, server, training
-from optimize.cli.output import CommandFailed, print_error
+from optimize.cli.output import CommandFailed, activate, print_error
 
 app = typer.Typer(
     name="akka",
     help="Optimize: register datasets, train, evaluate and serve open-weight models.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
 )
 app.add_typer(server.app, name="server")
 app.add_typer(registry.app, name="registry")
@@ -40,6 +41,7 @@ def version() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    activate(None)  # errors print as text until a command reads its -o / --jq
     command = typer.main.get_command(app)
     try:
         # Standalone mode prints usage errors itself and exits 2; our commands raise CommandFailed.
@@ -49,13 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     except CommandFailed as failure:
         return failure.code
     except KeyboardInterrupt:
-        print_error("interrupted")
+        print_error("interrupted", code="interrupted")
         return 130
     except Exception as error:  # noqa: BLE001 - the process edge: report, never a traceback
         if os.environ.get("OPTIMIZE_DEBUG"):
             raise
-        print_error(f"unexpected failure: {type(error).__name__}: {error}", "set OPTIMIZE_DEBUG=1 to see where")
+        print_error(f"unexpected failure: {type(error).__name__}: {error}", "set OPTIMIZE_DEBUG=1 to see where",
+                    code="unexpected")
         return 1
+    finally:
+        activate(None)
     return 0
 
 

@@ -22,7 +22,9 @@ from optimize.core.errors import Invalid
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # One spelling per key: a field is read by its alias only (`maxSteps`, never `max_steps`: no populate_by_name),
+    # so another spelling is an unknown field, refused by `parse_plan` with the camelCase name suggested.
+    model_config = ConfigDict(extra="forbid")
 
 
 class Lora(_Part):
@@ -89,6 +91,8 @@ class Preference(_Part):
 
 
 class ReferenceCheck(_Part):
+    # The release notes name these bounds checks.reference.mean_logprob_error, max_logprob_error and
+    # fp32_max_logprob_error: that is their one spelling (meanLogprobError is refused with it suggested).
     mean_logprob_error: float | None = Field(
         default=None, gt=0, description="Bound on the mean per-token log-probability difference between the engine and "
                                         "plain Transformers at the run's precision (default: 3 x roundingError, at "
@@ -151,17 +155,56 @@ class RunPlan(_Part):
 
 
 def parse_plan(document: Any) -> RunPlan:
-    """Validate a plan document, refusing every problem by its path (all of them at once)."""
+    """Validate a plan document, refusing every problem by its path (all of them at once).
+
+    Keys have one spelling, camelCase but for the three reference-check bounds the release notes name in
+    snake_case: another spelling of a key (`max_steps` for `maxSteps`) is an unknown field, refused with the key it
+    spells suggested."""
     try:
         return RunPlan.model_validate(document)
     except ValidationError as error:
-        problems = [f"{'.'.join(str(p) for p in item['loc'])}: {_words(item)}" for item in error.errors()]
-        raise Invalid(f"the run plan is not valid: {'; '.join(problems[:20])}",
-                      hint="fix the fields named; unknown fields are refused") from None
+        items = [(item, _other_spelling(item)) for item in error.errors()]
+        # a required key given in another spelling is named once, as that spelling, not also as missing
+        given = {(*item["loc"][:-1], spelling[1]) for item, spelling in items if spelling}
+        problems = [f"{'.'.join(str(p) for p in item['loc'])}: {_words(item, spelling)}" for item, spelling in items
+                    if not (item["type"] == "missing" and tuple(item["loc"]) in given)]
+        hint = "fix the fields named; unknown fields are refused"
+        respelled = next((spelling for _, spelling in items if spelling), None)
+        if respelled:
+            hint += f"; each plan key has one spelling ({respelled[0]} is spelled {respelled[1]})"
+        raise Invalid(f"the run plan is not valid: {'; '.join(problems[:20])}", hint=hint) from None
 
 
-def _words(item: dict[str, Any]) -> str:
-    return "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+def _words(item: dict[str, Any], spelling: tuple[str, str] | None) -> str:
+    if item["type"] != "extra_forbidden":
+        return item["msg"]
+    return f"unknown field (did you mean {spelling[1]}?)" if spelling else "unknown field"
+
+
+def _other_spelling(item: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, the plan key it spells) for an unknown key that is another spelling of a known one (snake_case,
+    kebab-case or another case), else None."""
+    if item["type"] != "extra_forbidden" or not item["loc"] or not isinstance(item["loc"][-1], str):
+        return None
+    model: Any = RunPlan
+    for part in item["loc"][:-1]:
+        field = _field(model, part)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+    key = item["loc"][-1]
+    known = [info.alias or name for name, info in model.model_fields.items()]
+    return next(((key, spelled) for spelled in known if _folded(spelled) == _folded(key)), None)
+
+
+def _field(model: type[BaseModel], key: str) -> Any:
+    """The field of `model` written as `key` in a plan (its alias, or its name where it has none)."""
+    return next((info for name, info in model.model_fields.items() if (info.alias or name) == key), None)
+
+
+def _folded(key: str) -> str:
+    """A key without case, underscores or dashes: max_steps, max-steps and MaxSteps all fold to maxsteps."""
+    return key.replace("_", "").replace("-", "").lower()
 
 
 def load_plan_text(text: str) -> dict[str, Any]:

@@ -56,20 +56,21 @@ def start(
 
 @command(app, "status")
 def status(out: Output) -> None:
-    """Say whether a server answers at --server (always exits 0)."""
+    """Say whether a server answers at --server; exits 1 when none does."""
     from optimize.client.http import ApiError
 
     with client_for(out) as api:
         try:
             health = api.health()
-            data = {"server": out.server, "reachable": True, **health}
         except ApiError as error:
-            data = {"server": out.server, "reachable": False, "reason": error.message}
-    out.emit(data, _render_status)
+            if error.code == "unreachable":
+                raise  # "no Optimize server answers at URL (ConnectError)", with how to start one
+            raise ApiError(f"{out.server} does not answer as an Optimize server: {error.message}",
+                           status=error.status, code=error.code,
+                           hint=error.hint or "point --server / OPTIMIZE_URL at an Optimize server", body=error.body
+                           ) from None
+    out.emit({"server": out.server, "reachable": True, **health}, _render_status)
 
 
 def _render_status(con, data) -> None:
-    if data["reachable"]:
-        con.print(f"[green]●[/] Optimize {data['version']} answers at {data['server']} (store: {data['database']})")
-    else:
-        con.print(f"[red]●[/] nothing answers at {data['server']}: {data['reason']}")
+    con.print(f"[green]●[/] Optimize {data['version']} answers at {data['server']} (store: {data['database']})")
