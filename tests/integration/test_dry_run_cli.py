@@ -135,7 +135,7 @@ def test_a_snake_case_key_is_refused_by_path_everywhere_a_plan_is_read(dcli, tmp
     for params in ({}, {"dryRun": "true"}):
         answer = httpx.post(f"{dry_server.url}/v1/training/runs", params=params, json=document)
         assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
-        assert words in answer.json()["detail"] and "camelCase" in answer.json()["hint"]
+        assert words in answer.json()["detail"] and "one spelling" in answer.json()["hint"]
     assert dcli.json("training", "runs", "list", "--project", project)["runs"] == []
     document["config"]["hyperparams"]["training"] = {"maxSteps": 3}
     path.write_text(yaml.safe_dump(document))
