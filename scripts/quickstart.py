@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -48,10 +49,10 @@ def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
 
 
 def akka(url: str, *args: str) -> None:
-    print(f"\n$ akka {' '.join(args)}", flush=True)
+    print(f"\n$ akka {shlex.join(args)}", flush=True)  # quoted as a shell needs it: copy-paste safe
     done = subprocess.run([*AKKA, *args], env={**os.environ, "OPTIMIZE_URL": url, "COLUMNS": "200"}, cwd=REPO)
     if done.returncode != 0:
-        sys.exit(f"quickstart step failed: akka {' '.join(args)}")
+        sys.exit(f"quickstart step failed: akka {shlex.join(args)}")
 
 
 def akka_json(url: str, *args: str) -> dict:
@@ -60,7 +61,7 @@ def akka_json(url: str, *args: str) -> dict:
                           capture_output=True, text=True)
     if done.returncode != 0:
         # in JSON mode a refusal is {"error": {...}} on stdout; only Click's own usage errors are on stderr
-        sys.exit(f"quickstart step failed: akka {' '.join(args)}: {(done.stdout or done.stderr).strip()}")
+        sys.exit(f"quickstart step failed: akka {shlex.join(args)}: {(done.stdout or done.stderr).strip()}")
     return json.loads(done.stdout)
 
 
