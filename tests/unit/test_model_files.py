@@ -19,9 +19,8 @@ from optimize.chat.corrections import corrected_template
 from optimize.core.clock import utcnow
 from optimize.core.errors import Conflict, Gone, Invalid, NotFound
 from optimize.registry import model_files, models
-from optimize.store import migrate
-from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection
+from tests.conftest import migrated_store
 
 GEMMA = "optimize/tiny-gemma-4"  # the catalog renders it under Optimize's corrected template
 COMMIT = "ab" * 32
@@ -29,9 +28,7 @@ COMMIT = "ab" * 32
 
 @pytest.fixture
 def store(tmp_path):
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
-    migrate.upgrade(url)
-    store = Store(url)
+    store = migrated_store("sqlite", tmp_path)
     yield store
     store.dispose()
 

@@ -20,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from optimize.core.digests import file_sha256
+
 SEED = 0
 CORPUS = "standin_corpus.txt"
 
@@ -108,7 +110,7 @@ def files_digest(directory: Path) -> str:
     """The commit of a model folder: sha256 over the sorted (relative path, file sha256) listing."""
     listing = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        listing.append(f"{path.relative_to(directory).as_posix()} {hashlib.sha256(path.read_bytes()).hexdigest()}\n")
+        listing.append(f"{path.relative_to(directory).as_posix()} {file_sha256(path)}\n")
     return hashlib.sha256("".join(listing).encode()).hexdigest()
 
 

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
-from optimize.core.errors import Conflict, Gone, Invalid, NotFound
+from optimize.core.digests import file_sha256
+from optimize.core.errors import Conflict, Gone, Invalid, NotFound, PlatformError
 from optimize.registry.models import _get_model, _resolve_version, resolve_model_reference
 from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection, Model, ModelVersion, Run
@@ -38,7 +39,6 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 # Files of a base model's folder that belong with an adapter: the tokenizer and its chat templates.
 _TOKENIZER_NAMES = {"special_tokens_map.json", "added_tokens.json", "merges.txt", "spiece.model"}
 _TOKENIZER_PREFIXES = ("tokenizer", "vocab.", "chat_template")
-_CHUNK = 1024 * 1024
 
 
 class CatalogEntry(Protocol):
@@ -166,7 +166,7 @@ def folder_listing(folder: Path) -> dict[str, tuple[str, int]]:
         if isinstance(seen, list) and len(seen) == 3 and seen[1:] == [stat.st_size, stat.st_mtime_ns]:
             sha = seen[0]
         else:
-            sha = _sha256(path)
+            sha = file_sha256(path)
         listing[relative] = (sha, stat.st_size)
         kept[relative] = [sha, stat.st_size, stat.st_mtime_ns]
     if kept != known:
@@ -210,8 +210,6 @@ def _base_folder(session: Session, entry_id: str, commit: str, reference: str) -
 
 
 def _entry(catalog: Catalog, entry_id: str) -> CatalogEntry | None:
-    from optimize.core.errors import PlatformError
-
     try:
         return catalog.find(entry_id)
     except PlatformError:
@@ -304,14 +302,6 @@ def _corrected(files: list[ModelFile], template: dict[str, str] | None, entry: C
     kept = [item for item in files if item.path != CHAT_TEMPLATE_FILE]
     kept.append(ModelFile(CHAT_TEMPLATE_FILE, sha, len(content), "chatTemplate", content=content))
     return kept, {"path": CHAT_TEMPLATE_FILE, "sha256": sha, "source": "corrected"}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_atomically(target: Path, data: bytes) -> None:

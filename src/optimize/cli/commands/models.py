@@ -372,19 +372,16 @@ def _merge(base: Path, adapter: Path, listed: dict[str, Any], target: Path) -> N
 
 def _move_into(source: Path, target: Path) -> list[dict[str, Any]]:
     """Rename each file of `source` into `target` (same file system), with its sha256 and size."""
-    import hashlib
     import os
+
+    from optimize.core.digests import file_sha256
 
     mask = os.umask(0)
     os.umask(mask)
     written = []
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         relative = path.relative_to(source)
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            while chunk := handle.read(1024 * 1024):
-                digest.update(chunk)
-        written.append({"path": relative.as_posix(), "sha256": digest.hexdigest(), "size": path.stat().st_size})
+        written.append({"path": relative.as_posix(), "sha256": file_sha256(path), "size": path.stat().st_size})
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path, 0o666 & ~mask)  # as a file this user writes (a library may have written it private)
