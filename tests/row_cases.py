@@ -48,6 +48,16 @@ BAD_CHAT_ROWS = [
     ("tool-not-function", {"messages": [U, A], "tools": [{"type": "retrieval"}]}, "must be a function definition"),
     ("preference-in-chat", {"prompt": [U], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
      "this row is a preference pair"),
+    ("weight-on-user", {"messages": [{**U, "weight": 1}, A]}, "only assistant messages are weighted"),
+    ("weight-not-0-or-1", {"messages": [U, {**A, "weight": 0.5}]}, "a weight is 0 (not trained) or 1"),
+    ("weight-true", {"messages": [U, {**A, "weight": True}]}, "a weight is 0 (not trained) or 1"),
+    ("every-weight-0", {"messages": [U, {**A, "weight": 0}]}, "every assistant message has weight 0"),
+    ("parallel-not-bool", {"messages": [U, A], "parallel_tool_calls": "yes"}, "'parallel_tool_calls' must be true"),
+    ("text-only", {"text": "hello"}, "plain text has no roles"),
+    ("legacy-functions", {"messages": [U, A], "functions": []}, "--format openai-chat-jsonl"),
+    ("function-role", {"messages": [U, {"role": "function", "name": "f", "content": "r"}, A]},
+     "--format openai-chat-jsonl"),
+    ("prompt-completion", {"prompt": [U], "completion": [A]}, "--format trl-prompt-completion"),
 ]
 
 GOOD_CHAT_ROWS = [
@@ -61,6 +71,8 @@ GOOD_CHAT_ROWS = [
     ("arguments-as-json-string", {"messages": [U, {"role": "assistant", "tool_calls": [call(arguments='{"q": 1}')]}]}),
     ("text-parts", {"messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}, A]}),
     ("empty-tools", {"messages": [U, A], "tools": []}),
+    ("weights-and-parallel-calls", {"messages": [U, {**A, "weight": 0}, U, {**A, "weight": 1}],
+                                    "parallel_tool_calls": False}),
 ]
 
 BAD_PAIRS = [
@@ -77,6 +89,12 @@ BAD_PAIRS = [
     ("prompt-unanswered-call", {"prompt": [U, {"role": "assistant", "tool_calls": [call()]}, U], "chosen": A,
                                 "rejected": {"role": "assistant", "content": "b"}}, "tool call 'c1' of message 1"),
     ("chat-in-preference", {"messages": [U, A]}, "this row is a chat conversation"),
+    ("trl-message-lists", {"prompt": [U], "chosen": [A], "rejected": [{"role": "assistant", "content": "b"}]},
+     "--format trl-preference"),
+    ("openai-preference", {"input": {"messages": [U]}, "preferred_output": [A], "non_preferred_output": [A]},
+     "--format openai-preference-jsonl"),
+    ("weighted-prompt", {"prompt": [{**U, "weight": 1}], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
+     "weights mark the assistant messages of chat rows"),
 ]
 
 GOOD_PAIRS = [

@@ -138,3 +138,22 @@ def test_lifecycle_branch_snapshot_and_evaluation_routes_refuse_bad_input_as_pro
     response = httpx.request(method, server.url + path, json=body)
     assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
     assert response.headers["content-type"].startswith("application/problem+json"), response.text
+
+
+def test_a_conversion_record_is_checked_and_kept_on_the_version(server, ns):
+    data = jsonl([chat_row()])
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+             "lines": 1}
+    record = {"sourceFormat": "trl-prompt-completion", "container": "parquet", "format": "preference-jsonl-v1",
+              "rows": 1, "rules": [{"rule": "'prompt' and 'completion' became one conversation", "rows": 1}]}
+    url = f"{server.url}/v1/registry/dataset-uploads"
+    body = {"dataset": f"{ns}/d", "format": "chat-jsonl-v1", "shards": [shard], "conversion": record}
+    assert "converted to preference-jsonl-v1" in is_problem(httpx.post(url, json=body), 422)["detail"]
+    body["conversion"] = {**record, "sourceFormat": "csv"}
+    assert "sourceFormat" in is_problem(httpx.post(url, json=body), 422)["detail"]
+    body["conversion"] = {**record, "format": "chat-jsonl-v1"}
+    session = httpx.post(url, json=body).json()
+    assert httpx.put(f"{url}/{session['uploadId']}/shards/0", content=data).status_code == 201
+    version = httpx.post(f"{url}/{session['uploadId']}/commit", json={}).json()
+    assert version["conversion"] == body["conversion"]
+    assert httpx.get(f"{server.url}/v1/registry/datasets/{ns}/d").json()["conversion"] == body["conversion"]

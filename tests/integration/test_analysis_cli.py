@@ -276,3 +276,18 @@ def test_an_analysis_is_followed_over_its_events_stream_until_it_is_done(acli, a
     assert [order.index(s["phase"]) for s in statuses] == sorted(order.index(s["phase"]) for s in statuses)
     unknown = httpx.get(f"{analysis_server.url}/v1/training/datasets/analyses/ffffffff/events", timeout=30)
     assert unknown.status_code == 404
+
+
+def test_weights_decide_which_answers_train_a_weight_0_answer_trains_nothing(acli, ns, tmp_path):
+    """An OpenAI-style weighted row: its first answer has weight 1, its final answer weight 0."""
+    plain = {"messages": [{"role": "user", "content": "One?"}, {"role": "assistant", "content": "First answer."},
+                          {"role": "user", "content": "Two?"}, {"role": "assistant", "content": "Second answer."}]}
+    weighted = {"messages": [*plain["messages"][:1], {**plain["messages"][1], "weight": 1}, plain["messages"][2],
+                             {**plain["messages"][3], "weight": 0}]}
+    path = write_jsonl(tmp_path / "weighted.jsonl", [weighted])
+    acli.ok("registry", "datasets", "register", f"{ns}/w", "-f", str(path))
+    report = acli.json("training", "datasets", "analyze", f"{ns}/w", "--model", MODEL, "--wait")["report"]
+    _, trained_final, trained_all = independent_figures(model_path(acli), [plain])
+    first_answer = trained_all - trained_final
+    assert first_answer > 0
+    assert report["trainedTokens"] == {"default": first_answer, "assistantTurnsAll": first_answer}

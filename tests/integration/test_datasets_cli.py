@@ -72,7 +72,10 @@ def test_undetectable_format_names_the_flag(cli, ns, tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"text": "hello"}])
     result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
     assert result.code == 1
-    assert "line 1 is neither a chat row" in result.err and "--format" in result.err
+    assert "line 1: the rows hold only 'text': plain text has no roles" in result.err
+    path = write_jsonl(tmp_path / "y.jsonl", [{"question": "q", "answer": "a"}])
+    result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    assert result.code == 1 and "its keys: answer, question" in result.err and "--format" in result.err
 
 
 def test_a_dataset_holds_one_kind(cli, ns, tmp_path):
@@ -122,7 +125,7 @@ def test_a_refusal_in_json_modes_is_an_error_object_on_stdout(cli, ns, tmp_path,
     error = result.json["error"]
     assert error["message"] == "the file has 25 bad line(s); nothing was registered"
     assert (error["code"], error["status"]) == ("invalid", 422)
-    assert error["hint"] == "fix the lines named and register the file again"
+    assert error["hint"] == "fix the lines named and try again"
     assert [item["line"] for item in error["errors"]] == list(range(2, 22)) and error["errorCount"] == 25
     assert error["errors"][0]["reason"].startswith("not valid JSON")
     # a refusal the server words (problem+json): its code, status, hint and extra fields are carried

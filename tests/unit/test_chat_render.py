@@ -200,3 +200,32 @@ def test_unknown_template_is_not_corrected():
         corrected_template("gemma4", "{{ messages }}")
     with pytest.raises(RenderError, match="no corrected chat template for the qwen2.5 family"):
         corrected_template("qwen2.5", "{{ messages }}")
+
+
+WEIGHTED = {"messages": [{"role": "user", "content": "One?"},
+                         {"role": "assistant", "content": "First answer.", "weight": 1},
+                         {"role": "user", "content": "Two?"},
+                         {"role": "assistant", "content": "Second answer.", "weight": 0}]}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_weight_0_answer_trains_nothing_and_a_weight_1_turn_trains_under_any_policy(renderers, family):
+    renderer = renderers[family]
+    for policy in (LossPolicy(), LossPolicy(assistant_turns="all")):
+        rendered = renderer.render(WEIGHTED, policy)
+        text = trained_text(renderer, rendered)
+        assert text.startswith("First answer." + STOP[family])
+        assert "Second answer." not in text
+        assert_mask_matches_spans(rendered)
+    # the weight is the loss policy's, never the template's: the text is the unweighted row's
+    unweighted = {"messages": [{k: v for k, v in m.items() if k != "weight"} for m in WEIGHTED["messages"]]}
+    assert renderer.render(WEIGHTED).text == renderer.render(unweighted).text
+
+
+def test_a_row_whose_only_trained_answer_has_weight_0_is_refused_naming_the_fix(renderers):
+    row = {"messages": [{"role": "user", "content": "One?"}, {"role": "assistant", "content": "A."},
+                        {"role": "user", "content": "Two?"}, {"role": "assistant", "content": "B.", "weight": 0}]}
+    with pytest.raises(RenderError, match="weight 0.*assistantTurns: all"):
+        renderers["qwen2.5"].render(row)
+    text = trained_text(renderers["qwen2.5"], renderers["qwen2.5"].render(row, LossPolicy(assistant_turns="all")))
+    assert "A." in text and "B." not in text

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.chat.normalize import normalize_messages, row_tools
-from optimize.chat.render import ChatRenderer, RenderError
+from optimize.chat.render import ALL, FINAL, ChatRenderer, RenderError, trained_messages
 from optimize.chat.template_checks import TemplateFinding, findings_from_spans
 from optimize.chat.turns import trimmed
 
@@ -52,9 +52,9 @@ def _count(starts: list[int], ends: list[int], spans: list[tuple[int, int]]) -> 
 def _chat_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasure) -> list[_Piece]:
     messages = normalize_messages(row["messages"])
     text, spans = renderer.locate(messages, row_tools(row))
-    last = len(messages) - 1
     measure.findings = findings_from_spans(messages, text, spans)
-    return [_Piece(text, [spans[last]] if last in spans else [], list(spans.values()))]
+    final, every = (trained_messages(row["messages"], turns) for turns in (FINAL, ALL))
+    return [_Piece(text, [spans[i] for i in final if i in spans], [spans[i] for i in every if i in spans])]
 
 
 def _pair_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasure) -> list[_Piece]:

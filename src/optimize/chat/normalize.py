@@ -5,6 +5,7 @@
 - Tool definitions and argument values are kept exactly as the row writes them, even when other rows of the
   dataset write them in other shapes (each row is rendered on its own, never through a shared schema).
 - A row that offers no tools (`tools` absent or empty) renders without tools, whatever other rows offer.
+- A message's `weight` (which messages train) is read by the loss policy, never shown to the template.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
-    normalized = {**message}
+    normalized = {key: value for key, value in message.items() if key != "weight"}
     if "content" in message:
         normalized["content"] = _text(message["content"])
     if message.get("tool_calls"):

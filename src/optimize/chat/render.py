@@ -31,6 +31,19 @@ class LossPolicy:
     explicit_mask_column: str | None = None
 
 
+def trained_messages(messages: list[dict[str, Any]], assistant_turns: str) -> list[int]:
+    """Indexes of the assistant messages that train: a message's own `weight` decides (1 trains, 0 does not);
+    without one, `assistantTurns` does (the final answer, or every assistant message)."""
+    last = len(messages) - 1
+    chosen = []
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or message.get("weight") == 0:
+            continue
+        if message.get("weight") == 1 or assistant_turns == ALL or index == last:
+            chosen.append(index)
+    return chosen
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     text: str
@@ -108,15 +121,18 @@ class ChatRenderer:
         return text, {i: _span(prompts.get(i, ""), upto, text) for i, upto in zip(indexes, uptos, strict=True)}
 
     def render(self, row: dict[str, Any], policy: LossPolicy = LossPolicy()) -> Rendered:
+        indexes = trained_messages(row["messages"], policy.assistant_turns)
         messages = normalize_messages(row["messages"])
         tools = row_tools(row)
-        last = len(messages) - 1
-        indexes = [last] if policy.assistant_turns == FINAL else [
-            i for i, m in enumerate(messages) if m["role"] == "assistant"]
-        text, located = self.locate(messages, tools, indexes)
+        explicit = policy.explicit_mask_column and row.get(policy.explicit_mask_column) is not None
+        if not indexes and not explicit:
+            raise RenderError(f"no message trains: the answer has weight 0 and, under assistantTurns: "
+                              f"{policy.assistant_turns}, no other assistant message trains; give a message "
+                              "weight 1, set loss.assistantTurns: all, or leave the row out")
+        text, located = self.locate(messages, tools, indexes or None)
         encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, offsets = encoded["input_ids"], [tuple(pair) for pair in encoded["offset_mapping"]]
-        if policy.explicit_mask_column and row.get(policy.explicit_mask_column) is not None:
+        if explicit:
             mask = check_explicit_mask(row[policy.explicit_mask_column], len(ids), policy.explicit_mask_column)
             return Rendered(text, ids, mask, offsets, [])
         spans = self._trained_spans(messages, tools, text, located, policy)
@@ -187,4 +203,4 @@ def check_explicit_mask(mask: Any, length: int, column: str) -> list[int]:
 
 
 __all__ = ["ALL", "FINAL", "ChatRenderer", "LossPolicy", "RenderError", "Rendered", "check_explicit_mask",
-           "normalize_message"]
+           "normalize_message", "trained_messages"]

@@ -1,9 +1,14 @@
 """Row rules for chat conversations and preference pairs (release notes 0.9.0; reference.md §3.9).
 
-A chat row is `{"messages": [...], "tools"?: [...]}` and ends with an assistant message whose text and/or
-`tool_calls` are its answer. Every tool call before the answer is answered by a `tool` message naming its
-`tool_call_id`; the answer's own calls may stay unanswered. A preference pair is
+A chat row is `{"messages": [...], "tools"?: [...], "parallel_tool_calls"?: bool}` and ends with an assistant
+message whose text and/or `tool_calls` are its answer. Every tool call before the answer is answered by a `tool`
+message naming its `tool_call_id`; the answer's own calls may stay unanswered. An assistant message may carry
+`weight: 0|1` (OpenAI's loss mask): 1 trains the message whatever `loss.assistantTurns` says, 0 never trains it,
+and without a weight the policy decides. A preference pair is
 `{"prompt": [...], "chosen": {...}, "rejected": {...}, "tools"?: [...]}`.
+
+Files in other formats (OpenAI's legacy function calling and preference rows, TRL's rows, JSON arrays, Parquet)
+are converted into these rows before registration: see `chat/sources.py`.
 
 `check_*` functions return a `RowFacts` or raise `RowError` with a sentence that says what to change; the
 caller adds the line number. They never modify the row: tools and arguments are kept exactly as written.
@@ -36,11 +41,12 @@ class RowFacts:
 
 
 def detect_kind(row: Any) -> RowKind | None:
-    """The kind a row looks like, by its keys; None when it looks like neither."""
+    """The kind a row looks like, by its keys; None when it looks like neither. Prompt/completion rows are
+    conversations (a prompt and its answer), not pairs."""
     if isinstance(row, dict):
-        if "messages" in row:
+        if "messages" in row or ("completion" in row and "chosen" not in row):
             return RowKind.CHAT
-        if "prompt" in row or "chosen" in row or "rejected" in row:
+        if "prompt" in row or "chosen" in row or "rejected" in row or "preferred_output" in row:
             return RowKind.PREFERENCE
     return None
 
@@ -59,13 +65,37 @@ def check_row(row: Any, kind: RowKind) -> RowFacts:
     return check_preference_pair(row)
 
 
+def _refuse_foreign_shapes(row: dict[str, Any]) -> None:
+    """Name the format of a row written in another format, and the --format that converts it (a file whose
+    first row is in that format is converted without one)."""
+    if "messages" not in row and "prompt" not in row and isinstance(row.get("text"), str):
+        raise RowError("the row holds only 'text': plain text has no roles, so there is no answer to train; "
+                       "write chat rows {\"messages\": [...]} or prompt/completion rows")
+    for keys, words, fmt in _FOREIGN:
+        if any(key in row for key in keys):
+            raise RowError(f"the row is {words}; register the file with --format {fmt}, which converts it")
+
+
+_FOREIGN = (
+    (("functions", "function_call"), "in OpenAI's legacy function calling ('functions'/'function_call')",
+     "openai-chat-jsonl"),
+    (("completion",), "a prompt/completion row (TRL)", "trl-prompt-completion"),
+    (("input", "preferred_output", "non_preferred_output"), "an OpenAI preference row", "openai-preference-jsonl"),
+)
+
+
 def check_chat_row(row: dict[str, Any]) -> RowFacts:
+    _refuse_foreign_shapes(row)
     messages = row.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RowError("'messages' must be a non-empty list of messages")
     offers_tools = _check_tools(row)
+    parallel = row.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise RowError(f"'parallel_tool_calls' must be true or false, not {_json_type(parallel)}")
     for position, message in enumerate(messages):
         _check_message(message, position)
+        _check_weight(message, position)
     answer = messages[-1]
     if answer["role"] != "assistant":
         raise RowError(
@@ -74,16 +104,35 @@ def check_chat_row(row: dict[str, Any]) -> RowFacts:
     if not _has_text(answer) and not answer.get("tool_calls"):
         raise RowError(f"the answer (message {len(messages) - 1}) has neither text nor tool_calls")
     _check_calls_answered(messages[:-1])
+    if all(m.get("weight") == 0 for m in messages if m["role"] == "assistant"):
+        raise RowError("every assistant message has weight 0, so the row trains nothing; give the answer "
+                       "weight 1 (or no weight), or leave the row out")
     return RowFacts(offers_tools)
 
 
+def _check_weight(message: dict[str, Any], position: int) -> None:
+    if "weight" not in message:
+        return
+    weight = message["weight"]
+    if message["role"] != "assistant":
+        raise RowError(f"message {position} ({message['role']}) has a weight; only assistant messages are "
+                       "weighted (1 trains the message, 0 does not)")
+    if type(weight) is not int or weight not in (0, 1):
+        raise RowError(f"message {position} (assistant) has weight {weight!r}; a weight is 0 (not trained) or "
+                       "1 (trained)")
+
+
 def check_preference_pair(row: dict[str, Any]) -> RowFacts:
+    _refuse_foreign_shapes(row)
     prompt = row.get("prompt")
     if not isinstance(prompt, list) or not prompt:
         raise RowError("'prompt' must be a non-empty list of messages")
     offers_tools = _check_tools(row)
     for position, message in enumerate(prompt):
         _check_message(message, position, where="prompt message")
+        if isinstance(message, dict) and "weight" in message:
+            raise RowError(f"prompt message {position} has a weight; weights mark the assistant messages of chat "
+                           "rows that train, and a pair trains its answers")
     last = prompt[-1]["role"]
     if last not in ("user", "tool"):
         raise RowError(
@@ -100,6 +149,9 @@ def check_preference_pair(row: dict[str, Any]) -> RowFacts:
 
 
 def _check_answer(answer: Any, field: str) -> dict[str, Any]:
+    if isinstance(answer, (list, str)):
+        raise RowError(f"'{field}' is {_json_type(answer)}, as TRL writes preference rows; register the file with "
+                       "--format trl-preference, which converts it to one assistant message")
     if not isinstance(answer, dict):
         raise RowError(f"'{field}' must be one assistant message (an object), not {_json_type(answer)}")
     role = answer.get("role", "assistant")
@@ -116,10 +168,16 @@ def _check_message(message: Any, position: int, where: str = "message", label: b
     if not isinstance(message, dict):
         raise RowError(f"{name} must be an object, not {_json_type(message)}")
     role = message.get("role")
+    if role == "function":
+        raise RowError(f"{name} has role 'function' (OpenAI's legacy function calling); register the file "
+                       "with --format openai-chat-jsonl, which converts it to a tool message")
     if role not in ROLES:
         raise RowError(f"{name} has role {role!r}; roles are system, user, assistant and tool")
     content = message.get("content")
     calls = message.get("tool_calls")
+    if message.get("function_call") is not None:
+        raise RowError(f"{name} carries 'function_call' (OpenAI's legacy function calling); register the file "
+                       "with --format openai-chat-jsonl, which converts it to tool_calls")
     if role == "assistant":
         if content is not None:
             _check_content(content, name)

@@ -81,10 +81,10 @@ def run_reporting_errors(action: Callable[[], Any]) -> Any:
     try:
         return action()
     except RowsRefused as error:
-        lines = [f"line {item['line']}: {item['reason']}" for item in error.errors]
+        lines = [f"{error.unit} {item[error.unit]}: {item['reason']}" for item in error.errors]
         if error.count > len(error.errors):
-            lines.append(f"… and {error.count - len(error.errors)} more bad line(s)")
-        print_error(str(error), "fix the lines named and register the file again", lines, code="invalid",
+            lines.append(f"… and {error.count - len(error.errors)} more bad {error.unit}(s)")
+        print_error(str(error), f"fix the {error.unit}s named and try again", lines, code="invalid",
                     status=422, details={"errors": error.errors, "errorCount": error.count})
         raise CommandFailed(1) from None
     except ApiError as error:

@@ -408,9 +408,13 @@ class Uploads(_Resource):
 
     ROOT = "/v1/registry/dataset-uploads"
 
-    def start(self, *, dataset: str, data_format: str, shards: list[Json]) -> Json:
-        """Open (or resume) an upload of `dataset` (NS/NAME); the answer says which shards the registry holds."""
-        return self._http.post(self.ROOT, json={"dataset": dataset, "format": data_format, "shards": shards})
+    def start(self, *, dataset: str, data_format: str, shards: list[Json], conversion: Json | None = None) -> Json:
+        """Open (or resume) an upload of `dataset` (NS/NAME); the answer says which shards the registry holds.
+        `conversion` records how a file of another format became these shards."""
+        body = {"dataset": dataset, "format": data_format, "shards": shards}
+        if conversion is not None:
+            body["conversion"] = conversion
+        return self._http.post(self.ROOT, json=body)
 
     def send_shard(self, upload_id: str, index: int, chunks: Iterator[bytes], size: int) -> Json:
         """Stream one shard of `size` bytes, without holding it in memory."""

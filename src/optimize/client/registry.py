@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optimize.chat.formats import DatasetFormat, detect_format, parse_format
+from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.chat.source_files import Container, Conversion, convert_file, inspect_source
+from optimize.chat.sources import parse_source_format
 from optimize.client.api import OptimizeApi
 from optimize.client.http import ApiError, OptimizeClient
 from optimize.core.crashpoints import crashpoint
@@ -34,15 +38,11 @@ class RowsRefused(Exception):
 
     errors: list[dict[str, Any]] = field(default_factory=list)
     count: int = 0
+    unit: str = "line"  # rows of a JSON array or a Parquet file are counted as rows
+    outcome: str = "nothing was registered"
 
     def __str__(self) -> str:
-        return f"the file has {self.count} bad line(s); nothing was registered"
-
-
-def _first_line(path: Path, limit: int) -> bytes:
-    with path.open("rb") as handle:
-        line = handle.readline(limit)
-    return line
+        return f"the file has {self.count} bad {self.unit}(s); {self.outcome}"
 
 
 def _read_range(path: Path, offset: int, size: int, advance: Callable[[int], None]) -> Iterator[bytes]:
@@ -68,17 +68,66 @@ def register_dataset(
     shard_size: int | None = None,
     progress: UploadProgress | None = None,
 ) -> dict[str, Any]:
-    """Cut, hash and send `path` as a version of `reference`, sending only shards the registry lacks."""
+    """Cut, hash and send `path` as a version of `reference`, sending only shards the registry lacks. A file in
+    another format (or container) is converted first, into a temporary JSONL, and the version records how."""
     api = OptimizeApi.over(client)
     progress = progress or UploadProgress()
     limits = DatasetLimits.from_json(api.registry_info()["datasets"])
     if not path.is_file():
         raise Invalid(f"{path} is not a file")
-    fmt = parse_format(data_format) if data_format else detect_format(_first_line(path, limits.max_line_bytes))
+    container, source = inspect_source(path, parse_source_format(data_format) if data_format else None)
+    if container is Container.JSONL and source.native:
+        # The registry's own rows are sent byte for byte: the same file is the same version everywhere.
+        return _upload(api, reference, path, DatasetFormat(source.value), None, alias, shard_size, limits, progress)
+    with tempfile.TemporaryDirectory(prefix="optimize-convert-") as folder:
+        converted = Path(folder) / "examples.jsonl"
+        with converted.open("wb") as out:
+            conversion = convert_file(path, container, source, out)
+        if conversion.error_count:
+            raise RowsRefused(conversion.errors, conversion.error_count, conversion.container.unit)
+        version = _upload(api, reference, converted, DatasetFormat(conversion.target), conversion, alias, shard_size,
+                          limits, progress)
+    return version
+
+
+def convert_dataset(path: Path, to: str | None = None, data_format: str | None = None,
+                    target: Path | None = None, preview: int = 3) -> dict[str, Any]:
+    """Convert `path` as registration would, without a server: the record, the first rows, and with `target` the
+    whole JSONL written there (atomically: a refused file writes nothing)."""
+    if not path.is_file():
+        raise Invalid(f"{path} is not a file")
+    if target is not None and target.exists():
+        raise Invalid(f"{target} exists", hint="name a new file with --out")
+    container, source = inspect_source(path, parse_source_format(data_format) if data_format else None)
+    if to is not None and parse_format(to).kind is not source.kind:
+        words = "chat conversations" if source.kind == "chat" else "preference pairs"
+        raise Invalid(f"the rows are {words} ({source.value}), which convert to "
+                      f"{DatasetFormat.for_kind(source.kind).value}, not {to}",
+                      hint=f"use --to {DatasetFormat.for_kind(source.kind).value}")
+    partial = target.with_name(f".{target.name}.partial") if target is not None else None
+    try:
+        with partial.open("wb") if partial is not None else contextlib.nullcontext() as out:
+            conversion = convert_file(path, container, source, out, preview=0 if target else preview)
+        if conversion.error_count:
+            raise RowsRefused(conversion.errors, conversion.error_count, conversion.container.unit,
+                              "nothing was written")
+        if partial is not None:
+            partial.replace(target)
+    finally:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+    return {"file": str(path), "conversion": conversion.record(), "preview": conversion.preview,
+            "written": str(target) if target is not None else None}
+
+
+def _upload(api: OptimizeApi, reference: Reference, path: Path, fmt: DatasetFormat, conversion: Conversion | None,
+            alias: str | None, shard_size: int | None, limits: DatasetLimits,
+            progress: UploadProgress) -> dict[str, Any]:
     progress.phase("hashing", path.stat().st_size)
     shards = plan_shards(path, shard_size, limits, on_progress=progress.advance)
     session = api.uploads.start(dataset=reference.artifact, data_format=fmt.value,
-                                shards=[s.to_json() for s in shards])
+                                shards=[s.to_json() for s in shards],
+                                conversion=conversion.record() if conversion else None)
     upload_id = session["uploadId"]
     missing = [shard for shard, state in zip(shards, session["shards"], strict=True) if not state["held"]]
     progress.phase("uploading", sum(s.size for s in missing))
@@ -115,4 +164,4 @@ def _send_shards(
     return errors, count
 
 
-__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "register_dataset"]
+__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "convert_dataset", "register_dataset"]

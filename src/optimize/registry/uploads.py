@@ -96,6 +96,10 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
         raise Invalid(f"register into {reference.artifact}, without a version or alias")
     data_format = parse_format(str(body.get("format", "")))
     manifest = _check_manifest(body.get("shards"), registry.limits)
+    conversion = body.get("conversion")
+    if conversion is not None and conversion["format"] != data_format.value:
+        raise Invalid(f"the conversion record says the rows were converted to {conversion['format']}, but the "
+                      f"upload is of {data_format.value}", hint="send the record of this upload's conversion")
     digest = version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest])
     key = hashlib.sha256(f"{reference.artifact}\n{digest}".encode()).hexdigest()
     now = utcnow()
@@ -109,7 +113,7 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
             {
                 "id": new_id(), "content_key": key, "namespace": reference.namespace, "name": reference.name,
                 "format": data_format.value, "digest": digest, "manifest": manifest, "phase": OPEN,
-                "created_at": now, "expires_at": expires,
+                "created_at": now, "expires_at": expires, "conversion": conversion,
             },
             ["content_key"],
         )
@@ -289,6 +293,7 @@ def _insert_version(
         dataset_id=dataset.id, version=number, digest=upload.digest, format=upload.format,
         rows=sum(s.rows for s in shards), tool_rows=sum(s.tool_rows for s in shards),
         size_bytes=sum(s.size_bytes for s in shards), object_count=len(shards), created_at=now,
+        conversion=upload.conversion,
     )
     session.add(version)
     session.flush()

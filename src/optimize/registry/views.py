@@ -34,6 +34,7 @@ def version_json(
         "aliases": aliases,
         "archived": archived,
         "createdAt": iso(version.created_at),
+        "conversion": version.conversion,
     }
     if objects is not None:
         body["objects"] = [

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer
+from optimize.schemas.conversions import Conversion
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -101,6 +102,8 @@ class DatasetVersion(Answer):
     aliases: list[str] = Field(description="Aliases pointing at this version (latest on the newest)")
     archived: bool = Field(description="Whether the dataset's namespace is archived")
     created_at: str = Field(description="When the version was registered (ISO 8601, UTC)")
+    conversion: Conversion | None = Field(default=None, description="How a file of another format became this "
+                                                                   "version; null when it was registered as it is")
 
 
 class DatasetVersionDetail(DatasetVersion):

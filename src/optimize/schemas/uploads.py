@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer
+from optimize.schemas.conversions import Conversion
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -25,6 +26,9 @@ class UploadCreate(BaseModel):
     dataset: str = Field(description="NS/NAME the version is registered under")
     format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
     shards: list[ShardEntry] = Field(description="The version's shards, in order")
+    conversion: Conversion | None = Field(
+        default=None, description="How a file of another format became these shards (the client converted it); "
+                                  "the version keeps it")
 
 
 class UploadCommit(BaseModel):

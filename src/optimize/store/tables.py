@@ -75,6 +75,9 @@ class DatasetVersion(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     object_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # How a file of another format became this version (source format, rules applied); None when it was
+    # registered as it is.
+    conversion: Mapped[dict | None] = mapped_column(JSON)
 
 
 class DatasetObject(Base):
@@ -141,6 +144,7 @@ class UploadSession(Base):
     version_id: Mapped[int | None] = mapped_column(ForeignKey("dataset_versions.id"))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    conversion: Mapped[dict | None] = mapped_column(JSON)
 
 
 class Event(Base):
@@ -167,6 +171,8 @@ class BaseModelSelection(Base):
     source: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(Text)
     selected_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    revision: Mapped[str | None] = mapped_column(String(200))  # what `--revision` asked for, when it was given
+    parameters: Mapped[int | None] = mapped_column(BigInteger)  # counted in the selected files' safetensors
 
 
 class Analysis(Base):
@@ -192,6 +198,7 @@ class Analysis(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    progress: Mapped[dict | None] = mapped_column(JSON)  # rows measured of rows total, as its worker last reported
 
 
 class Project(Base):
@@ -248,6 +255,8 @@ class Run(Base):
     model_reference: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # the pre-flight estimate (steps, tokens, training seconds and its basis), recorded before devices are claimed
+    prediction: Mapped[dict | None] = mapped_column(JSON)
 
 
 class RunAttempt(Base):
@@ -421,3 +430,15 @@ class Endpoint(Base):
     ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     last_request_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # its idle time counts from here
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class BaseModelAddition(Base):
+    """A model an administrator added to this deployment's catalog (`base-models add`): the catalog entry, with
+    the facts read from the repository's files at the commit it was pinned to."""
+
+    __tablename__ = "base_model_additions"
+
+    entry_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    repository: Mapped[str] = mapped_column(String(200), unique=True)
+    entry: Mapped[dict] = mapped_column(JSON)  # the catalog entry, as the catalog file would spell it
+    added_at: Mapped[datetime] = mapped_column(UtcDateTime)

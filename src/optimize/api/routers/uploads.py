@@ -21,7 +21,7 @@ BATCH_BYTES = 1024 * 1024
 
 @router.post("", response_model=UploadSession)
 def create_upload(body: UploadCreate, registry: RegistryDep) -> dict:
-    return uploads.create_upload(registry, body.model_dump())
+    return uploads.create_upload(registry, body.model_dump(by_alias=True))
 
 
 @router.put("/{upload_id}/shards/{index}", response_model=ShardReceived, status_code=201,

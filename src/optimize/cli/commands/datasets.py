@@ -1,4 +1,4 @@
-"""`akka registry datasets register|get|versions|list|alias set|alias get`."""
+"""`akka registry datasets register|convert|get|versions|list|alias set|alias get`."""
 
 from __future__ import annotations
 
@@ -12,19 +12,23 @@ from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.core.sizes import human_size
 
-app = typer.Typer(help="Dataset versions: register, read, list, alias.", no_args_is_help=True)
+app = typer.Typer(help="Dataset versions: register, convert, read, list, alias.", no_args_is_help=True)
 alias_app = typer.Typer(help="Move and read dataset aliases.", no_args_is_help=True)
 app.add_typer(alias_app, name="alias")
+
+
+_FILE_HELP = ("Chat rows or preference pairs: JSONL, a JSON array or Parquet, in the registry's formats, OpenAI's "
+              "or TRL's.")
+_FORMAT_HELP = ("The rows' format: chat-jsonl-v1, preference-jsonl-v1, openai-chat-jsonl, openai-preference-jsonl, "
+                "trl-preference or trl-prompt-completion (default: detected from the first row).")
 
 
 @command(app, "register")
 def register(
     out: Output,
     dataset: Annotated[str, typer.Argument(help="NS/NAME to register the file under.")],
-    file: Annotated[Path, typer.Option("-f", "--file", help="JSONL file of chat rows or preference pairs.")],
-    data_format: Annotated[
-        str | None, typer.Option("--format", help="chat-jsonl-v1 or preference-jsonl-v1 (default: detected).")
-    ] = None,
+    file: Annotated[Path, typer.Option("-f", "--file", help=_FILE_HELP)],
+    data_format: Annotated[str | None, typer.Option("--format", help=_FORMAT_HELP)] = None,
     alias: Annotated[str | None, typer.Option("--alias", help="Point this alias at the registered version.")] = None,
     shard_size: Annotated[
         str | None, typer.Option("--shard-size", help="Cut the file into shards of at most this size (e.g. 64MiB).")
@@ -43,6 +47,22 @@ def register(
         version = register_dataset(api, reference, file, data_format=data_format, alias=alias,
                                    shard_size=size, progress=progress)
     out.emit(version, _render_registered)
+
+
+@command(app, "convert")
+def convert(
+    out: Output,
+    file: Annotated[Path, typer.Argument(help=_FILE_HELP)],
+    to: Annotated[str | None, typer.Option("--to", help="chat-jsonl-v1 or preference-jsonl-v1 (default: the one "
+                                                        "the rows convert to).")] = None,
+    data_format: Annotated[str | None, typer.Option("--format", help=_FORMAT_HELP)] = None,
+    target: Annotated[Path | None, typer.Option("--out", help="Write the converted rows to this JSONL file "
+                                                              "(refused when it exists).")] = None,
+) -> None:
+    """Show how a file converts into the registry's rows, without registering anything (no server needed)."""
+    from optimize.client.registry import convert_dataset
+
+    out.emit(convert_dataset(file, to, data_format, target), _render_conversion)
 
 
 @command(app, "get")
@@ -163,6 +183,8 @@ def _render_registered(con, item) -> None:
               f"already held {upload['alreadyHeld']}")
     if item["aliases"]:
         con.print(f"  Aliases  {', '.join(item['aliases'])}")
+    if item.get("conversion"):
+        con.print(f"  From     {_conversion_line(item['conversion'])}")
 
 
 def _render_version(con, item) -> None:
@@ -175,6 +197,10 @@ def _render_version(con, item) -> None:
     con.print(f"Size      {human_size(item['bytes'])} in {item['shards']} object{'s' if item['shards'] != 1 else ''}")
     con.print(f"Aliases   {', '.join(item['aliases']) or DASH}")
     con.print(f"Created   {age(item['createdAt'])}")
+    if item.get("conversion"):
+        con.print(f"Converted {_conversion_line(item['conversion'])}")
+        for rule in item["conversion"]["rules"]:
+            con.print(f"            {rule['rule']} ({_rows(rule['rows'])})")
     grid = table("OBJECT", "ROWS", "SIZE", "DIGEST")
     for obj in item.get("objects", []):
         grid.add_row(obj["path"], str(obj["rows"]), human_size(obj["bytes"]), obj["digest"][:19])
@@ -207,3 +233,24 @@ def _render_alias(con, data) -> None:
               + (" (managed by the registry)" if data["managed"] else ""))
     for move in data["history"]:
         con.print(f"  v{move['version']}  since {move['since']}")
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
+def _conversion_line(record) -> str:
+    return f"{record['sourceFormat']} rows in a {record['container']} file ({_rows(record['rows'])})"
+
+
+def _render_conversion(con, data) -> None:
+    record = data["conversion"]
+    con.print(f"[bold]{data['file']}[/]: {_conversion_line(record)} → {record['format']}")
+    for rule in record["rules"] or [{"rule": "no rule applied: the rows are the registry's own", "rows": 0}]:
+        con.print(f"  {rule['rule']}" + (f" ({_rows(rule['rows'])})" if rule["rows"] else ""))
+    if data.get("written"):
+        con.print(f"Wrote {data['written']}")
+    for row in data.get("preview", []):
+        con.print_json(data=row)
+    if data.get("preview"):
+        con.print(f"(the first {len(data['preview'])} of {record['rows']} rows; --out FILE writes them all)")

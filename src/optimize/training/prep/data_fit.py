@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimize.chat.normalize import normalize_messages
 from optimize.chat.render import ChatRenderer, LossPolicy, Rendered, RenderError
 from optimize.chat.turns import trimmed
 
@@ -91,7 +90,8 @@ class Fitter:
                              f"covers the whole conversation, so its oldest turns cannot be removed; shorten the row, "
                              "raise maxSeqLength, or leave its mask out")
         shortest = len(rendered.input_ids)
-        for removed, messages in trimmed(normalize_messages(row["messages"])):
+        # Trim the row as written (weights included): the render normalizes each candidate itself.
+        for removed, messages in trimmed(row["messages"]):
             candidate = self._render({**row, "messages": messages}, where)
             shortest = len(candidate.input_ids)
             if shortest <= self.limit:
