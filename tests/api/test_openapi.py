@@ -336,3 +336,17 @@ def test_a_route_answers_what_its_service_built(client):
     assert answer["datasets"] == {**limits.to_json(), "formats": answer["datasets"]["formats"]}
     assert list(answer["datasets"]) == [*limits.to_json(), "formats"]
     assert client.get("/v1/training/projects").json() == {"projects": []}
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_pages_load_every_script_and_style_from_this_server(client, page):
+    """Offline: every asset the page names is a path on this server that answers, none a CDN address."""
+    import re
+
+    html = client.get(page)
+    assert html.status_code == 200 and "/openapi.json" in html.text
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+    assert assets and all(url.startswith("/docs/assets/") for url in assets), assets
+    for url in assets:
+        response = client.get(url)
+        assert response.status_code == 200 and len(response.content) > 1000, url

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from optimize import __version__
-from optimize.api import problems
+from optimize.api import docs_page, problems
 from optimize.api.routers import (
     base_models,
     chat,
@@ -38,7 +38,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
     upgrade(url)
-    app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False)
+    app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False, docs_url=None, redoc_url=None)
     app.state.settings = settings
     blobs = LocalBlobStore(settings.blob_dir)
     blobs.clear_staging()
@@ -50,6 +50,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                     analysis_wait_seconds=settings.analysis_wait_seconds,
                                     endpoint_idle_seconds=settings.endpoint_idle_seconds)
     problems.install(app)
+    docs_page.install(app)
     shared = [module.router for module in (health, info, namespaces, datasets, models, uploads, base_models, projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
     for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
