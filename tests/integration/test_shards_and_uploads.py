@@ -9,6 +9,7 @@ import sys
 import httpx
 import pytest
 
+from optimize.core.sizes import human_size
 from tests.conftest import Cli, chat_row, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -28,6 +29,12 @@ def test_shard_size_cuts_a_small_file_into_ordered_shards(cli, ns, tmp_path):
     assert sum(o["rows"] for o in objects) == version["examples"] == 400
     assert sum(o["bytes"] for o in objects) == version["bytes"] == path.stat().st_size
     assert version["upload"]["sent"] == len(objects)
+    # not a terminal: a plain line a shard sent on stderr (JSON modes print only their answer)
+    other = many_rows(tmp_path / "e.jsonl", 200, width=201)
+    text = cli.ok("registry", "datasets", "register", f"{ns}/e", "-f", str(other), "--shard-size", "32KiB")
+    sent = cli.json("registry", "datasets", "get", f"{ns}/e")["objects"]
+    assert text.err.splitlines() == [f"  sent shard {i} of {len(sent)} ({human_size(o['bytes'])})"
+                                     for i, o in enumerate(sent, start=1)]
 
 
 def test_sharded_bad_rows_are_numbered_in_the_whole_file(cli, ns, tmp_path):

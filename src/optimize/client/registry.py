@@ -30,6 +30,7 @@ class UploadProgress:
 
     phase: Callable[[str, int], None] = lambda _name, _total: None
     advance: Callable[[int], None] = lambda _n: None
+    shard_sent: Callable[[int, int, int], None] = lambda _done, _count, _size: None  # (n-th sent, of, bytes)
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _send_shards(
     """Send each shard; collect row refusals from every shard so the user sees all bad lines at once."""
     errors: list[dict[str, Any]] = []
     count = 0
-    for shard in shards:
+    for sent, shard in enumerate(shards, start=1):
         try:
             chunks = _read_range(path, shard.offset, shard.size, progress.advance)
             api.uploads.send_shard(upload_id, shard.index, chunks, shard.size)
@@ -160,6 +161,7 @@ def _send_shards(
             errors.extend(error.body["errors"])
             count += int(error.body.get("errorCount", len(error.body["errors"])))
             continue
+        progress.shard_sent(sent, len(shards), shard.size)
         crashpoint("client.upload.after_shard")
     return errors, count
 

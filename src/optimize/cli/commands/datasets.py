@@ -126,19 +126,27 @@ def _alias_target(text: str):
 
 
 class _progress:
-    """A Rich progress bar on stderr while hashing and uploading (text mode on a terminal only)."""
+    """Upload progress on stderr: a Rich bar on a terminal; plain lines otherwise — a line a phase for files over
+    `PLAIN_FROM` bytes and a line a shard sent when there are several — so a script's log shows where a large
+    upload is without noise for small ones. JSON modes print only their answer."""
+
+    PLAIN_FROM = 64 * 1024 * 1024
 
     def __init__(self, out: Output) -> None:
         import sys
 
-        self.enabled = not out.is_json and sys.stderr.isatty()
+        self.bar_enabled = not out.is_json and sys.stderr.isatty()
+        self.plain = not out.is_json and not sys.stderr.isatty()
         self.bar = None
         self.task = None
+        self.long = False
 
     def __enter__(self):
         from optimize.client.registry import UploadProgress
 
-        if not self.enabled:
+        if self.plain:
+            return UploadProgress(phase=self._line, shard_sent=self._shard_line)
+        if not self.bar_enabled:
             return UploadProgress()
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -148,6 +156,15 @@ class _progress:
                             TransferSpeedColumn(), console=console(stderr=True), transient=True)
         self.bar.start()
         return UploadProgress(phase=self._phase, advance=self._advance)
+
+    def _line(self, name: str, total: int) -> None:
+        self.long = total > self.PLAIN_FROM
+        if self.long:
+            _stderr(f"{name.capitalize()} {human_size(total)}")
+
+    def _shard_line(self, done: int, count: int, size: int) -> None:
+        if self.long or count > 1:
+            _stderr(f"  sent shard {done} of {count} ({human_size(size)})")
 
     def _phase(self, name: str, total: int) -> None:
         if self.task is not None:
@@ -160,6 +177,12 @@ class _progress:
     def __exit__(self, *_exc) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
 
 
 def _count_line(item) -> str:
