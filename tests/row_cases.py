@@ -93,7 +93,8 @@ BAD_PAIRS = [
      "--format trl-preference"),
     ("openai-preference", {"input": {"messages": [U]}, "preferred_output": [A], "non_preferred_output": [A]},
      "--format openai-preference-jsonl"),
-    ("weighted-prompt", {"prompt": [{**U, "weight": 1}], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
+    ("weighted-prompt",
+     {"prompt": [{**U, "weight": 1}], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
      "weights mark the assistant messages of chat rows"),
 ]
 

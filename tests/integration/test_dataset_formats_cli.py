@@ -68,7 +68,8 @@ def test_preference_rows_of_openai_and_trl_register_as_pairs(cli, ns, tmp_path):
     version = cli.json("registry", "datasets", "register", f"{ns}/oa", "-f", str(openai))
     assert (version["format"], version["pairs"], version["conversion"]["sourceFormat"]) == \
         ("preference-jsonl-v1", 1, "openai-preference-jsonl")
-    assert stored_rows(cli, f"{ns}/oa:v1") == [{"prompt": [U], "chosen": {"role": "assistant", "content": "18C and sunny"},
+    assert stored_rows(cli, f"{ns}/oa:v1") == [{"prompt": [U],
+                                                "chosen": {"role": "assistant", "content": "18C and sunny"},
                                                 "rejected": {"role": "assistant", "content": "No idea"}}]
     trl = tmp_path / "trl.json"  # a JSON array, with an implicit prompt in one row
     trl.write_text(json.dumps([
