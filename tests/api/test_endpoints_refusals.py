@@ -252,3 +252,22 @@ def test_chat_with_a_model_that_is_not_a_string_is_refused(bare, model):
 def test_models_on_a_server_serving_nothing_is_an_empty_list(bare):
     response = bare.get("/v1/models")
     assert response.status_code == 200 and response.json() == {"object": "list", "data": []}
+
+
+def test_a_job_granted_its_devices_is_not_said_to_wait_for_itself(client):
+    """Between the grant and its worker's start a job holds its devices in its waiting phase."""
+    from optimize.jobs.devices import pool_devices
+    from optimize.jobs.leases import grant
+
+    short = client.post(ENDPOINTS, json={"model": MODEL, "project": "shop"}).json()["endpointId"][:12]
+    try:
+        endpoint = client.get(f"{ENDPOINTS}/{short}").json()
+        assert endpoint["waitingFor"] == "waiting for the scheduler to grant the free devices"
+        training = client.app.state.training
+        profile = next(p for p in training.profiles if p.kind == "cpu")
+        with training.store.transaction() as session:
+            grant(session, "endpoint", endpoint["endpointId"], 1, pool_devices(profile, "serving")[:1], 60)
+        assert client.get(f"{ENDPOINTS}/{short}").json()["waitingFor"] == \
+            "its devices are granted; its worker is starting"
+    finally:
+        client.delete(f"{ENDPOINTS}/{short}")

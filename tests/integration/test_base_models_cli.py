@@ -57,8 +57,7 @@ def test_import_from_a_local_snapshot(server_factory, capsys, tmp_path):
     built = cli.json("training", "base-models", "select", "optimize/tiny-smollm2")
     snapshot = tmp_path / "snapshot"
     shutil.copytree(built["selection"]["path"], snapshot)
-    imported = cli.json("training", "base-models", "select", "huggingfacetb/smollm2-135m-instruct",
-                        "--from", str(snapshot))
+    imported = cli.json("training", "base-models", "select", "optimize/tiny-smollm2", "--from", str(snapshot))
     assert imported["selection"]["source"] == "import"
     assert imported["selection"]["contentDigest"] == "sha256:" + built["commit"]
 
@@ -76,7 +75,7 @@ def test_offline_server_refuses_to_fetch(cli_sqlite):
     pinned = cli_sqlite("training", "base-models", "select", "google/gemma-4-e2b-it")
     assert pinned.code == 1 and "offline (HF_HUB_OFFLINE=1)" in pinned.err and "--from DIR" in pinned.err
     unpinned = cli_sqlite("training", "base-models", "select", "meta-llama/llama-3.2-1b-instruct")
-    assert unpinned.code == 1 and "pins no commit" in unpinned.err
+    assert unpinned.code == 1 and "offline (HF_HUB_OFFLINE=1)" in unpinned.err  # unpinned: resolved online only
 
 
 def test_applied_catalog_from_a_file(server_factory, capsys, tmp_path):

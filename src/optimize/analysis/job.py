@@ -29,7 +29,7 @@ class AnalysisKind(JobKind):
         return "", 0
 
     def on_grant(self, session: Session, row: Analysis, lease: JobLease, grant: Grant) -> dict[str, Any]:
-        return {"attempt": lease.attempt, "started_at": lease.granted_at}
+        return {"attempt": lease.attempt, "started_at": lease.granted_at, "progress": {}}  # measured afresh
 
     def requeue(self, deployment: Any, session: Session, row: Analysis, reason: str) -> bool:
         return transition(session, ANALYSIS, row, AnalysisPhase.PENDING, note=reason, started_at=None)
@@ -39,6 +39,9 @@ class AnalysisKind(JobKind):
 
     def worker_spec(self, deployment, job_id, token, body):
         return service.job_spec(deployment, job_id, token)
+
+    def worker_progress(self, deployment, job_id, token, body):
+        return service.report_progress(deployment, job_id, token, body)
 
     def worker_result(self, deployment, job_id, token, body):
         return service.finish(deployment, job_id, token, body)

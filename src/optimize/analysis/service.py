@@ -22,12 +22,13 @@ from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import fence
+from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects, resolve_reference
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.plans import parse_plan
 from optimize.store.db import insert_ignoring_conflict
+from optimize.store.events import record
 from optimize.store.tables import Analysis
 
 ID_PREFIX_MIN = 4
@@ -39,7 +40,7 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
         "examplesDigest": item.examples_digest, "kind": item.kind, "baseModel": item.base_entry_id,
         "baseModelCommit": item.base_commit, "optimizeVersion": item.optimize_version, "reason": item.reason,
         "refused": item.refused, "createdAt": iso(item.created_at), "startedAt": iso(item.started_at),
-        "finishedAt": iso(item.finished_at), "report": item.report,
+        "finishedAt": iso(item.finished_at), "report": item.report, "progress": item.progress or {},
         "terminal": AnalysisPhase(item.phase) in TERMINAL, "settled": AnalysisPhase(item.phase) in TERMINAL,
     }
     if item.lengths_sha256:
@@ -137,6 +138,16 @@ def job_spec(training: Deployment, analysis_id: str, token: str) -> dict[str, An
             "objects": examples_objects(session, item.examples_digest), "leaseSeconds": training.lease_seconds,
             "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
         }).wire()
+
+
+def report_progress(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Rows measured of rows total, as the worker goes: an event, so followers see it."""
+    with training.store.transaction() as session:
+        item, lease = fence(session, ANALYSIS, analysis_id, token)
+        extend(lease, training.lease_seconds)
+        item.progress = {**(item.progress or {}), **(body.get("progress") or {})}
+        record(session, ANALYSIS.subject(item.id), "progress", rowsMeasured=item.progress.get("rowsMeasured"))
+        return {"phase": item.phase}
 
 
 def finish(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

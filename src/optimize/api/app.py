@@ -20,6 +20,7 @@ from optimize.api.routers import (
     uploads,
 )
 from optimize.blobs.local import LocalBlobStore
+from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
 from optimize.deployment import Deployment
@@ -44,6 +45,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     blobs.clear_staging()
     store = Store(url)
     catalog = load_catalog(settings.catalog_path)
+    load_additions(store, catalog)  # the models `base-models add` put in this deployment's catalog
     app.state.registry = Registry(store, blobs, settings.limits)
     app.state.training = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                     settings.data_dir, blobs, lease_seconds=settings.lease_seconds,

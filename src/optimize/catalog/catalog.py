@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,18 @@ def check_replica_profile(entry: Entry, profile: DeviceProfile, profiles: list[D
 class Catalog:
     path: Path
     document: CatalogFile
+    # entries `base-models add` put in this deployment's store, applied after the file's (the file wins a clash)
+    added: list[Entry] = field(default_factory=list)
 
     @property
     def entries(self) -> list[Entry]:
-        return self.document.models
+        return [*self.document.models, *self.added]
+
+    def add(self, entry: Entry) -> None:
+        """Apply an added entry (kept in the store, so a restarted server applies it again)."""
+        taken = {e.id for e in self.entries} | {e.repository.lower() for e in self.entries}
+        if entry.id not in taken and entry.repository.lower() not in taken:
+            self.added.append(entry)
 
     @property
     def strict_envelopes(self) -> bool:
@@ -57,8 +65,10 @@ class Catalog:
         if len(matches) > 1:
             names = ", ".join(e.id for e in matches[:8])
             raise Invalid(f"{query!r} matches {len(matches)} base models ({names})", hint="give more of the name")
-        raise NotFound(f"no base model {query!r} in the catalog",
-                       hint="list the catalog with: akka training base-models list")
+        hint = "list the catalog with: akka training base-models list"
+        if wanted.count("/") == 1:  # a hub repository the catalog lacks: an administrator can add it
+            hint += f"; an administrator adds a hub model with: akka training base-models add {query.strip()}"
+        raise NotFound(f"no base model {query!r} in the catalog", hint=hint)
 
 
 def load_catalog(path: Path | None = None) -> Catalog:

@@ -69,6 +69,12 @@ class Entry(_Strict):
     envelopes: list[Envelope] = Field(default_factory=list, description="Measured training envelopes")
     stand_in: StandInSpec | None = Field(default=None, alias="standIn", description="Built locally, offline")
     notes: str | None = Field(default=None, description="What is not known here, and other remarks")
+    chat_template_sha256: str | None = Field(
+        default=None, alias="chatTemplateSha256",
+        description="sha256 of the chat template in the repository's files at the pinned commit, where measured")
+    added_at: str | None = Field(default=None, alias="addedAt",
+                                 description="When `base-models add` added it to this deployment (ISO 8601); "
+                                             "null for entries of the catalog file")
 
     @property
     def serving_only(self) -> bool:

@@ -3,8 +3,12 @@
 A model is obtained in one of three ways, all ending as a folder in the data dir's model cache:
 - a stand-in is built here (in a child process, so the server never imports torch);
 - `--from DIR` imports a local snapshot (safetensors weights, a tokenizer and a chat template);
-- otherwise it is fetched from the hub at the catalog's pinned commit, which an offline machine refuses
-  clearly instead of trying at job time.
+- otherwise it is fetched from the hub (catalog/hub.py): at the catalog's pinned commit, or, where the catalog pins
+  none, at the commit `--revision` (default: main) names now — resolved once, recorded, and said in the answer.
+  An offline server refuses up front instead of trying at job time.
+Whatever the source, the files must be the model the entry names: their config's architecture, hidden size,
+layers, heads and vocabulary are checked against the entry (catalog/facts.py), and the parameter count shown for
+a selected model is counted in its files, not copied from the catalog.
 The same transaction that records the selection registers the model as a BASE version under its lowercased
 repository (`Qwen/Qwen3-0.6B` → `qwen/qwen3-0.6b:v1`); selecting the same commit again registers nothing.
 """
@@ -17,7 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from optimize.catalog import hub
 from optimize.catalog.catalog import Catalog
+from optimize.catalog.facts import check_shape, read_folder_facts
 from optimize.catalog.schema import Entry
 from optimize.catalog.standins import files_digest
 from optimize.core.clock import utcnow
@@ -35,20 +41,27 @@ def cache_root(data_dir: Path) -> Path:
     return data_dir / "models"
 
 
-def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir: str | None) -> BaseModelSelection:
+def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir: str | None,
+           revision: str | None = None) -> BaseModelSelection:
     entry = catalog.find(query)
+    if revision is not None and (from_dir or entry.stand_in is not None):
+        what = "an imported folder" if from_dir else f"the stand-in {entry.id}, which is built here"
+        raise Invalid(f"--revision names a hub revision; {what} has none", hint="leave out --revision")
     staging = cache_root(data_dir) / f".staging-{new_id()}"
     staging.parent.mkdir(parents=True, exist_ok=True)
+    commit = None
     try:
         if from_dir:
             _import_snapshot(Path(from_dir), staging)
-            source = "import"
+            source, what = "import", f"the folder {from_dir}"
         elif entry.stand_in is not None:
             _build_stand_in(entry, staging)
-            source = "stand-in"
+            source, what = "stand-in", f"the stand-in built for {entry.id}"
         else:
-            _fetch_from_hub(entry, staging)
-            source = "hub"
+            commit = _fetch_from_hub(entry, revision, staging)
+            source, what = "hub", f"{entry.repository} at {commit[:12]}"
+        facts = read_folder_facts(staging, what)
+        check_shape(entry.id, entry.architecture, facts, what)
         digest = files_digest(staging)
         target = cache_root(data_dir) / digest
         if target.exists():
@@ -57,7 +70,8 @@ def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir:
             staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    commit = digest if source == "stand-in" or entry.commit is None else entry.commit
+    if commit is None:  # a stand-in's or unpinned import's commit is the digest of its files
+        commit = digest if source == "stand-in" or entry.commit is None else entry.commit
     with store.transaction() as session:
         selection = session.get(BaseModelSelection, entry.id)
         if selection is None:
@@ -65,6 +79,7 @@ def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir:
             session.add(selection)
         selection.repository, selection.commit, selection.content_digest = entry.repository, commit, digest
         selection.source, selection.path, selection.selected_at = source, str(target), utcnow()
+        selection.revision, selection.parameters = revision, facts.parameters
         register_base_model(session, entry.repository, commit, entry.id)
     return selection
 
@@ -95,22 +110,19 @@ def _build_stand_in(entry: Entry, staging: Path) -> None:
                       hint="install the training extra: pip install -e '.[train]'")
 
 
-def _fetch_from_hub(entry: Entry, staging: Path) -> None:
+def _fetch_from_hub(entry: Entry, revision: str | None, staging: Path) -> str:
+    """Download the entry's files into `staging` and return the commit they are at."""
     offline_hint = f"select it from a local snapshot: akka training base-models select {entry.id} --from DIR"
-    if entry.commit is None:
-        raise Refused(f"the catalog pins no commit for {entry.repository}, so it cannot be fetched reproducibly",
-                      hint=offline_hint)
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise Refused(f"this server is offline (HF_HUB_OFFLINE=1) and cannot fetch {entry.repository}",
-                      hint=offline_hint)
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot_download(entry.repository, revision=entry.commit, local_dir=staging,
-                          allow_patterns=["*.json", "*.safetensors", "*.jinja", "tokenizer*", "*.txt"])
-    except Exception as error:  # noqa: BLE001 - any hub failure becomes the same clear refusal
-        raise Refused(f"the model hub could not provide {entry.repository} at {entry.commit[:12]} "
-                      f"({type(error).__name__})", hint=offline_hint) from None
+    hub.require_online(entry.repository, offline_hint)
+    if entry.commit is not None and revision is None:
+        commit = entry.commit  # pinned: no need to ask the hub what it names
+    else:
+        commit = hub.resolve(entry.repository, revision or "main", offline_hint)
+        if entry.commit is not None and commit != entry.commit:
+            raise Refused(f"the catalog pins {entry.repository} to {entry.commit}; --revision {revision} is "
+                          f"{commit}", hint="leave out --revision to select the pinned commit")
+    hub.download(entry.repository, commit, staging, offline_hint)
+    return commit
 
 
 def selection_for(store: Store, entry_id: str) -> BaseModelSelection | None:

@@ -1,4 +1,8 @@
-"""JSON shapes of catalog entries and their envelopes (labelled as measurements)."""
+"""JSON shapes of catalog entries and their envelopes (labelled as measurements).
+
+Once a model is selected, its parameter count is the one counted in the selected files (`parameters.source:
+files`), not the catalog's figure: what is shown is what will train.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ def entry_json(entry: Entry, selection: BaseModelSelection | None, *, full: bool
         "repository": entry.repository,
         "commit": selection.commit if selection else entry.commit,
         "family": entry.family,
-        "parameters": {"total": entry.parameters.total, "active": entry.parameters.active},
+        "parameters": _parameters(entry, selection),
         "contextLength": entry.context_length,
         "allowedFor": list(entry.allowed_for),
         "servingOnly": entry.serving_only,
@@ -33,6 +37,8 @@ def entry_json(entry: Entry, selection: BaseModelSelection | None, *, full: bool
             "chatTemplate": entry.chat_template,
             "adaptExperts": entry.adapt_experts,
             "notes": entry.notes,
+            "chatTemplateSha256": entry.chat_template_sha256,
+            "addedAt": entry.added_at,
             "envelopes": [
                 {**envelope.model_dump(by_alias=True, exclude={"measurement"}), "kind": "measurement",
                  "measurement": envelope.measurement.model_dump()}
@@ -41,6 +47,17 @@ def entry_json(entry: Entry, selection: BaseModelSelection | None, *, full: bool
             "selection": None if selection is None else {
                 "commit": selection.commit, "contentDigest": f"sha256:{selection.content_digest}",
                 "source": selection.source, "path": selection.path, "selectedAt": iso(selection.selected_at),
+                "revision": selection.revision, "parameters": selection.parameters,
             },
         })
     return body
+
+
+def _parameters(entry: Entry, selection: BaseModelSelection | None) -> dict[str, Any]:
+    counted = selection.parameters if selection is not None else None
+    if counted is None:
+        return {"total": entry.parameters.total, "active": entry.parameters.active,
+                "source": "catalog" if entry.parameters.total is not None else None}
+    # a dense model's active parameters are all of them; an expert model's are not in its files
+    dense = not entry.architecture.get("mixtureOfExperts")
+    return {"total": counted, "active": counted if dense else entry.parameters.active, "source": "files"}

@@ -273,9 +273,22 @@ class BaseModels(_Resource):
     def get(self, model: str) -> Json:
         return self._http.get(self._path(model))
 
-    def select(self, model: str, *, from_dir: str | None = None) -> Json:
-        """Make a base model available; `from_dir` imports a snapshot folder the server reads (an absolute path)."""
-        return self._http.post(self._path(model, "select"), json={"from": from_dir} if from_dir else {})
+    def select(self, model: str, *, from_dir: str | None = None, revision: str | None = None) -> Json:
+        """Make a base model available; `from_dir` imports a snapshot folder the server reads (an absolute path);
+        `revision` fetches that hub branch, tag or commit of a model whose catalog entry pins none."""
+        body: Json = {}
+        if from_dir:
+            body["from"] = from_dir
+        if revision:
+            body["revision"] = revision
+        return self._http.post(self._path(model, "select"), json=body)
+
+    def add(self, repository: str, *, family: str | None = None) -> Json:
+        """Add a hub model (`OWNER/NAME[@REV]`) to this deployment's catalog, its facts read from its files."""
+        body: Json = {"repository": repository}
+        if family:
+            body["family"] = family
+        return self._http.post(self.ROOT, json=body)
 
 
 class Analyses(_Resource):

@@ -28,6 +28,9 @@ def waiting_for(session: Session, deployment: Any, kind_name: str, row: Any) -> 
     devices = pool_devices(profile, kind.pool or "")
     holds = session.scalars(select(DeviceHold).where(DeviceHold.device_id.in_(devices))
                             .order_by(DeviceHold.since)).all()
+    if any(hold.subject == f"{kind_name}:{row.id}" for hold in holds):
+        # granted a moment ago: the devices are its own until its worker starts and the phase moves on
+        return "its devices are granted; its worker is starting"
     if len(devices) - len(holds) >= count:
         return "waiting for the scheduler to grant the free devices"
     noun = (f"the {profile.name} device" if len(devices) == 1

@@ -40,6 +40,8 @@ class Analysis(Answer):
     finished_at: str | None = Field(description="When it ended (ISO 8601, UTC)")
     report: dict[str, Any] | None = Field(description="What it measured: rows, token lengths, templates, tools; "
                                                       "null until done")
+    progress: dict[str, Any] = Field(default_factory=dict, description="rowsMeasured of rowsTotal, as its worker "
+                                                                       "reported them (empty before it starts)")
     row_lengths: str | None = Field(default=None, description="sha256:HEX of the per-row lengths file (once done)")
     estimates: dict[str, Any] | None = Field(default=None, description="Steps and time for the plan given "
                                                                        "(POST with a plan, once done)")

@@ -16,6 +16,20 @@ class SelectRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     from_dir: str | None = Field(default=None, alias="from", description="Import this local snapshot folder")
+    revision: str | None = Field(default=None, min_length=1, max_length=200,
+                                 description="Hub branch, tag or commit to fetch (default: the pinned commit, "
+                                             "else main); resolved to a commit once and recorded")
+
+
+class AddRequest(BaseModel):
+    """`POST /v1/training/base-models` (administrators): add a hub model to this deployment's catalog."""
+
+    model_config = ConfigDict(extra="forbid")
+    repository: str = Field(min_length=3, max_length=200,
+                            description="Hub repository OWNER/NAME, optionally @REVISION (default: main)")
+    family: str | None = Field(default=None, max_length=40,
+                               description="Model family, where the architecture fits more than one "
+                                           "(LlamaForCausalLM: llama3.2 or smollm2)")
 
 
 # --- base models --------------------------------------------------------------------------------------------
@@ -24,6 +38,8 @@ class SelectRequest(BaseModel):
 class Parameters(Answer):
     total: int | None = Field(description="Total parameters; null when not known here")
     active: int | None = Field(description="Parameters active per token (differs from total for MoE)")
+    source: str | None = Field(description="files (counted in the selected files) or catalog (the catalog's "
+                                           "figure, before selection); null when not known")
 
 
 class Measurement(Answer):
@@ -57,6 +73,9 @@ class Selection(Answer):
     source: str = Field(description="Where the weights came from: hub, import or stand-in")
     path: str = Field(description="The folder holding them on the server")
     selected_at: str = Field(description="When it was selected (ISO 8601, UTC)")
+    revision: str | None = Field(description="The hub revision asked for (--revision), resolved to `commit`; null "
+                                             "when none was given")
+    parameters: int | None = Field(description="Parameters counted in the selected files' safetensors headers")
 
 
 class BaseModelEntry(Answer):
@@ -86,6 +105,9 @@ class BaseModelDetail(BaseModelEntry):
     chat_template: str = Field(description="shipped, corrected or optimize: whose chat template renders it")
     adapt_experts: bool = Field(description="Whether lora.adaptExperts is accepted for it")
     notes: str | None = Field(description="What is not known here, and other remarks")
+    chat_template_sha256: str | None = Field(
+        alias="chatTemplateSha256", description="sha256 of the chat template in the repository's files, where measured")
+    added_at: str | None = Field(description="When base-models add added it here; null for catalog-file entries")
     envelopes: list[Envelope] = Field(description="Measured training envelopes")
     selection: Selection | None = Field(description="The selection on this deployment; null when not selected")
 

@@ -147,6 +147,20 @@ class RunSetting(Answer):
     source: str = Field(description="file (the plan stated it) or where the default came from")
 
 
+class RunPrediction(Answer):
+    """The pre-flight estimate of a run (from its dataset analysis and the catalog's measured throughput) and the
+    training time measured against it."""
+
+    seconds: Number | None = Field(description="Training seconds estimated; null when there is no estimate")
+    steps: int | None = Field(description="Updates the estimate counts")
+    tokens: int | None = Field(description="Tokens the estimate counts")
+    basis: str = Field(description="What the estimate rests on, or why there is none")
+    analysis_id: str | None = Field(description="The analysis of the training dataset it was computed from")
+    recorded_at: str = Field(description="When it was recorded (ISO 8601, UTC)")
+    actual_seconds: Number | None = Field(description="Training seconds measured so far (the TRAINING phase); null "
+                                                      "before training")
+
+
 class Run(Answer):
     """A training run as users see it."""
 
@@ -171,6 +185,9 @@ class Run(Answer):
                                                 "dataFit and the final metrics")
     cost: dict[str, Any] = Field(description="deviceSeconds (estimate: true while it runs) and duration by phase")
     timing: RunTiming = Field(description="Time in each phase, submission and end")
+    prediction: RunPrediction | None = Field(default=None, description="The pre-flight estimate recorded before "
+                                                                       "its devices were claimed, with the training "
+                                                                       "time measured; null until it is recorded")
     failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
     warnings: list[str] = Field(description="What admission noted, e.g. an unmeasured envelope")
     description: str | None = Field(description="The plan's description")

@@ -29,7 +29,7 @@ def run_analysis(channel: Channel, analysis_id: str) -> int:
         return 3
     reporter = Reporter(channel, base, spec["leaseSeconds"]).start()  # heart-beats while the rows are measured
     try:
-        result = _measure(channel, spec)
+        result = _measure(channel, spec, reporter)
     except _Refusal as refusal:
         result = {"failed": str(refusal), "refused": True}
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
@@ -45,7 +45,7 @@ class _Refusal(Exception):
     """The dataset cannot be analyzed as it is (a bad row); another attempt would fail the same way."""
 
 
-def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
+def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> dict[str, Any]:
     import orjson
 
     from optimize.analysis.measure import measure_rows
@@ -55,11 +55,17 @@ def _measure(channel: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     renderer = renderer_for(spec["model"])
     kind = RowKind(spec["kind"])
     builder = ReportBuilder(kind.value)
+    total = sum(item["rows"] for item in spec["objects"])
+    measured = 0
 
     def flush(lines: list[int], rows: list[dict], sink) -> None:
+        nonlocal measured
         for line, figures in zip(lines, measure_rows(renderer, rows, kind.value), strict=True):
             builder.add(line, figures)
             sink.write(json.dumps([figures.length, figures.trimmed, figures.trained_final]) + "\n")
+        measured += len(rows)
+        # rows measured of total, for followers; the reporter sends the newest at most about once a second
+        reporter.progress(progress={"rowsMeasured": measured, "rowsTotal": total})
         lines.clear()
         rows.clear()
 

@@ -100,7 +100,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
         def metric(self, kind: str, step: int, values: dict[str, Any]) -> None:
             reporter.metric(kind, step, values)
             if kind == "train" and "loss" in values:
-                reporter.progress(progress={"loss": values["loss"]})
+                # tokens trained so far (as TRL counts them): a follower's tokens/s
+                counted = {"tokens": values["tokens"]} if "tokens" in values else {}
+                reporter.progress(progress={"loss": values["loss"], **counted})
 
         def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None:
             uploader.put(Save(step, directory, epoch, final, epoch_end))

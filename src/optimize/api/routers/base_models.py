@@ -1,5 +1,5 @@
-"""Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST …/{id}/select`,
-`GET /v1/training/capacity`."""
+"""Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST /v1/training/base-models` (add a hub
+model; an administrator's route once tokens with roles exist), `POST …/{id}/select`, `GET /v1/training/capacity`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from optimize.api.deps import TrainingDep
-from optimize.catalog import selection
+from optimize.catalog import additions, selection
 from optimize.catalog.views import entry_json
-from optimize.schemas.catalog import BaseModelDetail, BaseModelList, Capacity, SelectRequest
+from optimize.schemas.catalog import AddRequest, BaseModelDetail, BaseModelList, Capacity, SelectRequest
 from optimize.store.tables import BaseModelSelection
 from optimize.training.server.capacity import capacity as capacity_view
 
@@ -24,6 +24,13 @@ def list_base_models(training: TrainingDep) -> dict:
             "envelopes": "strict" if training.catalog.strict_envelopes else "advisory"}
 
 
+@router.post("/base-models", response_model=BaseModelDetail, status_code=201)
+def add_base_model(body: AddRequest, training: TrainingDep) -> dict:
+    # TODO(issue 18): admin role required once API tokens exist; until then the server binds loopback by default
+    entry = additions.add(training.store, training.catalog, body.repository, body.family)
+    return entry_json(entry, None, full=True)
+
+
 @router.get("/base-models/{model_id:path}", response_model=BaseModelDetail)
 def get_base_model(model_id: str, training: TrainingDep) -> dict:
     entry = training.catalog.find(model_id)
@@ -33,7 +40,7 @@ def get_base_model(model_id: str, training: TrainingDep) -> dict:
 @router.post("/base-models/{model_id:path}/select", response_model=BaseModelDetail)
 def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest | None = None) -> dict:
     chosen = selection.select(training.store, training.catalog, training.data_dir, model_id,
-                              body.from_dir if body else None)
+                              body.from_dir if body else None, body.revision if body else None)
     return entry_json(training.catalog.find(chosen.entry_id), chosen, full=True)
 
 

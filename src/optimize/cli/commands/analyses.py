@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from optimize.cli.common import client_for, command, fail
+from optimize.cli.follow import follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -41,13 +41,9 @@ def analyze(
         analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)
         if wait and analysis["phase"] not in TERMINAL:
             out.note(f"Analysis {analysis['analysisId'][:12]} {analysis['phase']} …")
-            deadline = time.monotonic() + timeout
-            while analysis["phase"] not in TERMINAL:
-                if time.monotonic() > deadline:
-                    fail(f"analysis {analysis['analysisId'][:12]} is still {analysis['phase']} after {timeout:.0f}s",
-                         "follow it with: akka training datasets analyses " + dataset)
-                time.sleep(0.5)
-                analysis = api.analyses.get(analysis["analysisId"])
+            # rows measured of total (and an ETA) while it runs; the JSON answer stays the one analysis
+            analysis = follow_status(api, out, "analyses", analysis["analysisId"], timeout, _headline, None,
+                                     again=f"akka training datasets analyze {dataset} --wait", events=False)
             if run_file is not None and analysis["phase"] == "done":
                 analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)  # now with the estimates
     out.emit(analysis, _render)
@@ -64,6 +60,12 @@ def analyses(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME[:
 
 
 add_logs_command(app, "analyses", "analysis")  # akka training datasets logs ANALYSIS [--attempt N] [--follow]
+
+
+def _headline(item) -> str:
+    """The headline of a followed analysis; its rows measured of total and ETA come from cli.progress."""
+    failed = f"  — {item['reason'].splitlines()[0]}" if item["phase"] == "failed" and item.get("reason") else ""
+    return f"{item['analysisId'][:12]} {item['phase']}{failed}"
 
 
 def _render_list(con, data) -> None:

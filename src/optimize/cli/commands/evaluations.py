@@ -121,8 +121,8 @@ def _follow(api, out: Output, evaluation_id: str, timeout: float | None, exit_st
 
 
 def _line(e: dict[str, Any]) -> str:
-    p = e.get("progress") or {}
-    parts = [f"{e['evaluationId'][:12]} {e['phase'].title()}", f"answered {p.get('answered', 0)}/{p.get('total', 0)}"]
+    """The headline of a followed evaluation; its answers of total and ETA come from cli.progress."""
+    parts = [f"{e['evaluationId'][:12]} {e['phase'].title()}"]
     if e.get("waitingFor"):
         parts.append(f"— {e['waitingFor']}")
     if e.get("failureReason"):

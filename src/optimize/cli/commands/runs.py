@@ -193,14 +193,8 @@ def _follow(api, out: Output, run_id: str, timeout: float | None, exit_status: b
 
 
 def _status_line(r: dict[str, Any]) -> str:
-    p = r.get("progress") or {}
+    """The headline of a followed run; its step, loss, tokens/s and ETA come from cli.progress."""
     parts = [f"{r['runId'][:12]} {r['phase'].title()}"]
-    if r["phase"] == "PREPARING" and p.get("rowsTotal"):
-        parts.append(f"rows {p.get('rowsDone', 0)}/{p['rowsTotal']}")
-    if p.get("totalSteps"):
-        parts.append(f"step {p.get('observedStep', 0)}/{p['totalSteps']}")
-    if p.get("loss") is not None:
-        parts.append(f"loss {p['loss']:.4f}")
     if r["phase"] in ("PAUSING", "PAUSED") and r.get("pause"):
         parts.append(_pause_text(r["pause"]))
     if r.get("waitingFor"):
@@ -232,6 +226,22 @@ def _seconds(value: float | None) -> str:
         return f"{value:.0f}s"
     minutes, seconds = divmod(int(value), 60)
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def _prediction_line(prediction: dict[str, Any] | None, ended: bool) -> str:
+    """The pre-flight estimate of the training time against the time measured (so far, while it runs)."""
+    if not prediction:
+        return f"{DASH} (recorded before its devices are claimed)"
+    if prediction.get("seconds") is None:
+        return f"no estimate: {prediction['basis']}"
+    text = f"training {_seconds(prediction['seconds'])} for {prediction['steps']} steps ({prediction['basis']})"
+    actual = prediction.get("actualSeconds")
+    if actual is None:
+        return text
+    text += f"; actual {_seconds(actual)}{'' if ended else ' so far'}"
+    if ended and prediction["seconds"] > 0:
+        text += f" ({actual / prediction['seconds']:.2f}× the estimate)"
+    return text
 
 
 def _checks_line(checks: dict[str, Any] | None) -> str:
@@ -341,6 +351,7 @@ def _render_run(con, r) -> None:
     ended = f", ended {age(r['timing']['finishedAt'])}" if r["timing"].get("finishedAt") else ""
     con.print(f"  Duration     waiting for devices {_seconds(d.get('waitingForDevices'))}, preparing "
               f"{_seconds(d.get('preparing'))}, training {_seconds(d.get('training'))}{ended}")
+    con.print(f"  Predicted    {_prediction_line(r.get('prediction'), r.get('terminal', False))}")
     if cost.get("tokensPerSecondPerDevice"):
         con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device")
     peak = cost.get("peakDeviceMemoryGiB")

@@ -40,16 +40,53 @@ def select_model(
     out: Output,
     model: Annotated[str, typer.Argument(help="Entry id, repository or unambiguous prefix.")],
     from_dir: Annotated[str | None, typer.Option("--from", help="Import this local snapshot folder instead.")] = None,
+    revision: Annotated[str | None, typer.Option(
+        "--revision", help="Hub branch, tag or commit to fetch where the catalog pins no commit (default: main); "
+                           "resolved once and recorded.")] = None,
 ) -> None:
-    """Make a base model available: build a stand-in, import a snapshot, or fetch it at its pinned commit."""
+    """Make a base model available: build a stand-in, import a snapshot, or fetch it from the hub (at its pinned
+    commit, else at the commit --revision names now)."""
     from pathlib import Path
 
     out.note(f"Selecting {model} …")
     with client_for(out, timeout=900.0) as api:  # building or fetching takes a while
         # the server reads the folder, so it gets the path as this shell means it: absolute
-        data = api.base_models.select(model, from_dir=str(Path(from_dir).resolve()) if from_dir else None)
-    out.emit(data, lambda con, d: con.print(
-        f"Selected {d['id']} at {d['commit'][:12]} ({d['selection']['source']}); cached in {d['selection']['path']}"))
+        data = api.base_models.select(model, from_dir=str(Path(from_dir).resolve()) if from_dir else None,
+                                      revision=revision)
+    out.emit(data, _render_selected)
+
+
+@command(base_models, "add")
+def add_model(
+    out: Output,
+    repository: Annotated[str, typer.Argument(help="Hub repository OWNER/NAME, optionally @REVISION (default main).")],
+    family: Annotated[str | None, typer.Option(
+        "--family", help="Model family where the architecture fits several (LlamaForCausalLM: llama3.2 or smollm2).")]
+    = None,
+) -> None:
+    """Add a hub model to this deployment's catalog (administrators), pinned to the commit its revision names now,
+    with parameters, context length and template digest read from its files."""
+    out.note(f"Reading {repository} from the hub …")
+    with client_for(out, timeout=300.0) as api:
+        data = api.base_models.add(repository, family=family)
+    out.emit(data, _render_added)
+
+
+def _render_selected(con, d) -> None:
+    chosen = d["selection"]
+    how = chosen["source"]
+    if chosen["source"] == "hub" and d["catalogCommit"] is None:  # resolved here: say from what
+        how += f"; {chosen['revision'] or 'main'} resolved to {d['commit']} and recorded"
+    con.print(f"Selected {d['id']} at {d['commit'][:12]} ({how}); cached in {chosen['path']}")
+    if chosen["parameters"] is not None:
+        con.print(f"Parameters   {_params(chosen['parameters'])}, counted in the selected files")
+
+
+def _render_added(con, d) -> None:
+    con.print(f"Added {d['id']} ({d['family']}, {d['architecture'].get('class')}) at {d['commit']}")
+    con.print(f"Parameters   {_params(d['parameters']['total'])}; context {d['contextLength'] or DASH}; "
+              f"template sha256 {(d['chatTemplateSha256'] or DASH)[:12]}")
+    con.print(f"Select it with: akka training base-models select {d['id']}")
 
 
 @command(app, "capacity")
@@ -84,14 +121,18 @@ def _render_one(con, m) -> None:
     if m["commitNote"]:
         con.print(f"             ({m['commitNote']})")
     con.print(f"Family       {m['family']}")
-    con.print(f"Parameters   {_params(params['total'])} total, {_params(params['active'])} active")
+    counted = " (counted in the selected files)" if params.get("source") == "files" else ""
+    con.print(f"Parameters   {_params(params['total'])} total, {_params(params['active'])} active{counted}")
     con.print(f"Context      {m['contextLength'] or DASH}")
     if m["servingOnly"]:
         con.print(f"Allowed for  serving only (served on {', '.join(m['servedOn']) or DASH})")
     else:
         con.print(f"Allowed for  {' and '.join(m['allowedFor'])}")
     con.print(f"Served on    {', '.join(m['servedOn']) or DASH}; tool calls parsed by {m['toolCallParser'] or DASH}")
-    con.print(f"Template     {m['chatTemplate']}")
+    con.print(f"Template     {m['chatTemplate']}" + (f" (sha256 {m['chatTemplateSha256'][:12]})"
+                                                     if m.get("chatTemplateSha256") else ""))
+    if m.get("addedAt"):
+        con.print(f"Added        {m['addedAt']} with base-models add")
     con.print(f"Status       {m['status']}" + (f" ({m['selection']['source']}, {m['selection']['path']})"
                                                   if m["selection"] else ""))
     if m["notes"]:

@@ -15,7 +15,7 @@ from optimize.jobs.kinds import JobKind, Recovery
 from optimize.jobs.leases import Grant
 from optimize.store.tables import JobLease, Run, RunAttempt
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
-from optimize.training.server import attempts, reports
+from optimize.training.server import attempts, prediction, reports
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 
@@ -65,6 +65,7 @@ class RunKind(JobKind):
         refused by them); after the wait limit the run goes on with the check marked as not run."""
         check = row.length_check or {}
         if check.get("status") != "waiting":
+            prediction.settle(deployment, session, row)
             return True
         config = row.resolved["config"]
         subjects = [Subject(d["role"], d["dataset"], digest) for d, digest in
@@ -80,6 +81,7 @@ class RunKind(JobKind):
                 return False
             state = "notRun"
         row.length_check = record(sections, state)
+        prediction.settle(deployment, session, row)  # its analysis is done now, or will not be before the claim
         return True
 
     def on_grant(self, session: Session, row: Run, lease: JobLease, grant: Grant) -> dict[str, Any]:

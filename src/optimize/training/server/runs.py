@@ -35,6 +35,7 @@ from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
+from optimize.training.server.prediction import predict, unavailable
 from optimize.training.server.views import metric_json, run_json, snapshot_json
 
 
@@ -55,6 +56,10 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
     with training.store.transaction() as session:
         project, admitted = _admit(training, session, plan, document, entry)
         sections, state, to_analyze = check_lengths(training, session, admitted, plan)
+        # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
+        preflight = predict(training.blobs, session, document, entry, admitted.dataset.digest, admitted.commit)
+        if preflight is None and state != "waiting":
+            preflight = unavailable()
         now = utcnow()
         run_id = new_id()
         inserted = insert_ignoring_conflict(session, Run, {
@@ -71,7 +76,7 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
             "length_check": record_check(sections, state),
             "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
-            "created_at": now,
+            "created_at": now, "prediction": preflight,
         }, ["submission_id"]) == 1
         run = session.scalar(select(Run).where(Run.submission_id == submission_id))
         if not inserted:  # another request with the same id won the race

@@ -9,6 +9,7 @@ from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.phases import TERMINAL, RunPhase
+from optimize.training.server.prediction import prediction_json
 
 
 def phase_millis(run: Run, now: datetime | None = None) -> dict[str, int]:
@@ -59,6 +60,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "results": {**(run.results or {}), "model": run.model_reference},
         "cost": cost,
         "timing": {"phaseMillis": millis, "createdAt": iso(run.created_at), "finishedAt": iso(run.finished_at)},
+        "prediction": prediction_json(run, millis.get("TRAINING")),
         "failureReason": run.failure_reason,
         "warnings": run.warnings or [],
         "description": run.description,

@@ -1,0 +1,226 @@
+"""What a followed item's status means while it is followed (`wait`, `--wait`): how far it is (steps of a run,
+answers of an evaluation, rows an analysis measured), its loss and tokens/s, and an
+ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
+
+Everything here takes status dicts (what `GET …/{id}` and its `/events` stream answer) and a clock reading, so
+it is tested without a server. `follow.py` feeds it and chooses where the result goes: a Rich view on a terminal
+(`view`), a plain line elsewhere (`line`), a JSON event under `-o json` (`event`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
+ID_KEYS = {"runs": "runId", "evaluations": "evaluationId", "endpoints": "endpointId", "analyses": "analysisId"}
+ITEMS = {"runs": "run", "evaluations": "evaluation", "endpoints": "endpoint", "analyses": "analysis"}
+
+
+@dataclass
+class Reading:
+    """One status as a follower shows it; `at` is the follower's clock when it arrived (the ETA counts down from
+    there between statuses)."""
+
+    kind: str
+    item_id: str
+    phase: str
+    at: float
+    done: int | None = None
+    total: int | None = None
+    unit: str = ""  # steps, rows prepared, answers, rows measured, models answering
+    loss: float | None = None
+    tokens_per_second: float | None = None
+    eta_seconds: float | None = None
+    eta_basis: str | None = None
+
+    def eta_now(self, now: float) -> float | None:
+        if self.eta_seconds is None:
+            return None
+        return max(self.eta_seconds - (now - self.at), 0.0)
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures of a JSON event, camelCase as the API's."""
+        return {"done": self.done, "total": self.total, "unit": self.unit, "loss": self.loss,
+                "tokensPerSecond": None if self.tokens_per_second is None else round(self.tokens_per_second, 1),
+                "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
+                "etaBasis": self.eta_basis}
+
+
+@dataclass
+class _Point:
+    seconds: float
+    count: int
+    tokens: int | None
+
+
+@dataclass
+class Pace:
+    """The recent points (time, count, tokens) of one item, kept over about WINDOW counts, and the rates they
+    give. A point is kept only when the count grows: a status that repeats a step (a new loss, a save) says
+    nothing about the pace."""
+
+    window: int = WINDOW
+    points: deque[_Point] = field(default_factory=deque)
+
+    def add(self, seconds: float, count: int, tokens: int | None = None) -> None:
+        if self.points and (count < self.points[-1].count or seconds < self.points[-1].seconds):
+            self.points.clear()  # a new attempt started over (a resume restores an earlier step): measure afresh
+        if self.points and count == self.points[-1].count:
+            return
+        self.points.append(_Point(seconds, count, tokens))
+        while len(self.points) > 2 and self.points[-1].count - self.points[1].count >= self.window:
+            self.points.popleft()
+
+    def counted(self) -> int:
+        return self.points[-1].count - self.points[0].count if len(self.points) > 1 else 0
+
+    def per_second(self) -> float | None:
+        if len(self.points) < 2:
+            return None
+        first, last = self.points[0], self.points[-1]
+        span = last.seconds - first.seconds
+        return (last.count - first.count) / span if span > 0 else None
+
+    def tokens_per_second(self) -> float | None:
+        with_tokens = [p for p in self.points if p.tokens is not None]
+        if len(with_tokens) < 2:
+            return None
+        first, last = with_tokens[0], with_tokens[-1]
+        span = last.seconds - first.seconds
+        if span <= 0 or last.tokens < first.tokens:  # the count started over: no honest figure
+            return None
+        return (last.tokens - first.tokens) / span
+
+
+class Tracker:
+    """Turns each status of one followed item into a Reading, keeping the pace between them."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.pace = Pace()
+
+    def read(self, status: dict[str, Any], now: float) -> Reading:
+        reading = Reading(self.kind, status.get(ID_KEYS[self.kind], ""), status.get("phase", ""), now)
+        if self.kind == "runs":
+            self._run(status, reading, now)
+        elif self.kind == "evaluations":
+            progress = status.get("progress") or {}
+            reading.done, reading.total, reading.unit = progress.get("answered", 0), progress.get("total"), "answers"
+            self._measured(reading, now, "answers", active=status.get("phase") == "RUNNING")
+        elif self.kind == "analyses":
+            progress = status.get("progress") or {}
+            if progress.get("rowsTotal") or progress.get("rowsMeasured") is not None:
+                reading.done, reading.total = progress.get("rowsMeasured", 0), progress.get("rowsTotal")
+                reading.unit = "rows measured"
+                self._measured(reading, now, "rows", active=status.get("phase") == "running")
+        # an endpoint's headline says how many of its models answer: there is nothing to measure a pace of
+        return reading
+
+    def _measured(self, reading: Reading, now: float, noun: str, active: bool) -> None:
+        if reading.done is None:
+            return
+        self.pace.add(now, reading.done)
+        rate = self.pace.per_second()
+        if active and rate and reading.total:
+            reading.eta_seconds = max(reading.total - reading.done, 0) / rate
+            reading.eta_basis = f"from the last {self.pace.counted()} {noun}"
+
+    def _run(self, status: dict[str, Any], reading: Reading, now: float) -> None:
+        progress = status.get("progress") or {}
+        phase = status.get("phase")
+        if phase == "PREPARING" and progress.get("rowsTotal") and not progress.get("totalSteps"):
+            reading.done, reading.total = progress.get("rowsDone", 0), progress["rowsTotal"]
+            reading.unit = "rows prepared"
+        elif progress.get("totalSteps"):
+            reading.done, reading.total = progress.get("observedStep", 0), progress["totalSteps"]
+            reading.unit = "steps"
+        reading.loss = progress.get("loss")
+        # The server's account of training time (its TRAINING spans) is the clock: it leaves out queueing,
+        # preparing and pauses, and a follower that starts late reads the same clock as one that started early.
+        trained = ((status.get("timing") or {}).get("phaseMillis") or {}).get("TRAINING")
+        seconds = trained / 1000 if trained is not None else now
+        if phase == "TRAINING" and reading.unit == "steps":
+            if not self.pace.points and reading.done and status.get("attempt", 1) <= 1 and trained:
+                self.pace.add(0.0, 0)  # a late follower of a first attempt: the pace so far, from its start
+            self.pace.add(seconds, reading.done, progress.get("tokens"))
+            reading.tokens_per_second = self.pace.tokens_per_second()
+            rate = self.pace.per_second()
+            if rate:
+                reading.eta_seconds = max(reading.total - reading.done, 0) / rate
+                reading.eta_basis = f"from the last {self.pace.counted()} steps"
+                return
+        predicted = (status.get("prediction") or {}).get("seconds")
+        if predicted is not None and phase in ("QUEUED", "PREPARING", "TRAINING"):
+            # Before a step is measured: what the pre-flight estimate leaves of the training time
+            reading.eta_seconds = max(predicted - (trained or 0) / 1000, 0.0)
+            reading.eta_basis = "from the pre-flight estimate"
+
+
+def duration(seconds: float) -> str:
+    """`41s`, `3m`, `3m20s`, `2h05m`: as exact as an estimate deserves."""
+    seconds = max(int(round(seconds)), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, rest = divmod(seconds, 60)
+    if minutes < 10:
+        return f"{minutes}m{rest:02d}s" if rest else f"{minutes}m"
+    if minutes < 60:
+        return f"{minutes}m"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def figures(reading: Reading, now: float | None = None, count: bool = True) -> list[str]:
+    """The measured parts of a line: count of total (unless `count` is False), loss, tokens/s, ETA with its
+    basis."""
+    parts = []
+    if not count:
+        pass
+    elif reading.total:
+        share = 100 * (reading.done or 0) / reading.total
+        parts.append(f"{reading.unit} {reading.done or 0}/{reading.total} ({share:.0f}%)")
+    elif reading.done is not None and reading.unit:
+        parts.append(f"{reading.unit} {reading.done}")
+    if reading.loss is not None:
+        parts.append(f"loss {reading.loss:.4f}")
+    if reading.tokens_per_second is not None:
+        parts.append(f"{reading.tokens_per_second:,.0f} tokens/s")
+    eta = reading.eta_now(now if now is not None else reading.at)
+    if eta is not None:
+        parts.append(f"ETA {duration(eta)} {reading.eta_basis}")
+    return parts
+
+
+def line(headline: str, reading: Reading) -> str:
+    """The plain line (not a terminal): the command's headline (id, phase, pause, what it waits for) with the
+    figures."""
+    return "  ".join([headline, *figures(reading)])
+
+
+def event(status: dict[str, Any], reading: Reading) -> dict[str, Any]:
+    """One JSON event (`-o json`): the status as the API answers it, named (`event`, `item`), with the figures a
+    follower derived from it under `live`."""
+    return {"event": "status", "item": ITEMS[reading.kind], **status, "live": reading.as_json()}
+
+
+def view(headline: str, reading: Reading, now: float) -> RenderableType:
+    """The terminal view: the headline, a bar of done over total, and the figures."""
+    rows: list[RenderableType] = [Text(headline)]
+    if reading.total:
+        bar = Table.grid(padding=(0, 1))
+        bar.add_column(width=40)
+        bar.add_column()
+        share = 100 * (reading.done or 0) / reading.total
+        bar.add_row(ProgressBar(total=reading.total, completed=reading.done or 0, width=40),
+                    Text(f"{reading.done or 0}/{reading.total} {reading.unit} ({share:.0f}%)"))
+        rows.append(bar)
+    rest = figures(reading, now, count=not reading.total)  # the bar's label says the count
+    if rest:
+        rows.append(Text(" · ".join(rest), style="dim"))
+    return Group(*rows)

@@ -1,0 +1,54 @@
+"""The pre-flight estimate a run records before it claims devices: the steps, tokens and training time that the
+analysis of its training dataset and the catalog's measured throughput predict (`analysis.estimates`, the same
+figures `datasets analyze -f RUN_FILE` shows), kept on the run so `runs get` shows it against the time measured
+and a follower's ETA has a basis before the first step.
+
+A run records it at submission where the analysis is already done, otherwise when its length check settles
+before the claim; where no analysis is done by then, the record says so instead of inventing a figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optimize.analysis.estimates import estimate
+from optimize.core.clock import iso, utcnow
+from optimize.schemas.plans import parse_plan
+from optimize.store.tables import Run
+from optimize.training.admission.lengths import analysis_for
+
+NO_ANALYSIS = ("no analysis of the training dataset was done before the run claimed its devices, so there is no "
+               "estimate")
+
+
+def predict(blobs, session, plan_document: dict[str, Any], entry, dataset_digest: str,
+            commit: str | None) -> dict[str, Any] | None:
+    """The estimate from the training dataset's finished analysis, or None while there is none."""
+    analysis = analysis_for(session, dataset_digest, commit) if commit else None
+    if analysis is None or analysis.phase != "done" or not analysis.lengths_sha256:
+        return None
+    figures = estimate(analysis.report, blobs.path_for(analysis.lengths_sha256), parse_plan(plan_document), entry)
+    return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
+            "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow())}
+
+
+def unavailable() -> dict[str, Any]:
+    return {"seconds": None, "steps": None, "tokens": None, "basis": NO_ANALYSIS, "analysisId": None,
+            "recordedAt": iso(utcnow())}
+
+
+def settle(deployment, session, run: Run) -> None:
+    """Record the run's estimate once its length check no longer waits (before its devices are claimed)."""
+    if run.prediction is not None:
+        return
+    entry = deployment.catalog.find(run.base_entry_id)
+    run.prediction = predict(deployment.blobs, session, run.plan, entry, run.dataset_digest,
+                             run.base_commit) or unavailable()
+
+
+def prediction_json(run: Run, training_millis: int | None) -> dict[str, Any] | None:
+    """The recorded estimate with the training time measured so far (`actualSeconds`, null before training)."""
+    if run.prediction is None:
+        return None
+    actual = training_millis / 1000 if training_millis is not None else None
+    return {**run.prediction, "actualSeconds": actual}

@@ -1,0 +1,131 @@
+"""Watching long work through the CLI (`wait`, `--wait`) against a real server, real workers and real training on
+the stand-in model: plain lines when the output is no terminal (the CLI runs here as a subprocess with a pipe),
+one JSON event per status under `-o json`, Ctrl-C that stops only the following, and `runs get` showing the
+pre-flight estimate against the training time measured. The terminal view is rendered in
+tests/unit/test_progress_view.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+
+from tests.conftest import chat_row, write_jsonl
+from tests.run_fixtures import MODEL, capitals_project, plan, write_plan
+
+pytestmark = pytest.mark.integration
+
+
+def akka(url: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI as a user's script runs it: its own process, its output a pipe (no terminal)."""
+    return subprocess.run([sys.executable, "-m", "optimize", *args, "--server", url], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def watched(sqlite_server, tmp_path_factory):
+    """A project with a dataset no other test holds (so its analysis is measured here, not found done), analyzed
+    through `datasets analyze --wait` before a short run is planned on it."""
+    tmp = tmp_path_factory.mktemp("wait-progress")
+    project = capitals_project(sqlite_server.url, tmp, "watch")
+    tag = uuid.uuid4().hex[:8]
+    rows = [chat_row(f"Say {tag} {n}.", f"{tag} {n}.") for n in range(40)]
+    dataset = f"{project['name']}/fresh"
+    done = akka(sqlite_server.url, "registry", "datasets", "register", dataset, "-f",
+                str(write_jsonl(tmp / "fresh.jsonl", rows)))
+    assert done.returncode == 0, done.stderr
+    analyzed = akka(sqlite_server.url, "training", "datasets", "analyze", dataset, "--model", MODEL, "--wait")
+    document = plan(project["name"], dataset)
+    document["config"]["hyperparams"]["training"] = {"maxSteps": 8, "batchSize": 4}
+    document["execution"]["saveEvery"] = 8
+    return {**project, "dataset": dataset, "analyzed": analyzed, "plan": write_plan(tmp, document),
+            "url": sqlite_server.url}
+
+
+def test_an_analysis_followed_off_a_terminal_prints_the_rows_it_measured(watched):
+    analyzed = watched["analyzed"]
+    assert analyzed.returncode == 0, analyzed.stderr
+    lines = analyzed.stdout.splitlines()
+    followed = [line for line in lines if " rows measured " in line]
+    assert followed and followed[-1].split("  ")[1] == "rows measured 40/40 (100%)", analyzed.stdout
+    assert any(line.startswith("Analysis ") for line in lines)  # then the report, as `analyses` shows it
+
+
+def test_ctrl_c_stops_following_and_the_run_goes_on(watched):
+    url = watched["url"]
+    process = subprocess.Popen([sys.executable, "-m", "optimize", "training", "runs", "start", "-f",
+                                watched["plan"], "--force", "--wait", "--server", url],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = _line_within(process, 120)
+        # the analysis is done, so the estimate was recorded at submission: the ETA rests on it before any step
+        assert "ETA " in first and first.endswith("from the pre-flight estimate"), first
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    run_id = first.split()[0]
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    assert f"Stopped following run {run_id}; the run goes on; follow it again with: akka training runs wait " \
+           f"{run_id}." in err.replace("\n", " ").replace("  ", " "), err
+
+    # it goes on: following it again, off a terminal, prints plain lines up to its end
+    followed = akka(url, "training", "runs", "wait", run_id, "--exit-status")
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    lines = followed.stdout.splitlines()
+    statuses = [line for line in lines if line.startswith(run_id)]
+    assert statuses[-1].startswith(f"{run_id} Completed  steps 8/8 (100%)  loss "), followed.stdout
+    assert "State" in lines and any(line.startswith("  Predicted") for line in lines)  # then the run, as `get` has it
+
+    # `runs get` shows the estimate recorded at submission against the training time measured
+    text = akka(url, "training", "runs", "get", run_id).stdout
+    predicted = next(line for line in text.splitlines() if line.startswith("  Predicted"))
+    assert "for 8 steps (" in predicted and "tokens/s per device measured by" in predicted, predicted
+    assert "; actual " in predicted and "× the estimate)" in predicted, predicted
+    run = json.loads(akka(url, "training", "runs", "get", run_id, "-o", "json").stdout)
+    prediction = run["prediction"]
+    assert prediction["steps"] == 8 and prediction["seconds"] > 0 and prediction["actualSeconds"] > 0
+    assert prediction["analysisId"] == run["lengthCheck"]["datasets"][0]["analysisId"]
+
+
+def test_a_followed_run_under_json_is_one_event_per_status_then_the_run(completed_run, sqlite_server):
+    # completed_run was followed with `runs start --wait -o json-compact` from its submission to its end
+    *events, final = completed_run["lines"]
+    assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
+    assert "event" not in final and final["phase"] == "COMPLETED"  # the run as `runs get` answers it
+    training = [e for e in events if e["phase"] == "TRAINING" and e["live"]["unit"] == "steps"]
+    assert training and all(e["live"]["total"] == 16 and e["live"]["done"] == e["progress"]["observedStep"]
+                            for e in training)
+    bases = {e["live"]["etaBasis"] for e in training if e["live"]["etaBasis"]}
+    assert bases, training  # every ETA says what it rests on: the steps seen, or the estimate before them
+    assert all(b == "from the pre-flight estimate" or re.fullmatch(r"from the last \d+ steps", b) for b in bases)
+    # the run it recorded its estimate for (its analysis ran while it waited), and the time it took
+    assert final["prediction"]["seconds"] > 0 and final["prediction"]["actualSeconds"] > 0
+
+    # `-o json` on a later follow: the event on one line, then the run (pretty)
+    again = akka(sqlite_server.url, "training", "runs", "wait", final["runId"], "-o", "json")
+    assert again.returncode == 0, again.stderr
+    first, rest = again.stdout.split("\n", 1)
+    event = json.loads(first)
+    assert event["event"] == "status" and event["phase"] == "COMPLETED" and event["live"]["done"] == 16
+    assert json.loads(rest)["runId"] == final["runId"]
+
+
+def _line_within(process: subprocess.Popen, seconds: float) -> str:
+    """The first line the process prints, waiting at most `seconds` (then the test fails with what it said)."""
+    found: list[str] = []
+    reader = threading.Thread(target=lambda: found.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if not found or not found[0]:
+        process.kill()
+        raise AssertionError(f"no line within {seconds:g}s: {process.stderr.read()}")
+    return found[0].rstrip("\n")
