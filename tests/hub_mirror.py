@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -65,6 +66,7 @@ class HubMirror:
     def __init__(self) -> None:
         self.repositories: dict[str, Repository] = {}
         self.requests: list[tuple[str, str]] = []
+        self.slow: dict[str, float] = {}  # repository → seconds each file download waits (a slow link)
         mirror = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -166,6 +168,11 @@ class HubMirror:
             handler.send_header(key, value)
         handler.end_headers()
         if not head:
+            if delay := self.slow.get(match["repo"]):
+                handler.wfile.write(body[: len(body) // 2])
+                handler.wfile.flush()
+                time.sleep(delay)
+                body = body[len(body) // 2:]
             handler.wfile.write(body)
 
     @staticmethod

@@ -40,6 +40,8 @@ def hub(tmp_path_factory):
         "chat": mirror.push("acme/Tiny-Chat", files),
     }
     mirror.push("acme/Big-Qwen", files)
+    commits["slow"] = mirror.push("acme/Slow-Qwen", files)
+    mirror.slow["acme/Slow-Qwen"] = 2.5  # each file half-sent, then the rest 2.5 s later (files come in parallel)
     mirror.push("acme/Other-Qwen", files)
     commits["rev-v1"] = mirror.push("acme/Rev-Chat", {**files, "README.md": b"one\n"}, tag="v1")
     mirror.push("acme/Rev-Chat", {**files, "README.md": b"two\n"})
@@ -52,6 +54,7 @@ def hub(tmp_path_factory):
         # the catalog's figure is wrong on purpose: once selected, the count shown is the files'
         + _entry("acme/Tiny-Qwen", None, total=134515008)
         + _entry("acme/Pinned-Qwen", commits["pinned"])
+        + _entry("acme/Slow-Qwen", None)
         + _entry("acme/Big-Qwen", None, architecture="{class: Qwen2ForCausalLM, hiddenSize: 896, vocab: 151936}"))
     env = {"HF_ENDPOINT": mirror.url, "HF_HUB_OFFLINE": "0", "HF_HOME": str(folder / "hf-home"),
            "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -164,3 +167,17 @@ def test_add_at_a_revision_and_refusals(hub, capsys):
     assert wrong_family.code == 1 and "does not fit architecture Qwen2ForCausalLM" in wrong_family.err
     in_catalog = cli_now("training", "base-models", "add", "acme/Tiny-Qwen@v1")
     assert in_catalog.code == 1 and "in the catalog already" in in_catalog.err
+
+
+def test_a_hub_download_is_shown_while_select_waits(cli, hub):
+    """Not a terminal: plain lines on stderr, the first at once, with the bytes received of the files' total
+    (the mirror sends this repository's files slowly)."""
+    result = cli.ok("training", "base-models", "select", "acme/slow-qwen")
+    slow = hub["commits"]["slow"]
+    lines = [line for line in result.err.splitlines() if line.startswith("Downloading")]
+    assert lines and all(line.startswith(f"Downloading acme/Slow-Qwen at {slow[:12]}: ") for line in lines)
+    assert " of " in lines[0] and "%)" in lines[0]
+    assert f"main resolved to {slow} and recorded" in result.out
+    assert cli.json("training", "base-models", "get", "acme/slow-qwen")["download"] is None  # over
+    quiet = cli("training", "base-models", "select", "acme/slow-qwen", "-o", "json")
+    assert quiet.code == 0 and quiet.err == "" and quiet.json["commit"] == slow

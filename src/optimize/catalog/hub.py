@@ -15,9 +15,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, TypeVar
 
+from optimize.catalog import downloads
 from optimize.catalog.facts import ModelFacts, facts_from
 from optimize.core.errors import Invalid, NotFound, Refused
 
@@ -80,15 +83,18 @@ def resolve(repository: str, revision: str, hint: str) -> str:
     return info.sha
 
 
-def download(repository: str, commit: str, target: Path, hint: str) -> None:
+def download(repository: str, commit: str, target: Path, hint: str, entry_id: str | None = None) -> None:
     """The model's files at `commit` into `target` (which must not exist), without the client's own bookkeeping
-    (`.cache/`), so the folder's digest is the digest of the model's files alone."""
+    (`.cache/`), so the folder's digest is the digest of the model's files alone. With `entry_id`, the bytes
+    received so far are shown on the entry while it downloads (catalog/downloads.py)."""
     from huggingface_hub import snapshot_download
 
     work = Path(tempfile.mkdtemp(prefix=".download-", dir=target.parent))
     try:
-        _asking(repository, commit, lambda: snapshot_download(
-            repository, revision=commit, local_dir=work, allow_patterns=MODEL_PATTERNS), hint)
+        total, files = _download_size(repository, commit, hint) if entry_id else (None, None)
+        with downloads.watching(entry_id, repository, commit, work, total, files) if entry_id else nullcontext():
+            _asking(repository, commit, lambda: snapshot_download(
+                repository, revision=commit, local_dir=work, allow_patterns=MODEL_PATTERNS), hint)
         shutil.rmtree(work / ".cache", ignore_errors=True)
         if not list(work.glob("*.safetensors")):
             raise Refused(f"{repository} at {commit[:12]} holds no safetensors weights; pickled weights are not "
@@ -96,6 +102,17 @@ def download(repository: str, commit: str, target: Path, hint: str) -> None:
         work.rename(target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _download_size(repository: str, commit: str, hint: str) -> tuple[int | None, int]:
+    """Bytes and files a selection downloads: the repository's files the patterns take, as its tree lists them."""
+    from huggingface_hub.hf_api import RepoFile
+
+    tree = _asking(repository, commit, lambda: list(_api().list_repo_tree(repository, revision=commit,
+                                                                          recursive=True)), hint)
+    taken = [item for item in tree if isinstance(item, RepoFile)
+             and any(fnmatch(item.path, pattern) for pattern in MODEL_PATTERNS)]
+    return sum(item.size for item in taken) or None, len(taken)
 
 
 def remote_facts(repository: str, commit: str, hint: str) -> ModelFacts:

@@ -121,7 +121,7 @@ def _fetch_from_hub(entry: Entry, revision: str | None, staging: Path) -> str:
         if entry.commit is not None and commit != entry.commit:
             raise Refused(f"the catalog pins {entry.repository} to {entry.commit}; --revision {revision} is "
                           f"{commit}", hint="leave out --revision to select the pinned commit")
-    hub.download(entry.repository, commit, staging, offline_hint)
+    hub.download(entry.repository, commit, staging, offline_hint, entry_id=entry.id)
     return commit
 
 

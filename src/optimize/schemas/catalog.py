@@ -94,8 +94,22 @@ class BaseModelEntry(Answer):
     stand_in: bool = Field(description="Whether it is a stand-in built locally, offline")
 
 
+class SelectionDownload(Answer):
+    """The hub download of a selection under way."""
+
+    repository: str = Field(description="The repository being fetched")
+    commit: str = Field(description="The commit being fetched")
+    bytes: int = Field(description="Bytes received so far")
+    total_bytes: int | None = Field(description="Bytes of the files the selection takes; null when the hub did not say")
+    files: int | None = Field(description="Files the selection takes")
+    started_at: str = Field(description="When the download started (ISO 8601, UTC)")
+
+
 class BaseModelDetail(BaseModelEntry):
     """A catalog entry in full: its envelopes, notes and selection."""
+
+    download: SelectionDownload | None = Field(
+        default=None, description="The hub download of a selection under way (while `select` runs); null otherwise")
 
     catalog_commit: str | None = Field(description="The commit the catalog pins; null when not known here")
     commit_note: str | None = Field(description="Why the commit is what it is")

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from optimize.api.deps import TrainingDep
-from optimize.catalog import additions, selection
+from optimize.catalog import additions, downloads, selection
 from optimize.catalog.views import entry_json
 from optimize.schemas.catalog import AddRequest, BaseModelDetail, BaseModelList, Capacity, SelectRequest
 from optimize.store.tables import BaseModelSelection
@@ -34,7 +34,8 @@ def add_base_model(body: AddRequest, training: TrainingDep) -> dict:
 @router.get("/base-models/{model_id:path}", response_model=BaseModelDetail)
 def get_base_model(model_id: str, training: TrainingDep) -> dict:
     entry = training.catalog.find(model_id)
-    return entry_json(entry, selection.selection_for(training.store, entry.id), full=True)
+    return {**entry_json(entry, selection.selection_for(training.store, entry.id), full=True),
+            "download": downloads.progress(entry.id)}
 
 
 @router.post("/base-models/{model_id:path}/select", response_model=BaseModelDetail)

@@ -49,10 +49,12 @@ def select_model(
     from pathlib import Path
 
     out.note(f"Selecting {model} …")
+    from optimize.cli.download_view import select_showing_download
+
     with client_for(out, timeout=900.0) as api:  # building or fetching takes a while
         # the server reads the folder, so it gets the path as this shell means it: absolute
-        data = api.base_models.select(model, from_dir=str(Path(from_dir).resolve()) if from_dir else None,
-                                      revision=revision)
+        data = select_showing_download(api, out, model, revision=revision,
+                                       from_dir=str(Path(from_dir).resolve()) if from_dir else None)
     out.emit(data, _render_selected)
 
 
