@@ -132,8 +132,13 @@ def akka(url: str, *args: str, json_out: bool = True) -> tuple[float, str]:
 
 
 def dry_run(url: str, plan: dict) -> tuple[float, dict]:
+    from optimize.client.credentials import find_token  # the token the CLI would send (OPTIMIZE_TOKEN, a login,
+    # or the admin token of a server this user runs here)
+
+    token = find_token(url, os.environ.get("OPTIMIZE_TOKEN"))
     start = time.perf_counter()
-    answer = httpx.post(f"{url}/v1/training/runs", params={"dryRun": "true"}, json=plan, timeout=300)
+    answer = httpx.post(f"{url}/v1/training/runs", params={"dryRun": "true"}, json=plan, timeout=300,
+                        headers={"Authorization": f"Bearer {token}"} if token else None)
     seconds = time.perf_counter() - start
     if answer.status_code != 200:
         raise SystemExit(f"the dry run answered {answer.status_code}: {answer.text[:2000]}")

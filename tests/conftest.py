@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 # The CLI's tables are as wide as COLUMNS says when it prints to no terminal; the tests read whole cells, under
 # pytest alone or its parallel workers (which see another COLUMNS) alike.
 os.environ["COLUMNS"] = "160"
+# Servers the tests start (and apps they create in-process) may import models from the temporary folders the tests
+# build them in, and only there.
+os.environ.setdefault("OPTIMIZE_IMPORT_ROOTS", tempfile.gettempdir())
 POSTGRES_ADMIN_URL = os.environ.get("OPTIMIZE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -45,6 +49,28 @@ class ServerProcess:
     def kill9(self) -> None:
         self.process.kill()
         self.process.wait(5)
+
+    @property
+    def token(self) -> str | None:
+        """The server's admin token (the file it writes in its data dir at its first start)."""
+        path = self.data_dir / "admin-token"
+        return path.read_text().strip() if path.exists() else None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers that authenticate a direct HTTP call to this server as its administrator."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+_SERVER_HEADERS: dict[str, dict[str, str]] = {}  # url -> its admin's headers, for helpers given only a URL
+
+
+def headers_for(url: str) -> dict[str, str]:
+    """The admin's headers for a server this session started, found by its URL (or any URL on it)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return _SERVER_HEADERS[f"{parts.scheme}://{parts.netloc}"]
 
 
 def start_server(data_dir: Path, database_url: str | None = None, env: dict[str, str] | None = None,
@@ -70,7 +96,9 @@ def start_server(data_dir: Path, database_url: str | None = None, env: dict[str,
             try:
                 url = json.loads(ready.read_text())["url"]
                 if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    return ServerProcess(url, data_dir, process, log)
+                    started = ServerProcess(url, data_dir, process, log)
+                    _SERVER_HEADERS[url] = started.headers
+                    return started
             except (ValueError, KeyError, httpx.HTTPError):
                 pass
         time.sleep(0.1)
@@ -222,6 +250,11 @@ class Cli:
     def __init__(self, capsys, url: str) -> None:
         self.capsys = capsys
         self.url = url
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers for a direct HTTP call to the same server, as its administrator."""
+        return headers_for(self.url)
 
     def __call__(self, *args: str) -> CliResult:
         from optimize.cli.main import main

@@ -12,7 +12,7 @@ import uuid
 import httpx
 import yaml
 
-from tests.conftest import chat_row, from_standin, write_jsonl
+from tests.conftest import chat_row, from_standin, headers_for, write_jsonl
 
 MODEL = "optimize/tiny-llama-3.2"
 CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
@@ -41,7 +41,7 @@ def capitals_project(url: str, tmp, prefix: str, copies: int = 2) -> dict:
     """A project of its own on a shared server (its name starts with `prefix`), the stand-in model selected and a
     chat dataset of capitals registered in its namespace as NAME/chat."""
     name = f"{prefix}{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=url, timeout=600)
+    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     from optimize.cli.main import main
 
@@ -62,7 +62,7 @@ def train_capitals(url: str, tmp) -> dict:
     `akka training runs start --wait`: 16 updates, saves at 6, 12 and 16, a submission id. Returns the project, the
     exit code, the lines the command printed (the last one is the run), the plan and the server's URL."""
     project = f"p{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=url, timeout=600)
+    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = capital_rows(4)
     train_file = write_jsonl(tmp / "train.jsonl", rows)

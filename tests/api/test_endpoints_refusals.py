@@ -24,7 +24,9 @@ ENDPOINTS = "/v1/training/endpoints"
 
 def open_client(data_dir) -> TestClient:
     app = create_app(ServerSettings(data_dir=data_dir, detect_gpus=False))
-    return TestClient(app, raise_server_exceptions=False)  # a crash answers 500 here, as it would to a client
+    token = (data_dir / "admin-token").read_text().strip()  # written at the app's first start
+    # a crash answers 500 here, as it would to a client
+    return TestClient(app, raise_server_exceptions=False, headers={"Authorization": f"Bearer {token}"})
 
 
 def close_client(client: TestClient) -> None:

@@ -34,7 +34,9 @@ METHODS = {"get", "put", "post", "patch", "delete"}
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    client = TestClient(create_app(ServerSettings(data_dir=tmp_path_factory.mktemp("openapi"), detect_gpus=False)))
+    folder = tmp_path_factory.mktemp("openapi")
+    app = create_app(ServerSettings(data_dir=folder, detect_gpus=False))
+    client = TestClient(app, headers={"Authorization": f"Bearer {(folder / 'admin-token').read_text().strip()}"})
     yield client
     client.close()
     client.app.state.registry.store.dispose()

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from tests.conftest import chat_row
+from tests.conftest import chat_row, headers_for
 
 pytestmark = pytest.mark.integration
 
@@ -22,10 +22,16 @@ def jsonl(rows) -> bytes:
 def open_upload(url, dataset, data: bytes, fmt="chat-jsonl-v1", lines=None):
     shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
              "lines": lines or data.count(b"\n")}
-    response = httpx.post(f"{url}/v1/registry/dataset-uploads",
+    response = httpx.post(f"{url}/v1/registry/dataset-uploads", headers=headers_for(url),
                           json={"dataset": dataset, "format": fmt, "shards": [shard]})
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def call(method: str, url: str, **kwargs) -> httpx.Response:
+    """A request to a test server, as its administrator."""
+    headers = {**headers_for(url), **kwargs.pop("headers", {})}
+    return httpx.request(method, url, headers=headers, **kwargs)
 
 
 def is_problem(response, status):
@@ -40,29 +46,29 @@ def is_problem(response, status):
 def test_names_that_are_not_names_are_refused(server, name):
     for path in (f"/v1/registry/namespaces/{name}", f"/v1/registry/datasets/{name}/x",
                  f"/v1/registry/datasets/ns/{name}/versions"):
-        response = httpx.get(server.url + path)
+        response = call("GET", server.url + path)
         assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
 
 
 def test_unknown_field_in_upload_is_refused_by_name(server):
-    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+    response = call("POST", f"{server.url}/v1/registry/dataset-uploads",
                           json={"dataset": "a/b", "format": "chat-jsonl-v1", "shards": [], "colour": "red"})
     body = is_problem(response, 422)
     assert "colour" in body["detail"]
 
 
 def test_malformed_json_body(server):
-    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads", content=b"{nope",
+    response = call("POST", f"{server.url}/v1/registry/dataset-uploads", content=b"{nope",
                           headers={"content-type": "application/json"})
     is_problem(response, 422)
 
 
 def test_unknown_format_and_bad_digest(server):
     shard = {"index": 0, "path": "examples.jsonl", "sha256": "zz", "bytes": 1, "lines": 1}
-    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+    response = call("POST", f"{server.url}/v1/registry/dataset-uploads",
                           json={"dataset": "a/b", "format": "csv", "shards": [shard]})
     assert "format 'csv' is not known" in is_problem(response, 422)["detail"]
-    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+    response = call("POST", f"{server.url}/v1/registry/dataset-uploads",
                           json={"dataset": "a/b", "format": "chat-jsonl-v1", "shards": [shard]})
     assert "64 lowercase hex digits" in is_problem(response, 422)["detail"]
 
@@ -71,44 +77,45 @@ def test_checksum_mismatch_stores_nothing(server, ns):
     data = jsonl([chat_row()])
     session = open_upload(server.url, f"{ns}/d", data)
     tampered = data.replace(b"hello", b"hellO")
-    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=tampered)
+    response = call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=tampered)
     assert is_problem(response, 422)["code"] == "checksum_mismatch"
-    commit = httpx.post(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/commit", json={})
+    commit = call("POST", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/commit", json={})
     assert "missing shard(s) 0" in is_problem(commit, 409)["detail"]
-    assert httpx.get(f"{server.url}/v1/registry/datasets/{ns}/d").status_code == 404
+    assert call("GET", f"{server.url}/v1/registry/datasets/{ns}/d").status_code == 404
 
 
 def test_longer_body_than_promised_is_refused(server, ns):
     data = jsonl([chat_row()])
     session = open_upload(server.url, f"{ns}/d", data)
-    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data * 3)
+    response = call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data * 3)
     is_problem(response, 413)
 
 
 def test_server_validates_rows_itself(server, ns):
     data = jsonl([chat_row(), {"messages": [{"role": "user", "content": "q"}]}])
     session = open_upload(server.url, f"{ns}/d", data)
-    response = httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data)
+    response = call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data)
     body = is_problem(response, 422)
     assert body["errorCount"] == 1
     assert body["errors"][0]["line"] == 2 and "last message must be an assistant message" in body["errors"][0]["reason"]
 
 
 def test_unknown_upload_and_shard(server, ns):
-    is_problem(httpx.put(f"{server.url}/v1/registry/dataset-uploads/nope/shards/0", content=b"x"), 404)
+    is_problem(call("PUT", f"{server.url}/v1/registry/dataset-uploads/nope/shards/0", content=b"x"), 404)
     session = open_upload(server.url, f"{ns}/d", jsonl([chat_row()]))
-    is_problem(httpx.put(f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/5", content=b"x"), 404)
+    shard = f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/5"
+    is_problem(call("PUT", shard, content=b"x"), 404)
 
 
 def test_registering_into_a_version_reference_is_refused(server):
     shard = {"index": 0, "path": "examples.jsonl", "sha256": "a" * 64, "bytes": 1, "lines": 1}
-    response = httpx.post(f"{server.url}/v1/registry/dataset-uploads",
+    response = call("POST", f"{server.url}/v1/registry/dataset-uploads",
                           json={"dataset": "a/b:v2", "format": "chat-jsonl-v1", "shards": [shard]})
     assert "without a version or alias" in is_problem(response, 422)["detail"]
 
 
 def test_health(server):
-    body = httpx.get(f"{server.url}/v1/health").json()
+    body = call("GET", f"{server.url}/v1/health").json()
     assert body["status"] == "ok" and body["database"] in ("sqlite", "postgresql")
 
 
@@ -135,7 +142,7 @@ def test_health(server):
     ("POST", "/v1/training/projects/nosuchproject/archive", None),
 ])
 def test_lifecycle_branch_snapshot_and_evaluation_routes_refuse_bad_input_as_problems(server, method, path, body):
-    response = httpx.request(method, server.url + path, json=body)
+    response = call(method, server.url + path, json=body)
     assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
     assert response.headers["content-type"].startswith("application/problem+json"), response.text
 
@@ -148,12 +155,12 @@ def test_a_conversion_record_is_checked_and_kept_on_the_version(server, ns):
               "rows": 1, "rules": [{"rule": "'prompt' and 'completion' became one conversation", "rows": 1}]}
     url = f"{server.url}/v1/registry/dataset-uploads"
     body = {"dataset": f"{ns}/d", "format": "chat-jsonl-v1", "shards": [shard], "conversion": record}
-    assert "converted to preference-jsonl-v1" in is_problem(httpx.post(url, json=body), 422)["detail"]
+    assert "converted to preference-jsonl-v1" in is_problem(call("POST", url, json=body), 422)["detail"]
     body["conversion"] = {**record, "sourceFormat": "csv"}
-    assert "sourceFormat" in is_problem(httpx.post(url, json=body), 422)["detail"]
+    assert "sourceFormat" in is_problem(call("POST", url, json=body), 422)["detail"]
     body["conversion"] = {**record, "format": "chat-jsonl-v1"}
-    session = httpx.post(url, json=body).json()
-    assert httpx.put(f"{url}/{session['uploadId']}/shards/0", content=data).status_code == 201
-    version = httpx.post(f"{url}/{session['uploadId']}/commit", json={}).json()
+    session = call("POST", url, json=body).json()
+    assert call("PUT", f"{url}/{session['uploadId']}/shards/0", content=data).status_code == 201
+    version = call("POST", f"{url}/{session['uploadId']}/commit", json={}).json()
     assert version["conversion"] == body["conversion"]
-    assert httpx.get(f"{server.url}/v1/registry/datasets/{ns}/d").json()["conversion"] == body["conversion"]
+    assert call("GET", f"{server.url}/v1/registry/datasets/{ns}/d").json()["conversion"] == body["conversion"]

@@ -31,7 +31,7 @@ def _worker(endpoint_id: str):
 
 def test_a_lost_worker_fails_its_endpoint_and_frees_the_device_for_the_one_waiting(server_factory, capsys):
     proc = server_factory("endpoints")
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     for model in (LLAMA, QWEN):
         client.post(f"/v1/training/base-models/{model}/select", json=from_standin(model)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "serve"}).raise_for_status()
@@ -86,7 +86,7 @@ def _ready(cli: Cli, endpoint_id: str) -> dict:
 @pytest.mark.parametrize("stop", ["sigterm", "kill9"])
 def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, capsys, stop):
     proc = server_factory("restart")
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "again"}).raise_for_status()
     endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "again")["endpointId"]
@@ -94,7 +94,7 @@ def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, caps
     proc.stop() if stop == "sigterm" else proc.kill9()
 
     proc = server_factory("restart")  # the same data dir: the next server process
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     again = _ready(cli, endpoint)
     assert again["phase"] == "READY" and again["attempt"] == 2 and again["failureReason"] is None
     answer = client.post("/v1/chat/completions", json={"model": LLAMA, "max_tokens": 4,
@@ -105,7 +105,7 @@ def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, caps
 
 def test_an_idle_endpoint_is_taken_down_and_frees_its_device(server_factory, capsys):
     proc = server_factory("idle", env={"OPTIMIZE_ENDPOINT_IDLE_SECONDS": "4"})
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     assert cli.json("training", "endpoints", "info")["idleTimeoutSeconds"] == 4
     client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "idle"}).raise_for_status()
@@ -129,7 +129,7 @@ def test_an_evaluation_goes_on_with_the_next_server(server_factory, capsys, tmp_
     from tests.conftest import chat_row, write_jsonl
 
     proc = server_factory("evaluate")
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=300)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "scores"}).raise_for_status()
     rows = [chat_row(f"Label ticket {i}", '{"label": "billing"}') for i in range(20)]

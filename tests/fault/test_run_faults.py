@@ -21,13 +21,19 @@ MODEL = "optimize/tiny-llama-3.2"
 LEASE = "4"
 
 
-def workers(run_id: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info.get("cmdline") or []
-        if "optimize.worker" in cmdline and run_id in cmdline:
-            found.append(process)
-    return found
+def workers(run_id: str, timeout: float = 15.0) -> list[psutil.Process]:
+    """The run's worker processes, waiting (up to `timeout`) for one to show: a warm-started worker takes its
+    command line over from the process it forked from a moment after the run moves on, later on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = []
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info.get("cmdline") or []
+            if "optimize.worker" in cmdline and run_id in cmdline:
+                found.append(process)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def setup(client: httpx.Client, tmp_path: Path, project: str = "faults") -> None:
@@ -61,7 +67,7 @@ def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float
 @pytest.fixture
 def lease_server(tmp_path):
     proc = start_server(tmp_path / "server", env={"OPTIMIZE_LEASE_SECONDS": LEASE})
-    client = httpx.Client(base_url=proc.url, timeout=600)
+    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     setup(client, tmp_path)
     yield proc, client
     proc.stop()
@@ -140,9 +146,9 @@ def test_a_worker_lost_while_pausing_leaves_the_run_paused_with_the_reason(lease
 
 def wait_gone(run_id: str, timeout: float = 10) -> bool:
     deadline = time.monotonic() + timeout
-    while workers(run_id) and time.monotonic() < deadline:
+    while workers(run_id, timeout=0) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return not workers(run_id)
+    return not workers(run_id, timeout=0)
 
 
 def test_a_worker_that_stops_heart_beating_is_lost_when_its_lease_runs_out(lease_server):
@@ -196,7 +202,7 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     # the first run's worker waits out the restart within its lease: room for a slow start on a loaded machine
     lease = "12"
     proc = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": lease}, extra_args=["--catalog", str(two_profiles)])
-    client = httpx.Client(base_url=proc.url, timeout=600)
+    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     setup(client, tmp_path)
     # the engine limit holds whatever the deployment has: trl trains a supervised run on one device
     refused = client.post("/v1/training/runs", json=long_plan(gpus=2))
@@ -219,7 +225,7 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     proc.kill9()
     restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": lease})  # the shipped catalog: cpu only
     try:
-        client = httpx.Client(base_url=restarted.url, timeout=600)
+        client = httpx.Client(base_url=restarted.url, headers=restarted.headers, timeout=600)
         failed = wait_for(client, waiting["runId"], {"FAILED"}, timeout=15)
         assert "no device of profile 'spare' exists on this deployment, so the run can never be scheduled; " \
                "profiles here: cpu (1 device)" in failed["failureReason"]

@@ -67,12 +67,12 @@ def restart(deployment, how: str) -> httpx.Client:
     time.sleep(2)  # an outage: the worker trains on, keeping what it cannot send
     deployment["proc"] = start_server(deployment["data_dir"])
     assert deployment["proc"].url != old.url or how == "sigterm"
-    return httpx.Client(base_url=deployment["proc"].url, timeout=600)
+    return httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
 
 
 @pytest.mark.parametrize("how", ["sigterm", "kill9"])
 def test_a_run_trains_through_a_server_restart_and_completes_as_if_uninterrupted(deployment, how):
-    client = httpx.Client(base_url=deployment["proc"].url, timeout=600)
+    client = httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
     run = client.post("/v1/training/runs", json=seeded(deployment["project"]["name"])).json()
     wait(client, run["runId"], lambda r: r["phase"] == "TRAINING" and (r["progress"].get("observedStep") or 0) >= 3)
     worker = run_worker(run["runId"])
@@ -88,7 +88,7 @@ def test_a_run_trains_through_a_server_restart_and_completes_as_if_uninterrupted
 
 
 def test_a_run_whose_worker_died_with_the_server_is_queued_again_and_completes(deployment):
-    client = httpx.Client(base_url=deployment["proc"].url, timeout=600)
+    client = httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
     run = client.post("/v1/training/runs", json=seeded(deployment["project"]["name"])).json()
     wait(client, run["runId"], lambda r: (r["progress"].get("savedStep") or 0) >= 10)
     worker = run_worker(run["runId"])
@@ -96,7 +96,7 @@ def test_a_run_whose_worker_died_with_the_server_is_queued_again_and_completes(d
     worker.kill()  # both die
     worker.wait(10)
     deployment["proc"] = start_server(deployment["data_dir"])
-    client = httpx.Client(base_url=deployment["proc"].url, timeout=600)
+    client = httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
     requeued = wait(client, run["runId"], lambda r: r["attempt"] == 2)
     assert requeued["resumed"]["afterLoss"] == "worker lost: it ended with the previous server process"
     assert requeued["resumed"]["optimizerState"] is True and requeued["resumed"]["step"] >= 10

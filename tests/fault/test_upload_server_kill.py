@@ -27,12 +27,12 @@ def test_server_killed_mid_shard_then_same_command_resumes(tmp_path, capsys):
     path = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"q{i} " + "z" * 400) for i in range(2000)])
     shards = plan_shards(path, 128 * 1024, DatasetLimits())
     assert len(shards) >= 6
-    session = httpx.post(f"{proc.url}/v1/registry/dataset-uploads", json={
+    session = httpx.post(f"{proc.url}/v1/registry/dataset-uploads", headers=proc.headers, json={
         "dataset": "fault/d", "format": "chat-jsonl-v1", "shards": [s.to_json() for s in shards]}).json()
     data = path.read_bytes()
     for shard in shards[:3]:
         response = httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/{shard.index}",
-                             content=data[shard.offset:shard.offset + shard.size])
+                             headers=proc.headers, content=data[shard.offset:shard.offset + shard.size])
         assert response.status_code == 201
 
     # Stream shard 3 slowly and kill the server halfway through it.
@@ -47,7 +47,7 @@ def test_server_killed_mid_shard_then_same_command_resumes(tmp_path, capsys):
     def send():
         try:
             httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/3",
-                      content=slow_body(), headers={"Content-Length": str(len(piece))}, timeout=30)
+                      content=slow_body(), headers={**proc.headers, "Content-Length": str(len(piece))}, timeout=30)
         except httpx.HTTPError:
             pass
 
@@ -60,7 +60,7 @@ def test_server_killed_mid_shard_then_same_command_resumes(tmp_path, capsys):
     restarted = start_server(data_dir)
     try:
         assert list((data_dir / "blobs" / "staging").iterdir()) == []  # the partial shard was cleared
-        state = httpx.post(f"{restarted.url}/v1/registry/dataset-uploads", json={
+        state = httpx.post(f"{restarted.url}/v1/registry/dataset-uploads", headers=restarted.headers, json={
             "dataset": "fault/d", "format": "chat-jsonl-v1", "shards": [s.to_json() for s in shards]}).json()
         assert state["uploadId"] == session["uploadId"]
         assert [s["held"] for s in state["shards"][:4]] == [True, True, True, False]

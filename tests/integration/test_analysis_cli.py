@@ -25,7 +25,7 @@ def analysis_server(tmp_path_factory):
     from tests.conftest import start_server
 
     proc = start_server(tmp_path_factory.mktemp("analysis-server"))
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", headers=proc.headers, json=from_standin(MODEL),
                timeout=600).raise_for_status()
     yield proc
     proc.stop()
@@ -141,13 +141,13 @@ def test_one_analysis_is_shared_across_names(acli, ns, tmp_path):
     assert second["analysisId"] == first["analysisId"] and second["phase"] == "done"
     listed = acli.json("training", "datasets", "analyses", f"{ns}/b")["analyses"]
     assert [a["analysisId"] for a in listed] == [first["analysisId"]]
-    api = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{first['analysisId'][:8]}").json()
+    api = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{first['analysisId'][:8]}", headers=acli.headers).json()
     assert api["analysisId"] == first["analysisId"] and api["report"]["rows"] == 1
 
 
 def test_findings_name_their_lines(acli, ns, tmp_path, analysis_server):
     proc = analysis_server
-    httpx.post(f"{proc.url}/v1/training/base-models/optimize/tiny-llama-3.2/select",
+    httpx.post(f"{proc.url}/v1/training/base-models/optimize/tiny-llama-3.2/select", headers=proc.headers,
                json=from_standin("optimize/tiny-llama-3.2"), timeout=600).raise_for_status()
     rows = dataset_rows()
     path = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -237,7 +237,7 @@ def test_run_file_adds_estimates_with_their_sources(acli, ns, tmp_path):
     assert sources["config.hyperparams.training.gradientAccumulation"] == (1, "default")
     assert sources["execution.deviceProfile"] == ("cpu", "default")
     # Reading the analysis by id gives its measurements without estimates.
-    by_id = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{analysis['analysisId']}").json()
+    by_id = httpx.get(f"{acli.url}/v1/training/datasets/analyses/{analysis['analysisId']}", headers=acli.headers).json()
     assert "estimates" not in by_id and by_id["report"] == analysis["report"]
     text = acli.ok("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan)).out
     assert "config.hyperparams.training.epochs = 2 (from the file)" in text
@@ -266,7 +266,7 @@ def test_an_analysis_is_followed_over_its_events_stream_until_it_is_done(acli, a
     started = acli.json("training", "datasets", "analyze", "ev/d", "--model", MODEL)
     statuses = []
     with httpx.stream("GET", f"{analysis_server.url}/v1/training/datasets/analyses/{started['analysisId']}/events",
-                      timeout=120) as response:
+                      timeout=120, headers=analysis_server.headers) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("data: "):
@@ -274,7 +274,8 @@ def test_an_analysis_is_followed_over_its_events_stream_until_it_is_done(acli, a
     assert statuses[-1]["phase"] == "done" and statuses[-1]["settled"] and statuses[-1]["report"]
     order = ["pending", "running", "done"]  # each status after an event of the analysis, never backwards
     assert [order.index(s["phase"]) for s in statuses] == sorted(order.index(s["phase"]) for s in statuses)
-    unknown = httpx.get(f"{analysis_server.url}/v1/training/datasets/analyses/ffffffff/events", timeout=30)
+    unknown = httpx.get(f"{analysis_server.url}/v1/training/datasets/analyses/ffffffff/events",
+                        headers=analysis_server.headers, timeout=30)
     assert unknown.status_code == 404
 
 
@@ -291,3 +292,35 @@ def test_weights_decide_which_answers_train_a_weight_0_answer_trains_nothing(acl
     first_answer = trained_all - trained_final
     assert first_answer > 0
     assert report["trainedTokens"] == {"default": first_answer, "assistantTurnsAll": first_answer}
+
+
+def test_the_same_examples_cut_at_another_shard_size_share_one_analysis(acli, ns, tmp_path):
+    import hashlib
+
+    path = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i} " + "x" * 100, f"answer {i}") for i in range(30)])
+    whole = acli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
+    cut = acli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--shard-size", "2KiB")
+    assert cut["reference"] == f"{ns}/d:v2" and cut["shards"] > 1 and cut["digest"] != whole["digest"]  # premise
+    first = acli.json("training", "datasets", "analyze", f"{ns}/d:v1", "--model", MODEL, "--wait")
+    second = acli.json("training", "datasets", "analyze", f"{ns}/d:v2", "--model", MODEL)
+    assert second["analysisId"] == first["analysisId"] and second["phase"] == "done"
+    assert first["examplesDigest"] == f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"  # the rows' bytes
+    listed = acli.json("training", "datasets", "analyses", f"{ns}/d:v2")["analyses"]
+    assert [a["analysisId"] for a in listed] == [first["analysisId"]]
+
+
+def test_a_byte_order_mark_another_client_sends_is_accepted_and_left_out_when_rows_are_read(acli, analysis_server, ns):
+    import hashlib
+
+    data = b"\xef\xbb\xbf" + b"".join(json.dumps(chat_row(q, "ok")).encode() + b"\n" for q in ("a", "b"))
+    url = f"{analysis_server.url}/v1/registry/dataset-uploads"
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+             "lines": 2}
+    session = httpx.post(url, json={"dataset": f"{ns}/bom", "format": "chat-jsonl-v1", "shards": [shard]},
+                         headers=analysis_server.headers).json()
+    sent = httpx.put(f"{url}/{session['uploadId']}/shards/0", content=data, headers=analysis_server.headers)
+    assert sent.status_code == 201, sent.text
+    committed = httpx.post(f"{url}/{session['uploadId']}/commit", json={}, headers=analysis_server.headers)
+    assert committed.status_code in (200, 201) and committed.json()["examples"] == 2, committed.text
+    analysis = acli.json("training", "datasets", "analyze", f"{ns}/bom", "--model", MODEL, "--wait")
+    assert analysis["phase"] == "done" and analysis["report"]["rows"] == 2, analysis

@@ -19,7 +19,7 @@ def test_concurrent_registrations_get_distinct_versions(server, ns, tmp_path):
     reference = parse_reference(f"{ns}/d")
 
     def register(path):
-        with OptimizeClient(server.url) as client:
+        with OptimizeClient(server.url, token=server.token) as client:
             return register_dataset(client, reference, path)
 
     with ThreadPoolExecutor(max_workers=8) as pool:

@@ -39,7 +39,7 @@ WAIT = "300"
 @pytest.fixture(scope="module")
 def fit_server(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("data-fit"))
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", headers=proc.headers, json=from_standin(MODEL),
                timeout=600).raise_for_status()
     yield proc
     proc.stop()

@@ -191,3 +191,27 @@ def test_unknown_dataset_and_bad_reference(cli, ns):
 def test_missing_file_is_refused(cli, ns, tmp_path):
     result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(tmp_path / "absent.jsonl"))
     assert result.code == 1 and "is not a file" in result.err
+
+
+def test_a_file_with_a_byte_order_mark_registers_as_its_twin_without_one(cli, ns, tmp_path):
+    plain = write_jsonl(tmp_path / "plain.jsonl", [chat_row("a", "b"), chat_row("c", "d")])
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())  # as some editors save it
+    first = cli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(marked))
+    assert first["examples"] == 2 and first["bytes"] == plain.stat().st_size
+    again = cli.json("registry", "datasets", "register", f"{ns}/d", "-f", str(plain))
+    assert again["digest"] == first["digest"] and again["created"] is False
+
+
+def test_an_empty_file_and_a_malformed_shard_size_are_refused_as_such(cli, ns, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    for extra in ((), ("--format", "chat-jsonl-v1")):
+        result = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(empty), *extra)
+        assert result.code == 1 and "the file is empty" in result.err and "line 1" not in result.err
+    path = write_jsonl(tmp_path / "d.jsonl", [chat_row()])
+    malformed = cli("registry", "datasets", "register", f"{ns}/d", "-f", str(path), "--shard-size", "abc")
+    assert malformed.code == 2, malformed.err  # a usage error
+    flat = " ".join(malformed.err.split())
+    assert "size 'abc' is not a byte size" in flat and "--shard-size" in flat and "Traceback" not in flat
+    assert cli("registry", "datasets", "get", f"{ns}/d").code == 1  # nothing was registered

@@ -38,7 +38,7 @@ def dpo_plan(name: str, steps: int = 20, **preference) -> dict:
 def prefs(sqlite_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dpo")
     name = f"dp{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
+    client = httpx.Client(base_url=sqlite_server.url, headers=sqlite_server.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     from optimize.cli.main import main
 

@@ -20,7 +20,7 @@ READ_AT_MOST = 40
 @pytest.fixture(scope="module")
 def dry_server(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("dry-run"), env={"OPTIMIZE_DRY_RUN_MAX_EXAMPLES": str(READ_AT_MOST)})
-    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL),
+    httpx.post(f"{proc.url}/v1/training/base-models/{MODEL}/select", headers=proc.headers, json=from_standin(MODEL),
                timeout=600).raise_for_status()
     yield proc
     proc.stop()
@@ -64,7 +64,7 @@ def test_a_dry_run_starts_nothing_and_names_the_command_that_starts_an_analysis(
     assert f"start one with: akka training datasets analyze {project}/chat:v1 --model {MODEL}" in result.out
     assert dcli.json("training", "runs", "list", "--project", project)["runs"] == []
     assert dcli.json("training", "datasets", "analyses", f"{project}/chat")["analyses"] == []  # none started
-    body = httpx.post(f"{dry_server.url}/v1/training/runs", params={"dryRun": "true"},
+    body = httpx.post(f"{dry_server.url}/v1/training/runs", headers=dry_server.headers, params={"dryRun": "true"},
                       json=yaml.safe_load(open(plan_file(tmp_path, project)))).json()
     assert body["dryRun"] and body["resolved"]["lengths"][0]["status"] == "none"
 
@@ -133,7 +133,8 @@ def test_a_snake_case_key_is_refused_by_path_everywhere_a_plan_is_read(dcli, tmp
         assert words in error["message"] and (error["code"], error["status"]) == ("invalid", 422)
         assert error["hint"].endswith("each plan key has one spelling (max_steps is spelled maxSteps)")
     for params in ({}, {"dryRun": "true"}):
-        answer = httpx.post(f"{dry_server.url}/v1/training/runs", params=params, json=document)
+        answer = httpx.post(f"{dry_server.url}/v1/training/runs",
+                            headers=dry_server.headers, params=params, json=document)
         assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
         assert words in answer.json()["detail"] and "one spelling" in answer.json()["hint"]
     assert dcli.json("training", "runs", "list", "--project", project)["runs"] == []

@@ -29,7 +29,7 @@ def labelled(sqlite_server, tmp_path_factory):
     """A labelling dataset and an adapter trained on it."""
     tmp = tmp_path_factory.mktemp("evaluations")
     name = f"ev{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
+    client = httpx.Client(base_url=sqlite_server.url, headers=sqlite_server.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS] * 4
     from optimize.cli.main import main
@@ -198,7 +198,7 @@ def test_a_retry_keeps_the_answers_of_the_commit_it_resolves_to_and_answers_the_
     import shutil
 
     proc = server_factory("retry")
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, timeout=600)
+    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [chat_row(f"Label this ticket: {text}", json.dumps({"label": label})) for text, label in TICKETS]
     from optimize.cli.main import main
@@ -267,7 +267,7 @@ def test_an_endpoint_answers_the_openai_client_for_the_base_and_the_adapter(labe
         claims = [c for c in client.get("/v1/training/capacity").json()["claims"] if c["for"] == endpoint]
         assert len(claims) == 1, claims
 
-        openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key="unused", max_retries=0)
+        openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key=sqlite_server.token, max_retries=0)
         assert {MODEL, model} <= {m.id for m in openai.models.list()}
         question = [{"role": "user", "content": "Label this ticket: I was charged twice"}]
         answers = {}

@@ -62,14 +62,14 @@ def test_an_attempt_or_a_job_that_does_not_exist_is_refused_naming_what_does(com
         assert unknown.code == 1 and f"{noun} 'feedfacefeed' does not exist" in unknown.err, unknown.err
     # the API: a 404 problem naming the attempts; a negative offset is malformed; paging from nextOffset
     url = f"{sqlite_server.url}/v1/training/runs/{run_id}/logs"
-    problem = httpx.get(url, params={"attempt": 9})
+    problem = httpx.get(url, params={"attempt": 9}, headers=sqlite_server.headers)
     assert problem.status_code == 404 and problem.json()["attempts"] == [1]
     assert problem.headers["content-type"].startswith("application/problem+json")
-    assert httpx.get(url, params={"offset": -1}).status_code == 422
-    whole = httpx.get(url).json()
-    rest = httpx.get(url, params={"offset": 10}).json()
+    assert httpx.get(url, params={"offset": -1}, headers=sqlite_server.headers).status_code == 422
+    whole = httpx.get(url, headers=sqlite_server.headers).json()
+    rest = httpx.get(url, params={"offset": 10}, headers=sqlite_server.headers).json()
     assert rest["offset"] == 10 and rest["text"] == whole["text"].encode()[10:].decode()
-    assert httpx.get(url, params={"offset": whole["size"]}).json()["text"] == ""
+    assert httpx.get(url, params={"offset": whole["size"]}, headers=sqlite_server.headers).json()["text"] == ""
 
 
 def test_datasets_logs_reads_an_analysis_worker_log(completed_run, cli):

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import Cli, headers_for
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,8 @@ def taken(completed_run, sqlite_server, tmp_path_factory) -> dict:
     """The run's adapter and its base model downloaded, and the adapter exported merged (all with `-o json`)."""
     url = sqlite_server.url
     reference = completed_run["run"]["results"]["model"]
-    version = httpx.get(f"{url}/v1/registry/models/{reference.replace(':', '/versions/')}").json()
+    version = httpx.get(f"{url}/v1/registry/models/{reference.replace(':', '/versions/')}",
+                        headers=sqlite_server.headers).json()
     root = tmp_path_factory.mktemp("taken")
     written = {}
     for name, args in (("adapter", ["download", reference]),
@@ -154,11 +155,12 @@ def test_the_chat_template_is_the_one_the_run_rendered_with(taken):
     template = taken["adapter"]["chatTemplate"]
     tokenizer = AutoTokenizer.from_pretrained(str(taken["root"] / "adapter"))
     assert hashlib.sha256(tokenizer.chat_template.encode()).hexdigest() == template["sha256"]
-    entry = httpx.get(f"{taken['url']}/v1/training/base-models/{MODEL}").json()
+    entry = httpx.get(f"{taken['url']}/v1/training/base-models/{MODEL}", headers=headers_for(taken["url"])).json()
     assert template["path"] == "chat_template.jinja" and template["source"] == entry["chatTemplate"] == "shipped"
     checked = [d for d in taken["run"]["lengthCheck"]["datasets"] if d.get("analysisId")]
     assert checked, taken["run"]["lengthCheck"]
-    analysis = httpx.get(f"{taken['url']}/v1/training/datasets/analyses/{checked[0]['analysisId']}").json()
+    analysis = httpx.get(f"{taken['url']}/v1/training/datasets/analyses/{checked[0]['analysisId']}",
+                         headers=headers_for(taken["url"])).json()
     assert json.dumps(analysis).count(template["sha256"]) >= 1  # the analysis (the worker's renderer) recorded it
 
 
@@ -202,7 +204,8 @@ def test_download_in_text_shows_each_file_and_force_writes_into_a_folder(cli, ta
 
 
 def test_a_damaged_file_is_refused_and_leaves_nothing(cli, taken, tmp_path):
-    """A stored file whose bytes changed (same size, same time) is served as it is now; the download refuses it."""
+    """A stored file whose bytes changed (same size, same time) no longer matches the digest its listing gives: the
+    server refuses to send it (410, naming both digests), and the download writes nothing."""
     victim = selected_folder(taken) / "optimize-standin.json"
     original, stat = victim.read_bytes(), victim.stat()
     damaged = bytes([original[0] ^ 1]) + original[1:]
@@ -215,9 +218,10 @@ def test_a_damaged_file_is_refused_and_leaves_nothing(cli, taken, tmp_path):
         victim.write_bytes(original)
         os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert refused.code == 1, refused.err
-    assert (f"the bytes received for optimize-standin.json of {taken['adapter']['baseModel']} hash to "
-            f"sha256:{hashlib.sha256(damaged).hexdigest()}") in refused.err
-    assert "it was not written" in refused.err
+    assert (f"optimize-standin.json of {taken['adapter']['baseModel']} on this server no longer matches its digest "
+            f"sha256:{hashlib.sha256(original).hexdigest()} (its bytes hash to "
+            f"sha256:{hashlib.sha256(damaged).hexdigest()})") in refused.err
+    assert "hint: select the base model again" in refused.err
     assert "optimize-standin.json" not in os.listdir(target)
     assert not [name for name in os.listdir(target) if name.startswith(".")]  # no partial file either
 
@@ -274,13 +278,14 @@ def test_unknown_models_versions_and_files_are_refused(cli, taken, tmp_path):
     assert no_model.code == 1 and f"model {project}/nothing does not exist" in no_model.err
     assert not (tmp_path / "v").exists() and not (tmp_path / "m").exists()
     files = f"{taken['url']}/v1/registry/models/{project}/{name}/versions/{selector}/files"
-    missing = httpx.get(f"{files}/nothing.bin")
+    auth = headers_for(taken["url"])
+    missing = httpx.get(f"{files}/nothing.bin", headers=auth)
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"
     assert missing.json()["detail"] == f"model {taken['reference']} has no file 'nothing.bin'"
     for escape in ("..%2F..%2Fserver.json", "%2E%2E/blobs", "%2Fetc%2Fpasswd"):
-        refused = httpx.get(f"{files}/{escape}")
+        refused = httpx.get(f"{files}/{escape}", headers=auth)
         assert refused.status_code == 422, escape
         assert "is not a relative path inside the model's folder" in refused.json()["detail"]
-    served = httpx.get(f"{files}/adapter_config.json")
+    served = httpx.get(f"{files}/adapter_config.json", headers=auth)
     assert served.status_code == 200 and served.headers["content-type"] == "application/octet-stream"
     assert hashlib.sha256(served.content).hexdigest() == served.headers["x-checksum-sha256"]

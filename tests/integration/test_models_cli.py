@@ -13,7 +13,8 @@ MODEL = "optimize/tiny-llama-3.2"
 @pytest.fixture(scope="module")
 def selected(server) -> dict:
     """The stand-in selected once per server (building it takes seconds)."""
-    response = httpx.post(f"{server.url}/v1/training/base-models/{MODEL}/select", json={}, timeout=600)
+    response = httpx.post(f"{server.url}/v1/training/base-models/{MODEL}/select",
+                          headers=server.headers, json={}, timeout=600)
     assert response.status_code == 200, response.text
     return response.json()
 

@@ -159,5 +159,6 @@ def test_archiving_an_unknown_project_is_not_found(sqlite_server, capsys):
     missing = cli("training", "projects", "archive", "nosuchproject")
     assert missing.code == 1 and "training project 'nosuchproject' does not exist" in missing.err
     for action in ("archive", "unarchive"):
-        answer = httpx.post(f"{sqlite_server.url}/v1/training/projects/nosuchproject/{action}")
+        answer = httpx.post(f"{sqlite_server.url}/v1/training/projects/nosuchproject/{action}",
+                            headers=sqlite_server.headers)
         assert answer.status_code == 404 and answer.json()["code"] == "not_found"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import Cli, built_standin, chat_row, pair_row, write_jsonl
+from tests.conftest import Cli, built_standin, chat_row, headers_for, pair_row, write_jsonl
 from tests.run_fixtures import MODEL, capitals_project, plan, train_capitals, write_plan
 
 pytestmark = pytest.mark.integration
@@ -133,7 +133,7 @@ def test_same_submission_id_reaches_the_same_run(trained):
 
 def test_events_stream_sends_the_current_state_first(trained):
     url = f"{trained['url']}/v1/training/runs/{trained['run']['runId']}/events"
-    with httpx.stream("GET", url, timeout=10) as response:
+    with httpx.stream("GET", url, timeout=10, headers=headers_for(trained["url"])) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = [line for line in response.iter_lines()]
     assert lines[0] == "event: status"
@@ -206,6 +206,10 @@ def test_a_long_row_is_refused_before_a_device_then_at_submission(own_project, s
     assert f"{project}/long:v1 are longer than maxSeqLength 256: line 3 (" in reason  # longest first
     assert "), line 2 (" in reason and "measured by analysis" in reason and "under optimize/tiny-llama-3.2 at" in reason
     assert "set data.truncation: drop" in reason
+    check = final["lengthCheck"]  # it says what the reason says: refused, by the analysis the reason names
+    assert check["status"] == "refused" and check["datasets"][0]["overMaxSeqLength"] == 2
+    assert f"measured by analysis {check['datasets'][0]['analysisId'][:12]}" in reason
+    assert "refused the run" in cli.ok("training", "runs", "get", run["runId"]).out
     # the analysis is done now: the same plan is refused at submission, and nothing is stored
     before = cli.json("training", "runs", "list", "--project", project)["runs"]
     again = cli("training", "runs", "start", "-f", path, "--force")

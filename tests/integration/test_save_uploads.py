@@ -21,7 +21,7 @@ RATE = "150000"  # bytes a second: a full save (240 KB: adapter and optimizer st
 @pytest.fixture
 def slow(server_factory, tmp_path):
     proc = server_factory("slow", env={"OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND": RATE})
-    client = httpx.Client(base_url=proc.url, timeout=600)
+    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i}", f"answer {i}") for i in range(32)])
     from optimize.cli.main import main

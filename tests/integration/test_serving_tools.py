@@ -34,7 +34,7 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
     from optimize.cli.main import main
 
     name = f"tl{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
+    client = httpx.Client(base_url=sqlite_server.url, headers=sqlite_server.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = [_row(city) for city in ("Paris", "Rome")] * 8
     assert main(["registry", "datasets", "register", f"{name}/calls", "-f",
@@ -55,7 +55,7 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
     try:
         # a trained model's instructions: its first training row's system message (what `send` uses by default)
         assert [m["instructions"] for m in created["models"]] == [None, SYSTEM]
-        openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key="unused", max_retries=0)
+        openai = OpenAI(base_url=f"{sqlite_server.url}/v1", api_key=sqlite_server.token, max_retries=0)
         question = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is the weather in Paris?"}]
         whole = openai.chat.completions.create(model=model, messages=question, tools=[WEATHER], temperature=0,
                                                max_tokens=48)

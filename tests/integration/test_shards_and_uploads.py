@@ -122,13 +122,13 @@ def test_expired_upload_is_refused_and_the_command_starts_again(server_factory, 
     from optimize.core.sharding import plan_shards
 
     shards = plan_shards(path, None, DatasetLimits())
-    session = httpx.post(f"{proc.url}/v1/registry/dataset-uploads",
+    session = httpx.post(f"{proc.url}/v1/registry/dataset-uploads", headers=proc.headers,
                          json={"dataset": "exp/d", "format": "chat-jsonl-v1",
                                "shards": [s.to_json() for s in shards]}).json()
     import time
 
     time.sleep(1.5)
-    late = httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0",
+    late = httpx.put(f"{proc.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", headers=proc.headers,
                      content=path.read_bytes())
     assert late.status_code == 410 and "expired" in late.json()["detail"]
     assert "run the same register command again" in late.json()["hint"]

@@ -21,7 +21,7 @@ def kept(sqlite_server, tmp_path_factory):
     """A run with keep counts, paused once with a save that is pinned, then resumed to its end."""
     tmp = tmp_path_factory.mktemp("snapshots")
     name = f"s{uuid.uuid4().hex[:8]}"
-    client = httpx.Client(base_url=sqlite_server.url, timeout=600)
+    client = httpx.Client(base_url=sqlite_server.url, headers=sqlite_server.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     from optimize.cli.main import main
 

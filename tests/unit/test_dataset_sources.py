@@ -150,3 +150,26 @@ def test_text_rows_and_unknown_shapes_are_refused_naming_what_to_write(tmp_path)
     path.write_text('{"question": "q", "answer": "a"}\n')
     with pytest.raises(Invalid, match="its keys: answer, question.*chat rows have 'messages'"):
         inspect_source(path)
+
+
+def test_a_byte_order_mark_opening_a_jsonl_file_or_an_array_is_not_part_of_the_rows(tmp_path):
+    path = tmp_path / "marked.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(LEGACY) + b"\n" + orjson.dumps(LEGACY) + b"\n")
+    container, source = inspect_source(path)
+    assert (container, source) == (Container.JSONL, SourceFormat.OPENAI_CHAT)
+    conversion = convert_file(path, container, source, io.BytesIO())
+    assert (conversion.rows, conversion.error_count) == (2, 0)
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps([{"prompt": "hi", "completion": "hello"}]))
+    assert detect_container(path) is Container.JSON_ARRAY
+    assert convert_file(path, *inspect_source(path), None).rows == 1
+
+
+@pytest.mark.parametrize("data", [b"", b"\xef\xbb\xbf"], ids=["empty", "only-a-byte-order-mark"])
+def test_an_empty_file_is_refused_as_empty_not_as_a_row(tmp_path, data):
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(Invalid, match="the file is empty") as refused:
+        inspect_source(path, SourceFormat.CHAT)
+    assert "line 1" not in refused.value.message
+    with pytest.raises(Invalid, match="the file is empty"):
+        inspect_source(path)

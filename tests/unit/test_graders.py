@@ -59,3 +59,50 @@ def test_a_judge_reply_is_read_as_a_score_or_leaves_the_example_unscored():
     assert system["content"] == "You triage tickets.\n\n" + JUDGE_INSTRUCTIONS
     system, _ = judge_messages("q", "a", instructions="Score 1 for JSON.", context="You triage tickets.")
     assert system["content"] == "Score 1 for JSON."
+
+
+@pytest.mark.parametrize("spec, kept", [
+    (None, "json-label-match"),
+    (" json-label-match ", "json-label-match"),
+    ("http:http://127.0.0.1:8000/score", "http:http://127.0.0.1:8000/score"),
+    ("http://127.0.0.1:8000/score", "http:http://127.0.0.1:8000/score"),  # a bare URL is the http grader
+    ("https://scores.example.com/score", "http:https://scores.example.com/score"),
+    ("model: ns/judge ", "model:ns/judge"),
+    ("bundle:ns/b#score", "bundle:ns/b#score"),
+])
+def test_a_grader_is_kept_in_one_spelling(spec, kept):
+    from optimize.evaluation.graders import parse_grader
+
+    assert parse_grader(spec) == kept
+
+
+@pytest.mark.parametrize("spec", ["vibes", "bogus:x", "http:ftp://host/x", "http:http://", "model:", "http://",
+                                  "http://[::1"])
+def test_an_unknown_grader_is_refused_naming_the_graders_with_an_example_that_works(spec):
+    from optimize.core.errors import Invalid
+    from optimize.evaluation.graders import parse_grader
+
+    with pytest.raises(Invalid) as refused:
+        parse_grader(spec)
+    assert "json-label-match, http:URL, model:REF, bundle:REF#MODULE" in refused.value.message
+    examples = [word for word in refused.value.hint.split() if ":" in word]
+    assert spec not in examples and all(parse_grader(example) for example in examples)
+
+
+def test_an_http_grader_reaches_only_hosts_the_operator_allows(monkeypatch):
+    from optimize.core.errors import Refused
+    from optimize.evaluation.service import check_grader
+
+    monkeypatch.delenv("OPTIMIZE_OUTBOUND_HOSTS", raising=False)
+    with pytest.raises(Refused, match=r"send rows to 127\.0\.0\.1, which this server may not call \(allowed hosts: "
+                                      r"none\)") as refused:
+        check_grader("http://127.0.0.1:8000/score")
+    assert "OPTIMIZE_OUTBOUND_HOSTS=127.0.0.1" in refused.value.hint
+    monkeypatch.setenv("OPTIMIZE_OUTBOUND_HOSTS", "scores.example.com, 127.0.0.1:8000")
+    assert check_grader("https://scores.example.com/score") == "http:https://scores.example.com/score"
+    assert check_grader("http:http://127.0.0.1:8000/score") == "http:http://127.0.0.1:8000/score"
+    with pytest.raises(Refused, match="send rows to 127.0.0.1, which"):
+        check_grader("http://127.0.0.1:9999/score")  # the port allowed is 8000 only
+    with pytest.raises(Refused, match="send rows to 169.254.169.254"):
+        check_grader("http://169.254.169.254/latest/meta-data")
+    assert check_grader("json-label-match") == "json-label-match"  # no outbound call

@@ -58,3 +58,14 @@ def test_first_twenty_errors_kept_and_all_counted():
     report = run(data, 4096)
     assert report.error_count == 50
     assert len(report.errors) == MAX_REPORTED_ERRORS
+
+
+def test_a_byte_order_mark_opening_the_file_is_accepted_and_nowhere_else():
+    data = b"\xef\xbb\xbf" + (GOOD + "\n").encode()
+    for size in (1, 2, 5, len(data)):
+        report = run(data, size)
+        assert (report.rows, report.error_count) == (1, 0)
+    later = run(data, 4, first_line=7)  # a shard after the first: not the start of the file
+    assert later.error_count == 1 and later.errors[0].line == 7 and "not valid JSON" in later.errors[0].reason
+    second_line = run((GOOD + "\n").encode() + data, 8)
+    assert second_line.error_count == 1 and second_line.errors[0].line == 2

@@ -113,6 +113,18 @@ def test_cpu_runs_resolve_fp32_without_recomputation(session):
     assert model == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
 
 
+def test_an_evaluation_over_preference_pairs_is_refused_in_an_evaluation_s_words(session):
+    from optimize.training.admission.resolve import pick_dataset
+
+    with pytest.raises(Refused) as refused:
+        pick_dataset(session, "pairs", "proj", "dataset", None)
+    message = refused.value.message
+    assert "dataset proj/pairs:v1 holds preference pairs; an evaluation reads chat rows" in message
+    assert "cannot be evaluated" in message and "method" not in message and "train" not in message
+    assert refused.value.hint == "evaluate on a chat dataset"
+    assert pick_dataset(session, "chat", "proj", "dataset", None).reference == "proj/chat:v1"
+
+
 def test_admission_refusals(session):
     document = plan_document()
     document["config"]["dataset"] = "pairs"

@@ -76,3 +76,23 @@ def test_empty_file_refused(tmp_path):
     path = make_file(tmp_path, [])
     with pytest.raises(Invalid, match="the file is empty"):
         plan_shards(path, None, DatasetLimits())
+
+
+def test_a_leading_byte_order_mark_is_left_out_so_the_file_cuts_as_its_twin_without_one(tmp_path):
+    rows = [b"%d\n" % i for i in range(300)]
+    plain = make_file(tmp_path, rows)
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    for size in (None, 100):
+        with_mark, without = plan_shards(marked, size, DatasetLimits()), plan_shards(plain, size, DatasetLimits())
+        assert [(s.sha256, s.size, s.lines, s.first_line) for s in with_mark] == \
+            [(s.sha256, s.size, s.lines, s.first_line) for s in without]
+        assert with_mark[0].offset == 3  # what is sent starts after the mark
+        data = marked.read_bytes()
+        assert b"".join(data[s.offset:s.offset + s.size] for s in with_mark) == plain.read_bytes()
+
+
+def test_a_file_holding_only_a_byte_order_mark_is_empty(tmp_path):
+    path = make_file(tmp_path, [b"\xef\xbb\xbf"])
+    with pytest.raises(Invalid, match="the file is empty"):
+        plan_shards(path, None, DatasetLimits())

@@ -1,8 +1,9 @@
 """Dataset analyses: start (or reach the one kept), read, list; and what a worker reports.
 
-One analysis is kept for each (examples, base model commit, Optimize version). The examples are named by the
-version's digest, so two names or versions holding the same examples share one analysis. Starting an analysis
-launches a worker process on this host; it claims no device.
+One analysis is kept for each (examples, base model commit, Optimize version). The examples are named by their
+content digest (their bytes in order, whatever shards hold them), so two names or versions holding the same
+examples share one analysis, also when they were cut at another `--shard-size`. Starting an analysis launches a
+worker process on this host; it claims no device.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
-from optimize.registry.datasets import examples_objects, resolve_reference
+from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.plans import parse_plan
 from optimize.store.db import insert_ignoring_conflict
@@ -64,8 +65,9 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
                       hint=f"select it first: akka training base-models select {entry.id}")
     with training.store.transaction() as session:
         found, version = resolve_reference(session, reference)
+        examples = content_digest(session, training.blobs, version.digest)
         values = {
-            "id": new_id(), "examples_digest": version.digest, "kind": found.kind, "base_entry_id": entry.id,
+            "id": new_id(), "examples_digest": examples, "kind": found.kind, "base_entry_id": entry.id,
             "base_commit": chosen.commit, "optimize_version": __version__,
             "dataset_reference": f"{found.namespace}/{found.name}:v{version.version}",
             "phase": AnalysisPhase.PENDING.value, "attempt": 0, "created_at": utcnow(),
@@ -73,7 +75,7 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
         created = insert_ignoring_conflict(session, Analysis, values,
                                            ["examples_digest", "base_commit", "optimize_version"]) == 1
         item = session.scalar(select(Analysis).where(
-            Analysis.examples_digest == version.digest, Analysis.base_commit == chosen.commit,
+            Analysis.examples_digest == examples, Analysis.base_commit == chosen.commit,
             Analysis.optimize_version == __version__))
         if created:
             queue_wake(session)  # the scheduler starts its worker
@@ -122,7 +124,8 @@ def list_analyses(training: Deployment, dataset: str) -> list[dict[str, Any]]:
     reference = parse_reference(dataset)
     with training.store.transaction() as session:
         _found, version = resolve_reference(session, reference)
-        items = session.scalars(select(Analysis).where(Analysis.examples_digest == version.digest)
+        examples = content_digest(session, training.blobs, version.digest)
+        items = session.scalars(select(Analysis).where(Analysis.examples_digest == examples)
                                 .order_by(Analysis.created_at.desc()))
         return [analysis_json(item) for item in items]
 
@@ -135,9 +138,15 @@ def job_spec(training: Deployment, analysis_id: str, token: str) -> dict[str, An
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         return AnalysisSpec.model_validate({
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
-            "objects": examples_objects(session, item.examples_digest), "leaseSeconds": training.lease_seconds,
+            "objects": _objects(session, item), "leaseSeconds": training.lease_seconds,
             "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
         }).wire()
+
+
+def _objects(session, item: Analysis) -> list[dict[str, Any]]:
+    """The objects of the version the analysis was started for (versions never change)."""
+    _found, version = resolve_reference(session, parse_reference(item.dataset_reference))
+    return examples_objects(session, version.digest)
 
 
 def report_progress(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import docs_page, problems
+from optimize.api.auth import TokenGate
 from optimize.api.routers import (
     base_models,
     chat,
@@ -17,8 +18,10 @@ from optimize.api.routers import (
     models,
     namespaces,
     projects,
+    tokens,
     uploads,
 )
+from optimize.auth.tokens import ensure_admin_token
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
@@ -53,7 +56,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                     endpoint_idle_seconds=settings.endpoint_idle_seconds)
     problems.install(app)
     docs_page.install(app)
-    shared = [module.router for module in (health, info, namespaces, datasets, models, uploads, base_models, projects)]
+    # the operator's first credential: issued at the first start, shown once by `server start`
+    app.state.new_admin_token = ensure_admin_token(store, settings.data_dir)
+    app.add_middleware(TokenGate, store=store)
+    shared = [module.router for module in (health, info, tokens, namespaces, datasets, models, uploads, base_models,
+                                           projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
     for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
         app.include_router(router)

@@ -5,14 +5,18 @@ Once the app has started, `<data-dir>/server.json` names the URL and pid; it is 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
+import sys
 from contextlib import asynccontextmanager
 
 import uvicorn
 
 from optimize.api.app import create_app, start_jobs, stop_jobs
+from optimize.auth.tokens import ADMIN_TOKEN_FILE, list_tokens
+from optimize.core import local_servers
 from optimize.core.settings import ServerSettings
 
 
@@ -31,15 +35,22 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
     url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
     ready_file = settings.data_dir / "server.json"
     startup = app.router.lifespan_context
+    if app.state.new_admin_token:
+        print(f"Admin token (shown once; kept in {settings.data_dir / ADMIN_TOKEN_FILE}, mode 0600):\n"
+              f"  {app.state.new_admin_token}", flush=True)
+    if not ipaddress.ip_address(bound_host).is_loopback:
+        _refuse_open_door_without_tokens(app, bound_host)
 
     @asynccontextmanager
     async def lifespan(app_):
         async with startup(app_):
             start_jobs(app, url)
             _write_atomically(ready_file, json.dumps({"url": url, "pid": os.getpid()}))
+            announced = local_servers.announce(url, settings.data_dir)
             try:
                 yield
             finally:
+                announced.unlink(missing_ok=True)
                 ready_file.unlink(missing_ok=True)
                 stop_jobs(app)
                 app.state.registry.store.dispose()
@@ -48,6 +59,18 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
     config = uvicorn.Config(app, log_level=os.environ.get("OPTIMIZE_LOG_LEVEL", "warning"), http="httptools",
                             timeout_keep_alive=30, access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _refuse_open_door_without_tokens(app, host: str) -> None:
+    """Bound beyond this machine: say who can get in, and refuse to start when no token can."""
+    holders = list_tokens(app.state.registry.store)
+    if not holders:
+        print(f"error: {host} is reachable from other machines and no API token works, so nobody could use the "
+              "server; start it on 127.0.0.1 and issue a token (akka auth tokens create)", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    print(f"Listening beyond this machine ({host}); these tokens can get in:", flush=True)
+    for token in holders:
+        print(f"  {token['tokenId'][:12]}  {token['name']}  {token['role']}", flush=True)
 
 
 def _write_atomically(path, text: str) -> None:

@@ -3,18 +3,30 @@
 Keys are sha256 hex digests only; user names never reach a path. A write goes to a staging file, is hashed
 as it streams, fsynced, and renamed into `sha256/ab/cd/<hex>` only if its digest is the one promised, so a
 reader never sees a partial or wrong object.
+
+Every read is verified. A held object's bytes are checked against its name before they are used or served
+(`verified_path`, `holds`, `stream`); the check is remembered with the file's identity (size, mtime, ctime, inode),
+so a file is hashed again only after it changed, and `stream` hashes what it sends as well, holding back the last
+chunk until the digest matches. A copy that does not match is quarantined: moved to `quarantine/`, logged, and
+from then on not held, so the next upload of the right bytes (a register, a worker's save) stores it again.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from optimize.core.digests import is_sha256_hex
-from optimize.core.errors import ChecksumMismatch, Invalid, StorageFull
+from optimize.core.digests import file_identity, file_sha256, is_sha256_hex, verified_chunks
+from optimize.core.errors import ChecksumMismatch, Corrupt, Invalid, NotFound, StorageFull
 from optimize.core.ids import new_id
+
+log = logging.getLogger("optimize.blobs")
+RESTORE_HINT = ("upload the same content again to restore it: registering the same file again sends what the "
+                "registry no longer holds")
 
 
 class BlobWriter:
@@ -58,6 +70,7 @@ class BlobWriter:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self.staging_path, target)
         _fsync_dir(target.parent)
+        self._store.remember(expected_sha256, target)  # hashed as it was written
         return target
 
     def abort(self) -> None:
@@ -70,7 +83,9 @@ class LocalBlobStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.staging = root / "staging"
+        self.quarantined = root / "quarantine"
         self.staging.mkdir(parents=True, exist_ok=True)
+        self._verified: dict[str, tuple[int, ...]] = {}  # sha256 -> identity of the file when it last matched
 
     def clear_staging(self) -> int:
         """Remove partial writes left by a process that stopped mid-write; call only at server start."""
@@ -86,7 +101,63 @@ class LocalBlobStore:
         return self.root / "sha256" / sha256[:2] / sha256[2:4] / sha256
 
     def exists(self, sha256: str) -> bool:
+        """Whether a file is there under the name, unchecked; `holds` says whether it is the right bytes."""
         return self.path_for(sha256).is_file()
+
+    def holds(self, sha256: str) -> bool:
+        """Whether a good copy is held: a corrupt one is quarantined and not held (so it is uploaded again)."""
+        try:
+            return self.verified_path(sha256).is_file()
+        except Corrupt:
+            return False
+
+    def verified_path(self, sha256: str) -> Path:
+        """The object's path once its bytes are known to match its name (hashed now unless the file is unchanged
+        since it last matched). A corrupt copy is quarantined and `Corrupt` raised; an object not held keeps its
+        path, for the caller to report as missing in its own words."""
+        path = self.path_for(sha256)
+        identity = file_identity(path)
+        if identity is None or self._verified.get(sha256) == identity:
+            return path
+        actual = file_sha256(path)
+        if actual != sha256 and file_identity(path) != identity:
+            return self.verified_path(sha256)  # replaced while it was read (an upload healing it): check it again
+        if actual != sha256:
+            self.quarantine(sha256, actual)
+            raise Corrupt(f"stored object sha256:{sha256} is corrupt (its bytes hash to sha256:{actual}); it was "
+                          "quarantined", hint=RESTORE_HINT)
+        if file_identity(path) == identity:  # unchanged while it was read
+            self._verified[sha256] = identity
+        return path
+
+    def stream(self, sha256: str) -> tuple[int, Iterator[bytes]]:
+        """(size, chunks) of a held object, checked before the first byte and hashed again as it is sent: a copy
+        that changed since it was checked ends the stream before its last chunk and is quarantined."""
+        path = self.verified_path(sha256)
+        identity = file_identity(path)
+        if identity is None:
+            raise NotFound(f"blob sha256:{sha256} is not held")
+        return identity[0], verified_chunks(path, sha256, lambda actual: self.quarantine(sha256, actual))
+
+    def remember(self, sha256: str, path: Path) -> None:
+        """Record that the file under the name now holds bytes that hash to it (they were hashed as written)."""
+        identity = file_identity(path)
+        if identity is not None:
+            self._verified[sha256] = identity
+
+    def quarantine(self, sha256: str, actual: str) -> Path | None:
+        """Move a copy whose bytes hash to `actual` out of the store (into `quarantine/`, kept for inspection):
+        from now on the object is not held. Returns where it went (None when another reader moved it first)."""
+        self._verified.pop(sha256, None)
+        self.quarantined.mkdir(parents=True, exist_ok=True)
+        target = self.quarantined / f"{sha256}.{new_id()}"
+        try:
+            os.replace(self.path_for(sha256), target)
+        except FileNotFoundError:
+            return None
+        log.warning("blob sha256:%s is corrupt (its bytes hash to sha256:%s); quarantined as %s", sha256, actual,
+                    target)
+        return target
 
     def writer(self) -> BlobWriter:
         return BlobWriter(self)

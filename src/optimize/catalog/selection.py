@@ -29,6 +29,7 @@ from optimize.catalog.standins import files_digest
 from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.ids import new_id
+from optimize.core.settings import import_roots
 from optimize.registry.models import register_base_model
 from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection
@@ -85,6 +86,7 @@ def select(store: Store, catalog: Catalog, data_dir: Path, query: str, from_dir:
 
 
 def _import_snapshot(source: Path, staging: Path) -> None:
+    _check_import_allowed(source)
     if not source.is_dir():
         raise Invalid(f"{source} is not a directory", hint="pass --from a local snapshot folder of the model")
     missing = [name for name in REQUIRED_FILES if not (source / name).is_file()]
@@ -97,6 +99,29 @@ def _import_snapshot(source: Path, staging: Path) -> None:
     if missing:
         raise Invalid(f"{source} is not a model snapshot: it lacks {', '.join(missing)}")
     shutil.copytree(source, staging, symlinks=False, ignore=shutil.ignore_patterns(".git", "*.bin", "*.pt"))
+
+
+def _check_import_allowed(source: Path) -> None:
+    """Imports read the server's own disk, so only under the roots an operator named, and only plain files and
+    folders: a symlink or a special file could reach (or block on) anything else the server can read."""
+    roots = import_roots()
+    if not roots:
+        raise Refused("importing a model from a folder is off on this server: no import roots are configured",
+                      hint="an operator names the folders imports may come from in OPTIMIZE_IMPORT_ROOTS "
+                           "(e.g. /srv/models) and restarts the server")
+    resolved = source.resolve()
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        raise Refused(f"{source} is not under an import root of this server",
+                      hint=f"import roots: {', '.join(str(r) for r in roots)}; copy the model under one of them")
+    if source.is_symlink():
+        raise Refused(f"{source} is a symlink; imports read plain folders only", hint=f"import {resolved} itself")
+    for path in sorted(resolved.rglob("*")):
+        if path.is_symlink():
+            raise Refused(f"{path.relative_to(resolved)} in {source} is a symlink; imports copy plain files only",
+                          hint="replace it with the file it points to")
+        if not path.is_dir() and not path.is_file():
+            raise Refused(f"{path.relative_to(resolved)} in {source} is not a regular file (a device, pipe or "
+                          "socket); imports copy plain files only", hint="remove it from the folder")
 
 
 def _build_stand_in(entry: Entry, staging: Path) -> None:

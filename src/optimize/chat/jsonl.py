@@ -1,7 +1,8 @@
 """Streaming JSONL validation: feed bytes in any chunking, get every bad line named with its reason.
 
 Memory stays bounded by the longest line allowed (`max_line_bytes`), whatever the size of the stream.
-Lines are numbered from `first_line`, so a shard reports lines as numbered in the whole file.
+Lines are numbered from `first_line`, so a shard reports lines as numbered in the whole file. A UTF-8 byte order
+mark at the start of line 1 (editors write one) is not part of the row; anywhere else it is refused as JSON.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from optimize.chat.rows import RowError, RowKind, check_row
+from optimize.chat.text_checks import binary_reason, duplicate_key_reason, json_error_reason
+from optimize.core.sharding import UTF8_BOM
 
 MAX_REPORTED_ERRORS = 20
 
@@ -57,8 +60,18 @@ class JsonlValidator:
         self._next_line = first_line
         self._partial = bytearray()
         self._skipping_long_line = False
+        self._at_start = first_line == 1  # the file's first bytes: told apart from a compressed or binary file
+        self._not_text = False
 
     def feed(self, chunk: bytes) -> None:
+        if self._at_start and chunk:
+            self._at_start = False
+            reason = binary_reason(chunk[:4096])
+            if reason is not None:
+                self._not_text = True
+                self.report.add_error(self._next_line, f"the file {reason}")
+        if self._not_text:
+            return  # refused whole: its bytes are no lines
         start = 0
         while True:
             newline = chunk.find(b"\n", start)
@@ -74,6 +87,8 @@ class JsonlValidator:
             start = newline + 1
 
     def finish(self) -> ValidationReport:
+        if self._not_text:
+            return self.report
         if self._partial or self._skipping_long_line:
             self._end_line(bytes(self._partial))
             self._partial.clear()
@@ -107,13 +122,19 @@ class JsonlValidator:
         self.check_line(number, line)
 
     def check_line(self, number: int, line: bytes) -> None:
+        if number == 1:
+            line = line.removeprefix(UTF8_BOM)
         if not line.strip():
             self.report.add_error(number, "the line is empty; every line must hold one JSON object")
             return
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as error:
-            self.report.add_error(number, f"not valid JSON ({error})")
+            self.report.add_error(number, json_error_reason(line, error))
+            return
+        duplicate = duplicate_key_reason(line, row)
+        if duplicate is not None:
+            self.report.add_error(number, duplicate)
             return
         try:
             facts = check_row(row, self.kind)

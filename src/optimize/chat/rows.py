@@ -207,12 +207,13 @@ def _check_content(content: Any, name: str) -> None:
         if kind == "text":
             if not isinstance(part.get("text"), str):
                 raise RowError(f"{name} content part {index} (text) needs a string 'text'")
-        elif kind == "image":
-            path = part.get("path")
-            if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
-                raise RowError(f"{name} content part {index} (image) needs a relative 'path' inside the dataset")
+        elif kind in ("image", "image_url"):
+            # No step renders an image yet (the templates would see a list where they expect text), so a row
+            # that holds one is refused here, where every reader of rows checks them, rather than mid-job.
+            raise RowError(f"{name} content part {index} is an image; images are not supported yet: remove the "
+                           "image part (keep its text parts), or leave the row out")
         else:
-            raise RowError(f"{name} content part {index} must be an object of type 'text' or 'image'")
+            raise RowError(f"{name} content part {index} must be an object of type 'text'")
 
 
 def _check_tool_calls(calls: Any, name: str) -> None:
@@ -302,7 +303,7 @@ def _has_text(message: dict[str, Any]) -> bool:
     if isinstance(content, str):
         return bool(content.strip())
     if isinstance(content, list):
-        return any(part.get("type") == "image" or (part.get("text") or "").strip() for part in content)
+        return any((part.get("text") or "").strip() for part in content)
     return False
 
 

@@ -4,7 +4,8 @@ the registry's JSONL with the conversion's record.
 The container is told by the file's leading bytes (`PAR1` is Parquet, `[` a JSON array), never by its name.
 Rows are numbered as the user sees them: lines of a JSONL file, rows (from 1) of an array or a Parquet file; every
 refusal keeps that number. Parquet gives every row the columns of the whole file, so a field a row does not have
-reads as null: those nulls are dropped (a rule the record names) rather than read as values.
+reads as null: those nulls are dropped (a rule the record names) rather than read as values. A UTF-8 byte order
+mark at the start of a JSONL file or a JSON array (editors write one) is not part of the rows.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ import orjson
 
 from optimize.chat.rows import RowError, check_row
 from optimize.chat.sources import SourceFormat, convert_row, detect_source, undetected_reason
+from optimize.chat.text_checks import (
+    binary_reason,
+    duplicate_key_reason,
+    duplicate_keys_by_row,
+    json_error_reason,
+)
 from optimize.core.errors import Invalid
+from optimize.core.sharding import UTF8_BOM, leading_bom
 
 MAX_REPORTED_ERRORS = 20
 MAX_JSON_ARRAY_BYTES = 2 * 1024**3  # an array is read whole; a larger file converts to JSONL first
 _PARQUET_BATCH = 1024
 _DROPPED_NULLS = "null fields of Parquet's shared columns dropped"
+_NOT_TEXT_HINT = "register a JSONL file, a JSON array or a Parquet file (UTF-8 text, uncompressed)"
 
 
 class Container(StrEnum):
@@ -39,11 +48,16 @@ class Container(StrEnum):
 
 
 def detect_container(path: Path) -> Container:
+    """The container the file's leading bytes show; a compressed, archived or binary file is refused as such."""
     with path.open("rb") as handle:
         head = handle.read(4096)
+        whole = not handle.read(1)
     if head.startswith(b"PAR1"):
         return Container.PARQUET
-    if head.lstrip(b" \t\r\n\xef\xbb\xbf").startswith(b"["):
+    reason = binary_reason(head, whole)
+    if reason is not None:
+        raise Invalid(f"{path} {reason}", hint=_NOT_TEXT_HINT)
+    if head.removeprefix(UTF8_BOM).lstrip(b" \t\r\n").startswith(b"["):
         return Container.JSON_ARRAY
     return Container.JSONL
 
@@ -70,13 +84,18 @@ def read_rows(path: Path, container: Container) -> Iterator[SourceRow]:
 def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix(UTF8_BOM)
             if not line.strip():
                 yield SourceRow(number, error="the line is empty; every line must hold one JSON object")
                 continue
             try:
-                yield SourceRow(number, orjson.loads(line))
+                row = orjson.loads(line)
             except orjson.JSONDecodeError as error:
-                yield SourceRow(number, error=f"not valid JSON ({error})")
+                yield SourceRow(number, error=json_error_reason(line, error))
+                continue
+            duplicate = duplicate_key_reason(line, row)
+            yield SourceRow(number, error=duplicate) if duplicate else SourceRow(number, row)
 
 
 def _array_rows(path: Path) -> Iterator[SourceRow]:
@@ -85,14 +104,17 @@ def _array_rows(path: Path) -> Iterator[SourceRow]:
         raise Invalid(f"{path} is a JSON array of {size} bytes; arrays are read whole, up to "
                       f"{MAX_JSON_ARRAY_BYTES} bytes", hint="write the rows as JSONL, one per line")
     try:
-        rows = orjson.loads(path.read_bytes())
+        text = path.read_bytes().removeprefix(UTF8_BOM)
+        rows = orjson.loads(text)
     except orjson.JSONDecodeError as error:
         raise Invalid(f"{path} starts like a JSON array but is not valid JSON ({error})",
                       hint="fix the file, or write the rows as JSONL, one per line") from None
     if not isinstance(rows, list):
         raise Invalid(f"{path} is not a JSON array of rows")
+    duplicates = duplicate_keys_by_row(text, rows)
     for number, row in enumerate(rows, start=1):
-        yield SourceRow(number, row)
+        reason = duplicates.get(number - 1)
+        yield SourceRow(number, error=reason) if reason else SourceRow(number, row)
 
 
 def _parquet_rows(path: Path) -> Iterator[SourceRow]:
@@ -161,6 +183,8 @@ class Conversion:
 
 def inspect_source(path: Path, stated: SourceFormat | None = None) -> tuple[Container, SourceFormat]:
     """The file's container and source format (the stated one, or what its first readable row shows)."""
+    if path.stat().st_size == leading_bom(path):
+        raise Invalid(f"{path}: the file is empty", hint="a dataset version holds at least one example")
     container = detect_container(path)
     if stated is not None:
         return container, stated

@@ -38,6 +38,13 @@ _COMMON = [
         "server", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_URL,
         annotation=Annotated[str, typer.Option("--server", envvar="OPTIMIZE_URL", help="URL of the Optimize server.")],
     ),
+    inspect.Parameter(
+        "token", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--token", envvar="OPTIMIZE_TOKEN", show_envvar=True,
+            help="API token (default: the one `akka auth login` stored for this server, else the admin token of a "
+                 "server this user runs here).")],
+    ),
 ]
 
 
@@ -53,10 +60,10 @@ def command(group: typer.Typer, name: str, **options: Any) -> Callable[[Callable
 
         @functools.wraps(fn)
         def wrapper(*args: Any, click_context: typer.Context, output: str, jq: str | None, server: str,
-                    **kwargs: Any) -> None:
+                    token: str | None, **kwargs: Any) -> None:
             if output not in MODES:
                 raise typer.BadParameter(f"{output!r} is not one of {', '.join(MODES)}", param_hint="'-o'")
-            out = Output(output, jq, server)
+            out = Output(output, jq, server, token)
             activate(out)
             try:
                 run_reporting_errors(lambda: fn(*args, out=out, **kwargs))
@@ -104,8 +111,9 @@ _PROBLEM_KEYS = frozenset({"type", "title", "status", "code", "detail", "hint"})
 def client_for(out: Output, timeout: float = 60.0) -> OptimizeApi:
     """The typed client for `--server`; `timeout` is per request (longer for commands whose server work is long)."""
     from optimize.client.api import OptimizeApi
+    from optimize.client.credentials import find_token
 
-    return OptimizeApi.connect(out.server, timeout=timeout)
+    return OptimizeApi.connect(out.server, timeout=timeout, token=find_token(out.server, out.token))
 
 
 def parse_ref_argument(text: str, param: str = "reference"):

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from optimize.cli.output import CommandFailed, Output, console, print_error
+from optimize.cli.safe_text import escape_controls
 from optimize.core.sizes import human_size
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class _Lines(_Quiet):
     def show(self, download: dict[str, Any]) -> None:
         now = time.monotonic()
         if self.printed_at is None or now - self.printed_at >= PLAIN_EVERY:
-            print(plain_line(download), file=sys.stderr, flush=True)
+            print(escape_controls(plain_line(download)), file=sys.stderr, flush=True)
             self.printed_at = now
 
 

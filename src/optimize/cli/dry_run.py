@@ -53,10 +53,10 @@ def _lengths(con, s: dict[str, Any]) -> None:
             con.print(f"    {s['findingCount']} row(s) the chat template refuses or renders without a part")
         return
     con.print(f"{head} {s.get('note') or s.get('reason') or status}")
-    if status == "failed":
-        con.print(f"    the analysis failed: {s['reason']}")
     if s.get("command"):
-        con.print(f"    start one with: {s['command']}")
+        con.print(f"    {'try it again' if status == 'failed' else 'start one'} with: {s['command']}")
+    elif s.get("log"):
+        con.print(f"    another attempt would fail the same way; its worker's log: {s['log']}")
 
 
 def _diagnostics(con, item: dict[str, Any]) -> None:

@@ -12,9 +12,11 @@ import httpx
 from optimize.client.api import OPENAI_CHAT_COMPLETIONS as ROUTE
 
 
-def serve(target: str, port: int, started: Callable[[str], None]) -> None:
-    """Forward to `target` until interrupted; `started` is told the address once the port is open."""
-    client = httpx.Client(timeout=httpx.Timeout(600.0, connect=10.0))
+def serve(target: str, port: int, started: Callable[[str], None], token: str | None = None) -> None:
+    """Forward to `target` until interrupted, with the CLI's own token (the proxy listens on 127.0.0.1 only);
+    `started` is told the address once the port is open."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(timeout=httpx.Timeout(600.0, connect=10.0), headers=headers)
 
     class Forward(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

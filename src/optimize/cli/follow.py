@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from optimize.cli import progress
 from optimize.cli.common import fail
 from optimize.cli.output import CommandFailed, Output, console, print_error
+from optimize.cli.safe_text import escape_controls
 
 if TYPE_CHECKING:
     from optimize.client.api import OptimizeApi
@@ -127,7 +128,7 @@ class _PlainLines(_Display):
         finished = reading.total is not None and reading.done == reading.total
         # a new headline (phase, pause, failure) or the last of a count always shows; mere progress is paced
         if headline != self.headline or (text != self.printed and (finished or now - self.printed_at >= PLAIN_EVERY)):
-            print(text, flush=True)
+            print(escape_controls(text), flush=True)  # the headline may carry a reason the server echoes
             self.headline, self.printed, self.printed_at = headline, text, now
 
 

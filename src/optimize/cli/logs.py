@@ -92,7 +92,7 @@ def _introduce(out: Output, noun: str, answer: dict[str, Any], pinned: bool) -> 
 def _print(out: Output, answer: dict[str, Any], always: bool) -> None:
     if out.is_json:
         if answer["text"] or always:  # JSON lines: one compact object per answer
-            Output("json-compact", out.jq, out.server).emit(answer)
+            Output("json-compact", out.jq, out.server, out.token).emit(answer)
             sys.stdout.flush()
     elif answer["text"]:
         sys.stdout.write(answer["text"])

@@ -1,4 +1,5 @@
-"""The `akka` root: `server`, `registry` (and `optimize registry` as a spelling of the same tree).
+"""The `akka` root: `server`, `registry`, `training`, `auth` (and `optimize registry` as a spelling of the same
+tree).
 
 `main(argv)` returns the exit code; `run()` is the console-script entry point. No traceback reaches a user
 unless OPTIMIZE_DEBUG is set. `akka --install-completion` installs shell completion for the shell it runs from
@@ -14,7 +15,7 @@ import sys
 import typer
 
 from optimize import __version__
-from optimize.cli.commands import registry, server, training
+from optimize.cli.commands import auth, registry, server, training
 from optimize.cli.output import CommandFailed, activate, print_error
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.add_typer(server.app, name="server")
 app.add_typer(registry.app, name="registry")
 app.add_typer(training.app, name="training")
+app.add_typer(auth.app, name="auth")
 
 # `akka optimize registry ...` is accepted as a spelling of `akka registry ...`.
 optimize_app = typer.Typer(help="The same commands, under the `akka optimize` spelling.", no_args_is_help=True)

@@ -17,6 +17,8 @@ from typing import Any
 
 from rich.console import Console
 
+from optimize.cli.safe_text import SafeConsole, safe_markup
+
 MODES = ("text", "json", "json-compact")
 # The output of the command now running: set by the `command` wrapper once its options are read, cleared by
 # `main()` around each invocation, read by `print_error` (so `fail()` and the process edge need no `out`).
@@ -34,7 +36,9 @@ class CommandFailed(Exception):
 def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
-    return Console(file=stream, width=width, soft_wrap=True, highlight=False)
+    # text from users (names, descriptions, reasons the server echoes) is printed with its control sequences
+    # escaped: a name cannot move the cursor or rewrite the terminal
+    return SafeConsole(file=stream, width=width, soft_wrap=True, highlight=False)
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Output:
     mode: str = "text"
     jq: str | None = None
     server: str = ""
+    token: str | None = None  # --token / OPTIMIZE_TOKEN; None: found for the server (client/credentials.py)
 
     @property
     def is_json(self) -> bool:
@@ -110,6 +115,4 @@ def print_error(message: str, hint: str | None = None, lines: list[str] | None =
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    return safe_markup(text)

@@ -1,10 +1,12 @@
-"""Small text helpers for tables: ages, sizes, dashes for empty cells."""
+"""Small text helpers for tables: ages, sizes, dashes for empty cells; cells shown with controls escaped."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from rich.table import Table
+
+from optimize.cli.safe_text import escape_controls
 
 DASH = "—"
 
@@ -25,8 +27,15 @@ def age(stamp: str | None) -> str:
     return f"{hours // 24}d ago"
 
 
+class _Table(Table):
+    """A table whose text cells have terminal controls escaped (`safe_text`) before their widths are measured."""
+
+    def add_row(self, *renderables, **kwargs) -> None:
+        super().add_row(*(escape_controls(cell) if isinstance(cell, str) else cell for cell in renderables), **kwargs)
+
+
 def table(*columns: str) -> Table:
-    grid = Table(box=None, pad_edge=False, header_style="bold")
+    grid = _Table(box=None, pad_edge=False, header_style="bold")
     for column in columns:
         grid.add_column(column)
     return grid

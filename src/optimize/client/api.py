@@ -316,6 +316,27 @@ class Analyses(_Resource):
         return self._logs(analysis, attempt, offset)
 
 
+class Tokens(_Resource):
+    """API tokens (administrators) and the caller a token names."""
+
+    ROOT = "/v1/auth/tokens"
+
+    def create(self, name: str, *, role: str, projects: list[str] | None = None,
+               namespaces: list[str] | None = None) -> Json:
+        """Issue a token; the answer's `token` is shown once."""
+        return self._http.post(self.ROOT, json={"name": name, "role": role, "projects": projects or None,
+                                                "namespaces": namespaces or None})
+
+    def list(self, *, revoked: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"revoked": str(revoked).lower()})
+
+    def revoke(self, token_id: str) -> Json:
+        return self._http.request("DELETE", self._path(token_id))
+
+    def whoami(self) -> Json:
+        return self._http.get("/v1/auth/whoami")
+
+
 class Namespaces(_Resource):
     """Registry namespaces (created by the first registration into them)."""
 
@@ -455,13 +476,14 @@ class OptimizeApi:
         self.base_models = BaseModels(http)
         self.analyses = Analyses(http)
         self.namespaces = Namespaces(http)
+        self.tokens = Tokens(http)
         self.datasets = Datasets(http)
         self.models = Models(http)
         self.uploads = Uploads(http)
 
     @classmethod
-    def connect(cls, base_url: str, timeout: float = 60.0) -> OptimizeApi:
-        return cls(OptimizeClient(base_url, timeout=timeout))
+    def connect(cls, base_url: str, timeout: float = 60.0, token: str | None = None) -> OptimizeApi:
+        return cls(OptimizeClient(base_url, timeout=timeout, token=token))
 
     @classmethod
     def over(cls, client: OptimizeApi | OptimizeClient) -> OptimizeApi:

@@ -25,13 +25,18 @@ class ApiError(Exception):
 
 
 class OptimizeClient:
-    def __init__(self, base_url: str, timeout: float = 60.0, *, transport: httpx.BaseTransport | None = None) -> None:
-        """`transport` stands in for the network (a test's recording transport); by default, HTTP."""
+    def __init__(self, base_url: str, timeout: float = 60.0, *, token: str | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        """`token` authenticates every request (Authorization: Bearer); `transport` stands in for the network (a
+        test's recording transport); by default, HTTP."""
         self.base_url = base_url.rstrip("/")
+        headers = {"User-Agent": f"akka/{__version__}"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout, connect=5.0),
-            headers={"User-Agent": f"akka/{__version__}"},
+            headers=headers,
             transport=transport,
         )
 

@@ -94,7 +94,29 @@ class ChecksumMismatch(Invalid):
     code = "checksum_mismatch"
 
 
+class Corrupt(Gone):
+    """Stored bytes no longer hash to their name: the copy is set aside (quarantined) and counts as not held."""
+
+    code = "corrupt"
+
+
 class LeaseLost(Conflict):
     """A worker wrote to work it no longer holds; it must stop without writing more."""
 
     code = "lease_lost"
+
+
+class Unauthenticated(PlatformError):
+    """No valid API token came with the request."""
+
+    code = "unauthenticated"
+    status = 401
+    title = "Unauthenticated"
+
+
+class Forbidden(PlatformError):
+    """The token is valid but its role or scope does not allow the request."""
+
+    code = "forbidden"
+    status = 403
+    title = "Forbidden"

@@ -16,6 +16,20 @@ def default_home() -> Path:
     return Path(os.environ.get("OPTIMIZE_HOME") or Path.home() / ".optimize")
 
 
+def import_roots() -> list[Path]:
+    """Folders under which `base-models select --from DIR` may import (OPTIMIZE_IMPORT_ROOTS, separated by
+    the path separator); none configured: imports are off."""
+    text = os.environ.get("OPTIMIZE_IMPORT_ROOTS", "")
+    return [Path(part).expanduser().resolve() for part in text.split(os.pathsep) if part.strip()]
+
+
+def outbound_hosts() -> frozenset[str]:
+    """Hosts (`host` or `host:port`) the server's jobs may call out to, e.g. an `http:` grader
+    (OPTIMIZE_OUTBOUND_HOSTS, comma-separated); none configured: no outbound calls."""
+    return frozenset(part.strip().lower() for part in os.environ.get("OPTIMIZE_OUTBOUND_HOSTS", "").split(",")
+                     if part.strip())
+
+
 def limits_from_env() -> DatasetLimits:
     base = DatasetLimits()
     return DatasetLimits(

@@ -2,7 +2,9 @@
 
 The cut depends only on the file's bytes and the shard size, so the same file registers as the same version
 everywhere. A file at most the default shard size, sent without `--shard-size`, is one `examples.jsonl`;
-otherwise its objects are `examples-00000.jsonl` onwards.
+otherwise its objects are `examples-00000.jsonl` onwards. A UTF-8 byte order mark at the start of the file (some
+editors write one) is not part of the rows: the shards start after it, so the file registers as the same version as
+its twin without the mark.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from optimize.core.limits import DatasetLimits
 from optimize.core.sizes import format_size
 
 SINGLE_OBJECT = "examples.jsonl"
+UTF8_BOM = b"\xef\xbb\xbf"
 _READ = 4 * 1024 * 1024
 
 
@@ -38,10 +41,15 @@ class Shard:
         return {"index": self.index, "path": self.path, "sha256": self.sha256, "bytes": self.size, "lines": self.lines}
 
 
-def _line_ends(path: Path, shard_size: int, total: int) -> list[int]:
+def leading_bom(path: Path) -> int:
+    """The length of the UTF-8 byte order mark the file starts with: 3, or 0 without one."""
+    with path.open("rb") as handle:
+        return len(UTF8_BOM) if handle.read(len(UTF8_BOM)) == UTF8_BOM else 0
+
+
+def _line_ends(path: Path, shard_size: int, start: int, total: int) -> list[int]:
     """Offsets where shards end: just after the last newline within each limit (end of file for the last)."""
     ends: list[int] = []
-    start = 0
     with path.open("rb") as handle:
         while total - start > shard_size:
             cut = _last_newline_before(handle, start, start + shard_size)
@@ -120,10 +128,12 @@ def plan_shards(
     limits: DatasetLimits,
     on_progress: Callable[[int], None] | None = None,
 ) -> list[Shard]:
-    """Cut `path` and hash each shard, reading the file once more for digests and line counts."""
+    """Cut `path` (after a leading byte order mark) and hash each shard, reading the file once more for digests
+    and line counts."""
     total = path.stat().st_size
-    size = check_fits(total, shard_size, limits)
-    ends = _line_ends(path, size, total)
+    skipped = leading_bom(path)
+    size = check_fits(total - skipped, shard_size, limits)
+    ends = _line_ends(path, size, skipped, total)
     if len(ends) > limits.max_shards:
         raise Invalid(
             f"cutting the file at {format_size(size)} on line boundaries makes {len(ends)} shards, "
@@ -132,9 +142,10 @@ def plan_shards(
         )
     single = shard_size is None and len(ends) == 1
     shards: list[Shard] = []
-    start = 0
+    start = skipped
     first_line = 1
     with path.open("rb") as handle:
+        handle.seek(start)
         for index, end in enumerate(ends):
             digest = hashlib.sha256()
             newlines = 0

@@ -16,8 +16,39 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+from optimize.core.errors import Invalid
 
 DEFAULT_GRADER = "json-label-match"
+GRADER_FORMS = (DEFAULT_GRADER, "http:URL", "model:REF", "bundle:REF#MODULE")
+GRADER_EXAMPLES = "e.g. --grader http:https://scores.example.com/score or --grader model:NS/NAME"
+
+
+def parse_grader(spec: str | None) -> str:
+    """The grader a spec names, spelled as it is kept (`http:URL`, `model:REF`, ...); a bare http(s) URL is the
+    `http:` grader at that URL. Anything else is refused (Invalid) naming the graders there are."""
+    given = spec = (spec or DEFAULT_GRADER).strip()
+    if spec == DEFAULT_GRADER:
+        return spec
+    if spec.startswith(("http://", "https://")):
+        spec = f"http:{spec}"
+    kind, _, rest = spec.partition(":")
+    rest = rest.strip()
+    if kind == "http" and rest.startswith(("http://", "https://")) and _host(rest):
+        return f"http:{rest}"
+    if kind == "model" and rest:
+        return f"model:{rest}"
+    if kind == "bundle" and rest:
+        return f"bundle:{rest}"
+    raise Invalid(f"grader {given!r} is not one of {', '.join(GRADER_FORMS)}", hint=GRADER_EXAMPLES)
+
+
+def _host(url: str) -> str | None:
+    try:
+        return urlsplit(url).hostname
+    except ValueError:  # e.g. an unclosed [IPv6 address
+        return None
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """A project's scores table: for one dataset and grader (by default those of its newest completed evaluation),
 the base model's score as the baseline and one column per training configuration (a run's config hash), each the
-newest completed evaluation of a model the project trained with it, grouped by base model commit."""
+newest completed evaluation of a model the project trained with it, grouped by base model commit. A grader is
+named as `--grader` names it (an unknown one is refused)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.deployment import Deployment
+from optimize.evaluation.graders import parse_grader
 from optimize.projects.service import find_project
 from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Evaluation, Run
@@ -16,6 +18,8 @@ from optimize.store.tables import Evaluation, Run
 
 def scores(training: Deployment, project: str, dataset: str | None = None, grader: str | None = None
            ) -> dict[str, Any]:
+    if grader:
+        grader = parse_grader(grader)  # an unknown grader is refused, naming the graders there are
     with training.store.transaction() as session:
         name = find_project(session, project).name
         done = session.scalars(select(Evaluation).where(Evaluation.project == name, Evaluation.phase == "COMPLETED")

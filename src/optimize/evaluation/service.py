@@ -10,6 +10,7 @@ chat template and base model commit it came from; answers from another commit ar
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select
 
@@ -19,8 +20,9 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
+from optimize.core.settings import outbound_hosts
 from optimize.deployment import Deployment
-from optimize.evaluation.graders import DEFAULT_GRADER, Grade, report
+from optimize.evaluation.graders import DEFAULT_GRADER, Grade, parse_grader, report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
@@ -40,19 +42,28 @@ GRADERS_LATER = {"bundle": "a scoring bundle"}
 
 
 def check_grader(spec: str | None) -> str:
-    spec = (spec or DEFAULT_GRADER).strip()
-    if spec == DEFAULT_GRADER:
-        return spec
-    kind, _, rest = spec.partition(":")
-    if kind == "http" and rest.startswith(("http://", "https://")):
-        return spec
-    if kind == "model" and rest.strip():
-        return f"model:{rest.strip()}"
+    """The grader an evaluation would use, as it is kept; one this deployment cannot run yet is refused."""
+    grader = parse_grader(spec)
+    kind = grader.partition(":")[0]
+    if kind == "http":
+        _check_outbound(grader.removeprefix("http:"))
     if kind in GRADERS_LATER:
-        raise Refused(f"grader {spec!r} needs {GRADERS_LATER[kind]}, which this deployment does not provide yet",
+        raise Refused(f"grader {grader!r} needs {GRADERS_LATER[kind]}, which this deployment does not provide yet",
                       hint=f"use {DEFAULT_GRADER}, http:URL or model:REF")
-    raise Invalid(f"grader {spec!r} is not one of {DEFAULT_GRADER}, http:URL, model:REF, bundle:REF#MODULE",
-                  hint="e.g. --grader http://127.0.0.1:8000/score or --grader model:NS/NAME")
+    return grader
+
+
+def _check_outbound(url: str) -> None:
+    """An `http:` grader's rows go to its host: only to hosts the operator allows (loopback included)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    allowed = outbound_hosts()
+    if host in allowed or (parts.port is not None and f"{host}:{parts.port}" in allowed):
+        return
+    named = ", ".join(sorted(allowed)) if allowed else "none"
+    raise Refused(f"the http grader would send rows to {host}, which this server may not call (allowed hosts: "
+                  f"{named})", hint="an operator adds the host to OPTIMIZE_OUTBOUND_HOSTS (e.g. "
+                                    f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
 
 
 def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
@@ -108,7 +119,7 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                           hint="leave them out, or pass --grader model:NS/NAME")
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
-        dataset = pick_dataset(session, body["dataset"], project.name, "dataset", "sft")
+        dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
         evaluation = Evaluation(
             id=new_id(), project=project.name, model_reference=reference, model=model,
             dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
@@ -207,8 +218,7 @@ def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
 
 
 def predictions(training: Deployment, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
-    if limit is not None and limit < 1:
-        raise Invalid("limit must be a positive integer")
+    """The answers by line; the first `limit` (bounded by the route's `limit` rule) or all."""
     with training.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
         query = select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id) \

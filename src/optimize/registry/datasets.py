@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from optimize.blobs.local import LocalBlobStore
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import NotFound
 from optimize.core.names import check_alias, check_name
@@ -26,6 +28,7 @@ from optimize.store.tables import (
 )
 
 Locator = Callable[[str], str]
+_READ = 4 * 1024 * 1024
 
 
 def find_dataset(session: Session, namespace: str, name: str) -> Dataset | None:
@@ -93,12 +96,45 @@ def aliases_by_version(session: Session, dataset: Dataset) -> dict[int, list[str
 
 def examples_objects(session: Session, digest: str) -> list[dict[str, Any]]:
     """The objects (shards) holding the examples of a version digest, in order, as a job reads them."""
+    return [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows}
+            for o in _objects(session, _version_by_digest(session, digest))]
+
+
+def _version_by_digest(session: Session, digest: str) -> DatasetVersion:
     version = session.scalar(select(DatasetVersion).where(DatasetVersion.digest == digest).limit(1))
     if version is None:
         raise NotFound(f"no dataset version holds the examples {digest}")
-    objects = session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
-                              .order_by(DatasetObject.position))
-    return [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows} for o in objects]
+    return version
+
+
+def _objects(session: Session, version: DatasetVersion) -> list[DatasetObject]:
+    return list(session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
+                                .order_by(DatasetObject.position)))
+
+
+_CONTENT_DIGESTS: dict[str, str] = {}  # version digest -> content digest; both name immutable bytes
+_CONTENT_DIGESTS_KEPT = 4096
+
+
+def content_digest(session: Session, blobs: LocalBlobStore, digest: str) -> str:
+    """`sha256:HEX` of the examples of a version digest: their bytes in order, whatever shard size cut them, so
+    the same examples registered with another `--shard-size` (another version digest) have the same content
+    digest. One object's is its own digest; several are read once, and remembered, since neither changes."""
+    known = _CONTENT_DIGESTS.get(digest)
+    if known is not None:
+        return known
+    shas = [o.sha256 for o in _objects(session, _version_by_digest(session, digest))]
+    if len(shas) == 1:
+        return f"sha256:{shas[0]}"
+    hasher = hashlib.sha256()
+    for sha256 in shas:
+        with blobs.verified_path(sha256).open("rb") as handle:
+            while chunk := handle.read(_READ):
+                hasher.update(chunk)
+    if len(_CONTENT_DIGESTS) >= _CONTENT_DIGESTS_KEPT:
+        _CONTENT_DIGESTS.pop(next(iter(_CONTENT_DIGESTS)))
+    _CONTENT_DIGESTS[digest] = found = f"sha256:{hasher.hexdigest()}"
+    return found
 
 
 def describe_version(

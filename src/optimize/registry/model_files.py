@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
-from optimize.core.digests import file_sha256
-from optimize.core.errors import Conflict, Gone, Invalid, NotFound, PlatformError
+from optimize.core.digests import file_identity, file_sha256
+from optimize.core.errors import Conflict, Corrupt, Gone, Invalid, NotFound, PlatformError
 from optimize.registry.models import _get_model, _resolve_version, resolve_model_reference
 from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection, Model, ModelVersion, Run
@@ -127,11 +127,31 @@ def version_file(store: Store, blobs: LocalBlobStore, catalog: Catalog, namespac
             if item.location is not None and not item.location.is_file():
                 raise Gone(f"{wanted} of {listed.reference} is no longer held by this server",
                            hint="select the base model again, or register the run's snapshot again")
+            if item.location is not None and item.source != "adapter":  # adapter files: checked as blobs
+                _check_folder_file(item, listed.reference)
             return item
     names = [item.path for item in listed.files]
     more = f" and {len(names) - 12} more" if len(names) > 12 else ""
     raise NotFound(f"model {listed.reference} has no file {wanted!r}",
                    hint=f"its files: {', '.join(names[:12])}{more} (akka registry models files {listed.reference})")
+
+
+_MATCHED: dict[Path, tuple[str, tuple[int, ...]]] = {}  # a folder file -> (digest, identity) when they last matched
+
+
+def _check_folder_file(item: ModelFile, reference: str) -> None:
+    """Refuse to serve a selected folder's file whose bytes no longer hash to the digest its listing gives (the
+    listing reuses a digest while size and mtime stand, which a write that puts the time back leaves). Hashed once
+    per change of the file (its identity: size, mtime, ctime, inode); the bytes are hashed again as they are sent."""
+    identity = file_identity(item.location)
+    if identity is None or _MATCHED.get(item.location) == (item.sha256, identity):
+        return
+    actual = file_sha256(item.location)
+    if actual != item.sha256:
+        raise Corrupt(f"{item.path} of {reference} on this server no longer matches its digest sha256:{item.sha256} "
+                      f"(its bytes hash to sha256:{actual})",
+                      hint="select the base model again to restore its files (akka training base-models select)")
+    _MATCHED[item.location] = (item.sha256, identity)
 
 
 def check_file_path(path: str) -> str:
@@ -218,7 +238,7 @@ def _entry(catalog: Catalog, entry_id: str) -> CatalogEntry | None:
 
 def _adapter_files(blobs: LocalBlobStore, descriptor: dict[str, Any], reference: str) -> list[ModelFile]:
     manifest_digest = descriptor["artifact"]["manifestDigest"]
-    manifest_path = blobs.path_for(manifest_digest.removeprefix("sha256:"))
+    manifest_path = blobs.verified_path(manifest_digest.removeprefix("sha256:"))  # Corrupt when it does not match
     hint = "register a snapshot of the run that still holds its weights (akka training snapshots register)"
     try:
         manifest = json.loads(manifest_path.read_bytes())
@@ -227,7 +247,7 @@ def _adapter_files(blobs: LocalBlobStore, descriptor: dict[str, Any], reference:
                    hint=hint) from None
     files = []
     for item in manifest["files"]:
-        location = blobs.path_for(item["sha256"])
+        location = blobs.verified_path(item["sha256"])
         if not location.is_file():
             raise Gone(f"{item['path']} of {reference} (sha256:{item['sha256']}) is no longer held by this server",
                        hint=hint)

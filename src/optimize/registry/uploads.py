@@ -69,8 +69,10 @@ def _check_manifest(shards: Any, limits: DatasetLimits) -> list[dict[str, Any]]:
 
 
 def _held(session: Session, blobs: LocalBlobStore, sha256: str, kind: str) -> bool:
+    """Whether the registry holds the shard: its row, and bytes that still hash to its name (a corrupt copy is
+    quarantined here, so the register that asks sends the shard again and heals it)."""
     shard = session.get(Shard, sha256)
-    return shard is not None and shard.kind == kind and blobs.exists(sha256)
+    return shard is not None and shard.kind == kind and blobs.holds(sha256)
 
 
 def _session_json(registry: Registry, session: Session, upload: UploadSession) -> dict[str, Any]:
@@ -215,13 +217,14 @@ def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver 
     """A receiver for the shard, or its description when the registry already holds it."""
     with registry.store.transaction() as session:
         upload = _open_upload(session, upload_id)
-        if upload.phase != OPEN:
-            raise Conflict(f"upload {upload_id} is already committed")
         if not 0 <= index < len(upload.manifest):
             raise NotFound(f"upload {upload_id} has no shard {index}; it has {len(upload.manifest)}")
         item = upload.manifest[index]
         if _held(session, registry.blobs, item["sha256"], DatasetFormat(upload.format).kind):
             return {"index": index, "sha256": item["sha256"], "bytes": item["bytes"], "held": True, "alreadyHeld": True}
+        if upload.phase != OPEN and session.get(Shard, item["sha256"]) is None:
+            raise Conflict(f"upload {upload_id} is already committed")
+        # an open session's shard, or a committed version's shard whose stored copy was lost: received again
         return ShardReceiver(registry, upload, index)
 
 
@@ -244,7 +247,7 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
         missing = []
         for item in upload.manifest:
             shard = session.get(Shard, item["sha256"])
-            if shard is None or shard.kind != data_format.kind or not registry.blobs.exists(item["sha256"]):
+            if shard is None or shard.kind != data_format.kind or not registry.blobs.holds(item["sha256"]):
                 missing.append(item["index"])
             shards.append(shard)
         if missing:

@@ -28,13 +28,15 @@ class Analysis(Answer):
     phase: str = Field(description="pending, running, done or failed")
     attempt: int = Field(description="Attempts started")
     dataset: str = Field(description="The dataset version analyzed: NS/NAME:vN")
-    examples_digest: str = Field(description="The digest of the examples (shared by names holding the same ones)")
+    examples_digest: str = Field(description="sha256:HEX of the examples' bytes in order, whatever shards hold them "
+                                             "(shared by names and versions holding the same examples)")
     kind: str = Field(description="chat or preference")
     base_model: str = Field(description="The base model's catalog entry id")
     base_model_commit: str = Field(description="The base model commit whose tokenizer and template were used")
     optimize_version: str = Field(description="The Optimize version that analyzed")
     reason: str | None = Field(description="Why it failed; null unless failed")
-    refused: bool = Field(description="Whether it failed because the rows cannot be rendered (not retried)")
+    refused: bool = Field(description="Whether it failed because a row cannot be measured (named by its line), so "
+                                      "another attempt would fail the same way and none is started")
     created_at: str = Field(description="When it was requested (ISO 8601, UTC)")
     started_at: str | None = Field(description="When its worker started (ISO 8601, UTC)")
     finished_at: str | None = Field(description="When it ended (ISO 8601, UTC)")

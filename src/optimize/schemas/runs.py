@@ -179,7 +179,8 @@ class Run(Answer):
     progress: dict[str, Any] = Field(description="What its worker reported: rows, observed step, total steps, loss")
     saved_step: int | None = Field(description="The newest step saved with its training state; null before any")
     checks: dict[str, Any] | None = Field(description="The pre-training checks of the rendered rows; null before them")
-    length_check: dict[str, Any] | None = Field(description="The length and template check at submission: its status "
+    length_check: dict[str, Any] | None = Field(description="The length and template check before the run claims "
+                                                            "a device: its status (passed, waiting, notRun, refused) "
                                                             "and the analysis each dataset was checked against")
     results: dict[str, Any] = Field(description="What it produced: model (the registered version, null until then), "
                                                 "dataFit and the final metrics")

@@ -442,3 +442,21 @@ class BaseModelAddition(Base):
     repository: Mapped[str] = mapped_column(String(200), unique=True)
     entry: Mapped[dict] = mapped_column(JSON)  # the catalog entry, as the catalog file would spell it
     added_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApiToken(Base):
+    """An API token: its sha256 (never the token), its role, and the projects and namespaces it is limited to
+    (null: all). Revoking sets `revoked_at`; the row stays, so the list shows who had access."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    projects: Mapped[list | None] = mapped_column(JSON)
+    namespaces: Mapped[list | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    created_by: Mapped[str | None] = mapped_column(String(32))  # the token that created it; null: the server
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -33,8 +33,10 @@ def run_analysis(channel: Channel, analysis_id: str) -> int:
     except _Refusal as refusal:
         result = {"failed": str(refusal), "refused": True}
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
+        # not the rows (they were measured, or measuring never began): the host, its model cache or the
+        # connection, so another attempt can succeed
         traceback.print_exc()
-        result = {"failed": f"the analysis failed: {type(error).__name__}: {error}"}
+        result = {"failed": f"{type(error).__name__}: {error}"}
     return reporter.end(f"{base}/result", result)
 
 
@@ -45,10 +47,30 @@ class _Refusal(Exception):
     """The dataset cannot be analyzed as it is (a bad row); another attempt would fail the same way."""
 
 
+def _measured(renderer, lines: list[int], rows: list[dict], kind: str, model_id: str) -> list:
+    """The figures of a chunk of rows; a row the tokenizer or chat template fails on refuses the dataset, naming
+    its line (measuring is deterministic: the same rows fail the same way under the same commit and version)."""
+    from optimize.analysis.measure import measure_rows
+
+    try:
+        return measure_rows(renderer, rows, kind)
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - find the row it was, one at a time
+        for line, row in zip(lines, rows, strict=True):
+            try:
+                measure_rows(renderer, [row], kind)
+            except MemoryError:
+                raise
+            except Exception as error:  # noqa: BLE001 - named on the analysis, by line
+                raise _Refusal(f"line {line}: {model_id}'s chat template or tokenizer fails on this row "
+                               f"({type(error).__name__}: {error}); fix or remove the row") from None
+        raise
+
+
 def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> dict[str, Any]:
     import orjson
 
-    from optimize.analysis.measure import measure_rows
     from optimize.analysis.report import ReportBuilder
     from optimize.chat.rows import RowError, RowKind, check_row
 
@@ -60,7 +82,8 @@ def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> dict
 
     def flush(lines: list[int], rows: list[dict], sink) -> None:
         nonlocal measured
-        for line, figures in zip(lines, measure_rows(renderer, rows, kind.value), strict=True):
+        for line, figures in zip(lines, _measured(renderer, lines, rows, kind.value, spec["model"]["id"]),
+                                 strict=True):
             builder.add(line, figures)
             sink.write(json.dumps([figures.length, figures.trimmed, figures.trained_final]) + "\n")
         measured += len(rows)

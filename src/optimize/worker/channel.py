@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 
 from optimize.client.http import ApiError, OptimizeClient
+from optimize.core.digests import file_identity, file_sha256
+from optimize.core.sharding import UTF8_BOM
 from optimize.schemas.jobs import Spec
 
 RETRY_SECONDS = 1.0  # between tries while the server does not answer
@@ -80,20 +82,28 @@ class Channel(OptimizeClient):
 
     def example_lines(self, objects: list[dict[str, Any]]) -> Iterator[tuple[int, bytes]]:
         """(line number, raw line) of a dataset version's examples across its objects, in order, read from local
-        files, so memory holds one line whatever the dataset's size."""
+        files, so memory holds one line whatever the dataset's size. A UTF-8 byte order mark opening an object
+        (the registry accepts one opening a file) is left out."""
         line = 0
         for item in objects:
             with self.fetch_blob(item["sha256"]).open("rb") as handle:
-                for raw in handle:
+                for offset, raw in enumerate(handle):
                     line += 1
-                    yield line, raw
+                    yield line, raw.removeprefix(UTF8_BOM) if offset == 0 else raw
 
     def fetch_blob(self, sha256: str, cache: Path | None = None) -> Path:
-        """The blob as a local file, downloaded once, verified against its digest before it is used."""
+        """The blob as a local file, downloaded once and verified against its digest before every use: a cached
+        copy is used only while it is the file last found to match (its verified marker records the file's size,
+        mtime, ctime and inode; any change of the file invalidates it and the file is hashed again), and a copy
+        that no longer matches is removed and downloaded again."""
         cache = cache or Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
         target = cache / "sha256" / sha256[:2] / sha256
         if target.is_file():
-            return target
+            if _cached_copy_matches(target, sha256):
+                return target
+            print(f"the cached copy of blob sha256:{sha256} is corrupt; downloading it again", flush=True)
+            _marker(target).unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(f".{os.getpid()}.part")
         digest = self.outlasting(lambda: self._download(sha256, partial))
@@ -101,6 +111,7 @@ class Channel(OptimizeClient):
             partial.unlink(missing_ok=True)
             raise ApiError(f"blob sha256:{sha256} arrived corrupted (its bytes hash to sha256:{digest.hexdigest()})")
         os.replace(partial, target)
+        _mark_verified(target)
         return target
 
     def _download(self, sha256: str, partial: Path):
@@ -109,9 +120,10 @@ class Channel(OptimizeClient):
             with self._http.stream("GET", f"{self.base}/blobs/{sha256}") as response:
                 if response.status_code != 200:
                     response.read()
-                    raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})",
-                                   status=response.status_code,
-                                   code=(response.json() or {}).get("code", "error") if response.content else "error")
+                    problem = _problem(response)
+                    detail = f": {problem['detail']}" if problem.get("detail") else ""
+                    raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})"
+                                   f"{detail}", status=response.status_code, code=problem.get("code", "error"))
                 with partial.open("wb") as sink:
                     for chunk in response.iter_bytes(1024 * 1024):
                         digest.update(chunk)
@@ -164,6 +176,46 @@ class Channel(OptimizeClient):
             print(f"cannot report: {error.message}", flush=True)
             return 3
         return 0
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _marker(target: Path) -> Path:
+    return target.with_name(f"{target.name}.verified")
+
+
+def _cached_copy_matches(target: Path, sha256: str) -> bool:
+    """Whether the cached file still hashes to its name: at once when its verified marker records the file as it
+    is now, else by hashing it (and marking it again when it matches)."""
+    identity = file_identity(target)
+    try:
+        marked = json.loads(_marker(target).read_text())
+    except (OSError, ValueError):
+        marked = None
+    if identity is not None and marked == list(identity):
+        return True
+    if file_sha256(target) != sha256:
+        return False
+    if file_identity(target) == identity:  # unchanged while it was read
+        _mark_verified(target)
+    return True
+
+
+def _mark_verified(target: Path) -> None:
+    """Record the identity of a file just found to match its name, beside it (written whole, then renamed)."""
+    identity = file_identity(target)
+    if identity is None:
+        return
+    marker = _marker(target)
+    partial = marker.with_name(f"{marker.name}.{os.getpid()}.part")
+    partial.write_text(json.dumps(list(identity)))
+    os.replace(partial, marker)
 
 
 def _paced(source, rate: float, chunk: int = 64 * 1024) -> Iterator[bytes]:

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
+from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.evaluation import service
 from optimize.schemas.common import event_stream
@@ -48,7 +49,8 @@ def retry(evaluation_id: str, training: TrainingDep) -> dict:
 
 
 @router.get("/{evaluation_id}/predictions", response_model=Predictions)
-def predictions(evaluation_id: str, training: TrainingDep, limit: int | None = None) -> dict:
+def predictions(evaluation_id: str, training: TrainingDep, limit: Limit = None) -> dict:
+    """The evaluation's answers by line; with `limit`, only the first `limit`."""
     return service.predictions(training, evaluation_id, limit)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import NotFound
@@ -39,12 +39,13 @@ def job_spec(kind: str, job_id: str, training: TrainingDep, lease: Lease) -> dic
 
 @router.get("/{kind}/{job_id}/blobs/{sha256}")
 def get_blob(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
-             lease: Lease) -> FileResponse:
-    path = registry.blobs.path_for(sha256)  # refuses a malformed digest
+             lease: Lease) -> StreamingResponse:
+    """The blob's bytes, only as far as they match its name: a corrupt copy is quarantined and answered 410
+    `corrupt` (or, when it changed after the check, cut short before its last chunk)."""
+    registry.blobs.path_for(sha256)  # refuses a malformed digest
     _fenced(training, kind, job_id, lease)
-    if not path.is_file():
-        raise NotFound(f"blob sha256:{sha256} is not held")
-    return FileResponse(path, media_type="application/octet-stream")
+    size, chunks = registry.blobs.stream(sha256)
+    return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 
 
 @router.put("/{kind}/{job_id}/blobs/{sha256}")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.core.digests import verified_chunks
 from optimize.core.errors import Invalid
 from optimize.registry import model_files, models
 from optimize.schemas.models import ModelFiles
@@ -74,8 +75,13 @@ async def get_file(namespace: str, name: str, selector: str, path: str, training
                                    namespace, name, selector, path)
     headers = {"X-Content-Type-Options": "nosniff", "X-Checksum-Sha256": item.sha256}
     filename = item.path.rsplit("/", 1)[-1]
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     if item.content is not None:
-        return Response(item.content, media_type="application/octet-stream",
-                        headers={**headers, "Content-Disposition": f'attachment; filename="{filename}"'})
-    return FileResponse(item.location, media_type="application/octet-stream", filename=filename,
-                        headers=headers)
+        return Response(item.content, media_type="application/octet-stream", headers=headers)
+    # the bytes leave only as far as they match the digest listed: a stored object that does not is quarantined
+    if item.source == "adapter":
+        size, chunks = await run_in_threadpool(training.blobs.stream, item.sha256)
+    else:
+        size, chunks = item.location.stat().st_size, verified_chunks(item.location, item.sha256)
+    return StreamingResponse(chunks, media_type="application/octet-stream",
+                             headers={**headers, "Content-Length": str(size)})

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
+from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.plans import RunPlan
@@ -47,7 +48,8 @@ def get_run(run_id: str, training: TrainingDep, settings: bool = False) -> dict:
 
 
 @router.get("/{run_id}/metrics", response_model=RunMetrics)
-def get_metrics(run_id: str, training: TrainingDep, limit: int | None = None) -> dict:
+def get_metrics(run_id: str, training: TrainingDep, limit: Limit = None) -> dict:
+    """The run's metrics; with `limit`, only the last `limit` training steps."""
     return runs.run_metrics(training, run_id, limit)
 
 

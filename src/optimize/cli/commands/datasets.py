@@ -36,13 +36,17 @@ def register(
 ) -> None:
     """Register a file as a new version (or return the version identical content already is)."""
     from optimize.client.registry import register_dataset
+    from optimize.core.errors import Invalid
     from optimize.core.sizes import parse_size
 
     reference = parse_ref_argument(dataset, "NS/NAME")
     if reference.selector != "latest":
         raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias",
                                  param_hint="NS/NAME")
-    size = parse_size(shard_size) if shard_size else None
+    try:
+        size = parse_size(shard_size) if shard_size else None
+    except Invalid as error:  # a malformed option value is a usage error (exit 2)
+        raise typer.BadParameter(f"{error.message}; {error.hint}", param_hint="'--shard-size'") from None
     with client_for(out) as api, _progress(out) as progress:
         version = register_dataset(api, reference, file, data_format=data_format, alias=alias,
                                    shard_size=size, progress=progress)

@@ -115,11 +115,12 @@ def proxy(out: Output, endpoint: Endpoint,
     """Expose one endpoint on 127.0.0.1:PORT: POST /v1/chat/completions (streaming included) is forwarded to it
     through the server; every other request is answered 404. Stop it with Ctrl-C."""
     from optimize.cli.endpoint_proxy import serve
+    from optimize.client.credentials import find_token
 
     with client_for(out) as api:
         info = api.endpoints.get(endpoint)
         target = api.endpoints.chat_url(info["endpointId"])
-    serve(target, port, lambda address: out.emit(
+    serve(target, port, token=find_token(out.server, out.token), started=lambda address: out.emit(
         {"endpointId": info["endpointId"], "url": f"http://{address}/v1"},
         lambda con, p: con.print(f"Endpoint {p['endpointId'][:12]} is proxied at {p['url']} (Ctrl-C stops it)")))
 

@@ -21,8 +21,8 @@ def start(
     out: Output,
     model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
     dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
-    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL or model:REF "
-                                        "(a judge model).")] = "json-label-match",
+    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL (or the http(s) "
+                                        "URL alone) or model:REF (a judge model).")] = "json-label-match",
     grader_instructions: Annotated[str | None, typer.Option("--grader-instructions", help="With model:REF: the "
                                                             "judge's instructions (default: a trained judge's own, "
                                                             "else built-in).")] = None,

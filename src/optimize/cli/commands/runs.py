@@ -95,7 +95,7 @@ def list_runs(
 
 @command(app, "metrics")
 def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
-            limit: Annotated[int | None, typer.Option("--limit", help="Only the last N steps.")] = None) -> None:
+            limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the last N steps.")] = None) -> None:
     """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
     with client_for(out) as api:
         out.emit(api.runs.metrics(run, limit=limit), _render_metrics)
@@ -262,7 +262,8 @@ def _checks_line(checks: dict[str, Any] | None) -> str:
 def _length_line(check: dict[str, Any] | None) -> str:
     if not check:
         return DASH
-    words = {"passed": "passed", "waiting": "waiting for the datasets' analyses", "notRun": "not run"}
+    words = {"passed": "passed", "waiting": "waiting for the datasets' analyses", "notRun": "not run",
+             "refused": "refused the run"}
     parts = []
     for d in check["datasets"]:
         source = f"analysis {d['analysisId'][:12]}" if d.get("analysisId") else "no analysis"

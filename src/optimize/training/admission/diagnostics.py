@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.core.sharding import UTF8_BOM
+
 SPREAD_SHARDS = 16
 DUPLICATES_NAMED = 10
 
@@ -79,7 +81,7 @@ def diagnose(reference: str, objects: list[dict[str, Any]], open_object, limits:
                 if taken >= rows_each or size + len(raw) > bytes_each and taken:
                     break
                 taken, size = taken + 1, size + len(raw)
-                row = orjson.loads(raw)
+                row = orjson.loads(raw.removeprefix(UTF8_BOM) if offset == 0 else raw)
                 key = hashlib.sha256(orjson.dumps(row, option=orjson.OPT_SORT_KEYS)).digest()
                 line = first_line + offset
                 if key in seen:

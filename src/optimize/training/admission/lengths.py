@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from optimize import __version__
 from optimize.analysis.measure import TRIM_FROM
+from optimize.registry.datasets import content_digest
 from optimize.store.tables import Analysis
 
 ROWS_NAMED = 20
@@ -30,8 +31,11 @@ class Subject:
     digest: str
 
 
-def analysis_for(session, digest: str, commit: str) -> Analysis | None:
-    return session.scalar(select(Analysis).where(Analysis.examples_digest == digest, Analysis.base_commit == commit,
+def analysis_for(session, blobs, digest: str, commit: str) -> Analysis | None:
+    """The analysis kept for the examples of a version digest (by their content: the same examples cut into other
+    shards share it) under a base model commit and this Optimize version."""
+    examples = content_digest(session, blobs, digest)
+    return session.scalar(select(Analysis).where(Analysis.examples_digest == examples, Analysis.base_commit == commit,
                                                  Analysis.optimize_version == __version__))
 
 
@@ -50,9 +54,12 @@ def section(analysis: Analysis | None, subject: Subject, entry_id: str, commit: 
     if analysis.phase in ("pending", "running"):
         return {**body, "status": analysis.phase, "note": f"analysis {analysis.id[:12]} is {analysis.phase}"}
     if analysis.phase == "failed":
-        failed = {**body, "status": "failed", "reason": analysis.reason}
-        if not analysis.refused:
-            failed["command"] = command  # another attempt could succeed
+        reason = (analysis.reason or "no reason was recorded").removeprefix("the analysis failed: ")  # older words
+        failed = {**body, "status": "failed", "reason": reason, "note": f"analysis {analysis.id[:12]} failed: {reason}"}
+        if analysis.refused:  # the rows fail the same way under this commit and version: fix them, not retry
+            failed["log"] = f"akka training datasets logs {analysis.id[:12]}"
+        else:  # the host or the connection failed it: another attempt can succeed
+            failed["command"] = f"{command} --wait"
         return failed
     report = analysis.report
     rows = _rows(lengths_file)
@@ -128,9 +135,9 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
     `waiting` (an analysis is pending or running, or none exists yet) or `notRun` (one failed or cannot exist)."""
     sections = []
     for subject in subjects:
-        analysis = analysis_for(session, subject.digest, commit) if commit else None
+        analysis = analysis_for(session, blobs, subject.digest, commit) if commit else None
         done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
-        lengths_file = blobs.path_for(analysis.lengths_sha256) if done else None
+        lengths_file = blobs.verified_path(analysis.lengths_sha256) if done else None
         sections.append(section(analysis, subject, entry_id, commit, max_seq_length, truncation, lengths_file))
     states = {s["status"] for s in sections}
     if states <= {"done"}:
@@ -141,7 +148,8 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
 
 
 def record(sections: list[dict[str, Any]], state: str) -> dict[str, Any]:
-    """What a run keeps of its check (the API's `lengthCheck`): the analysis each dataset was checked against."""
+    """What a run keeps of its check (the API's `lengthCheck`): its state (`passed`, `waiting`, `notRun`, or
+    `refused` when its analyses refused the run) and the analysis each dataset was checked against."""
     return {"status": state, "datasets": [
         {key: s.get(key) for key in ("role", "dataset", "status", "analysisId", "baseModelCommit", "overMaxSeqLength",
                                      "reason")} for s in sections]}

@@ -118,8 +118,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                     warnings)
 
 
-def pick_dataset(session: Session, text: str, project: str, field: str, method: str) -> DatasetPick:
-    """A dataset reference; one with no namespace resolves inside the project's namespace."""
+def pick_dataset(session: Session, text: str, project: str, field: str, method: str | None) -> DatasetPick:
+    """A dataset reference; one with no namespace resolves inside the project's namespace. `method` is the
+    training method that reads it; None for an evaluation, which reads chat rows."""
     qualified = text if "/" in text else f"{project}/{text}"
     try:
         reference = parse_reference(qualified)
@@ -127,7 +128,12 @@ def pick_dataset(session: Session, text: str, project: str, field: str, method: 
         raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
     found, version = resolve_reference(session, reference)
     label = f"{found.namespace}/{found.name}:v{version.version}"
-    wanted = declared(method).dataset_kind
+    wanted = declared(method).dataset_kind if method is not None else "chat"
+    if found.kind != wanted and method is None:
+        raise Refused(f"{field} {label} holds {HOLDS.get(found.kind, found.kind)}; an evaluation reads {HOLDS[wanted]} "
+                      "(the model answers each conversation and the grader scores the answer against its last "
+                      "assistant message), so a dataset of pairs cannot be evaluated",
+                      hint="evaluate on a chat dataset")
     if found.kind != wanted:
         other = reader_of(found.kind)  # the method that would train what the dataset holds
         holds = HOLDS.get(found.kind, found.kind)

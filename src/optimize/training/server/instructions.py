@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from optimize.core.errors import NotFound
+from optimize.core.errors import Gone, NotFound
 from optimize.deployment import Deployment
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import resolve_model_reference
@@ -22,9 +22,9 @@ def trained_instructions(training: Deployment, session, reference: str) -> str |
         return None
     try:
         first = examples_objects(session, run.dataset_digest)[0]
-        with training.blobs.path_for(first["sha256"]).open("rb") as handle:
+        with training.blobs.verified_path(first["sha256"]).open("rb") as handle:
             messages = json.loads(handle.readline()).get("messages") or []
-    except (IndexError, OSError, ValueError, AttributeError, NotFound):
+    except (IndexError, OSError, ValueError, AttributeError, NotFound, Gone):  # Gone: a corrupt copy
         return None
     head = messages[0] if messages and isinstance(messages[0], dict) else {}
     return head.get("content") if head.get("role") == "system" and isinstance(head.get("content"), str) else None

@@ -73,7 +73,8 @@ class RunKind(JobKind):
         sections, state = evaluate(session, deployment.blobs, subjects, row.base_entry_id, row.base_commit,
                                    config["maxSeqLength"], config["data"]["truncation"])
         reason = refusal(sections, config["data"]["truncation"], config["maxSeqLength"], row.base_entry_id)
-        if reason:
+        if reason:  # the check keeps the analyses that refused it, so lengthCheck says what the reason names
+            row.length_check = record(sections, "refused")
             self.fail(deployment, session, row, f"the run is refused before it claims a device: {reason}")
             return False
         if state == "waiting":

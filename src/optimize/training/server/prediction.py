@@ -24,10 +24,10 @@ NO_ANALYSIS = ("no analysis of the training dataset was done before the run clai
 def predict(blobs, session, plan_document: dict[str, Any], entry, dataset_digest: str,
             commit: str | None) -> dict[str, Any] | None:
     """The estimate from the training dataset's finished analysis, or None while there is none."""
-    analysis = analysis_for(session, dataset_digest, commit) if commit else None
+    analysis = analysis_for(session, blobs, dataset_digest, commit) if commit else None
     if analysis is None or analysis.phase != "done" or not analysis.lengths_sha256:
         return None
-    figures = estimate(analysis.report, blobs.path_for(analysis.lengths_sha256), parse_plan(plan_document), entry)
+    figures = estimate(analysis.report, blobs.verified_path(analysis.lengths_sha256), parse_plan(plan_document), entry)
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
             "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow())}
 

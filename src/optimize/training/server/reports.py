@@ -146,14 +146,14 @@ def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[st
 
 def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
     path = training.blobs.path_for(sha256)
-    if not path.is_file():
+    if not training.blobs.holds(sha256):  # a corrupt copy is quarantined: not held
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
     try:
         manifest = json.loads(path.read_bytes())
         files = manifest["files"]
         if not all(isinstance(f["path"], str) and isinstance(f["bytes"], int) for f in files):
             raise TypeError
-        missing = [f["path"] for f in files if not training.blobs.path_for(f["sha256"]).is_file()]
+        missing = [f["path"] for f in files if not training.blobs.holds(f["sha256"])]
     except (ValueError, KeyError, TypeError):
         raise Invalid(f"blob sha256:{sha256} is not a snapshot manifest (JSON with files of path, sha256 and bytes)"
                       ) from None

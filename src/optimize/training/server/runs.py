@@ -101,7 +101,7 @@ def dry_run(training: Deployment, document: Any) -> dict[str, Any]:
         sections, state, _ = check_lengths(training, session, admitted, plan)
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
     limits = ReadLimits.from_env()
-    opener = lambda sha256: training.blobs.path_for(sha256).open("rb")  # noqa: E731
+    opener = lambda sha256: training.blobs.verified_path(sha256).open("rb")  # noqa: E731
     return {
         "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
         "modelName": admitted.model_name, "configHash": admitted.config_hash,

@@ -56,8 +56,9 @@ def register(training: Deployment, snapshot_id: str, name: str | None = None) ->
 
 def _weights_files(training: Deployment, snapshot: Snapshot) -> dict[str, Any]:
     weights = next(a for a in snapshot.artifacts if a["kind"] == "weights")
-    manifest = json.loads(training.blobs.path_for(weights["manifestDigest"].removeprefix("sha256:")).read_bytes())
-    return {item["path"]: training.blobs.path_for(item["sha256"]) for item in manifest["files"]}
+    manifest = json.loads(training.blobs.verified_path(weights["manifestDigest"].removeprefix("sha256:"))
+                          .read_bytes())
+    return {item["path"]: training.blobs.verified_path(item["sha256"]) for item in manifest["files"]}
 
 
 def pin(training: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:

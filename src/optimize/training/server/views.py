@@ -26,6 +26,15 @@ def phase_millis(run: Run, now: datetime | None = None) -> dict[str, int]:
     return totals
 
 
+def _length_check(run: Run) -> dict[str, Any] | None:
+    """The check as recorded; one a run ended without (cancelled or failed while it waited for its analyses)
+    did not run."""
+    check = run.length_check
+    if check and check.get("status") == "waiting" and RunPhase(run.phase) in TERMINAL:
+        return {**check, "status": "notRun"}
+    return check
+
+
 def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False) -> dict[str, Any]:
     millis = phase_millis(run)
     cost = dict(run.cost or {})
@@ -56,7 +65,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "progress": run.progress or {},
         "savedStep": (run.progress or {}).get("savedStep"),
         "checks": run.checks,
-        "lengthCheck": run.length_check,
+        "lengthCheck": _length_check(run),
         "results": {**(run.results or {}), "model": run.model_reference},
         "cost": cost,
         "timing": {"phaseMillis": millis, "createdAt": iso(run.created_at), "finishedAt": iso(run.finished_at)},

@@ -1,0 +1,101 @@
+"""The door: every request but the open ones carries `Authorization: Bearer TOKEN`, and the token's role allows it.
+
+One table says which role a request needs (first match wins): reading needs a reader, changing work or data a
+trainer, managing tokens and the deployment's models an admin; talking to a served model (OpenAI's routes) is
+reading. Open: `/v1/health`, the API's own pages and schema, and the workers' routes (`/v1/internal/…`), which
+their lease token fences instead. The check is an ASGI middleware, so it covers every route, streams included,
+before any body is read. 401 names what is missing, 403 the role needed; OpenAI's routes also answer in OpenAI's
+error shape, which its clients read.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from optimize.auth.tokens import Caller, authenticate
+from optimize.core.tokens import Role
+from optimize.store.db import Store
+
+OPEN = re.compile(r"^/(v1/health|docs|docs/assets/.*|redoc|openapi\.json|v1/internal/.*)$")
+OPENAI = re.compile(r"^/v1/(chat/completions|models)$|/chat/completions$")
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+# (methods or None for any, path pattern, role needed): the first match decides
+ACCESS: tuple[tuple[frozenset[str] | None, re.Pattern[str], Role], ...] = (
+    (None, re.compile(r"^/v1/auth/tokens(/.*)?$"), Role.ADMIN),
+    (frozenset({"POST"}), re.compile(r"^/v1/training/base-models(/.+/select)?$"), Role.ADMIN),
+    (None, OPENAI, Role.READER),
+    (READS, re.compile(r".*"), Role.READER),
+    (None, re.compile(r".*"), Role.TRAINER),
+)
+
+
+def needed_role(method: str, path: str) -> Role:
+    for methods, pattern, role in ACCESS:
+        if (methods is None or method in methods) and pattern.search(path):
+            return role
+    return Role.ADMIN  # not reached: the table ends with a rule for everything
+
+
+class TokenGate:
+    """ASGI middleware: authenticates the request and checks its role; `scope["state"]["caller"]` is the caller."""
+
+    def __init__(self, app: ASGIApp, store: Store) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or OPEN.match(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        path, method = scope["path"], scope["method"]
+        token = _bearer(scope)
+        if token is None:
+            await _refuse(send, path, 401, "unauthenticated", "this server needs an API token",
+                          "send Authorization: Bearer TOKEN; with akka: --token, OPTIMIZE_TOKEN or akka auth login")
+            return
+        caller = await run_in_threadpool(authenticate, self.store, token)
+        if caller is None:
+            await _refuse(send, path, 401, "unauthenticated", "the API token is not valid (unknown or revoked)",
+                          "ask an administrator for a token: akka auth tokens create")
+            return
+        needed = needed_role(method, path)
+        if not caller.role.allows(needed):
+            await _refuse(send, path, 403, "forbidden",
+                          f"{method} {path} needs the {needed.value} role; token {caller.name} is a "
+                          f"{caller.role.value}", f"use a token with that role (an administrator issues one: akka auth "
+                          f"tokens create NAME --role {needed.value})")
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
+
+def caller_of(request) -> Caller:
+    """The caller the gate let in (routes behind the gate only)."""
+    return request.scope["state"]["caller"]
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() or None if scheme.lower() == "bearer" else None
+    return None
+
+
+async def _refuse(send: Send, path: str, status: int, code: str, detail: str, hint: str) -> None:
+    body = {"type": f"https://optimize.dev/problems/{code}", "title": code, "status": status, "code": code,
+            "detail": detail, "hint": hint}
+    if OPENAI.search(path):  # what OpenAI clients read an error from
+        body["error"] = {"message": f"{detail} ({hint})", "type": code, "code": code, "param": None}
+    headers = [(b"content-type", b"application/problem+json")]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="optimize"'))
+    payload = orjson.dumps(body)
+    headers.append((b"content-length", str(len(payload)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,1 @@
+"""API tokens and who may do what: issuing, listing, revoking and authenticating tokens."""

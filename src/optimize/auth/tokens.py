@@ -1,0 +1,128 @@
+"""Issuing, listing, revoking and authenticating API tokens (the store keeps their sha256 only).
+
+At its first start a server issues an admin token and writes it to `<data-dir>/admin-token` (mode 0600): the
+operator's first credential, which the CLI on the same machine finds by itself. A file that names a token the
+store does not know (a new database under an old data dir) is registered again, so the file always works.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+
+from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.errors import Conflict, Invalid, NotFound
+from optimize.core.ids import new_id
+from optimize.core.names import check_name
+from optimize.core.tokens import Role, new_token, token_digest, well_formed
+from optimize.store.db import Store
+from optimize.store.tables import ApiToken
+
+ADMIN_TOKEN_FILE = "admin-token"
+FIRST_ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who made a request: the token's id, name and role, and what it is limited to (None: everything)."""
+
+    token_id: str
+    name: str
+    role: Role
+    projects: tuple[str, ...] | None = None
+    namespaces: tuple[str, ...] | None = None
+
+
+def parse_role(text: str) -> Role:
+    try:
+        return Role(text)
+    except ValueError:
+        raise Invalid(f"role {text!r} is not known", hint="roles: reader, trainer, admin") from None
+
+
+def issue(store: Store, name: str, role: Role, *, projects: list[str] | None = None,
+          namespaces: list[str] | None = None, created_by: str | None = None,
+          token: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A new token (returned once, never stored) and its record."""
+    check_name(name, "token name")
+    if projects or namespaces:
+        # refused rather than recorded: a limit the server does not enforce would only look like one
+        raise Invalid("tokens limited to projects or namespaces are not enforced by this server yet, so none is "
+                      "issued", hint="issue a token without --project/--namespace, with the least role that works")
+    token = token or new_token()
+    row = ApiToken(id=new_id(), name=name, role=role.value, digest=token_digest(token), created_at=utcnow(),
+                   created_by=created_by)
+    with store.transaction() as session:
+        session.add(row)
+        session.flush()
+        return token, token_json(row)
+
+
+def ensure_admin_token(store: Store, data_dir: Path) -> str | None:
+    """The token in `<data-dir>/admin-token`, issued (and returned, to be shown once) when there is none yet."""
+    path = data_dir / ADMIN_TOKEN_FILE
+    if path.exists():
+        token = path.read_text().strip()
+        if well_formed(token):
+            with store.transaction() as session:
+                known = session.scalar(select(ApiToken).where(ApiToken.digest == token_digest(token)))
+            if known is None:
+                issue(store, FIRST_ADMIN, Role.ADMIN, token=token)
+            return None
+    token = new_token()
+    partial = path.with_suffix(".partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token + "\n")
+    os.replace(partial, path)
+    issue(store, FIRST_ADMIN, Role.ADMIN, token=token)
+    return token
+
+
+def authenticate(store: Store, token: str) -> Caller | None:
+    """The caller a token names, or None when it names none (unknown, malformed or revoked)."""
+    if not well_formed(token):
+        return None
+    with store.transaction() as session:
+        row = session.scalar(select(ApiToken).where(ApiToken.digest == token_digest(token)))
+        if row is None or row.revoked_at is not None:
+            return None
+        now = utcnow()
+        if row.last_used_at is None or (now - as_utc(row.last_used_at)).total_seconds() > 60:
+            row.last_used_at = now  # at most a write a minute per token
+        return Caller(row.id, row.name, Role(row.role), tuple(row.projects) if row.projects else None,
+                      tuple(row.namespaces) if row.namespaces else None)
+
+
+def list_tokens(store: Store, include_revoked: bool = False) -> list[dict[str, Any]]:
+    with store.transaction() as session:
+        query = select(ApiToken).order_by(ApiToken.created_at)
+        if not include_revoked:
+            query = query.where(ApiToken.revoked_at.is_(None))
+        return [token_json(row) for row in session.scalars(query)]
+
+
+def revoke(store: Store, token_id: str, caller: Caller) -> dict[str, Any]:
+    with store.transaction() as session:
+        rows = list(session.scalars(select(ApiToken).where(ApiToken.id.startswith(token_id))))
+        if not rows:
+            raise NotFound(f"no token {token_id}", hint="list them with: akka auth tokens list")
+        if len(rows) > 1:
+            raise Invalid(f"{token_id} names {len(rows)} tokens", hint="give more of the id")
+        row = rows[0]
+        if row.id == caller.token_id:
+            raise Conflict("a token cannot revoke itself", hint="revoke it with another admin token")
+        if row.revoked_at is None:
+            session.execute(update(ApiToken).where(ApiToken.id == row.id).values(revoked_at=utcnow()))
+            session.refresh(row)
+        return token_json(row)
+
+
+def token_json(row: ApiToken) -> dict[str, Any]:
+    return {"tokenId": row.id, "name": row.name, "role": row.role, "projects": row.projects,
+            "namespaces": row.namespaces, "createdAt": iso(row.created_at), "createdBy": row.created_by,
+            "lastUsedAt": iso(row.last_used_at), "revokedAt": iso(row.revoked_at)}
