@@ -164,3 +164,31 @@ def test_a_conversion_record_is_checked_and_kept_on_the_version(server, ns):
     version = call("POST", f"{url}/{session['uploadId']}/commit", json={}).json()
     assert version["conversion"] == body["conversion"]
     assert call("GET", f"{server.url}/v1/registry/datasets/{ns}/d").json()["conversion"] == body["conversion"]
+
+
+@pytest.mark.parametrize("method, path, body, where", [
+    ("GET", "/v1/training/runs?project=a%00b", None, "query parameter 'project'"),
+    ("GET", "/v1/training/runs/ab%00cd", None, "the path"),
+    ("GET", "/v1/registry/datasets/ns/a%00b", None, "the path"),
+    ("POST", "/v1/training/projects", {"name": "nulproject", "description": "a\x00b"}, "field description"),
+    ("POST", "/v1/registry/dataset-uploads",
+     {"dataset": "a/b", "format": "chat-jsonl-v1", "shards": [], "conversion": {"rules": [{"rule": "x\x00"}]}},
+     "field conversion.rules[0].rule"),
+])
+def test_a_nul_character_is_refused_naming_where_on_either_store(server, method, path, body, where):
+    """PostgreSQL cannot keep a NUL in text (a 500 before); SQLite could: both refuse it now, and store nothing."""
+    answer = call(method, f"{server.url}{path}", json=body)
+    assert f"{where} holds a NUL character" in is_problem(answer, 422)["detail"]
+    assert call("GET", f"{server.url}/v1/training/projects/nulproject").status_code == 404
+
+
+@pytest.mark.parametrize("action, body, words", [
+    ("branch", {"snapshotId": 12}, "snapshotId must be a non-empty string, not 12"),
+    ("continue", {"steps": 5, "snapshotId": ["a"]}, "snapshotId must be a non-empty string"),
+    ("sweep", {"grid": {}, "restoreMode": 3}, "restoreMode must be a non-empty string"),
+    ("branch", {"maxSteps": 10**30}, "maxSteps must be a positive integer of at most 10,000,000"),
+    ("continue", {"steps": 1e30}, "steps must be a positive integer"),
+])
+def test_branch_fields_of_the_wrong_type_or_size_are_refused_by_name(server, action, body, words):
+    answer = call("POST", f"{server.url}/v1/training/runs/feedface/{action}", json=body)
+    assert words in is_problem(answer, 422)["detail"]

@@ -150,3 +150,11 @@ def test_a_usage_error_in_json_modes_is_an_error_object(dcli, tmp_path):
     assert bad.code == 2 and bad.err == ""
     assert bad.json["error"]["code"] == "usage" and "--show-resolved needs --dry-run" in bad.json["error"]["message"]
     assert bad.json["error"]["hint"] == "see: akka training runs start --help"
+
+
+def test_a_max_seq_length_beyond_the_base_models_context_is_refused_by_its_path(dcli, tmp_path):
+    project = project_with(dcli, tmp_path, [chat_row("q", "a")])
+    refused = dcli("training", "runs", "start", "-f", plan_file(tmp_path, project, max_seq=8192), "--dry-run")
+    assert refused.code == 1
+    assert f"config.maxSeqLength 8192 is beyond the 4096-token context of {MODEL}" in " ".join(refused.err.split())
+    assert "set config.maxSeqLength to at most 4096" in refused.err

@@ -70,8 +70,9 @@ def test_a_bad_request_is_refused_naming_the_field(request_body, field):
     assert field in str(refused.value)
 
 
-@pytest.mark.parametrize("fields", [{"max_tokens": 0}, {"max_completion_tokens": 0, "max_tokens": 8}])
-def test_max_tokens_zero_is_refused(fields):
+@pytest.mark.parametrize("fields", [{"max_tokens": 0}, {"max_completion_tokens": 0, "max_tokens": 8},
+                                    {"max_tokens": 10**30}, {"max_tokens": 32_769}])
+def test_max_tokens_outside_one_to_the_cap_is_refused(fields):
     with pytest.raises(RequestError, match=f"{next(iter(fields))} must be a positive integer"):
         read_request(body(**fields))
 

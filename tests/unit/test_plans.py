@@ -113,3 +113,15 @@ def test_no_plan_key_is_snake_case():
     spec_named = {f"config.checks.reference.{k}" for k in ("mean_logprob_error", "max_logprob_error",
                                                             "fp32_max_logprob_error")}
     assert [key for key in keys(RunPlan, "") if "_" in key and key not in spec_named] == []
+
+
+@pytest.mark.parametrize("path, value", [
+    ("config.maxSeqLength", 10**30), ("config.hyperparams.training.epochs", 10**30),
+    ("config.hyperparams.training.maxSteps", 1e30), ("config.hyperparams.training.maxSteps", 10_000_001),
+    ("config.hyperparams.training.batchSize", 10**9), ("config.hyperparams.optimizer.learningRate", 1e30),
+    ("config.seed", -1), ("execution.gpus", 10**6), ("execution.saveEvery", 10**30),
+])
+def test_numbers_beyond_any_real_run_are_refused_by_their_path(path, value):
+    with pytest.raises(Invalid) as refused:
+        parse_plan(with_key(path, value))
+    assert path in refused.value.message

@@ -21,6 +21,7 @@ from optimize.api.routers import (
     tokens,
     uploads,
 )
+from optimize.api.text_guard import TextGuard
 from optimize.auth.tokens import ensure_admin_token
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.additions import load_additions
@@ -58,6 +59,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     docs_page.install(app)
     # the operator's first credential: issued at the first start, shown once by `server start`
     app.state.new_admin_token = ensure_admin_token(store, settings.data_dir)
+    app.add_middleware(TextGuard)  # inside the gate: an unauthenticated request is refused as such first
     app.add_middleware(TokenGate, store=store)
     shared = [module.router for module in (health, info, tokens, namespaces, datasets, models, uploads, base_models,
                                            projects)]

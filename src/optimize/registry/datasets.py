@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import NotFound
+from optimize.core.errors import Conflict, NotFound
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_selector
 from optimize.registry.namespaces import is_archived
@@ -233,13 +235,19 @@ def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetV
 
 
 def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
-    with store.transaction() as session:
-        dataset = get_dataset(session, namespace, name)
-        version = resolve_version(session, dataset, selector)
-        moved = move_alias(session, dataset, alias, version)
-        body = _alias_json(session, dataset, check_alias(alias))
-        body["moved"] = moved
-        return body
+    for attempt in range(10):
+        try:
+            with store.transaction() as session:
+                dataset = get_dataset(session, namespace, name)
+                version = resolve_version(session, dataset, selector)
+                moved = move_alias(session, dataset, alias, version)
+                body = _alias_json(session, dataset, check_alias(alias))
+                body["moved"] = moved
+                return body
+        except IntegrityError:
+            # two first moves of one alias at once: one inserted the pointer; read it again and move it
+            time.sleep(0.01 * (attempt + 1))
+    raise Conflict(f"alias {alias} of {namespace}/{name} could not be moved under concurrent moves", hint="retry")
 
 
 def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:

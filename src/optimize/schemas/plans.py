@@ -20,6 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from optimize.core.errors import Invalid
 
+# Bounds far beyond any real run: a larger number is a typo (1e30), refused by its field path, not a plan.
+MOST_STEPS = 10_000_000
+MOST_EPOCHS = 10_000
+MOST_BATCH = 65_536
+MOST_TOKENS = 1_048_576
+
 
 class _Part(BaseModel):
     # One spelling per key: a field is read by its alias only (`maxSteps`, never `max_steps`: no populate_by_name),
@@ -29,25 +35,27 @@ class _Part(BaseModel):
 
 class Lora(_Part):
     rank: int = Field(default=8, ge=1, le=1024, description="LoRA rank")
-    alpha: float = Field(default=16, gt=0, description="LoRA alpha")
+    alpha: float = Field(default=16, gt=0, le=1e6, description="LoRA alpha")
     dropout: float = Field(default=0.05, ge=0, lt=1, description="LoRA dropout")
     targets: str | list[str] = Field(default="all-linear", description="Modules to adapt, or all-linear")
     adapt_experts: bool = Field(default=False, alias="adaptExperts", description="Adapt MoE expert weights")
 
 
 class Optimizer(_Part):
-    learning_rate: float = Field(default=1e-4, gt=0, alias="learningRate", description="Peak learning rate")
-    weight_decay: float = Field(default=0.0, ge=0, alias="weightDecay", description="AdamW weight decay")
+    learning_rate: float = Field(default=1e-4, gt=0, le=10, alias="learningRate", description="Peak learning rate")
+    weight_decay: float = Field(default=0.0, ge=0, le=100, alias="weightDecay", description="AdamW weight decay")
 
 
 class TrainingLoop(_Part):
-    epochs: int = Field(default=1, ge=1, description="Passes over the training rows")
-    max_steps: int | None = Field(default=None, ge=1, alias="maxSteps", description="Stop after this many updates")
-    batch_size: int = Field(default=8, ge=1, alias="batchSize", description="Sequences per device per pass")
-    gradient_accumulation: int = Field(default=1, ge=1, alias="gradientAccumulation",
+    epochs: int = Field(default=1, ge=1, le=MOST_EPOCHS, description="Passes over the training rows")
+    max_steps: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="maxSteps",
+                                  description="Stop after this many updates")
+    batch_size: int = Field(default=8, ge=1, le=MOST_BATCH, alias="batchSize",
+                            description="Sequences per device per pass")
+    gradient_accumulation: int = Field(default=1, ge=1, le=MOST_BATCH, alias="gradientAccumulation",
                                        description="Passes per optimizer update")
-    warmup_steps: int = Field(default=0, ge=0, alias="warmupSteps", description="Linear warmup updates")
-    validation_frequency_steps: int | None = Field(default=None, ge=1, alias="validationFrequencySteps",
+    warmup_steps: int = Field(default=0, ge=0, le=MOST_STEPS, alias="warmupSteps", description="Linear warmup updates")
+    validation_frequency_steps: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="validationFrequencySteps",
                                                    description="Validate every this many updates")
 
 
@@ -114,8 +122,9 @@ class RunConfig(_Part):
     dataset: str = Field(description="Training dataset reference")
     method: Literal["sft", "dpo", "grpo", "gspo"] = Field(default="sft", description="Training method")
     hyperparams: Hyperparams = Field(default_factory=Hyperparams, description="Adapter, optimizer and loop")
-    seed: int = Field(default=0, description="Seed for data order, initialization and sampling")
-    max_seq_length: int = Field(default=2048, ge=16, alias="maxSeqLength", description="Longest sequence, tokens")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed for data order, initialization and sampling")
+    max_seq_length: int = Field(default=2048, ge=16, le=MOST_TOKENS, alias="maxSeqLength",
+                                description="Longest sequence, tokens (within the base model's context)")
     model: ModelSettings = Field(default_factory=ModelSettings, description="How the base model is loaded and run")
     liger: dict[str, bool] = Field(default_factory=dict, description="Liger kernels to turn on or off")
     data: Data = Field(default_factory=Data, description="What happens to rows that do not fit")
@@ -127,12 +136,14 @@ class RunConfig(_Part):
 
 class Execution(_Part):
     device_profile: str = Field(default="cpu", alias="deviceProfile", description="Device profile, e.g. cpu or h200")
-    gpus: int = Field(default=1, ge=0, description="Devices per run (the cpu profile uses one slot)")
-    save_every: int | None = Field(default=None, ge=1, alias="saveEvery", description="Save every this many updates")
-    keep_adapters: int | None = Field(default=None, ge=1, alias="keepAdapters", description="Adapter saves kept")
-    keep_training_states: int | None = Field(default=None, ge=1, alias="keepTrainingStates",
+    gpus: int = Field(default=1, ge=0, le=1024, description="Devices per run (the cpu profile uses one slot)")
+    save_every: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="saveEvery",
+                                   description="Save every this many updates")
+    keep_adapters: int | None = Field(default=None, ge=1, le=10_000, alias="keepAdapters",
+                                      description="Adapter saves kept")
+    keep_training_states: int | None = Field(default=None, ge=1, le=10_000, alias="keepTrainingStates",
                                              description="Training-state saves kept")
-    resumable_save_every: int = Field(default=10, ge=1, alias="resumableSaveEvery",
+    resumable_save_every: int = Field(default=10, ge=1, le=MOST_STEPS, alias="resumableSaveEvery",
                                       description="Upload training state at least every this many saves")
     resumable_save_minutes: float = Field(default=5, gt=0, alias="resumableSaveMinutes",
                                           description="…or this many minutes after the last one")

@@ -19,6 +19,7 @@ from typing import Any
 from optimize.serving.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
+MOST_MAX_TOKENS = 32_768  # the server's cap on one answer (an endpoint still cuts it to the model's context)
 
 
 class RequestError(ValueError):
@@ -62,8 +63,8 @@ def read_request(body: Any) -> ChatRequest:
     max_tokens = body.get(field)
     if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
         max_tokens = DEFAULT_MAX_TOKENS
-    if type(max_tokens) is not int or max_tokens < 1:
-        raise RequestError(f"{field} must be a positive integer")
+    if type(max_tokens) is not int or not 1 <= max_tokens <= MOST_MAX_TOKENS:
+        raise RequestError(f"{field} must be a positive integer of at most {MOST_MAX_TOKENS:,}")
     temperature = 1.0 if body.get("temperature") is None else body["temperature"]
     top_p = 1.0 if body.get("top_p") is None else body["top_p"]
     for name, value, high in (("temperature", temperature, 2.0), ("top_p", top_p, 1.0)):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
 from optimize.core.errors import Invalid
+from optimize.schemas.plans import MOST_STEPS
 from optimize.schemas.runs import (
     Ancestry,
     BranchDryRun,
@@ -41,8 +43,15 @@ def _body(body: Any, allowed: set[str]) -> dict[str, Any]:
 
 def _integer(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
-    if value is not None and (type(value) is not int or value < 1):
-        raise Invalid(f"{name} must be a positive integer")
+    if value is not None and (type(value) is not int or not 1 <= value <= MOST_STEPS):
+        raise Invalid(f"{name} must be a positive integer of at most {MOST_STEPS:,}")
+    return value
+
+
+def _text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise Invalid(f"{name} must be a non-empty string, not {json.dumps(value)[:40]}")
     return value
 
 
@@ -57,8 +66,8 @@ async def branch(run_id: str, training: TrainingDep, body: Annotated[Any, docume
                  dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
     return _answer(await run_in_threadpool(
-        branching.branch, training, run_id, b.get("snapshotId"), b.get("restoreMode") or "auto", b.get("overrides"),
-        _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
+        branching.branch, training, run_id, _text(b, "snapshotId"), _text(b, "restoreMode") or "auto",
+        b.get("overrides"), _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
 
 
 @router.post("/{run_id}/continue", response_model=Run, status_code=202,
@@ -73,7 +82,7 @@ async def continue_run(run_id: str, training: TrainingDep,
     steps = _integer(b, "steps")
     if steps is None:
         raise Invalid("a continuation needs steps: how many more updates it trains")
-    return _answer(await run_in_threadpool(branching.continue_run, training, run_id, steps, b.get("snapshotId"),
+    return _answer(await run_in_threadpool(branching.continue_run, training, run_id, steps, _text(b, "snapshotId"),
                                            b.get("overrides"), dryRun), dryRun)
 
 
@@ -84,8 +93,8 @@ async def continue_run(run_id: str, training: TrainingDep,
 async def sweep(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(SweepRequest), Body()] = None,
                 dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"grid", "snapshotId", "restoreMode"})
-    return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), b.get("snapshotId"),
-                                           b.get("restoreMode") or "auto", dryRun), dryRun)
+    return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), _text(b, "snapshotId"),
+                                           _text(b, "restoreMode") or "auto", dryRun), dryRun)
 
 
 @router.get("/{run_id}/branches", response_model=Branches)

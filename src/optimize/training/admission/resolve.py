@@ -64,6 +64,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if selection is None:
         raise Refused(f"base model {entry.id} is not selected on this deployment",
                       hint=f"select it first: akka training base-models select {entry.id}")
+    if entry.context_length and config.max_seq_length > entry.context_length:
+        raise Invalid(f"config.maxSeqLength {config.max_seq_length} is beyond the {entry.context_length}-token "
+                      f"context of {entry.id}", hint=f"set config.maxSeqLength to at most {entry.context_length}")
     if config.data.truncation == "right" and not config.loss.explicit_loss_mask_column:
         raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
