@@ -219,6 +219,14 @@ def test_chat_with_a_body_that_is_not_json_is_refused(bare, path):
     assert "not JSON" in message
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", f"{ENDPOINTS}/nosuchendpoint/chat/completions"])
+def test_chat_with_a_body_nested_too_deeply_is_refused(bare, path):
+    # the chat routes read their body themselves: Python's json gives up on deep nesting with a RecursionError
+    deep = b"[" * 5_000 + b"]" * 5_000
+    message = is_openai_problem(bare.post(path, content=deep, headers={"content-type": "application/json"}), 422)
+    assert "nested too deeply" in message
+
+
 @pytest.mark.parametrize("payload", [None, [{"model": MODEL}], "hello", 5],
                          ids=["no-body", "a-list", "a-string", "a-number"])
 def test_chat_with_a_body_that_is_not_an_object_is_refused(bare, payload):

@@ -192,3 +192,35 @@ def test_a_nul_character_is_refused_naming_where_on_either_store(server, method,
 def test_branch_fields_of_the_wrong_type_or_size_are_refused_by_name(server, action, body, words):
     answer = call("POST", f"{server.url}/v1/training/runs/feedface/{action}", json=body)
     assert words in is_problem(answer, 422)["detail"]
+
+
+def test_a_json_body_over_the_limit_is_refused_as_too_large_declared_or_streamed(server):
+    huge = json.dumps({"name": "bigproject", "description": "x" * (2 * 1024 * 1024)}).encode()
+    declared = call("POST", f"{server.url}/v1/training/projects", content=huge,
+                    headers={"content-type": "application/json"})
+    assert "larger than the 1,048,576-byte limit" in is_problem(declared, 413)["detail"]
+
+    def chunks():
+        for start in range(0, len(huge), 65536):
+            yield huge[start:start + 65536]
+
+    streamed = call("POST", f"{server.url}/v1/training/projects", content=chunks(),
+                    headers={"content-type": "application/json"})
+    assert is_problem(streamed, 413)["code"] == "too_large"
+    assert call("GET", f"{server.url}/v1/training/projects/bigproject").status_code == 404
+
+@pytest.mark.parametrize("body, where", [
+    (b'{"name": "surrogateproject", "description": "a\\ud800b"}', "field description"),
+    (b'{"name": "surrogateproject", "\\udc00": 1}', "field \\udc00"),
+    (b'"\\udfff"', "the body"),
+])
+def test_a_lone_surrogate_is_refused_naming_where_on_either_store(server, body, where):
+    """Python's json reads an unpaired \\ud800-\\udfff escape into a string no store can keep and no answer can
+    carry (a 500 on both stores before); a valid pair is one character and passes."""
+    answer = call("POST", f"{server.url}/v1/training/projects", content=body,
+                  headers={"content-type": "application/json"})
+    assert f"{where} holds a lone surrogate" in is_problem(answer, 422)["detail"]
+    assert call("GET", f"{server.url}/v1/training/projects/surrogateproject").status_code == 404
+    paired = call("POST", f"{server.url}/v1/training/projects", content=b'{"name": "pairproject", "description": '
+                  b'"\\ud83d\\ude00"}', headers={"content-type": "application/json"})
+    assert paired.status_code in (200, 201) and paired.json()["description"] == "\U0001F600"

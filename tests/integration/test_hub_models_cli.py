@@ -60,8 +60,9 @@ def hub(tmp_path_factory):
            "HF_HUB_DISABLE_TELEMETRY": "1"}
     args = ["--catalog", str(catalog)]
     server = start_server(folder / "server", env=env, extra_args=args)
-    yield {"mirror": mirror, "commits": commits, "server": server, "env": env, "args": args, "folder": folder}
-    server.stop()
+    state = {"mirror": mirror, "commits": commits, "server": server, "env": env, "args": args, "folder": folder}
+    yield state
+    state["server"].stop()  # the server a test restarted, if one did
     mirror.close()
 
 

@@ -3,12 +3,16 @@ recovered, routers mounted."""
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI
 
 from optimize import __version__
 from optimize.api import docs_page, problems
 from optimize.api.auth import TokenGate
+from optimize.api.body_limits import BodyLimits
 from optimize.api.routers import (
+    admin,
     base_models,
     chat,
     datasets,
@@ -34,6 +38,7 @@ from optimize.jobs.kinds import Recovery
 from optimize.jobs.local_executor import LocalExecutor
 from optimize.jobs.recovery import recover_at_start, worker_lost
 from optimize.jobs.scheduler import Scheduler
+from optimize.registry.collection import Collector
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store
 from optimize.store.migrate import upgrade
@@ -59,10 +64,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     docs_page.install(app)
     # the operator's first credential: issued at the first start, shown once by `server start`
     app.state.new_admin_token = ensure_admin_token(store, settings.data_dir)
-    app.add_middleware(TextGuard)  # inside the gate: an unauthenticated request is refused as such first
+    # outermost last: the gate (who), then the body's size, then its text
+    app.add_middleware(TextGuard)
+    app.add_middleware(BodyLimits)
     app.add_middleware(TokenGate, store=store)
-    shared = [module.router for module in (health, info, tokens, namespaces, datasets, models, uploads, base_models,
-                                           projects)]
+    shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
+                                           base_models, projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
     for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
         app.include_router(router)
@@ -83,11 +90,14 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
     recover_at_start(deployment)
     deployment.scheduler = Scheduler(deployment)
     deployment.scheduler.start()
+    app.state.collector = Collector(app.state.registry, float(os.environ.get("OPTIMIZE_GC_SECONDS", "3600")))
+    app.state.collector.start()
 
 
 def stop_jobs(app: FastAPI) -> None:
     """The server stops: workers whose jobs outlive it (a kind that reattaches) go on; the others are stopped,
     and the next server process recovers them as their kinds declare."""
     deployment = app.state.training
+    app.state.collector.stop()
     deployment.scheduler.stop()
     deployment.executor.shutdown(keep={k.name for k in job_kinds.kinds() if k.on_restart is Recovery.REATTACH})

@@ -27,6 +27,7 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 # (methods or None for any, path pattern, role needed): the first match decides
 ACCESS: tuple[tuple[frozenset[str] | None, re.Pattern[str], Role], ...] = (
     (None, re.compile(r"^/v1/auth/tokens(/.*)?$"), Role.ADMIN),
+    (None, re.compile(r"^/v1/admin/"), Role.ADMIN),
     (frozenset({"POST"}), re.compile(r"^/v1/training/base-models(/.+/select)?$"), Role.ADMIN),
     (None, OPENAI, Role.READER),
     (READS, re.compile(r".*"), Role.READER),

@@ -18,7 +18,12 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 NUL_ESCAPE = re.compile(rb"\\u0000", re.IGNORECASE)
+# a UTF-16 surrogate escape (\ud800-\udfff): a valid pair decodes to one character, a lone one to a string that
+# cannot be encoded as UTF-8 (so neither stored nor answered: a 500 on both stores)
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 HINT = "remove the NUL character (\\u0000); no name, reference or text here can hold one"
+SURROGATE_HINT = ("a \\ud800-\\udfff escape must be half of a surrogate pair; send the character itself, or its "
+                  "pair of escapes")
 
 
 class TextGuard:
@@ -33,6 +38,12 @@ class TextGuard:
         if where is None and _is_json(scope):
             body, receive = await _buffered(receive)
             where = _in_body(body)
+            if where is None:
+                where = _surrogate_in_body(body)
+                if where is not None:
+                    await _refuse(send, f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
+                                  SURROGATE_HINT)
+                    return
         if where is not None:
             await _refuse(send, f"{where} holds a NUL character")
             return
@@ -87,32 +98,52 @@ def _in_body(body: bytes) -> str | None:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None  # not JSON: the route refuses it in its own words
-    path = _field_with_nul(document, "")
-    return f"field {path}" if path else "the body"
+    return _field_with(document, "", lambda text: "\x00" in text) or "the body"
 
 
-def _field_with_nul(value: Any, path: str) -> str | None:
+def _surrogate_in_body(body: bytes) -> str | None:
+    if not SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        document = json.loads(body)  # keeps a lone surrogate (orjson refuses the document without naming where)
+    except (ValueError, RecursionError):
+        return None  # not JSON: the route refuses it in its own words
+    return _field_with(document, "", _is_surrogate)
+
+
+def _shown(key: str) -> str:
+    """A key as a refusal names it: a NUL or a lone surrogate written as its escape, never as itself (no answer
+    could carry it)."""
+    return "".join(f"\\u{ord(c):04x}" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in key)
+
+
+def _is_surrogate(text: str) -> bool:
+    return any("\ud800" <= character <= "\udfff" for character in text)
+
+
+def _field_with(value: Any, path: str, found_in) -> str | None:
+    """`field a.b[2]` (or `the body`) where the first string `found_in` holds is, keys included."""
     if isinstance(value, str):
-        return path or "(the body)" if "\x00" in value else None
+        return (f"field {path}" if path else "the body") if found_in(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if "\x00" in key:
-                return here.replace("\x00", "\\u0000")
-            found = _field_with_nul(item, here)
+            here = f"{path}.{_shown(key)}" if path else _shown(key)
+            if found_in(key):
+                return f"field {here}"
+            found = _field_with(item, here, found_in)
             if found:
                 return found
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = _field_with_nul(item, f"{path}[{index}]")
+            found = _field_with(item, f"{path}[{index}]", found_in)
             if found:
                 return found
     return None
 
 
-async def _refuse(send: Send, detail: str) -> None:
+async def _refuse(send: Send, detail: str, hint: str = HINT) -> None:
     body = json.dumps({"type": "https://optimize.dev/problems/invalid", "title": "Invalid input", "status": 422,
-                       "code": "invalid", "detail": detail, "hint": HINT}).encode()
+                       "code": "invalid", "detail": detail, "hint": hint}).encode()
     await send({"type": "http.response.start", "status": 422,
                 "headers": [(b"content-type", b"application/problem+json"),
                             (b"content-length", str(len(body)).encode())]})

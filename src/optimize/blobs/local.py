@@ -159,6 +159,15 @@ class LocalBlobStore:
                     target)
         return target
 
+    def remove(self, sha256: str) -> bool:
+        """Delete a held object (the collector, once nothing names it); False when it was not there."""
+        self._verified.pop(sha256, None)
+        try:
+            self.path_for(sha256).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
     def writer(self) -> BlobWriter:
         return BlobWriter(self)
 

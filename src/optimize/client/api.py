@@ -516,5 +516,9 @@ class OptimizeApi:
         """The registry's limits: formats, shard size and count, upload expiry, line length."""
         return self.http.get("/v1/registry/info")
 
+    def collect(self, *, dry_run: bool = False) -> Json:
+        """Remove expired upload sessions and orphaned shards (administrators); `dry_run`: only count them."""
+        return self.http.post("/v1/admin/gc", params={"dryRun": "true"} if dry_run else None)
+
 
 __all__ = ["OPENAI_CHAT_COMPLETIONS", "Json", "OptimizeApi", "Reply"]

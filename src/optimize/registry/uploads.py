@@ -35,7 +35,7 @@ from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Shard, UploadSession
 
-OPEN, COMMITTED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value
+OPEN, COMMITTED, REFUSED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value, UploadPhase.REFUSED.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +120,9 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
             ["content_key"],
         )
         upload = session.scalar(select(UploadSession).where(UploadSession.content_key == key))
+        if upload.phase == REFUSED:  # the same command again: its rows are checked again (the rules may differ)
+            transition(session, UPLOAD, upload, UploadPhase.OPEN, note="registered again")
+            upload.expires_at = expires
         if upload.phase == OPEN and _expired(upload):
             # A session past its expiry starts over; shards already held stay held.
             upload.expires_at = expires
@@ -159,6 +162,7 @@ class ShardReceiver:
     def __init__(self, registry: Registry, upload: UploadSession, index: int) -> None:
         item = upload.manifest[index]
         self.registry = registry
+        self.upload_id = upload.id
         self.index = index
         self.sha256 = item["sha256"]
         self.expected_bytes = item["bytes"]
@@ -188,6 +192,7 @@ class ShardReceiver:
             )
         if not report.ok:
             self.abort()
+            self._close_refused()
             raise Invalid(
                 f"shard {self.index} has {report.error_count} bad line(s); the version is not registered",
                 hint="fix the lines named and register the file again",
@@ -212,6 +217,13 @@ class ShardReceiver:
     def abort(self) -> None:
         self.writer.abort()
 
+    def _close_refused(self) -> None:
+        """Rows were refused: the session can never be committed as it is, so it is closed (not left open)."""
+        with self.registry.store.transaction() as session:
+            upload = session.get(UploadSession, self.upload_id)
+            if upload is not None and upload.phase == OPEN:
+                transition(session, UPLOAD, upload, UploadPhase.REFUSED, note=f"shard {self.index} refused")
+
 
 def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver | dict[str, Any]:
     """A receiver for the shard, or its description when the registry already holds it."""
@@ -222,7 +234,7 @@ def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver 
         item = upload.manifest[index]
         if _held(session, registry.blobs, item["sha256"], DatasetFormat(upload.format).kind):
             return {"index": index, "sha256": item["sha256"], "bytes": item["bytes"], "held": True, "alreadyHeld": True}
-        if upload.phase != OPEN and session.get(Shard, item["sha256"]) is None:
+        if upload.phase == COMMITTED and session.get(Shard, item["sha256"]) is None:
             raise Conflict(f"upload {upload_id} is already committed")
         # an open session's shard, or a committed version's shard whose stored copy was lost: received again
         return ShardReceiver(registry, upload, index)
@@ -242,6 +254,9 @@ def commit_upload(registry: Registry, upload_id: str, alias: str | None) -> dict
 def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
     with registry.store.transaction() as session:
         upload = _open_upload(session, upload_id)
+        if upload.phase == REFUSED:
+            raise Conflict(f"upload {upload_id} was refused: rows of its shards break the rules",
+                           hint="fix the lines named and register the file again")
         data_format = DatasetFormat(upload.format)
         shards = []
         missing = []

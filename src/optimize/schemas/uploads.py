@@ -59,7 +59,8 @@ class UploadSession(Answer):
     dataset: str = Field(description="NS/NAME the version is registered under")
     format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
     digest: str = Field(description="The digest the version will have: sha256:HEX")
-    phase: str = Field(description="open or committed")
+    phase: str = Field(description="open, committed, or refused (a shard's rows were refused; the same register "
+                                   "command opens it again)")
     expires_at: str = Field(description="When an open session expires (ISO 8601, UTC)")
     shards: list[UploadShard] = Field(description="The version's shards, in order")
 

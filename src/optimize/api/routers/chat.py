@@ -52,6 +52,9 @@ async def forward(request: Request, training, endpoint_id: str | None) -> Respon
         body = json.loads(await request.body() or b"null")
     except ValueError:
         raise Invalid("the request body is not JSON") from None
+    except RecursionError:
+        raise Invalid("the request body is nested too deeply to read",
+                      hint="send a chat completion request: an object with model and messages") from None
     if not isinstance(body, dict):
         raise Invalid("the request body must be a JSON object with model and messages")
     address, name = await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)

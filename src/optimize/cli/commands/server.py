@@ -1,4 +1,4 @@
-"""`akka server start|status`."""
+"""`akka server start|status|gc`."""
 
 from __future__ import annotations
 
@@ -70,6 +70,25 @@ def status(out: Output) -> None:
                            hint=error.hint or "point --server / OPTIMIZE_URL at an Optimize server", body=error.body
                            ) from None
     out.emit({"server": out.server, "reachable": True, **health}, _render_status)
+
+
+@command(app, "gc")
+def gc(
+    out: Output,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be removed; remove nothing.")] = False,
+) -> None:
+    """Remove upload sessions past their expiry (or refused) and dataset shards no version holds (administrators;
+    the server also does this every hour)."""
+    with client_for(out) as api:
+        out.emit(api.collect(dry_run=dry_run), _render_collected)
+
+
+def _render_collected(con, data) -> None:
+    from optimize.core.sizes import human_size
+
+    verb = "Would remove" if data["dryRun"] else "Removed"
+    con.print(f"{verb} {data['uploadSessions']} upload session(s) and {data['shards']} shard(s) "
+              f"({human_size(data['bytes'])}).")
 
 
 def _render_status(con, data) -> None:

@@ -1,0 +1,89 @@
+"""Request bodies have a size limit per route family, refused with 413 naming it before the body is read whole:
+control documents (JSON) up to `OPTIMIZE_MAX_JSON_BYTES` (default 1 MiB — a run plan is a few KiB), dataset
+shards by the registry's shard limit (checked by the upload route against the size it declared). Workers' routes
+(`/v1/internal/…`) are fenced by their lease and carry their own payloads.
+
+The declared Content-Length is checked first; a body sent without one (chunked) is counted as it arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+DEFAULT_MAX_JSON_BYTES = 1024 * 1024
+
+
+def max_json_bytes() -> int:
+    return int(os.environ.get("OPTIMIZE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimits:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.limit = max_json_bytes()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/v1/internal/") or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            await _refuse(send, self.limit)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyTooLarge:
+            if not started:
+                await _refuse(send, self.limit)
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return b"json" in value.lower() and b"ndjson" not in value.lower()
+    return False
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _refuse(send: Send, limit: int) -> None:
+    body = json.dumps({"type": "https://optimize.dev/problems/too_large", "title": "Too large", "status": 413,
+                       "code": "too_large", "detail": f"the request body is larger than the {limit:,}-byte limit for "
+                                                      "JSON documents",
+                       "hint": "send a smaller document (an operator may raise OPTIMIZE_MAX_JSON_BYTES)"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/problem+json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,16 @@
+"""Deployment upkeep (administrators): `POST /v1/admin/gc` collects expired upload sessions and orphaned shards."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from optimize.api.deps import RegistryDep
+from optimize.registry.collection import collect
+from optimize.schemas.admin import Collected
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+
+@router.post("/gc", response_model=Collected)
+def gc(registry: RegistryDep, dryRun: bool = False) -> dict:  # noqa: N803 - the API's spelling
+    return collect(registry, dry_run=dryRun)

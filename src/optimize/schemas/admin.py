@@ -1,0 +1,14 @@
+"""Deployment upkeep: what `POST /v1/admin/gc` (`akka server gc`) freed, or would free."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from optimize.schemas.common import Answer
+
+
+class Collected(Answer):
+    dry_run: bool = Field(description="True: nothing was removed; the figures are what would be")
+    upload_sessions: int = Field(description="Upload sessions removed: expired, or refused a while ago")
+    shards: int = Field(description="Dataset shards no version holds and no live upload names, with their blobs")
+    size_bytes: int = Field(alias="bytes", description="Bytes of the shards removed")
