@@ -74,7 +74,7 @@ def test_unknown_format_and_bad_digest(server):
 
 
 def test_checksum_mismatch_stores_nothing(server, ns):
-    data = jsonl([chat_row()])
+    data = jsonl([chat_row(ns)])  # rows of its own: a shard the server holds is not read again
     session = open_upload(server.url, f"{ns}/d", data)
     tampered = data.replace(b"hello", b"hellO")
     response = call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=tampered)
@@ -85,7 +85,7 @@ def test_checksum_mismatch_stores_nothing(server, ns):
 
 
 def test_longer_body_than_promised_is_refused(server, ns):
-    data = jsonl([chat_row()])
+    data = jsonl([chat_row(ns)])
     session = open_upload(server.url, f"{ns}/d", data)
     response = call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0", content=data * 3)
     is_problem(response, 413)
@@ -148,7 +148,7 @@ def test_lifecycle_branch_snapshot_and_evaluation_routes_refuse_bad_input_as_pro
 
 
 def test_a_conversion_record_is_checked_and_kept_on_the_version(server, ns):
-    data = jsonl([chat_row()])
+    data = jsonl([chat_row(ns)])
     shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
              "lines": 1}
     record = {"sourceFormat": "trl-prompt-completion", "container": "parquet", "format": "preference-jsonl-v1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
 
 from optimize.chat.rows import RowKind
 from optimize.core.errors import Invalid
@@ -21,9 +22,17 @@ class DatasetFormat(StrEnum):
         return cls.CHAT if kind == RowKind.CHAT else cls.PREFERENCE
 
 
+F = TypeVar("F", bound=StrEnum)
+
+
 def parse_format(text: str) -> DatasetFormat:
+    return parse_named(DatasetFormat, text)
+
+
+def parse_named(formats: type[F], text: str) -> F:
+    """The format `text` names among `formats`, or a refusal listing them."""
     try:
-        return DatasetFormat(text)
+        return formats(text)
     except ValueError:
-        choices = ", ".join(f.value for f in DatasetFormat)
+        choices = ", ".join(f.value for f in formats)
         raise Invalid(f"format {text!r} is not known", hint=f"use one of {choices}") from None

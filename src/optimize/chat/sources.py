@@ -21,8 +21,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
+from optimize.chat.formats import parse_named
 from optimize.chat.rows import RowError, RowKind, detect_kind
-from optimize.core.errors import Invalid
 
 
 class SourceFormat(StrEnum):
@@ -47,11 +47,7 @@ Converted = tuple[dict[str, Any], list[str]]
 
 
 def parse_source_format(text: str) -> SourceFormat:
-    try:
-        return SourceFormat(text)
-    except ValueError:
-        choices = ", ".join(f.value for f in SourceFormat)
-        raise Invalid(f"format {text!r} is not known", hint=f"use one of {choices}") from None
+    return parse_named(SourceFormat, text)
 
 
 def detect_source(row: Any) -> SourceFormat | None:
