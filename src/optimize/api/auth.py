@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from optimize.api.problems import send_problem
 from optimize.auth.tokens import Caller, authenticate
 from optimize.core.tokens import Role
 from optimize.store.db import Store
@@ -56,17 +56,18 @@ class TokenGate:
         path, method = scope["path"], scope["method"]
         token = _bearer(scope)
         if token is None:
-            await _refuse(send, path, 401, "unauthenticated", "this server needs an API token",
+            await _refuse(scope, receive, send, 401, "unauthenticated", "this server needs an API token",
                           "send Authorization: Bearer TOKEN; with akka: --token, OPTIMIZE_TOKEN or akka auth login")
             return
         caller = await run_in_threadpool(authenticate, self.store, token)
         if caller is None:
-            await _refuse(send, path, 401, "unauthenticated", "the API token is not valid (unknown or revoked)",
+            await _refuse(scope, receive, send, 401, "unauthenticated",
+                          "the API token is not valid (unknown or revoked)",
                           "ask an administrator for a token: akka auth tokens create")
             return
         needed = needed_role(method, path)
         if not caller.role.allows(needed):
-            await _refuse(send, path, 403, "forbidden",
+            await _refuse(scope, receive, send, 403, "forbidden",
                           f"{method} {path} needs the {needed.value} role; token {caller.name} is a "
                           f"{caller.role.value}", f"use a token with that role (an administrator issues one: akka auth "
                           f"tokens create NAME --role {needed.value})")
@@ -88,15 +89,10 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-async def _refuse(send: Send, path: str, status: int, code: str, detail: str, hint: str) -> None:
-    body = {"type": f"https://optimize.dev/problems/{code}", "title": code, "status": status, "code": code,
-            "detail": detail, "hint": hint}
-    if OPENAI.search(path):  # what OpenAI clients read an error from
-        body["error"] = {"message": f"{detail} ({hint})", "type": code, "code": code, "param": None}
-    headers = [(b"content-type", b"application/problem+json")]
-    if status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="optimize"'))
-    payload = orjson.dumps(body)
-    headers.append((b"content-length", str(len(payload)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, code: str, detail: str,
+                  hint: str) -> None:
+    extra = {}
+    if OPENAI.search(scope["path"]):  # what OpenAI clients read an error from
+        extra["error"] = {"message": f"{detail} ({hint})", "type": code, "code": code, "param": None}
+    headers = {"www-authenticate": 'Bearer realm="optimize"'} if status == 401 else None
+    await send_problem(scope, receive, send, status, code, detail, headers=headers, hint=hint, **extra)

@@ -39,3 +39,11 @@ def streamed_body(media_type: str, description: str) -> dict[str, Any]:
     """`openapi_extra` of a route that reads its body's bytes itself, as they arrive."""
     return {"requestBody": {"required": True, "content": {media_type: {"schema": {
         "type": "string", "format": "binary", "description": description}}}}}
+
+
+def is_json_body(scope) -> bool:
+    """Whether an ASGI request says its body is one JSON document (NDJSON shards are not)."""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return b"json" in value.lower() and b"ndjson" not in value.lower()
+    return False

@@ -8,10 +8,12 @@ The declared Content-Length is checked first; a body sent without one (chunked) 
 
 from __future__ import annotations
 
-import json
 import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from optimize.api.bodies import is_json_body
+from optimize.api.problems import send_problem
 
 DEFAULT_MAX_JSON_BYTES = 1024 * 1024
 
@@ -30,12 +32,12 @@ class BodyLimits:
         self.limit = max_json_bytes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith("/v1/internal/") or not _is_json(scope):
+        if scope["type"] != "http" or scope["path"].startswith("/v1/internal/") or not is_json_body(scope):
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
-            await _refuse(send, self.limit)
+            await _refuse(scope, receive, send, self.limit)
             return
         received = 0
         started = False
@@ -58,14 +60,8 @@ class BodyLimits:
             await self.app(scope, counted, watched)
         except BodyTooLarge:
             if not started:
-                await _refuse(send, self.limit)
+                await _refuse(scope, receive, send, self.limit)
 
-
-def _is_json(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return b"json" in value.lower() and b"ndjson" not in value.lower()
-    return False
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -78,12 +74,7 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _refuse(send: Send, limit: int) -> None:
-    body = json.dumps({"type": "https://optimize.dev/problems/too_large", "title": "Too large", "status": 413,
-                       "code": "too_large", "detail": f"the request body is larger than the {limit:,}-byte limit for "
-                                                      "JSON documents",
-                       "hint": "send a smaller document (an operator may raise OPTIMIZE_MAX_JSON_BYTES)"}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/problem+json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+async def _refuse(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    await send_problem(scope, receive, send, 413, "too_large",
+                       f"the request body is larger than the {limit:,}-byte limit for JSON documents",
+                       hint="send a smaller document (an operator may raise OPTIMIZE_MAX_JSON_BYTES)")

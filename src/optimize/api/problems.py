@@ -21,6 +21,14 @@ def problem(status: int, code: str, detail: str, **extra) -> JSONResponse:
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
 
+async def send_problem(scope, receive, send, status: int, code: str, detail: str,
+                       headers: dict[str, str] | None = None, **extra) -> None:
+    """The same problem, answered from an ASGI middleware in front of the routes (the gate, the body checks)."""
+    response = problem(status, code, detail, **extra)
+    response.headers.update(headers or {})
+    await response(scope, receive, send)
+
+
 def _field_path(location: tuple) -> str:
     parts = [str(part) for part in location if part not in ("body", "query", "path")]
     return ".".join(parts) or "body"

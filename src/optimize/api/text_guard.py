@@ -17,6 +17,9 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from optimize.api.bodies import is_json_body
+from optimize.api.problems import send_problem
+
 NUL_ESCAPE = re.compile(rb"\\u0000", re.IGNORECASE)
 # a UTF-16 surrogate escape (\ud800-\udfff): a valid pair decodes to one character, a lone one to a string that
 # cannot be encoded as UTF-8 (so neither stored nor answered: a 500 on both stores)
@@ -35,17 +38,18 @@ class TextGuard:
             await self.app(scope, receive, send)
             return
         where = _in_url(scope)
-        if where is None and _is_json(scope):
+        if where is None and is_json_body(scope):
             body, receive = await _buffered(receive)
             where = _in_body(body)
             if where is None:
                 where = _surrogate_in_body(body)
                 if where is not None:
-                    await _refuse(send, f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
+                    await _refuse(scope, receive, send,
+                                  f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
                                   SURROGATE_HINT)
                     return
         if where is not None:
-            await _refuse(send, f"{where} holds a NUL character")
+            await _refuse(scope, receive, send, f"{where} holds a NUL character")
             return
         await self.app(scope, receive, send)
 
@@ -61,12 +65,6 @@ def _in_url(scope: Scope) -> str | None:
         return "the query"
     return None
 
-
-def _is_json(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return b"json" in value.lower() and b"ndjson" not in value.lower()
-    return False
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
@@ -141,10 +139,5 @@ def _field_with(value: Any, path: str, found_in) -> str | None:
     return None
 
 
-async def _refuse(send: Send, detail: str, hint: str = HINT) -> None:
-    body = json.dumps({"type": "https://optimize.dev/problems/invalid", "title": "Invalid input", "status": 422,
-                       "code": "invalid", "detail": detail, "hint": hint}).encode()
-    await send({"type": "http.response.start", "status": 422,
-                "headers": [(b"content-type", b"application/problem+json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+async def _refuse(scope: Scope, receive: Receive, send: Send, detail: str, hint: str = HINT) -> None:
+    await send_problem(scope, receive, send, 422, "invalid", detail, hint=hint)

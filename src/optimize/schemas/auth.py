@@ -28,14 +28,19 @@ class TokenCreate(BaseModel):
 # --- answers ------------------------------------------------------------------------------------------------
 
 
-class Token(Answer):
-    """A token's record (never the token itself, which only its creation answers)."""
+class WhoAmI(Answer):
+    """The caller a request's token names."""
 
     token_id: str = Field(description="The token's id")
     name: str = Field(description="Its name")
     role: str = Field(description="reader, trainer or admin")
     projects: list[str] | None = Field(description="Projects it is limited to; null: all")
     namespaces: list[str] | None = Field(description="Namespaces it is limited to; null: all")
+
+
+class Token(WhoAmI):
+    """A token's record (never the token itself, which only its creation answers)."""
+
     created_at: str = Field(description="When it was issued (ISO 8601, UTC)")
     created_by: str | None = Field(description="The id of the token that issued it; null: the server, at its "
                                                "first start")
@@ -51,13 +56,3 @@ class IssuedToken(Token):
 
 class TokenList(Answer):
     tokens: list[Token] = Field(description="The tokens, oldest first")
-
-
-class WhoAmI(Answer):
-    """The caller a request's token names."""
-
-    token_id: str = Field(description="The token's id")
-    name: str = Field(description="Its name")
-    role: str = Field(description="reader, trainer or admin")
-    projects: list[str] | None = Field(description="Projects it is limited to; null: all")
-    namespaces: list[str] | None = Field(description="Namespaces it is limited to; null: all")
