@@ -111,7 +111,7 @@ def test_a_paused_and_resumed_run_ends_with_the_uninterrupted_weights(project, s
     third = cli.json("training", "runs", "resume", run_id)
     assert third["resumed"] | {"attempt": 3, "snapshotId": newest["snapshotId"], "optimizerState": True} == \
         third["resumed"]
-    lines = cli.ok("training", "runs", "wait", run_id, "-o", "json-compact").out.splitlines()
+    lines = cli.ok("training", "runs", "wait", run_id, "--events", "-o", "json-compact").out.splitlines()
     done = json.loads(lines[-1])
     assert done["phase"] == "COMPLETED", done["failureReason"]
     assert not any(json.loads(line).get("pause") for line in lines)  # the earlier pauses are not repeated

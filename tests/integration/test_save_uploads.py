@@ -46,8 +46,8 @@ def kinds(client: httpx.Client, run_id: str) -> list[tuple[int, tuple[str, ...]]
 def test_a_run_that_saves_faster_than_it_uploads_keeps_up_and_stays_resumable(slow, capsys, tmp_path):
     proc, client = slow
     cli = Cli(capsys, proc.url)
-    lines = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, plan(60)), "--force", "--wait", "-o",
-                   "json-compact").out.splitlines()
+    lines = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, plan(60)), "--force", "--wait", "--events",
+                   "-o", "json-compact").out.splitlines()
     run = json.loads(lines[-1])
     assert run["phase"] == "COMPLETED", run["failureReason"]
     saved = kinds(client, run["runId"])

@@ -1,8 +1,9 @@
 """Watching long work through the CLI (`wait`, `--wait`) against a real server, real workers and real training on
 the stand-in model: plain lines when the output is no terminal (the CLI runs here as a subprocess with a pipe),
-one JSON event per status under `-o json`, Ctrl-C that stops only the following, and `runs get` showing the
-pre-flight estimate against the training time measured. The terminal view is rendered in
-tests/unit/test_progress_view.py."""
+under `-o json` one document (the item as `get` answers it) and with `--events` a JSON line per status first,
+Ctrl-C that stops only the following, and `runs get` showing the pre-flight estimate against the training time
+measured. The terminal view is rendered in tests/unit/test_progress_view.py; what each mode prints against a
+scripted stream (exit codes, Ctrl-C, usage errors) in tests/unit/test_follow.py."""
 
 from __future__ import annotations
 
@@ -96,27 +97,45 @@ def test_ctrl_c_stops_following_and_the_run_goes_on(watched):
     assert prediction["analysisId"] == run["lengthCheck"]["datasets"][0]["analysisId"]
 
 
-def test_a_followed_run_under_json_is_one_event_per_status_then_the_run(completed_run, sqlite_server):
-    # completed_run was followed with `runs start --wait -o json-compact` from its submission to its end
-    *events, final = completed_run["lines"]
-    assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
+def test_a_followed_run_under_json_is_one_document_the_run_as_get_answers_it(completed_run, sqlite_server):
+    # completed_run was followed with `runs start --wait --exit-status -o json-compact` from its submission to its end
+    assert len(completed_run["lines"]) == 1, completed_run["lines"]  # one document, no stream of states
+    final = completed_run["run"]
     assert "event" not in final and final["phase"] == "COMPLETED"  # the run as `runs get` answers it
+    # the run it recorded its estimate for (its analysis ran while it waited), and the time it took
+    assert final["prediction"]["seconds"] > 0 and final["prediction"]["actualSeconds"] > 0
+
+    # `-o json` on a later follow: one document, exactly what `runs get -o json` prints
+    again = akka(sqlite_server.url, "training", "runs", "wait", final["runId"], "-o", "json")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == akka(sqlite_server.url, "training", "runs", "get", final["runId"], "-o", "json").stdout
+    assert json.loads(again.stdout)["runId"] == final["runId"]
+
+
+def test_events_stream_a_json_line_per_status_then_the_run(watched):
+    url = watched["url"]
+    started = akka(url, "training", "runs", "start", "-f", watched["plan"], "--force", "--wait", "--exit-status",
+                   "--events", "-o", "json")
+    assert started.returncode == 0, started.stdout + started.stderr
+    *events, final = [json.loads(line) for line in started.stdout.splitlines()]  # JSON lines, even under -o json
+    assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
+    assert "event" not in final and final["phase"] == "COMPLETED"
+    assert final == json.loads(akka(url, "training", "runs", "get", final["runId"], "-o", "json").stdout)
     training = [e for e in events if e["phase"] == "TRAINING" and e["live"]["unit"] == "steps"]
-    assert training and all(e["live"]["total"] == 16 and e["live"]["done"] == e["progress"]["observedStep"]
+    assert training and all(e["live"]["total"] == 8 and e["live"]["done"] == e["progress"]["observedStep"]
                             for e in training)
     bases = {e["live"]["etaBasis"] for e in training if e["live"]["etaBasis"]}
     assert bases, training  # every ETA says what it rests on: the steps seen, or the estimate before them
     assert all(b == "from the pre-flight estimate" or re.fullmatch(r"from the last \d+ steps", b) for b in bases)
-    # the run it recorded its estimate for (its analysis ran while it waited), and the time it took
-    assert final["prediction"]["seconds"] > 0 and final["prediction"]["actualSeconds"] > 0
 
-    # `-o json` on a later follow: the event on one line, then the run (pretty)
-    again = akka(sqlite_server.url, "training", "runs", "wait", final["runId"], "-o", "json")
+    # a later follow of the ended run: its one status, then the run
+    again = akka(url, "training", "runs", "wait", final["runId"], "--events", "-o", "json-compact")
     assert again.returncode == 0, again.stderr
-    first, rest = again.stdout.split("\n", 1)
-    event = json.loads(first)
-    assert event["event"] == "status" and event["phase"] == "COMPLETED" and event["live"]["done"] == 16
-    assert json.loads(rest)["runId"] == final["runId"]
+    event, run = [json.loads(line) for line in again.stdout.splitlines()]
+    assert event["event"] == "status" and event["phase"] == "COMPLETED" and event["live"]["done"] == 8
+    assert run == final
+    refused = akka(url, "training", "runs", "wait", final["runId"], "--events")  # a stream of JSON needs a JSON mode
+    assert refused.returncode == 2 and "--events needs -o json or -o json-compact" in refused.stderr.replace("\n", " ")
 
 
 def _line_within(process: subprocess.Popen, seconds: float) -> str:

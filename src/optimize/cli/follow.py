@@ -2,8 +2,9 @@
 
 Where the statuses go depends on where the output goes: on a terminal a live Rich view (headline, bar, loss,
 tokens/s, ETA and its basis) redrawn in place; elsewhere a plain line when the headline changes, and otherwise
-at most every PLAIN_EVERY seconds (a log is read later, and a line per step would bury it); under `-o json`
-one JSON event per status (`progress.event`), then the item as `get` answers it.
+at most every PLAIN_EVERY seconds (a log is read later, and a line per step would bury it). Under `-o json` one
+document: the item as `get` answers it once it has ended; with `--events` (JSON modes only) the stream as JSON
+lines instead — one JSON event per status (`progress.event`), then the item as `get` answers it, each on a line.
 
 What ends the follow is the server's `settled`; what the exit status is, the caller decides from the item
 returned. Ctrl-C stops following only: the work goes on, the command says how to follow it again, and exits 130.
@@ -11,14 +12,17 @@ returned. Ctrl-C stops following only: the work goes on, the command says how to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from optimize.cli import progress
 from optimize.cli.common import fail
-from optimize.cli.output import CommandFailed, Output, console, print_error
+from optimize.cli.output import CommandFailed, Output, activate, console, print_error
 from optimize.cli.safe_text import escape_controls
 
 if TYPE_CHECKING:
@@ -26,16 +30,38 @@ if TYPE_CHECKING:
 
 PLAIN_EVERY = 5.0  # seconds between plain lines that only report progress
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
+Events = Annotated[bool, typer.Option("--events", help="Needs -o json|json-compact (and --wait where it is an "
+                                      "option): each status as a JSON line, then the final item on a line; without "
+                                      "it JSON modes print the final item only.")]
+
+
+def check_events(out: Output, events: bool, wait: bool = True) -> None:
+    """`--events` is a JSON stream of a follow: a usage error (exit 2) without `--wait` or without a JSON mode."""
+    if events and not wait:
+        raise typer.BadParameter("--events needs --wait", param_hint="'--events'")
+    if events and not out.is_json:
+        raise typer.BadParameter("--events needs -o json or -o json-compact (it prints JSON lines)",
+                                 param_hint="'--events'")
+
+
+def emit_final(out: Output, item: dict[str, Any], render: Callable[[Any, dict[str, Any]], None] | None,
+               events: bool) -> None:
+    """The followed item as `get` shows it; after `--events` on one line, so the whole output is JSON lines."""
+    (dataclasses.replace(out, mode="json-compact") if events and out.is_json else out).emit(item, render)
 
 
 def follow_status(api: OptimizeApi, out: Output, kind: str, item_id: str, timeout: float | None,
                   line: Callable[[dict[str, Any]], str], render: Callable[[Any, dict[str, Any]], None] | None,
-                  not_yet: str = "has not ended", again: str | None = None, events: bool = True) -> dict[str, Any]:
+                  not_yet: str = "has not ended", again: str | None = None, events: bool = False) -> dict[str, Any]:
     """`kind` is the command group and the typed client's resource (`runs`, `evaluations`, `endpoints`,
     `analyses`); `line(status)` is the headline (id, phase and what only that kind says: a pause, what it waits
     for, a failure). `render` shows the final item (None: the caller shows it, and the last status is returned
     instead of the item re-read). `again` is the command that follows it again (default: `akka training KIND
-    wait ID`); `events=False` keeps JSON modes to the final item (a command whose JSON answer is one object)."""
+    wait ID`). In JSON modes the output is the final item alone, unless `events` (`--events`): then a JSON line per
+    status first, and the final item (or the error that ends the follow) on a line of its own."""
+    if events and out.is_json:  # JSON lines throughout: an error that ends the follow is one line too
+        out = dataclasses.replace(out, mode="json-compact")
+        activate(out)
     resource = getattr(api, kind)
     noun = progress.ITEMS[kind]
     deadline = time.monotonic() + timeout if timeout else None
@@ -62,10 +88,7 @@ def follow_status(api: OptimizeApi, out: Output, kind: str, item_id: str, timeou
     if render is None:
         return last
     final = resource.get(last[progress.ID_KEYS[kind]])
-    if out.is_json:
-        out.emit(final)
-    else:
-        render(console(), final)
+    emit_final(out, final, render, events)
     return final
 
 
@@ -91,7 +114,7 @@ def _display(out: Output, kind: str, line: Callable[[dict[str, Any]], str], even
 
 
 class _Display:
-    """Shows nothing; the base of the others (a JSON command whose answer is only the final item)."""
+    """Shows nothing; the base of the others (a JSON mode without --events: its answer is only the final item)."""
 
     def __init__(self, kind: str, line: Callable[[dict[str, Any]], str]) -> None:
         self.tracker = progress.Tracker(kind)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from optimize.cli.common import client_for, command, fail
-from optimize.cli.follow import follow_status
+from optimize.cli.follow import Events, check_events, emit_final, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -27,10 +27,12 @@ def analyze(
                         typer.Option("-f", "--file", help="Run file to estimate steps and time for.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the report.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait at most.")] = 3600,
+    events: Events = False,
 ) -> None:
     """Start an analysis (or read the one already kept for these examples, model commit and version)."""
     from optimize.schemas.plans import load_plan_text
 
+    check_events(out, events, wait)
     plan = None
     if run_file is not None:
         try:
@@ -41,12 +43,13 @@ def analyze(
         analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)
         if wait and analysis["phase"] not in TERMINAL:
             out.note(f"Analysis {analysis['analysisId'][:12]} {analysis['phase']} …")
-            # rows measured of total (and an ETA) while it runs; the JSON answer stays the one analysis
+            # rows measured of total (and an ETA) while it runs; the JSON answer is the one analysis (--events:
+            # a JSON line per status before it)
             analysis = follow_status(api, out, "analyses", analysis["analysisId"], timeout, _headline, None,
-                                     again=f"akka training datasets analyze {dataset} --wait", events=False)
+                                     again=f"akka training datasets analyze {dataset} --wait", events=events)
             if run_file is not None and analysis["phase"] == "done":
                 analysis = api.analyses.start(dataset=dataset, model=model, plan=plan)  # now with the estimates
-    out.emit(analysis, _render)
+    emit_final(out, analysis, _render, events)
     if wait and analysis["phase"] == "failed":
         raise typer.Exit(1)
 

@@ -14,6 +14,7 @@ import typer
 from optimize.cli.commands.runs import _follow, app
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.dry_run import render_dry_run
+from optimize.cli.follow import Events, check_events
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, table
 
@@ -47,10 +48,11 @@ def _document(path: str | None, what: str) -> Any:
 
 
 def _submit(out: Output, submit: Callable[[Runs], Json], dry_run: bool, wait: bool,
-            exit_status: bool) -> None:
+            exit_status: bool, events: bool) -> None:
     """`submit` sends the child (a branch or a continuation) through the runs resource it is given."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    check_events(out, events, wait)
     with client_for(out, timeout=120.0) as api:
         answer = submit(api.runs)
         if dry_run:
@@ -62,7 +64,7 @@ def _submit(out: Output, submit: Callable[[Runs], Json], dry_run: bool, wait: bo
                 f"{_restore_text(r['branch'])}. Follow it with: akka training runs wait {r['runId'][:12]}"))
             return
         out.note(f"Branch {answer['runId'][:12]} submitted; {_restore_text(answer['branch'])}.")
-        _follow(api, out, answer["runId"], None, exit_status)
+        _follow(api, out, answer["runId"], None, exit_status, events)
 
 
 def _restore_text(branch: dict[str, Any]) -> str:
@@ -80,24 +82,25 @@ def branch(out: Output, parent: Parent, snapshot: SnapshotOption = None, restore
            overrides: Overrides = None,
            max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="The child's updates.")] = None,
            epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="The child's epochs.")] = None,
-           dry_run: DryRun = False, wait: Wait = False, exit_status: ExitStatus = False) -> None:
+           dry_run: DryRun = False, wait: Wait = False, exit_status: ExitStatus = False, events: Events = False
+           ) -> None:
     """Start a child run from a parent's snapshot, with the parent's settings and the overrides over them."""
     document = _document(overrides, "overrides")
     _submit(out, lambda runs: runs.branch(parent, snapshot_id=snapshot, restore_mode=restore, overrides=document,
                                           max_steps=max_steps, epochs=epochs, dry_run=dry_run),
-            dry_run, wait, exit_status)
+            dry_run, wait, exit_status, events)
 
 
 @command(app, "continue")
 def continue_run(out: Output, parent: Parent,
                  steps: Annotated[int, typer.Option("--steps", min=1, help="How many more updates.")],
                  snapshot: SnapshotOption = None, overrides: Overrides = None, dry_run: DryRun = False,
-                 wait: Wait = False, exit_status: ExitStatus = False) -> None:
+                 wait: Wait = False, exit_status: ExitStatus = False, events: Events = False) -> None:
     """Continue a run with its optimizer state: a trainingState branch of --steps updates."""
     document = _document(overrides, "overrides")
     _submit(out, lambda runs: runs.continue_(parent, steps=steps, snapshot_id=snapshot, overrides=document,
                                              dry_run=dry_run),
-            dry_run, wait, exit_status)
+            dry_run, wait, exit_status, events)
 
 
 @command(app, "sweep")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from optimize.cli.common import client_for, command
-from optimize.cli.follow import follow_status
+from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
@@ -29,9 +29,11 @@ def create(
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the model answers; exit 1 if it never will.")
                     ] = False,
     timeout: Timeout = None,
+    events: Events = False,
 ) -> None:
     """Serve a model. A candidate whose base model an active endpoint of the project serves attaches to it, on
     no new devices."""
+    check_events(out, events, wait)
     with client_for(out) as api:
         answer = api.endpoints.create(model=model, project=project, device_profile=device_profile)
         verb = "attached to" if answer["attached"] else "created as"
@@ -41,7 +43,7 @@ def create(
                 f"akka training endpoints wait {e['endpointId'][:12]}"))
             return
         out.note(f"{model} {verb} endpoint {answer['endpointId'][:12]}.")
-        _follow(api, out, answer["endpointId"], timeout)
+        _follow(api, out, answer["endpointId"], timeout, events)
 
 
 @command(app, "get")
@@ -66,10 +68,12 @@ def list_endpoints(
 
 
 @command(app, "wait")
-def wait(out: Output, endpoint: Endpoint, timeout: Timeout = None) -> None:
-    """Wait until every model of the endpoint answers; exit 1 if the endpoint fails or is deleted."""
+def wait(out: Output, endpoint: Endpoint, timeout: Timeout = None, events: Events = False) -> None:
+    """Wait until every model of the endpoint answers; exit 1 if the endpoint fails or is deleted (-o json: the
+    endpoint alone; --events: a JSON line per status first)."""
+    check_events(out, events)
     with client_for(out) as api:
-        _follow(api, out, endpoint, timeout)
+        _follow(api, out, endpoint, timeout, events)
 
 
 add_logs_command(app, "endpoints", "endpoint", status="akka training endpoints get")
@@ -153,8 +157,9 @@ def delete(out: Output, endpoint: Endpoint) -> None:
     out.emit(answer, lambda con, e: con.print(f"Endpoint {e['endpointId'][:12]} {_phase(e)}."))
 
 
-def _follow(api, out: Output, endpoint_id: str, timeout: float | None) -> None:
-    final = follow_status(api, out, "endpoints", endpoint_id, timeout, _line, _render, "does not answer yet")
+def _follow(api, out: Output, endpoint_id: str, timeout: float | None, events: bool) -> None:
+    final = follow_status(api, out, "endpoints", endpoint_id, timeout, _line, _render, "does not answer yet",
+                          events=events)
     if final["terminal"]:  # an endpoint that will not answer is a failure, whatever else was asked
         raise CommandFailed(1)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from optimize.cli.common import client_for, command
-from optimize.cli.follow import follow_status
+from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
@@ -33,10 +33,12 @@ def start(
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
+    events: Events = False,
 ) -> None:
     """Start an evaluation: the model answers each row's prompt on a device of its own; the grader scores it."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    check_events(out, events, wait)
     with client_for(out) as api:
         answer = api.evaluations.start(model=model, dataset=dataset, grader=grader, project=project,
                                        max_new_tokens=max_new_tokens, grader_instructions=grader_instructions)
@@ -46,7 +48,7 @@ def start(
                 f"{e['phase'].title()}; follow it with: akka training evaluations wait {e['evaluationId'][:12]}"))
             return
         out.note(f"Evaluation {answer['evaluationId'][:12]} submitted.")
-        _follow(api, out, answer["evaluationId"], None, exit_status)
+        _follow(api, out, answer["evaluationId"], None, exit_status, events)
 
 
 @command(app, "get")
@@ -73,11 +75,13 @@ def list_evaluations(
 @command(app, "wait")
 def wait(out: Output, evaluation: Evaluation,
          exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 1 unless it completes.")] = False,
-         timeout: Annotated[float | None, typer.Option("--timeout", help="Give up after this many seconds.")] = None
-         ) -> None:
-    """Follow an evaluation until it ends: a line per change, then the evaluation."""
+         timeout: Annotated[float | None, typer.Option("--timeout", help="Give up after this many seconds.")] = None,
+         events: Events = False) -> None:
+    """Follow an evaluation until it ends: a line per change, then the evaluation (-o json: the evaluation alone;
+    --events: a JSON line per status first)."""
+    check_events(out, events)
     with client_for(out) as api:
-        _follow(api, out, evaluation, timeout, exit_status)
+        _follow(api, out, evaluation, timeout, exit_status, events)
 
 
 add_logs_command(app, "evaluations", "evaluation", status="akka training evaluations get")
@@ -93,9 +97,11 @@ def cancel(out: Output, evaluation: Evaluation) -> None:
 
 @command(app, "retry")
 def retry(out: Output, evaluation: Evaluation,
-          wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False) -> None:
+          wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
+          events: Events = False) -> None:
     """Run an ended evaluation again: a base model resolves to the commit selected now, and only the rows not
     answered from that commit are asked again."""
+    check_events(out, events, wait)
     with client_for(out) as api:
         answer = api.evaluations.retry(evaluation)
         if not wait:
@@ -103,7 +109,7 @@ def retry(out: Output, evaluation: Evaluation,
                 f"Evaluation {e['evaluationId'][:12]} queued again at base commit {e['baseModel']['commit'][:12]}; "
                 f"{e['progress']['answered']} of {e['progress']['total']} answers kept"))
             return
-        _follow(api, out, answer["evaluationId"], None, False)
+        _follow(api, out, answer["evaluationId"], None, False, events)
 
 
 @command(app, "predictions")
@@ -114,8 +120,8 @@ def predictions(out: Output, evaluation: Evaluation,
         out.emit(api.evaluations.predictions(evaluation, limit=limit), _render_predictions)
 
 
-def _follow(api, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool) -> None:
-    final = follow_status(api, out, "evaluations", evaluation_id, timeout, _line, _render)
+def _follow(api, out: Output, evaluation_id: str, timeout: float | None, exit_status: bool, events: bool) -> None:
+    final = follow_status(api, out, "evaluations", evaluation_id, timeout, _line, _render, events=events)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 

@@ -10,7 +10,7 @@ import typer
 
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.dry_run import render_dry_run
-from optimize.cli.follow import follow_status
+from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
@@ -26,6 +26,7 @@ def start(
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends.")] = False,
     exit_status: Annotated[bool,
                            typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")] = False,
+    events: Events = False,
     force: Annotated[bool, typer.Option("--force", help="Start without asking for confirmation.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check everything a submission checks; start nothing.")
                        ] = False,
@@ -38,6 +39,7 @@ def start(
 
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    check_events(out, events, wait)
     if show_resolved and not dry_run:
         raise typer.BadParameter("--show-resolved needs --dry-run", param_hint="'--show-resolved'")
     try:
@@ -68,7 +70,7 @@ def start(
                 f"akka training runs wait {r['runId'][:12]}"))
             return
         out.note(f"Run {run['runId'][:12]} submitted.")
-        _follow(api, out, run["runId"], None, exit_status)
+        _follow(api, out, run["runId"], None, exit_status, events)
 
 
 @command(app, "get")
@@ -115,10 +117,13 @@ def wait(
     exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 1 unless the run completes.")] = False,
     timeout: Annotated[float | None,
                        typer.Option("--timeout", help="Give up following after this many seconds.")] = None,
+    events: Events = False,
 ) -> None:
-    """Follow a run until it ends: a line per change (-o json: one JSON object per line)."""
+    """Follow a run until it ends: a line per change, then the run (-o json: the run alone; --events: a JSON line
+    per status first)."""
+    check_events(out, events)
     with client_for(out) as api:
-        _follow(api, out, run, timeout, exit_status)
+        _follow(api, out, run, timeout, exit_status, events)
 
 
 add_logs_command(app, "runs", "run", status="akka training runs get")  # logs RUN [--attempt N] [--follow]
@@ -186,8 +191,8 @@ def _restored(resumed: dict[str, Any]) -> str:
     return f"restored snapshot {resumed['snapshotId'][:12]} at step {resumed['step']} with its optimizer state"
 
 
-def _follow(api, out: Output, run_id: str, timeout: float | None, exit_status: bool) -> None:
-    final = follow_status(api, out, "runs", run_id, timeout, _status_line, _render_run)
+def _follow(api, out: Output, run_id: str, timeout: float | None, exit_status: bool, events: bool = False) -> None:
+    final = follow_status(api, out, "runs", run_id, timeout, _status_line, _render_run, events=events)
     if exit_status and final["phase"] != "COMPLETED":
         raise CommandFailed(1)
 
