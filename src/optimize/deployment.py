@@ -3,12 +3,13 @@ executor that starts worker processes, the scheduler that grants devices, and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import Catalog
+from optimize.core.quotas import Quotas
 from optimize.jobs.devices import DeviceProfile
 from optimize.store.db import Store
 
@@ -25,6 +26,7 @@ class Deployment:
     lease_seconds: float = 60.0  # how long a worker's lease holds without a heartbeat
     analysis_wait_seconds: float = 1800.0  # how long a queued run waits for its datasets' analyses
     endpoint_idle_seconds: float = 3600.0  # how long an endpoint holds its device without a request
+    quotas: Quotas = field(default_factory=Quotas)  # what each project may hold at once
 
     def __post_init__(self) -> None:
         from optimize.jobs.effects import Effects

@@ -139,13 +139,6 @@ def test_a_server_bound_beyond_loopback_says_who_can_get_in_and_refuses_when_nob
         start_server(tmp_path / "open", extra_args=["--host", "0.0.0.0"])
 
 
-def test_a_limit_the_server_cannot_enforce_yet_is_refused_not_recorded(sqlite_server, capsys):
-    cli = Cli(capsys, sqlite_server.url)
-    refused = cli("auth", "tokens", "create", "limited", "--role", "reader", "--project", "shop")
-    assert refused.code == 1 and "not enforced by this server yet" in refused.err
-    assert "limited" not in cli.ok("auth", "tokens", "list").out
-
-
 def test_imports_come_only_from_plain_folders_under_the_import_roots(sqlite_server, capsys, tmp_path):
     """The session's servers may import from the temporary folder only (OPTIMIZE_IMPORT_ROOTS, tests/conftest.py)."""
     import os

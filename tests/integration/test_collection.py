@@ -1,10 +1,15 @@
-"""The collector, against a real server whose uploads expire after 2 s: a refused upload closes its session, and
-`akka server gc` removes expired sessions and the shards no version holds (rows and blobs), never a shard a
-version holds, even while registrations go on."""
+"""The collector, against a real server whose uploads expire after 2 s and whose blobs have no grace: a refused
+upload closes its session, and `akka server gc` removes expired sessions, the shards no version holds (rows and
+blobs) and the blobs nothing references, never a shard a version holds, even while registrations go on (sending
+again the bytes of old orphans). On the session's trained run: an orphan older than the grace goes, and every blob
+its datasets, snapshots, model and analyses name stays (tests/unit/test_blob_collection.py covers the rules on both
+stores)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +31,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def short_lived(tmp_path_factory):
     proc = start_server(tmp_path_factory.mktemp("collection"),
-                        env={"OPTIMIZE_UPLOAD_EXPIRY_SECONDS": "2", "OPTIMIZE_GC_SECONDS": "0"})
+                        env={"OPTIMIZE_UPLOAD_EXPIRY_SECONDS": "2", "OPTIMIZE_GC_SECONDS": "0",
+                             "OPTIMIZE_GC_BLOB_GRACE_SECONDS": "0"})
     yield proc
     proc.stop()
 
@@ -62,9 +68,10 @@ def test_a_refused_upload_is_closed_and_gc_removes_what_no_version_holds(short_l
     time.sleep(2.5)  # past the uploads' expiry
     counted = cli.json("server", "gc", "--dry-run")
     # kept's (committed), orphan's and bad's (opened again) sessions, all past their expiry; orphan's shard only
-    assert counted == {"dryRun": True, "uploadSessions": 3, "shards": 1, "bytes": len(orphan)}
+    assert counted == {"dryRun": True, "uploadSessions": 3, "shards": 1, "bytes": len(orphan), "blobs": 0,
+                       "blobBytes": 0, "unreadableManifests": []}
     assert blob_path(short_lived, orphan_sha).exists()  # a dry run removes nothing
-    assert cli.ok("server", "gc").out.startswith("Removed 3 upload session(s) and 1 shard(s)")
+    assert cli.ok("server", "gc").out.startswith("Removed 3 upload session(s), 1 shard(s)")
     assert not blob_path(short_lived, orphan_sha).exists()
     version = cli.json("registry", "datasets", "get", "gc/kept")
     assert Path(url2pathname(urlparse(version["objects"][0]["location"]).path)).exists()
@@ -75,6 +82,8 @@ def test_a_refused_upload_is_closed_and_gc_removes_what_no_version_holds(short_l
 
 def test_gc_never_removes_a_shard_a_version_holds_while_registrations_go_on(short_lived, tmp_path):
     files = [write_jsonl(tmp_path / f"{i}.jsonl", [chat_row(f"busy {i}")]) for i in range(12)]
+    for path in files[::2]:  # half of them held already as blobs nothing names, an hour old: sent again
+        age(write_blob(short_lived, path.read_bytes()), 3600)
     stop = threading.Event()
 
     def collect_all_the_time():
@@ -106,4 +115,57 @@ def test_gc_never_removes_a_shard_a_version_holds_while_registrations_go_on(shor
         for version in versions:
             held = client.get(f"/v1/registry/datasets/gc/busy/versions/v{version['version']}")
             for item in held["objects"]:
-                assert blob_path(short_lived, item["digest"].removeprefix("sha256:")).exists(), item
+                assert read_blob(short_lived, item["digest"]), item
+
+
+def test_gc_frees_an_old_orphan_blob_and_keeps_every_blob_a_trained_run_names(sqlite_server, completed_run, capsys):
+    cli = Cli(capsys, sqlite_server.url)
+    project, run = completed_run["project"], completed_run["run"]
+    named, lengths = set(), set()
+    for dataset in ("chat", "valid"):
+        version = cli.json("registry", "datasets", "get", f"{project}/{dataset}")
+        named.update(item["digest"] for item in version["objects"])
+        analyses = httpx.get(f"{sqlite_server.url}/v1/training/datasets/analyses", headers=sqlite_server.headers,
+                             params={"dataset": f"{project}/{dataset}"}).json()["analyses"]
+        lengths.update(a["rowLengths"] for a in analyses if a.get("rowLengths"))
+    snapshots = httpx.get(f"{sqlite_server.url}/v1/training/runs/{run['runId']}/snapshots",
+                          headers=sqlite_server.headers).json()["snapshots"]
+    manifests = {a["manifestDigest"] for s in snapshots for a in s["artifacts"]}
+    model = cli.json("registry", "models", "get", run["results"]["model"])
+    manifests.add(model["servingModel"]["artifact"]["manifestDigest"])
+    for manifest in manifests:
+        named.update(f"sha256:{f['sha256']}" for f in json.loads(read_blob(sqlite_server, manifest))["files"])
+    named |= manifests | lengths
+    assert len(snapshots) == 3 and lengths and len(named) > 10
+    for digest in named:  # all of them written long before the grace
+        age(blob_path(sqlite_server, digest.removeprefix("sha256:")), 2 * 86400)
+    orphan = age(write_blob(sqlite_server, b"nothing names these bytes"), 2 * 86400)
+
+    counted = cli.json("server", "gc", "--dry-run")
+    assert counted["dryRun"] and counted["blobs"] >= 1 and counted["blobBytes"] >= orphan.stat().st_size
+    assert orphan.exists()
+    assert "blob(s)" in cli.ok("server", "gc").out
+    assert not orphan.exists()
+    for digest in named:
+        assert read_blob(sqlite_server, digest), digest  # held, with the bytes its name promises
+
+
+def write_blob(proc, content: bytes) -> Path:
+    """Bytes put in the server's blob store directly, as if an earlier upload left them."""
+    path = blob_path(proc, hashlib.sha256(content).hexdigest())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def age(path: Path, seconds: float) -> Path:
+    moment = time.time() - seconds
+    os.utime(path, (moment, moment))
+    return path
+
+
+def read_blob(proc, digest: str) -> bytes:
+    sha256 = digest.removeprefix("sha256:")
+    content = blob_path(proc, sha256).read_bytes()
+    assert hashlib.sha256(content).hexdigest() == sha256
+    return content

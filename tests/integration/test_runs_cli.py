@@ -55,14 +55,6 @@ def test_a_run_trains_from_plan_to_registered_model(trained, capsys):
     assert run["results"]["validationLoss"] == pytest.approx(metrics["validation"][-1]["validationLoss"])
 
 
-def test_wait_follows_the_run_a_line_per_change_then_the_record(trained):
-    phases = [line["phase"] for line in trained["lines"][:-1]]
-    assert phases[-1] == "COMPLETED"
-    assert "TRAINING" in phases
-    order = ["QUEUED", "PREPARING", "TRAINING", "COMPLETED"]
-    assert [p for p in order if p in phases] == [p for p in dict.fromkeys(phases)]  # never goes back
-
-
 def test_snapshots_are_listed_with_both_kinds(trained, capsys):
     snapshots = Cli(capsys, trained["url"]).json("training", "runs", "snapshots", trained["run"]["runId"])["snapshots"]
     assert [s["step"] for s in snapshots] == [6, 12, 16]

@@ -119,6 +119,10 @@ def test_events_stream_a_json_line_per_status_then_the_run(watched):
     assert started.returncode == 0, started.stdout + started.stderr
     *events, final = [json.loads(line) for line in started.stdout.splitlines()]  # JSON lines, even under -o json
     assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
+    phases = [e["phase"] for e in events]
+    order = ["QUEUED", "PREPARING", "TRAINING", "COMPLETED"]
+    assert "TRAINING" in phases and phases[-1] == "COMPLETED"
+    assert [p for p in order if p in phases] == list(dict.fromkeys(phases))  # a line per change, never back
     assert "event" not in final and final["phase"] == "COMPLETED"
     assert final == json.loads(akka(url, "training", "runs", "get", final["runId"], "-o", "json").stdout)
     training = [e for e in events if e["phase"] == "TRAINING" and e["live"]["unit"] == "steps"]

@@ -9,9 +9,11 @@ from sqlalchemy.orm import Session
 
 from optimize.analysis import service
 from optimize.analysis.states import ANALYSIS, AnalysisPhase
-from optimize.jobs.kinds import JobKind, Recovery
+from optimize.core.refs import parse_reference
+from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
 from optimize.jobs.lifecycle import transition
+from optimize.registry.datasets import examples_objects, resolve_reference
 from optimize.store.tables import Analysis, JobLease
 
 
@@ -36,6 +38,11 @@ class AnalysisKind(JobKind):
 
     def fail(self, deployment: Any, session: Session, row: Analysis, reason: str) -> bool:
         return transition(session, ANALYSIS, row, AnalysisPhase.FAILED, reason=reason[:4000])
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Analysis) -> Readable:
+        """The shards of the dataset version it measures (it writes its lengths, and reads nothing back)."""
+        _found, version = resolve_reference(session, parse_reference(row.dataset_reference))
+        return Readable(frozenset(o["sha256"] for o in examples_objects(session, version.digest)))
 
     def worker_spec(self, deployment, job_id, token, body):
         return service.job_spec(deployment, job_id, token)

@@ -17,6 +17,7 @@ from optimize.analysis.estimates import estimate
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
+from optimize.core.access import only_visible, visible_item
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
@@ -111,7 +112,8 @@ def get_analysis(training: Deployment, analysis_id: str) -> dict[str, Any]:
 def _find(session, analysis_id: str) -> Analysis:
     if len(analysis_id) < ID_PREFIX_MIN:
         raise NotFound(f"analysis {analysis_id!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters")
-    items = session.scalars(select(Analysis).where(Analysis.id.startswith(analysis_id.lower()))).all()
+    query = select(Analysis).where(Analysis.id.startswith(analysis_id.lower()))
+    items = session.scalars(only_visible(query, visible_item(Analysis))).all()
     if len(items) > 1:
         raise Conflict(f"{analysis_id!r} names {len(items)} analyses", hint="give more of the id")
     if not items:

@@ -55,11 +55,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
     store = Store(url)
     catalog = load_catalog(settings.catalog_path)
     load_additions(store, catalog)  # the models `base-models add` put in this deployment's catalog
-    app.state.registry = Registry(store, blobs, settings.limits)
+    app.state.registry = Registry(store, blobs, settings.limits, settings.quotas)
     app.state.training = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                     settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
                                     analysis_wait_seconds=settings.analysis_wait_seconds,
-                                    endpoint_idle_seconds=settings.endpoint_idle_seconds)
+                                    endpoint_idle_seconds=settings.endpoint_idle_seconds, quotas=settings.quotas)
     problems.install(app)
     docs_page.install(app)
     # the operator's first credential: issued at the first start, shown once by `server start`

@@ -16,7 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from optimize.api.problems import send_problem
-from optimize.auth.tokens import Caller, authenticate
+from optimize.auth.tokens import Caller, access_limits, authenticate
+from optimize.core.access import limited_to
 from optimize.core.tokens import Role
 from optimize.store.db import Store
 
@@ -73,7 +74,8 @@ class TokenGate:
                           f"tokens create NAME --role {needed.value})")
             return
         scope.setdefault("state", {})["caller"] = caller
-        await self.app(scope, receive, send)
+        with limited_to(access_limits(caller)):  # what the services check and filter by, for this request
+            await self.app(scope, receive, send)
 
 
 def caller_of(request) -> Caller:

@@ -5,6 +5,7 @@ Once the app has started, `<data-dir>/server.json` names the URL and pid; it is 
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import os
@@ -15,8 +16,11 @@ from contextlib import asynccontextmanager
 import uvicorn
 
 from optimize.api.app import create_app, start_jobs, stop_jobs
+from optimize.api.connection_timeouts import protocol_from_env
+from optimize.api.stream_slots import stream_cap
 from optimize.auth.tokens import ADMIN_TOKEN_FILE, list_tokens
 from optimize.core import local_servers
+from optimize.core.errors import Invalid
 from optimize.core.settings import ServerSettings
 
 
@@ -33,6 +37,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: ServerSettings, sock: socket.socket) -> None:
+    try:  # a bad connection or stream limit stops the start before anything is created
+        http = protocol_from_env()
+        stream_cap()
+    except Invalid as error:
+        print(f"error: {error.message} ({error.hint})", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     app = create_app(settings)
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
@@ -59,9 +69,15 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
                 app.state.registry.store.dispose()
 
     app.router.lifespan_context = lifespan
-    config = uvicorn.Config(app, log_level=os.environ.get("OPTIMIZE_LOG_LEVEL", "warning"), http="httptools",
-                            timeout_keep_alive=30, access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(app, http)).run(sockets=[sock])
+
+
+def uvicorn_config(app, http: type[asyncio.Protocol] | None = None) -> uvicorn.Config:
+    """How the server speaks HTTP: httptools with deadlines on half-sent requests and a ceiling on connections
+    (`http`, default: `protocol_from_env()`; see optimize.api.connection_timeouts), 30 s of keep-alive between
+    requests, no access log."""
+    return uvicorn.Config(app, log_level=os.environ.get("OPTIMIZE_LOG_LEVEL", "warning"),
+                          http=http or protocol_from_env(), timeout_keep_alive=30, access_log=False)
 
 
 def _refuse_open_door_without_tokens(app, host: str) -> None:

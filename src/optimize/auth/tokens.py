@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from optimize.core.access import AccessLimits
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.ids import new_id
@@ -49,17 +50,33 @@ def issue(store: Store, name: str, role: Role, *, projects: list[str] | None = N
           token: str | None = None) -> tuple[str, dict[str, Any]]:
     """A new token (returned once, never stored) and its record."""
     check_name(name, "token name")
-    if projects or namespaces:
-        # refused rather than recorded: a limit the server does not enforce would only look like one
-        raise Invalid("tokens limited to projects or namespaces are not enforced by this server yet, so none is "
-                      "issued", hint="issue a token without --project/--namespace, with the least role that works")
+    projects = _names(projects, "project")
+    namespaces = _names(namespaces, "namespace")
+    if role == Role.ADMIN and (projects is not None or namespaces is not None):
+        raise Invalid("an admin token cannot be limited to projects or namespaces (it manages the whole deployment)",
+                      hint="limit a reader or trainer token instead")
     token = token or new_token()
     row = ApiToken(id=new_id(), name=name, role=role.value, digest=token_digest(token), created_at=utcnow(),
-                   created_by=created_by)
+                   created_by=created_by, projects=projects, namespaces=namespaces)
     with store.transaction() as session:
         session.add(row)
         session.flush()
         return token, token_json(row)
+
+
+def _names(names: list[str] | None, noun: str) -> list[str] | None:
+    if not names:
+        return None
+    return sorted({check_name(name, noun) for name in names})
+
+
+def access_limits(caller: Caller) -> AccessLimits | None:
+    """What a caller's requests may see: a limited token sees the projects it names and the namespaces it names
+    together with those projects' own namespaces (a project's models go under its name), and nothing else."""
+    if caller.projects is None and caller.namespaces is None:
+        return None
+    projects = frozenset(caller.projects or ())
+    return AccessLimits(caller.name, projects, frozenset(caller.namespaces or ()) | projects)
 
 
 def ensure_admin_token(store: Store, data_dir: Path) -> str | None:

@@ -508,9 +508,9 @@ class OptimizeApi:
         nothing answers."""
         return self.http.get("/v1/health", retries=1)
 
-    def capacity(self) -> Json:
-        """Device pools, devices and claims."""
-        return self.http.get("/v1/training/capacity")
+    def capacity(self, project: str | None = None) -> Json:
+        """Device pools, devices, claims and each project's quota and use (one project's with `project`)."""
+        return self.http.get("/v1/training/capacity", params={"project": project} if project else None)
 
     def registry_info(self) -> Json:
         """The registry's limits: formats, shard size and count, upload expiry, line length."""

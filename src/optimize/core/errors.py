@@ -120,3 +120,11 @@ class Forbidden(PlatformError):
     code = "forbidden"
     status = 403
     title = "Forbidden"
+
+
+class TooMany(PlatformError):
+    """A quota or a cap is used up: the message names it and what holds it."""
+
+    code = "too_many"
+    status = 429
+    title = "Too many"

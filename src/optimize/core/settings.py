@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimize.core.limits import DatasetLimits
+from optimize.core.quotas import Quotas, quotas_from_env
 
 DEFAULT_PORT = 9001
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -49,6 +50,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: DatasetLimits = field(default_factory=limits_from_env)
+    quotas: Quotas = field(default_factory=quotas_from_env)
     catalog_path: Path | None = None
     detect_gpus: bool = True
     # How long a worker's attempt stays held without a heartbeat before it is failed as lost.

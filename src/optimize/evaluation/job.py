@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 
 from optimize.evaluation import service
 from optimize.evaluation.phases import EVALUATION, EvaluationPhase
-from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.kinds import JobKind, Readable, Recovery
+from optimize.registry.datasets import examples_objects
 from optimize.store.tables import Evaluation
 
 
@@ -27,6 +28,13 @@ class EvaluationKind(JobKind):
 
     def requeue(self, deployment: Any, session: Session, row: Evaluation, reason: str) -> bool:
         return service.requeue(session, row, reason)
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Evaluation) -> Readable:
+        """The shards of its dataset, and the adapter files of the model it evaluates and of its judge."""
+        models = [row.model, row.model.get("judge") or {}]
+        return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.dataset_digest)),
+                        frozenset(m["manifestDigest"].removeprefix("sha256:") for m in models
+                                  if m.get("manifestDigest")))
 
     def worker_spec(self, deployment, job_id, token, body):
         return service.job_spec(deployment, job_id, token)

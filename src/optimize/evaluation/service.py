@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
+from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
@@ -28,6 +29,7 @@ from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
+from optimize.projects.quotas import check_new_work
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
@@ -120,6 +122,7 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
         dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
+        check_new_work(session, project.name, "evaluation", training.quotas)
         evaluation = Evaluation(
             id=new_id(), project=project.name, model_reference=reference, model=model,
             dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
@@ -155,7 +158,8 @@ def evaluation_json(item: Evaluation) -> dict[str, Any]:
 
 def find_evaluation(session, evaluation_id: str) -> Evaluation:
     return find_by_id_prefix(session, Evaluation, evaluation_id, "evaluation",
-                             "list evaluations with: akka training evaluations list")
+                             "list evaluations with: akka training evaluations list",
+                             visible_projects(Evaluation.project))
 
 
 def get(training: Deployment, evaluation_id: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What a job kind declares: its lifecycle, the phases a grant moves it between, the pool of devices it draws
 on, its recovery policy, and the few things only it knows (what to request, what a grant sets, how it goes back
-to waiting from its newest resumable point, how it fails, and the handlers of its worker's routes).
+to waiting from its newest resumable point, how it fails, the blobs its worker may read, and the handlers of its
+worker's routes).
 
 The kernel (scheduler, reaper, recovery, internal routes) works on these declarations only; a new kind is a
 subclass in its own package plus one line in `jobs.registry`.
@@ -9,12 +10,14 @@ subclass in its own package plus one line in `jobs.registry`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from optimize.blobs.manifests import listed_files
 from optimize.core.clock import iso
 from optimize.jobs.leases import Grant, extend, fence
 from optimize.jobs.lifecycle import Lifecycle, transition
@@ -31,6 +34,23 @@ class Recovery(StrEnum):
 
 # a worker route handler: (deployment, job id, lease token, request body) -> answer
 Handler = Callable[[Any, str, str, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Readable:
+    """The blobs a job's worker may read (GET …/blobs/{sha256}): the digests its spec names (a dataset's shards)
+    and manifests (a save's or a model version's: JSON listing `files` by `sha256`), readable with every file they
+    list."""
+
+    blobs: frozenset[str] = frozenset()
+    manifests: frozenset[str] = frozenset()
+
+    def allows(self, sha256: str, store: Any) -> bool:
+        """Whether the worker may read `sha256`; a manifest is read from `store` only when the digest is not named
+        directly, and each manifest once per process (its digest names its bytes)."""
+        if sha256 in self.blobs or sha256 in self.manifests:
+            return True
+        return any(sha256 in (listed_files(store, manifest) or ()) for manifest in self.manifests)
 
 
 class JobKind:
@@ -100,6 +120,13 @@ class JobKind:
                           **{self.reason_column: reason[:4000]})
 
     # --- what its worker calls -------------------------------------------------------------------------------
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Any) -> Readable:
+        """The blobs its worker may read, as its spec (and heartbeat answers) name them now: its inputs, and any of
+        its own outputs it reads back. Every other digest is refused (403 `forbidden`), so a lease reads only the
+        data of the job it serves."""
+        return Readable()
+
     # `worker_<action>(deployment, job_id, token, body)` methods answer POST /v1/internal/jobs/{kind}/{id}/<action>
     # (`worker_spec` answers the GET of the job itself); each fences the lease in its own transaction.
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from optimize.core.access import visible_item
 from optimize.core.errors import NotFound
 from optimize.jobs import registry
 from optimize.store.db import find_by_id_prefix
@@ -108,7 +109,7 @@ def read_log(deployment: Any, kind: str, job_id: str, attempt: int | None = None
     lifecycle = declared.lifecycle
     with deployment.store.transaction() as session:
         row = find_by_id_prefix(session, lifecycle.table, job_id, kind,
-                                f"give the id, or a prefix of it, of an existing {kind}")
+                                f"give the id, or a prefix of it, of an existing {kind}", visible_item(lifecycle.table))
         full_id, phase = row.id, lifecycle.phase_of(row)
     # read before the log, so a settled job's chunk holds all it wrote: its phase, and that its worker is gone (a
     # worker goes on for a moment after its job settled, until it exits or the kernel has stopped it)

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from optimize.core.access import check_project, only_visible, visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
@@ -39,6 +40,7 @@ def project_json(project: Project, runs: int = 0) -> dict[str, Any]:
 def create_project(store: Store, name: str, description: str | None = None) -> tuple[dict[str, Any], bool]:
     """Create a project (idempotent: an existing one is returned); returns (project, created)."""
     name = check_project_name(name)
+    check_project(name)
     with store.transaction() as session:
         created = insert_ignoring_conflict(session, Project, {
             "name": name, "description": description, "archived": False, "created_at": utcnow()}, ["name"]) == 1
@@ -47,6 +49,7 @@ def create_project(store: Store, name: str, description: str | None = None) -> t
 
 
 def find_project(session, name: str) -> Project:
+    check_project(name)
     project = session.get(Project, name.lower())
     if project is None:
         raise NotFound(f"training project {name!r} does not exist",
@@ -60,6 +63,7 @@ def open_project(session, name: str) -> Project:
     The row is read with a shared lock (PostgreSQL; SQLite serializes writers anyway) held until the work is
     stored, so an archive taking the row's exclusive lock either waits for the new work and then sees it, or
     commits first and the submission sees the project archived."""
+    check_project(name)
     project = session.get(Project, name.lower(), with_for_update={"read": True})
     if project is None:
         project = find_project(session, name)  # raises NotFound with its hint
@@ -95,13 +99,15 @@ def project_work(table, project: str | None, include_archived: bool):
     query = select(table, Project.archived).join(Project, Project.name == table.project) \
         .order_by(table.created_at.desc())
     if project:
+        check_project(project)
         return query.where(table.project == project.lower())
+    query = only_visible(query, visible_projects(table.project))
     return query if include_archived else query.where(Project.archived.is_(False))
 
 
 def list_projects(store: Store, include_archived: bool = False) -> list[dict[str, Any]]:
     with store.transaction() as session:
-        query = select(Project).order_by(Project.created_at.desc())
+        query = only_visible(select(Project).order_by(Project.created_at.desc()), visible_projects(Project.name))
         if not include_archived:
             query = query.where(Project.archived.is_(False))
         counts = dict(session.execute(select(Run.project, func.count()).group_by(Run.project)).all())
@@ -152,6 +158,7 @@ def work_in_progress(session, name: str) -> list[str]:
 
 def _locked(session, name: str) -> Project:
     """The project row under an exclusive lock, so no submission slips in between the check and the change."""
+    check_project(name)
     project = session.get(Project, name.lower(), with_for_update=True)
     return project if project is not None else find_project(session, name)
 

@@ -4,28 +4,66 @@
   REFUSED_GRACE (time for the client to hear every bad line).
 - Dataset shards that no version holds and no live session names, received more than the upload expiry ago
   (a registration may still be on its way to commit them before that): their rows and their blobs.
-Run by the server every OPTIMIZE_GC_SECONDS (default an hour) and by `akka server gc [--dry-run]`. Blobs of saves,
-models and analyses are not collected here (their references live inside manifests; a later collector).
+- Blobs no row references (`blob_references`: shards, uploads, snapshots, branches, model versions, evaluations,
+  endpoints, analyses, and the files their manifests list), written before the blob grace
+  (OPTIMIZE_GC_BLOB_GRACE_SECONDS, default an hour) and before the oldest open job lease was granted. Workers upload
+  a save's files, then its manifest, then commit the record naming them, and a slow save may take longer than the
+  grace: every write of a worker carries its lease, so what any live job wrote is kept until it has ended (its
+  record committed, or never to be, the lease being fenced). Staging and quarantine are left alone.
+Run by the server every OPTIMIZE_GC_SECONDS (default an hour) and by `akka server gc [--dry-run]`.
+
+Never a referenced blob. A new reference to an old blob nothing names is made either by uploading it again (the
+write replaces the file, so its mtime is fresh) or by copying a row's reference (then it was referenced: not a
+candidate; of the references that lapse, only a swept snapshot kind is ever copied from, after a check that it is
+not swept, so it is kept for the grace after its sweep). The collector moves each candidate aside (an atomic rename:
+what it then judges is exactly the file it would remove), reads every reference again, and puts back any that is
+referenced now or whose file is fresh (uploaded again just before the move); a copy uploaded after the move lands
+in the store beside it and is never touched. What is left of a race is a blob missing for that moment to a reader
+of one nothing referenced: a commit checking it then is refused (a dataset client sends the shard again), never
+left naming a blob that is gone.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, exists, select
 
 from optimize.core.clock import as_utc, utcnow
+from optimize.core.digests import is_sha256_hex
+from optimize.core.ids import new_id
+from optimize.registry.blob_references import References, references
 from optimize.registry.upload_phases import UploadPhase
 from optimize.store.tables import DatasetObject, Shard, UploadSession
 
 REFUSED_GRACE = timedelta(minutes=10)
+BLOB_GRACE_SECONDS = 3600.0
+ASIDE = "collecting"  # the blob store's folder where a candidate waits for the second reading of references
+_ONE_PASS = threading.Lock()  # the server's own passes and `akka server gc` take turns: what is aside is one pass's
 log = logging.getLogger("optimize.collector")
 
 
-def collect(registry, dry_run: bool = False) -> dict[str, Any]:
+def blob_grace() -> timedelta:
+    """OPTIMIZE_GC_BLOB_GRACE_SECONDS, or an hour where it is unset or not a number of seconds."""
+    try:
+        seconds = float(os.environ.get("OPTIMIZE_GC_BLOB_GRACE_SECONDS") or BLOB_GRACE_SECONDS)
+    except ValueError:
+        seconds = BLOB_GRACE_SECONDS
+    return timedelta(seconds=max(seconds, 0.0))
+
+
+def collect(registry, dry_run: bool = False, grace: timedelta | None = None) -> dict[str, Any]:
+    with _ONE_PASS:
+        report = {"dryRun": dry_run, **_collect_uploads(registry, dry_run)}
+        return {**report, **_collect_blobs(registry, blob_grace() if grace is None else grace, dry_run)}
+
+
+def _collect_uploads(registry, dry_run: bool) -> dict[str, Any]:
     now = utcnow()
     received_before = now - timedelta(seconds=registry.limits.upload_expiry_seconds)
     with registry.store.transaction() as session:
@@ -36,7 +74,7 @@ def collect(registry, dry_run: bool = False) -> dict[str, Any]:
         orphans = [shard for shard in session.scalars(
             select(Shard).where(~exists().where(DatasetObject.sha256 == Shard.sha256)))
             if shard.sha256 not in named and as_utc(shard.created_at) <= received_before]
-        report = {"dryRun": dry_run, "uploadSessions": len(gone), "shards": len(orphans),
+        report = {"uploadSessions": len(gone), "shards": len(orphans),
                   "bytes": sum(shard.size_bytes for shard in orphans)}
         if dry_run:
             return report
@@ -51,6 +89,80 @@ def collect(registry, dry_run: bool = False) -> dict[str, Any]:
             if session.get(Shard, shard.sha256) is None:  # its row is gone: nothing names the blob
                 registry.blobs.remove(shard.sha256)
     return report
+
+
+def _collect_blobs(registry, grace: timedelta, dry_run: bool) -> dict[str, Any]:
+    blobs, aside = registry.blobs, registry.blobs.root / ASIDE
+    for left in aside.glob("*.*"):  # a pass that stopped midway: back first, then judged like every other
+        if is_sha256_hex(left.name.split(".")[0]):
+            _put_back(blobs, left)
+    found = _references(registry, grace)
+    if found.unreadable:
+        log.warning("no blob is collected while referenced manifests cannot be read: %s", ", ".join(found.unreadable))
+        return {"blobs": 0, "blobBytes": 0, "unreadableManifests": [f"sha256:{d}" for d in found.unreadable]}
+    cutoff = _written_before(found, grace)
+    candidates = [(sha, size) for sha, size, mtime in _held(blobs) if sha not in found.blobs and mtime < cutoff]
+    if dry_run or not candidates:
+        return {"blobs": len(candidates), "blobBytes": sum(size for _, size in candidates), "unreadableManifests": []}
+    aside.mkdir(exist_ok=True)
+    moved = [(sha, size, path) for sha, size in candidates if (path := _move_aside(blobs, aside, sha, cutoff))]
+    found = _references(registry, grace)  # read again, once every candidate is out of reach
+    cutoff = _written_before(found, grace)
+    freed = []
+    for sha, size, path in moved:
+        if found.unreadable or sha in found.blobs or path.stat().st_mtime >= cutoff:
+            _put_back(blobs, path)
+        else:
+            path.unlink()
+            freed.append(size)
+    return {"blobs": len(freed), "blobBytes": sum(freed), "unreadableManifests": []}
+
+
+def _references(registry, grace: timedelta) -> References:
+    with registry.store.transaction() as session:
+        return references(session, registry.blobs, utcnow(), grace)
+
+
+def _written_before(found: References, grace: timedelta) -> float:
+    """The mtime a blob must be older than to be collected: the grace, and the oldest live job's grant."""
+    cutoff = (utcnow() - grace).timestamp()
+    return cutoff if found.live_since is None else min(cutoff, as_utc(found.live_since).timestamp())
+
+
+def _held(blobs) -> list[tuple[str, int, float]]:
+    """(sha256, bytes, mtime) of every object in the store."""
+    held = []
+    for path in (blobs.root / "sha256").glob("*/*/*"):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if is_sha256_hex(path.name):
+            held.append((path.name, stat.st_size, stat.st_mtime))
+    return held
+
+
+def _move_aside(blobs, aside: Path, sha256: str, cutoff: float) -> Path | None:
+    """Rename the object out of the store unless it was written again since it was listed; where it went."""
+    path, target = blobs.path_for(sha256), aside / f"{sha256}.{new_id()}"
+    try:
+        if path.stat().st_mtime >= cutoff:
+            return None
+        os.rename(path, target)
+    except FileNotFoundError:
+        return None
+    return target
+
+
+def _put_back(blobs, moved: Path) -> None:
+    """Return a moved object under its name; a copy written there meanwhile holds the same bytes and stays."""
+    path = blobs.path_for(moved.name.split(".")[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(moved, path)
+    except FileExistsError:
+        pass
+    moved.unlink()
 
 
 def _done_with(upload: UploadSession, now) -> bool:
@@ -85,6 +197,7 @@ class Collector:
             except Exception:  # noqa: BLE001 - one failed pass (a busy store) waits for the next
                 log.exception("the collector's pass failed")
                 continue
-            if report["uploadSessions"] or report["shards"]:
-                log.info("collected %s upload session(s) and %s shard(s) (%s bytes)", report["uploadSessions"],
-                         report["shards"], report["bytes"])
+            if report["uploadSessions"] or report["shards"] or report["blobs"]:
+                log.info("collected %s upload session(s), %s shard(s) (%s bytes) and %s blob(s) (%s bytes)",
+                         report["uploadSessions"], report["shards"], report["bytes"], report["blobs"],
+                         report["blobBytes"])

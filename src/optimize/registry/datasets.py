@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
+from optimize.core.access import check_namespace, only_visible, visible_namespaces
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, NotFound
 from optimize.core.names import check_alias, check_name
@@ -39,6 +40,7 @@ def find_dataset(session: Session, namespace: str, name: str) -> Dataset | None:
 
 def get_dataset(session: Session, namespace: str, name: str) -> Dataset:
     namespace, name = check_name(namespace, "namespace"), check_name(name, "name")
+    check_namespace(namespace)
     dataset = find_dataset(session, namespace, name)
     if dataset is None:
         raise NotFound(
@@ -192,9 +194,11 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
         query = select(Dataset, Namespace).join(Namespace, Namespace.name == Dataset.namespace)
         if namespace is not None:
             query = query.where(Dataset.namespace == check_name(namespace, "namespace"))
+            check_namespace(namespace)
         elif not include_archived:
             query = query.where(Namespace.archived.is_(False))
         items = []
+        query = only_visible(query, visible_namespaces(Dataset.namespace))
         for dataset, space in session.execute(query.order_by(Dataset.namespace, Dataset.name)):
             latest = resolve_version(session, dataset, "latest")
             count = session.scalar(

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from optimize.core.access import check_namespace, only_visible, visible_namespaces
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.names import check_name
@@ -115,6 +116,7 @@ def find_model(session: Session, namespace: str, name: str) -> Model | None:
 
 def _get_model(session: Session, namespace: str, name: str) -> Model:
     namespace, name = check_name(namespace, "namespace"), check_name(name, "model name")
+    check_namespace(namespace)
     model = find_model(session, namespace, name)
     if model is None:
         raise NotFound(
@@ -251,8 +253,10 @@ def list_models(store: Store, namespace: str | None, include_archived: bool) -> 
         query = select(Model, Namespace).join(Namespace, Namespace.name == Model.namespace)
         if namespace is not None:
             query = query.where(Model.namespace == check_name(namespace, "namespace"))
+            check_namespace(namespace)
         elif not include_archived:
             query = query.where(Namespace.archived.is_(False))
+        query = only_visible(query, visible_namespaces(Model.namespace))
         items = []
         for model, space in session.execute(query.order_by(Model.namespace, Model.name)):
             latest = _resolve_version(session, model, "latest")

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from optimize.core.access import check_namespace, only_visible, visible_namespaces
 from optimize.core.clock import utcnow
 from optimize.core.errors import NotFound, Refused
 from optimize.core.names import check_name
@@ -32,6 +33,7 @@ def ensure_exists(session: Session, name: str) -> Namespace:
 
 def ensure_open(session: Session, name: str) -> Namespace:
     """Create the namespace if it is new; refuse registration into an archived one."""
+    check_namespace(name)
     namespace = ensure_exists(session, name)
     if namespace.archived:
         raise Refused(f"namespace {name!r} is archived; it takes no new versions", hint=unarchive_hint(name))
@@ -51,6 +53,7 @@ def refuse_if_archived(session: Session, name: str) -> None:
 
 def _get(session: Session, name: str) -> Namespace:
     name = check_name(name, "namespace")
+    check_namespace(name)
     namespace = session.get(Namespace, name)
     if namespace is None:
         raise NotFound(
@@ -73,7 +76,7 @@ def _json(session: Session, namespace: Namespace) -> dict[str, Any]:
 
 def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]]:
     with store.transaction() as session:
-        query = select(Namespace).order_by(Namespace.name)
+        query = only_visible(select(Namespace).order_by(Namespace.name), visible_namespaces(Namespace.name))
         if not include_archived:
             query = query.where(Namespace.archived.is_(False))
         datasets, models = _counts(session, Dataset), _counts(session, Model)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -20,16 +20,19 @@ from sqlalchemy.orm import Session
 from optimize.blobs.local import BlobWriter, LocalBlobStore
 from optimize.chat.formats import DatasetFormat, parse_format
 from optimize.chat.jsonl import JsonlValidator
+from optimize.core.access import check_namespace, sees_namespace
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.digests import is_sha256_hex, version_digest
 from optimize.core.errors import Conflict, Gone, Invalid, NotFound, Refused, TooLarge
 from optimize.core.ids import new_id
 from optimize.core.limits import DatasetLimits
+from optimize.core.quotas import Quotas
 from optimize.core.refs import parse_reference
 from optimize.core.sharding import SINGLE_OBJECT, shard_path
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import describe_version, find_dataset, move_alias
 from optimize.registry.namespaces import ensure_open, refuse_if_archived
+from optimize.registry.quotas import check_new_upload
 from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
@@ -45,6 +48,7 @@ class Registry:
     store: Store
     blobs: LocalBlobStore
     limits: DatasetLimits
+    quotas: Quotas = field(default_factory=Quotas)
 
 
 def _check_manifest(shards: Any, limits: DatasetLimits) -> list[dict[str, Any]]:
@@ -106,9 +110,12 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
     key = hashlib.sha256(f"{reference.artifact}\n{digest}".encode()).hexdigest()
     now = utcnow()
     expires = now + timedelta(seconds=registry.limits.upload_expiry_seconds)
+    check_namespace(reference.namespace)
     with registry.store.transaction() as session:
         refuse_if_archived(session, reference.namespace)
         _refuse_other_kind(session, reference.namespace, reference.name, data_format)
+        if session.scalar(select(UploadSession.id).where(UploadSession.content_key == key)) is None:
+            check_new_upload(session, reference.namespace, registry.quotas.of(reference.namespace), manifest)
         insert_ignoring_conflict(
             session,
             UploadSession,
@@ -146,7 +153,7 @@ def _expired(upload: UploadSession) -> bool:
 
 def _open_upload(session: Session, upload_id: str) -> UploadSession:
     upload = session.get(UploadSession, upload_id)
-    if upload is None:
+    if upload is None or not sees_namespace(upload.namespace):
         raise NotFound(f"upload {upload_id} does not exist", hint="run the same register command again")
     if upload.phase == OPEN and _expired(upload):
         raise Gone(

@@ -12,3 +12,9 @@ class Collected(Answer):
     upload_sessions: int = Field(description="Upload sessions removed: expired, or refused a while ago")
     shards: int = Field(description="Dataset shards no version holds and no live upload names, with their blobs")
     size_bytes: int = Field(alias="bytes", description="Bytes of the shards removed")
+    blobs: int = Field(description="Blobs no version, snapshot, model, analysis or job references, written before "
+                                   "the grace and before the oldest live job began")
+    blob_bytes: int = Field(description="Bytes of those blobs")
+    unreadable_manifests: list[str] = Field(
+        description="Manifests rows reference that could not be read (missing or corrupt): while any is, no blob is "
+                    "removed, since the files it lists are unknown")

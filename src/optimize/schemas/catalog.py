@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer, Number
+from optimize.schemas.quotas import ProjectQuota
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -176,5 +177,7 @@ class Capacity(Answer):
     pools: list[Pool] = Field(description="One per device profile")
     devices: list[Device] = Field(description="Every device and its holder")
     claims: list[Claim] = Field(description="Granted holds, then queued runs")
+    projects: list[ProjectQuota] = Field(description="Each training project's quota and what it uses now (the "
+                                                     "project asked for, else every open project)")
     envelopes: str = Field(description="strict or advisory: how runs without a measured envelope are admitted")
     warnings: list[str] = Field(description="What the operator should know")

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer
 from optimize.schemas.conversions import Conversion
+from optimize.schemas.quotas import QuotaSettings
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -44,6 +45,8 @@ class RegistryInfo(Answer):
 
     version: str = Field(description="The server's Optimize version")
     datasets: DatasetLimitsInfo = Field(description="Dataset limits and formats")
+    quotas: QuotaSettings = Field(description="Per-project quotas: open runs, queued work, upload sessions, stored "
+                                              "bytes (each project's use: training capacity)")
 
 
 # --- namespaces ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
+from optimize.core.access import only_visible, visible_projects
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
@@ -28,6 +29,7 @@ from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
+from optimize.projects.quotas import check_new_work
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.jobs import EndpointSpec
@@ -73,6 +75,7 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                     endpoint.adapters = [*endpoint.adapters, adapter]
                     record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
                 return {**endpoint_json(endpoint), "attached": True}
+        check_new_work(session, project.name, "endpoint", training.quotas)
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
                             base={"baseEntryId": entry.id, "baseCommit": model["baseCommit"]},
                             adapters=[adapter] if adapter else [], device_profile=profile,
@@ -115,7 +118,7 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
 
 def find_endpoint(session, endpoint_id: str) -> Endpoint:
     return find_by_id_prefix(session, Endpoint, endpoint_id, "endpoint",
-                             "list endpoints with: akka training endpoints list")
+                             "list endpoints with: akka training endpoints list", visible_projects(Endpoint.project))
 
 
 def get(training: Deployment, endpoint_id: str) -> dict[str, Any]:
@@ -214,7 +217,8 @@ def route(training: Deployment, requested: str | None, endpoint_id: str | None =
         if endpoint_id is not None:
             candidates = [find_endpoint(session, endpoint_id)]
         else:
-            candidates = session.scalars(select(Endpoint).where(Endpoint.phase.in_(ACTIVE))
+            candidates = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase.in_(ACTIVE)),
+                                                      visible_projects(Endpoint.project))
                                          .order_by(Endpoint.created_at)).all()
         if requested is not None and not isinstance(requested, str):
             raise Invalid("model must be a string: a served model's name", hint="GET /v1/models lists them")
@@ -263,7 +267,8 @@ def _served_name(training: Deployment, session, wanted: str) -> str:
 def served_models(training: Deployment) -> list[dict[str, Any]]:
     """What answers now, in OpenAI's model list shape."""
     with training.store.transaction() as session:
-        ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY").order_by(Endpoint.created_at)).all()
+        ready = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase == "READY"),
+                                             visible_projects(Endpoint.project)).order_by(Endpoint.created_at)).all()
         models: dict[str, dict[str, Any]] = {}
         for endpoint in ready:
             created = int(as_utc(endpoint.ready_at or endpoint.created_at).timestamp())

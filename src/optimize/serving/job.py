@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.serving import endpoints
 from optimize.serving.phases import ENDPOINT, EndpointPhase
 from optimize.store.tables import Endpoint
@@ -41,6 +41,11 @@ class EndpointKind(JobKind):
 
     def housekeeping(self, deployment: Any) -> None:
         endpoints.take_down_idle(deployment)
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Endpoint) -> Readable:
+        """The files of the adapters attached to it now (a detached adapter is no longer read)."""
+        return Readable(manifests=frozenset(a["manifestDigest"].removeprefix("sha256:") for a in row.adapters or []
+                                            if a.get("manifestDigest")))
 
     def worker_spec(self, deployment, job_id, token, body):
         return endpoints.job_spec(deployment, job_id, token)

@@ -83,12 +83,15 @@ def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any
 ID_PREFIX_MIN = 4
 
 
-def find_by_id_prefix(session: Session, table: Any, text: str, noun: str, list_hint: str) -> Any:
-    """The one row whose id starts with `text` (at least 4 characters, any case): runs, snapshots, evaluations."""
+def find_by_id_prefix(session: Session, table: Any, text: str, noun: str, list_hint: str,
+                      visible: Any | None = None) -> Any:
+    """The one row whose id starts with `text` (at least 4 characters, any case): runs, snapshots, evaluations.
+    `visible`: a condition the caller may see rows under (a limited token's projects); others do not exist."""
     prefix = text.strip().lower()
     if len(prefix) < ID_PREFIX_MIN:
         raise NotFound(f"{noun} {text!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters of its id")
-    found = session.scalars(select(table).where(table.id.startswith(prefix)).limit(2)).all()
+    query = select(table).where(table.id.startswith(prefix))
+    found = session.scalars((query if visible is None else query.where(visible)).limit(2)).all()
     if len(found) > 1:
         raise Conflict(f"{text!r} names more than one {noun}", hint="give more of the id")
     if not found:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -42,5 +42,5 @@ def get_analysis(analysis_id: str, training: TrainingDep) -> dict:
 @router.get("/{analysis_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the analysis' status (as GET …/analyses/{id} answers it) now "
                                    "and after each change, until it is done or failed"))
-async def follow(analysis_id: str, training: TrainingDep) -> StreamingResponse:
-    return await status_events(service.get_analysis, training, analysis_id, "analysisId", "analysis")
+async def follow(analysis_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
+    return await status_events(request, service.get_analysis, training, analysis_id, "analysisId", "analysis")

@@ -3,7 +3,9 @@ model; an administrator's route once tokens with roles exist), `POST …/{id}/se
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from optimize.api.deps import TrainingDep
@@ -46,5 +48,6 @@ def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest 
 
 
 @router.get("/capacity", response_model=Capacity)
-def capacity(training: TrainingDep) -> dict:
-    return capacity_view(training)
+def capacity(training: TrainingDep, project: Annotated[str | None, Query(
+        max_length=64, description="Show this project's claims and quota only")] = None) -> dict:
+    return capacity_view(training, project)

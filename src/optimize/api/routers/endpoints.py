@@ -79,6 +79,6 @@ async def chat(endpoint_id: str, request: Request, training: TrainingDep):
 @router.get("/{endpoint_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the endpoint's status (as GET …/endpoints/{id} answers it) "
                                    "now and whenever it changes, until it answers with every model or never will"))
-async def follow(endpoint_id: str, training: TrainingDep) -> StreamingResponse:
+async def follow(endpoint_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
     """The endpoint's status now, then whenever it changes, until it answers with every model or never will."""
-    return await status_events(service.get, training, endpoint_id, "endpointId", "endpoint")
+    return await status_events(request, service.get, training, endpoint_id, "endpointId", "endpoint")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 from fastapi.responses import StreamingResponse
 
 from optimize.api.bodies import documented_as
@@ -57,6 +57,6 @@ def predictions(evaluation_id: str, training: TrainingDep, limit: Limit = None) 
 @router.get("/{evaluation_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the evaluation's status (as GET …/evaluations/{id} answers "
                                    "it) now and whenever it changes, until it has ended"))
-async def follow(evaluation_id: str, training: TrainingDep) -> StreamingResponse:
+async def follow(evaluation_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
     """The evaluation's status now, then whenever it changes, until it has ended."""
-    return await status_events(service.get, training, evaluation_id, "evaluationId", "evaluation")
+    return await status_events(request, service.get, training, evaluation_id, "evaluationId", "evaluation")

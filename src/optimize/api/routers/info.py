@@ -17,4 +17,5 @@ def registry_info(registry: RegistryDep) -> dict:
     return {
         "version": __version__,
         "datasets": {**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
+        "quotas": registry.quotas.to_json(),
     }

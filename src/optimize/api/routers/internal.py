@@ -1,7 +1,9 @@
 """The one route family workers call, under `/v1/internal/jobs/{kind}/{id}`: the job's spec (GET), its actions
 (POST …/heartbeat, …/progress, …/metrics, …/snapshots, …/predictions, …/result: whichever its kind declares), and
 the blobs it reads and writes (…/blobs/{sha256}). Every call carries the lease token (`X-Lease-Token`) and is
-fenced by it: a worker that no longer holds its job is answered 409 `lease_lost`."""
+fenced by it: a worker that no longer holds its job is answered 409 `lease_lost`. A worker reads only the blobs
+its job reads (its kind's `readable_blobs`: the inputs its spec names, and the files of the manifests among them);
+any other digest is answered 403 `forbidden`, so one job's lease never reads another job's data."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
-from optimize.core.errors import NotFound
+from optimize.core.errors import Forbidden, NotFound
 from optimize.jobs import registry as job_kinds
 from optimize.jobs.leases import fence
 
@@ -32,6 +34,17 @@ def _fenced(training, kind_name: str, job_id: str, token: str) -> None:
         fence(session, kind.lifecycle, job_id, token)
 
 
+def _fenced_reader(training, kind_name: str, job_id: str, token: str, sha256: str) -> None:
+    """Fenced, and refused (403) a blob the job does not read."""
+    kind = _kind(kind_name)
+    with training.store.transaction() as session:
+        row, _lease = fence(session, kind.lifecycle, job_id, token)
+        readable = kind.readable_blobs(training, session, row)
+    if not readable.allows(sha256, training.blobs):
+        raise Forbidden(f"{kind_name} {job_id} does not read blob {sha256[:12]}…",
+                        hint="a worker reads only its own job's inputs (the blobs its spec names)")
+
+
 @router.get("/{kind}/{job_id}")
 def job_spec(kind: str, job_id: str, training: TrainingDep, lease: Lease) -> dict:
     return _kind(kind).worker_spec(training, job_id, lease, {})
@@ -41,9 +54,10 @@ def job_spec(kind: str, job_id: str, training: TrainingDep, lease: Lease) -> dic
 def get_blob(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
              lease: Lease) -> StreamingResponse:
     """The blob's bytes, only as far as they match its name: a corrupt copy is quarantined and answered 410
-    `corrupt` (or, when it changed after the check, cut short before its last chunk)."""
+    `corrupt` (or, when it changed after the check, cut short before its last chunk). Only a blob the job reads
+    (403 `forbidden` otherwise)."""
     registry.blobs.path_for(sha256)  # refuses a malformed digest
-    _fenced(training, kind, job_id, lease)
+    _fenced_reader(training, kind, job_id, lease, sha256)
     size, chunks = registry.blobs.stream(sha256)
     return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -85,6 +85,6 @@ def cancel_run(run_id: str, training: TrainingDep) -> JSONResponse:
 @router.get("/{run_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the run's status (as GET /v1/training/runs/{id} answers "
                                    "it) now and after each change, until it has ended or paused"))
-async def follow(run_id: str, training: TrainingDep) -> StreamingResponse:
+async def follow(run_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
     """The run's current status first, then a status after each change, until the run has ended or paused."""
-    return await status_events(runs.get_run, training, run_id, "runId", "run")
+    return await status_events(request, runs.get_run, training, run_id, "runId", "run")

@@ -7,6 +7,7 @@ import typer
 from optimize.cli.commands import datasets, models, namespaces
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
+from optimize.cli.quota_view import render_quota_settings
 from optimize.core.sizes import human_size
 
 app = typer.Typer(help="The artifact registry: namespaces, datasets and models.", no_args_is_help=True)
@@ -17,7 +18,7 @@ app.add_typer(models.app, name="models")
 
 @command(app, "info")
 def info(out: Output) -> None:
-    """Show the registry's limits: shard size, shard count, upload expiry, line length."""
+    """Show the registry's limits (shard size and count, upload expiry, line length) and the per-project quotas."""
     with client_for(out) as api:
         out.emit(api.registry_info(), _render_info)
 
@@ -29,3 +30,5 @@ def _render_info(con, data) -> None:
     con.print(f"  Shards        at most {limits['maxShards']} a version, {human_size(limits['maxShardBytes'])} each")
     con.print(f"  Lines         at most {human_size(limits['maxLineBytes'])}")
     con.print(f"  Uploads       resumable for {limits['uploadExpirySeconds'] // 3600}h")
+    if "quotas" in data:  # a server before quotas does not say
+        render_quota_settings(con, data["quotas"])

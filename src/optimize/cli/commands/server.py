@@ -43,8 +43,12 @@ def start(
     except PlatformError as error:
         print_error(error.message, "fix the catalog file, or start without --catalog to apply the shipped one")
         raise typer.Exit(1) from None
-    settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
-                              database_url=database_url, host=host, port=port, catalog_path=catalog)
+    try:  # the OPTIMIZE_* settings are read here: a bad one is refused before a port is bound
+        settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
+                                  database_url=database_url, host=host, port=port, catalog_path=catalog)
+    except PlatformError as error:
+        print_error(error.message, error.hint or "fix the setting and start again")
+        raise typer.Exit(1) from None
     try:
         sock = bind(host, port)
     except OSError as error:
@@ -77,8 +81,8 @@ def gc(
     out: Output,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be removed; remove nothing.")] = False,
 ) -> None:
-    """Remove upload sessions past their expiry (or refused) and dataset shards no version holds (administrators;
-    the server also does this every hour)."""
+    """Remove upload sessions past their expiry (or refused), dataset shards no version holds and blobs nothing
+    references (administrators; the server also does this every hour)."""
     with client_for(out) as api:
         out.emit(api.collect(dry_run=dry_run), _render_collected)
 
@@ -87,8 +91,12 @@ def _render_collected(con, data) -> None:
     from optimize.core.sizes import human_size
 
     verb = "Would remove" if data["dryRun"] else "Removed"
-    con.print(f"{verb} {data['uploadSessions']} upload session(s) and {data['shards']} shard(s) "
-              f"({human_size(data['bytes'])}).")
+    con.print(f"{verb} {data['uploadSessions']} upload session(s), {data['shards']} shard(s) "
+              f"({human_size(data['bytes'])}) and {data.get('blobs', 0)} blob(s) "
+              f"({human_size(data.get('blobBytes', 0))}).")
+    if data.get("unreadableManifests"):
+        con.print(f"[yellow]No blob was removed: {len(data['unreadableManifests'])} referenced manifest(s) cannot be "
+                  f"read[/] ({', '.join(data['unreadableManifests'][:3])}); the server log names them all.")
 
 
 def _render_status(con, data) -> None:

@@ -9,6 +9,7 @@ import typer
 from optimize.cli.commands import projects
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
+from optimize.cli.quota_view import render_quotas
 from optimize.cli.render import DASH, age, footer, table
 from optimize.jobs import registry as kinds
 
@@ -92,10 +93,11 @@ def _render_added(con, d) -> None:
 
 
 @command(app, "capacity")
-def capacity(out: Output) -> None:
-    """Device pools, devices and claims."""
+def capacity(out: Output, project: Annotated[str | None, typer.Option(
+        "--project", help="Only this project's claims and quota.")] = None) -> None:
+    """Device pools, devices, claims, and each training project's quota and what it uses."""
     with client_for(out) as api:
-        out.emit(api.capacity(), _render_capacity)
+        out.emit(api.capacity(project), _render_capacity)
 
 
 def _params(value: int | None) -> str:
@@ -169,4 +171,5 @@ def _render_capacity(con, data) -> None:
         con.print(claims)
     else:
         con.print("[bold]Claims[/]  none")
+    render_quotas(con, data["projects"])
     con.print(f"Envelopes are {data['envelopes']}.")

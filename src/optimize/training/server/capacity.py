@@ -8,18 +8,29 @@ from typing import Any
 
 from sqlalchemy import select
 
+from optimize.core.access import current, only_visible, visible_projects
 from optimize.core.clock import iso
 from optimize.deployment import Deployment
 from optimize.jobs.devices import SERVING, pool_devices
 from optimize.jobs.devices import devices as all_devices
-from optimize.store.tables import DeviceHold, Run
+from optimize.projects.quotas import quota_usage
+from optimize.projects.service import find_project
+from optimize.store.tables import DeviceHold, Project, Run
 from optimize.training.server.phases import RunPhase
 
 
-def capacity(training: Deployment) -> dict[str, Any]:
+def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]:
+    """Pools and devices as they are; claims and quotas of the project asked for, else of every project the
+    caller's token sees (a limited token sees only its own projects' claims)."""
     with training.store.transaction() as session:
+        if project is not None:
+            project = find_project(session, project).name
         holds = session.scalars(select(DeviceHold).order_by(DeviceHold.since)).all()
         queued = session.scalars(select(Run).where(Run.phase == RunPhase.QUEUED.value).order_by(Run.created_at)).all()
+        names = [project] if project else [name for name in session.scalars(
+            only_visible(select(Project.name).where(Project.archived.is_(False)), visible_projects(Project.name))
+            .order_by(Project.name))]
+        quotas = quota_usage(session, training.quotas, names)
     held_by = {h.device_id: h for h in holds}
     granted: dict[str, list[DeviceHold]] = defaultdict(list)
     for hold in holds:
@@ -48,5 +59,8 @@ def capacity(training: Deployment) -> dict[str, Any]:
     claims += [{"kind": run.method.upper(), "subject": f"run:{run.id}", "for": run.id, "project": run.project,
                 "devices": [], "count": run.device_count, "profile": run.device_profile, "state": "QUEUED",
                 "since": iso(run.created_at)} for run in queued]
-    return {"pools": pools, "devices": device_rows, "claims": claims,
+    limits = current()
+    claims = [c for c in claims if (project is None or c["project"] == project)
+              and (limits is None or limits.sees_project(c["project"]))]
+    return {"pools": pools, "devices": device_rows, "claims": claims, "projects": quotas,
             "envelopes": "strict" if training.catalog.strict_envelopes else "advisory", "warnings": []}

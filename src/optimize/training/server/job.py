@@ -11,9 +11,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from optimize.core.clock import as_utc, utcnow
-from optimize.jobs.kinds import JobKind, Recovery
+from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
-from optimize.store.tables import JobLease, Run, RunAttempt
+from optimize.registry.datasets import examples_objects
+from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
 from optimize.training.server import attempts, prediction, reports
 from optimize.training.server.lifecycle import finish_pause
@@ -111,6 +112,18 @@ class RunKind(JobKind):
         return reports.instructions(row)
 
     # --- its worker's calls ------------------------------------------------------------------------------------
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Run) -> Readable:
+        """The shards of its training and validation datasets, and the files of the save it resumes from (its own)
+        or, on a branch, starts from (its parent's) — what its spec names."""
+        shards = frozenset(o["sha256"] for digest in (row.dataset_digest, row.validation_digest) if digest
+                           for o in examples_objects(session, digest))
+        saves = list((row.branch or {}).get("artifacts") or [])
+        snapshot_id = (row.resumed or {}).get("snapshotId")
+        snapshot = session.get(Snapshot, snapshot_id) if snapshot_id else None
+        if snapshot is not None:
+            saves += snapshot.artifacts or []
+        return Readable(shards, frozenset(a["manifestDigest"].removeprefix("sha256:") for a in saves))
 
     def worker_spec(self, deployment, job_id, token, body):
         return reports.job_spec(deployment, job_id, token)

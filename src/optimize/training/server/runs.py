@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.analysis.service import start_analysis
+from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.core.ids import new_id
@@ -21,6 +22,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.lifecycle import phases_asked
 from optimize.jobs.waiting import waiting_for
+from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
@@ -55,6 +57,7 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
     entry = training.catalog.find(plan.base_model)
     with training.store.transaction() as session:
         project, admitted = _admit(training, session, plan, document, entry)
+        check_new_work(session, project.name, "run", training.quotas)
         sections, state, to_analyze = check_lengths(training, session, admitted, plan)
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
         preflight = predict(training.blobs, session, document, entry, admitted.dataset.digest, admitted.commit)
@@ -156,7 +159,8 @@ def _same_submission(run: Run, digest: str) -> dict[str, Any]:
 
 
 def find_run(session, run_id: str) -> Run:
-    return find_by_id_prefix(session, Run, run_id, "run", "list runs with: akka training runs list")
+    return find_by_id_prefix(session, Run, run_id, "run", "list runs with: akka training runs list",
+                             visible_projects(Run.project))
 
 
 def get_run(training: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy import select
+
+from optimize.core.access import visible_projects
 from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Deployment
 from optimize.projects.service import open_project
@@ -19,8 +22,10 @@ from optimize.training.server.views import snapshot_json
 
 
 def find_snapshot(session, snapshot_id: str) -> Snapshot:
+    visible = visible_projects(Run.project)
     return find_by_id_prefix(session, Snapshot, snapshot_id, "snapshot",
-                             "list a run's snapshots with: akka training runs snapshots RUN")
+                             "list a run's snapshots with: akka training runs snapshots RUN",
+                             None if visible is None else Snapshot.run_id.in_(select(Run.id).where(visible)))
 
 
 def get_snapshot(training: Deployment, snapshot_id: str) -> dict[str, Any]:

@@ -1,0 +1,116 @@
+"""What the current request's token may see: all projects and namespaces, or only the ones it is limited to.
+
+The token gate sets the limits for the request (a context variable, which follows the request into the threads
+its handlers run in); the services check them where a project or namespace is looked up by name or an item by id,
+and filter their lists with them. Work the server does on its own (the scheduler, the collector, workers' calls)
+runs outside any request and sees everything.
+
+A limited token asking for a project or namespace by name outside its limits is answered 403 naming it (the caller
+gave the name); an item by id (a run, an evaluation) in another project is answered 403 without naming that
+project, so a limited token learns no other project's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from optimize.core.errors import Forbidden
+
+
+@dataclass(frozen=True, slots=True)
+class AccessLimits:
+    """A token's limits: None for projects or namespaces means all of them."""
+
+    token_name: str
+    projects: frozenset[str] | None = None
+    namespaces: frozenset[str] | None = None
+
+    def sees_project(self, name: str | None) -> bool:
+        return self.projects is None or (name or "").lower() in self.projects
+
+    def sees_namespace(self, name: str | None) -> bool:
+        return self.namespaces is None or (name or "").lower() in self.namespaces
+
+
+_current: ContextVar[AccessLimits | None] = ContextVar("optimize_access_limits", default=None)
+
+
+@contextmanager
+def limited_to(limits: AccessLimits | None) -> Iterator[None]:
+    """Everything inside runs under `limits` (None: unlimited)."""
+    mark = _current.set(limits)
+    try:
+        yield
+    finally:
+        _current.reset(mark)
+
+
+def current() -> AccessLimits | None:
+    """The limits of the request being served; None when it has none (or no request is being served)."""
+    limits = _current.get()
+    return limits if limits is not None and (limits.projects is not None or limits.namespaces is not None) else None
+
+
+def check_project(name: str, what: str | None = None) -> None:
+    """Refuses a project outside the token's limits; `what` names an item of that project given by id instead."""
+    limits = current()
+    if limits is None or limits.sees_project(name):
+        return
+    allowed = ", ".join(sorted(limits.projects or ()))
+    subject = f"{what} belongs to another project" if what else f"project {name.lower()!r} is outside them"
+    raise Forbidden(f"token {limits.token_name} is limited to project(s) {allowed}; {subject}",
+                    hint="use a token limited to that project, or an unlimited one")
+
+
+def check_namespace(name: str, what: str | None = None) -> None:
+    """Refuses a registry namespace outside the token's limits (its datasets, models and uploads with it)."""
+    limits = current()
+    if limits is None or limits.sees_namespace(name):
+        return
+    allowed = ", ".join(sorted(limits.namespaces or ()))
+    subject = f"{what} belongs to another namespace" if what else f"namespace {name.lower()!r} is outside them"
+    raise Forbidden(f"token {limits.token_name} is limited to namespace(s) {allowed}; {subject}",
+                    hint="use a token limited to that namespace, or an unlimited one")
+
+
+def sees_namespace(name: str) -> bool:
+    limits = current()
+    return limits is None or limits.sees_namespace(name)
+
+
+def visible_projects(column: Any) -> Any | None:
+    """A query condition keeping the rows whose project `column` the token sees; None when it sees all."""
+    limits = current()
+    return None if limits is None or limits.projects is None else column.in_(sorted(limits.projects))
+
+
+def visible_namespaces(column: Any) -> Any | None:
+    """A query condition keeping the rows whose namespace `column` the token sees; None when it sees all."""
+    limits = current()
+    return None if limits is None or limits.namespaces is None else column.in_(sorted(limits.namespaces))
+
+
+def visible_references(column: Any) -> Any | None:
+    """A query condition keeping the rows whose registry reference `column` (NAMESPACE/NAME…) is in a namespace
+    the token sees; None when it sees all."""
+    limits = current()
+    if limits is None or limits.namespaces is None:
+        return None
+    from sqlalchemy import false, or_  # only when a limited token asks (core stays free of the store otherwise)
+
+    return or_(false(), *[column.startswith(f"{name}/") for name in sorted(limits.namespaces)])
+
+
+def visible_item(table: Any) -> Any | None:
+    """The condition for an item of work: by its project, or by the dataset it measures (an analysis)."""
+    if hasattr(table, "project"):
+        return visible_projects(table.project)
+    return visible_references(table.dataset_reference) if hasattr(table, "dataset_reference") else None
+
+
+def only_visible(query: Any, condition: Any | None) -> Any:
+    return query if condition is None else query.where(condition)

@@ -1,0 +1,55 @@
+"""The registry's side of the per-project quotas (core.quotas): upload sessions open into a namespace and the bytes
+its datasets hold, checked when a new upload session is opened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from optimize.core.errors import TooMany
+from optimize.core.quotas import Quota
+from optimize.core.sizes import human_size
+from optimize.registry.upload_phases import UploadPhase
+from optimize.store.tables import Dataset, DatasetVersion, UploadSession
+
+
+def open_sessions(session: Session, namespace: str) -> list[UploadSession]:
+    return list(session.scalars(select(UploadSession).where(
+        UploadSession.namespace == namespace, UploadSession.phase == UploadPhase.OPEN.value)
+        .order_by(UploadSession.created_at)))
+
+
+def stored_bytes(session: Session, namespace: str, sessions: list[UploadSession]) -> int:
+    """The bytes of the namespace's dataset versions and what its open sessions announce."""
+    held = session.scalar(select(func.coalesce(func.sum(DatasetVersion.size_bytes), 0))
+                          .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
+                          .where(Dataset.namespace == namespace)) or 0
+    return int(held) + sum(item["bytes"] for upload in sessions for item in upload.manifest)
+
+
+def registry_usage(session: Session, namespace: str) -> dict[str, int]:
+    sessions = open_sessions(session, namespace)
+    return {"uploadSessions": len(sessions), "storedBytes": stored_bytes(session, namespace, sessions)}
+
+
+def check_new_upload(session: Session, namespace: str, quota: Quota, manifest: list[dict[str, Any]]) -> None:
+    """Refuses a new upload session the namespace's quota has no room for, naming the quota and its holders."""
+    sessions = open_sessions(session, namespace)
+    if len(sessions) >= quota.upload_sessions:
+        holders = ", ".join(f"{u.namespace}/{u.name} ({u.id[:12]})" for u in sessions[:5])
+        more = f" and {len(sessions) - 5} more" if len(sessions) > 5 else ""
+        raise TooMany(f"namespace {namespace} already has {len(sessions)} open upload sessions, its quota "
+                      f"uploadSessions ({quota.upload_sessions}); held by {holders}{more}",
+                      hint="finish those uploads or let them expire (akka server gc collects them), or ask the "
+                           "operator to raise OPTIMIZE_QUOTA_UPLOAD_SESSIONS (or this project's uploadSessions in "
+                           "OPTIMIZE_PROJECT_QUOTAS)",
+                      quota="uploadSessions", limit=quota.upload_sessions, used=len(sessions))
+    used = stored_bytes(session, namespace, sessions)
+    adding = sum(item["bytes"] for item in manifest)
+    if used + adding > quota.stored_bytes:
+        raise TooMany(f"namespace {namespace} holds {human_size(used)} of datasets and open uploads; "
+                      f"{human_size(adding)} more would pass its quota storedBytes ({human_size(quota.stored_bytes)})",
+                      hint="ask the operator to raise OPTIMIZE_QUOTA_STORED_BYTES (or this project's storedBytes in "
+                           "OPTIMIZE_PROJECT_QUOTAS)", quota="storedBytes", limit=quota.stored_bytes, used=used)
