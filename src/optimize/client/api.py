@@ -517,7 +517,8 @@ class OptimizeApi:
         return self.http.get("/v1/registry/info")
 
     def collect(self, *, dry_run: bool = False) -> Json:
-        """Remove expired upload sessions and orphaned shards (administrators); `dry_run`: only count them."""
+        """Remove expired upload sessions, orphaned shards and unreferenced blobs (administrators); `dry_run`: only
+        count them."""
         return self.http.post("/v1/admin/gc", params={"dryRun": "true"} if dry_run else None)
 
 

@@ -6,8 +6,8 @@ and filter their lists with them. Work the server does on its own (the scheduler
 runs outside any request and sees everything.
 
 A limited token asking for a project or namespace by name outside its limits is answered 403 naming it (the caller
-gave the name); an item by id (a run, an evaluation) in another project is answered 403 without naming that
-project, so a limited token learns no other project's name.
+gave the name); an item by id (a run, an evaluation) in another project is not found (the services look it up
+under `visible_*`), so a limited token learns no other project's name, nor that the item exists.
 """
 
 from __future__ import annotations
@@ -55,26 +55,24 @@ def current() -> AccessLimits | None:
     return limits if limits is not None and (limits.projects is not None or limits.namespaces is not None) else None
 
 
-def check_project(name: str, what: str | None = None) -> None:
-    """Refuses a project outside the token's limits; `what` names an item of that project given by id instead."""
+def check_project(name: str) -> None:
+    """Refuses a project outside the token's limits, naming it (the caller gave the name)."""
     limits = current()
-    if limits is None or limits.sees_project(name):
-        return
-    allowed = ", ".join(sorted(limits.projects or ()))
-    subject = f"{what} belongs to another project" if what else f"project {name.lower()!r} is outside them"
-    raise Forbidden(f"token {limits.token_name} is limited to project(s) {allowed}; {subject}",
-                    hint="use a token limited to that project, or an unlimited one")
+    if limits is not None and not limits.sees_project(name):
+        _refuse(limits.token_name, "project", limits.projects, name)
 
 
-def check_namespace(name: str, what: str | None = None) -> None:
+def check_namespace(name: str) -> None:
     """Refuses a registry namespace outside the token's limits (its datasets, models and uploads with it)."""
     limits = current()
-    if limits is None or limits.sees_namespace(name):
-        return
-    allowed = ", ".join(sorted(limits.namespaces or ()))
-    subject = f"{what} belongs to another namespace" if what else f"namespace {name.lower()!r} is outside them"
-    raise Forbidden(f"token {limits.token_name} is limited to namespace(s) {allowed}; {subject}",
-                    hint="use a token limited to that namespace, or an unlimited one")
+    if limits is not None and not limits.sees_namespace(name):
+        _refuse(limits.token_name, "namespace", limits.namespaces, name)
+
+
+def _refuse(token: str, noun: str, allowed: frozenset[str] | None, name: str) -> None:
+    raise Forbidden(f"token {token} is limited to {noun}(s) {', '.join(sorted(allowed or ())) or 'none'}; "
+                    f"{noun} {name.lower()!r} is outside them", hint=f"use a token limited to that {noun}, or an "
+                                                                      "unlimited one")
 
 
 def sees_namespace(name: str) -> bool:

@@ -29,7 +29,7 @@ from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
-from optimize.projects.quotas import check_new_work
+from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
@@ -204,6 +204,7 @@ def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
         if item.phase not in TERMINAL:
             raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
                            hint=f"follow it with: akka training evaluations wait {item.id[:12]}")
+        check_queue_room(session, item.project, training.quotas)
         if item.model["kind"] == "base":
             selection = selection_for(training.store, item.model["baseEntryId"])
             if selection is None:

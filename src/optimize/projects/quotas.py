@@ -1,5 +1,6 @@
 """The per-project quotas on work (core.quotas): runs not yet ended and work waiting for devices, checked when new
-work is submitted (under the project's row lock that `open_project` takes), and each project's usage for
+work is submitted (under the project's row lock that `open_project` takes) and, for queued work, when a paused
+run is resumed or an ended evaluation retried; and each project's usage for
 `training capacity` and `registry info`.
 
 What counts comes from the kernel's registry of kinds, as for `work_in_progress`: a run is open in any phase its
@@ -57,6 +58,13 @@ def check_new_work(session, project: str, kind: str, quotas: Quotas) -> None:
         if len(runs) >= quota.open_runs:
             _refuse(project, "openRuns", quota.open_runs, [f"run {r[:12]}" for r in runs],
                     "open runs", "let some end, or cancel those you no longer need (akka training runs cancel RUN)")
+    check_queue_room(session, project, quotas)
+
+
+def check_queue_room(session, project: str, quotas: Quotas) -> None:
+    """Refuses one more item waiting for devices (new work, a resumed run, a retried evaluation) when the project's
+    queuedWork quota is used up."""
+    quota = quotas.of(project)
     queued = _queued(session, project)
     if len(queued) >= quota.queued_work:
         _refuse(project, "queuedWork", quota.queued_work, queued, "items of work waiting for devices",

@@ -1,4 +1,5 @@
-"""Deployment upkeep (administrators): `POST /v1/admin/gc` collects expired upload sessions and orphaned shards."""
+"""Deployment upkeep (administrators): `POST /v1/admin/gc` collects expired upload sessions, orphaned
+shards and blobs nothing references."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, Refused
 from optimize.deployment import Deployment
 from optimize.jobs.lifecycle import decided, moved, transition
+from optimize.projects.quotas import check_queue_room
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt
 from optimize.training.server.attempts import current_attempt, end_attempt, queue_from_newest_save
@@ -99,6 +100,7 @@ def resume(training: Deployment, run_id: str) -> dict[str, Any]:
                            hint=f"wait for it to pause: akka training runs wait {short}")
         if phase is not RunPhase.PAUSED:
             raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
+        check_queue_room(session, run.project, training.quotas)
         moved(queue_from_newest_save(session, run, {"afterPause": run.pause}, pause=None), f"run {short}")
         return run_json(run)
 

@@ -3,8 +3,8 @@
 Retention keeps a run's newest `execution.keepAdapters` weights and `execution.keepTrainingStates` training
 states (all when unset). Older ones are swept — left out of the catalog, never restored or registered — unless
 held: pinned by an operator, the run's final save, registered as a model version, or the save a paused run
-resumes from. A sweep takes the kind off the catalog; the content-addressed blobs stay on disk, since other
-snapshots may share them.
+resumes from. A sweep takes the kind off the catalog; its content-addressed blobs stay until the collector
+(registry.collection) finds nothing else naming them, a grace after the sweep.
 """
 
 from __future__ import annotations
