@@ -13,7 +13,7 @@ from optimize.schemas.plans import RunConfig
 from optimize.training.methods import HOLDS, METHODS, declared, method_for, reader_of, trained
 from optimize.training.methods.base import TRAINER_METRICS
 
-NOT_TRAINED = "method {} is not trained on this deployment yet; methods sft and dpo are"
+NOT_TRAINED = "method {} is not trained on this deployment yet; methods sft, dpo, grpo and gspo are"
 
 
 def config(**fields) -> RunConfig:
@@ -27,21 +27,21 @@ def test_every_method_a_plan_can_name_is_declared_with_its_dataset_kind():
         assert method.name == name and method.dataset_kind in HOLDS
     assert {name: m.dataset_kind for name, m in METHODS.items()} == {
         "sft": "chat", "dpo": "preference", "grpo": "chat", "gspo": "chat"}
-    assert trained() == ["sft", "dpo"]
+    assert trained() == ["sft", "dpo", "grpo", "gspo"]
     assert reader_of("chat") == "sft" and reader_of("preference") == "dpo"
 
 
-@pytest.mark.parametrize("name", ["ppo", "grpo", "gspo"])
+@pytest.mark.parametrize("name", ["ppo", "rloo"])
 def test_a_method_this_deployment_does_not_train_is_refused_with_todays_words(name):
     with pytest.raises(Refused) as refused:
         method_for(name)
     assert refused.value.message == NOT_TRAINED.format(name)
-    assert refused.value.hint == "set config.method: sft or dpo"
+    assert refused.value.hint == "set config.method: sft, dpo, grpo or gspo"
 
 
-def test_an_untrained_method_is_still_declared_so_its_dataset_rules_speak():
+def test_a_reinforcement_method_refuses_datasets_whose_rows_offer_tools():
     grpo = declared("grpo")
-    assert not grpo.trained
+    assert grpo.trained and method_for("gspo").importance_sampling == "sequence"
     grpo.admit_datasets([("config.dataset", SimpleNamespace(reference="p/d:v1", tool_rows=0)),
                          ("config.validation.dataset", None)])
     with pytest.raises(Refused, match=r"config.dataset p/d:v1 has 2 row\(s\) that offer tools; the trl engine of a "

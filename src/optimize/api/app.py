@@ -14,6 +14,7 @@ from optimize.api.body_limits import BodyLimits
 from optimize.api.routers import (
     admin,
     base_models,
+    bundles,
     chat,
     datasets,
     health,
@@ -69,7 +70,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(BodyLimits)
     app.add_middleware(TokenGate, store=store)
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
-                                           base_models, projects)]
+                                           bundles, base_models, projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
     for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
         app.include_router(router)

@@ -1,6 +1,7 @@
 """Request bodies have a size limit per route family, refused with 413 naming it before the body is read whole:
 control documents (JSON) up to `OPTIMIZE_MAX_JSON_BYTES` (default 1 MiB — a run plan is a few KiB), dataset
-shards by the registry's shard limit (checked by the upload route against the size it declared). Workers' routes
+shards by the registry's shard limit (checked by the upload route against the size it declared), bundle archives
+(`application/zip`) by the bundle archive limit (checked by the archive route, declared size first). Workers' routes
 (`/v1/internal/…`) are fenced by their lease and carry their own payloads.
 
 The declared Content-Length is checked first; a body sent without one (chunked) is counted as it arrives.

@@ -360,7 +360,7 @@ class Namespaces(_Resource):
 
 
 class _Artifacts(_Resource):
-    """What datasets and models share: an artifact per NS/NAME, its versions, a version by selector."""
+    """What datasets, models and bundles share: an artifact per NS/NAME, its versions, a version by selector."""
 
     def _artifact(self, reference: Reference) -> str:
         return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
@@ -437,6 +437,42 @@ class Models(_Artifacts):
         return written
 
 
+class Bundles(_Artifacts):
+    """Registered scoring bundles (immutable ZIP archives), their aliases, and the archive route that takes their bytes
+    (client/bundles.py drives a registration)."""
+
+    ROOT = "/v1/registry/bundles"
+
+    def list(self, *, namespace: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params={"archived": str(archived).lower(), **_given(namespace=namespace)})
+
+    def versions(self, reference: Reference) -> Json:
+        return self._http.get(self._artifact(reference) + "/versions")
+
+    def get_alias(self, reference: Reference, alias: str) -> Json:
+        """The version the alias points at, and every version it pointed at before."""
+        return self._http.get(f"{self._artifact(reference)}/aliases/{segment(alias)}")
+
+    def set_alias(self, reference: Reference, alias: str, *, version: str) -> Json:
+        """Point the alias at `version` (vN); its history is kept."""
+        return self._http.put(f"{self._artifact(reference)}/aliases/{segment(alias)}", json={"version": version})
+
+    def archive(self, reference: Reference, sha256: str) -> Json:
+        """Whether the registry holds the archive whose bytes hash to `sha256` (`held`): then none need be sent."""
+        return self._http.get(f"{self._artifact(reference)}/archives/{segment(sha256)}")
+
+    def send_archive(self, reference: Reference, sha256: str, chunks: Iterator[bytes], size: int) -> Json:
+        """Stream an archive of `size` bytes whose sha256 is `sha256`; the registry checks and keeps it."""
+        headers = {"Content-Length": str(size), "Content-Type": "application/zip"}
+        return self._http.request("PUT", f"{self._artifact(reference)}/archives/{segment(sha256)}", content=chunks,
+                                  headers=headers)
+
+    def register(self, reference: Reference, *, digest: str, alias: str | None = None) -> Json:
+        """Register the held archive `digest` (sha256:HEX) as a version of the reference's NS/NAME, or read the
+        version those bytes already are (`created: false`); `alias` is pointed at it."""
+        return self._http.post(self._artifact(reference) + "/versions", json={"digest": digest, "alias": alias})
+
+
 class Uploads(_Resource):
     """Resumable, sharded dataset uploads (client/registry.py drives them)."""
 
@@ -479,6 +515,7 @@ class OptimizeApi:
         self.tokens = Tokens(http)
         self.datasets = Datasets(http)
         self.models = Models(http)
+        self.bundles = Bundles(http)
         self.uploads = Uploads(http)
 
     @classmethod

@@ -13,12 +13,12 @@ the example unscored, quoting the reply.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from optimize.core.errors import Invalid
+from optimize.scoring.members import find_json, flatten, json_field_match  # noqa: F401 - flatten stays importable here
 
 DEFAULT_GRADER = "json-label-match"
 GRADER_FORMS = (DEFAULT_GRADER, "http:URL", "model:REF", "bundle:REF#MODULE")
@@ -58,45 +58,10 @@ class Grade:
     fields: dict[str, bool] = field(default_factory=dict)  # expected field path -> matched
 
 
-def find_json(text: str) -> Any | None:
-    """The first JSON object (or array) in the text: inside a code fence or between prose, else None."""
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text, index)
-            except ValueError:
-                continue
-            return value
-    return None
-
-
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of a JSON object by dotted path (lists and scalars are leaves)."""
-    if not isinstance(value, dict) or not value:
-        return {prefix or "$": value}
-    found: dict[str, Any] = {}
-    for key, item in value.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        found.update(flatten(item, path) if isinstance(item, dict) and item else {path: item})
-    return found
-
-
 def json_label_match(answer: str, expected: str) -> Grade:
-    wanted = find_json(expected)
-    if wanted is None:
-        matched = answer.strip() == expected.strip()
-        return Grade(1.0 if matched else 0.0, "the text matches" if matched else "the text differs")
-    got = find_json(answer)
-    if got is None:
-        fields = {path: False for path in flatten(wanted)}
-        return Grade(0.0, "the answer holds no JSON", fields)
-    have = flatten(got)
-    fields = {path: path in have and have[path] == value for path, value in flatten(wanted).items()}
-    missed = [path for path, ok in fields.items() if not ok]
-    explanation = "every field matches" if not missed else f"{len(missed)} of {len(fields)} field(s) differ: " \
-        + ", ".join(missed[:5])
-    return Grade(sum(fields.values()) / len(fields), explanation, fields)
+    """The `json-label-match` grade (the scoring member `jsonFieldMatch`, `optimize.scoring.json_field_match`)."""
+    match = json_field_match(answer, expected)
+    return Grade(match.score, match.explanation, match.fields)
 
 
 def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -> Grade:

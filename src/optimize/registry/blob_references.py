@@ -10,6 +10,7 @@ A blob is referenced by
 - an unfinished branch's `branch.artifacts` (a running branch holds what it reads until it is terminal);
 - a model version's descriptor, an evaluation's model (and judge), an endpoint's adapters: their manifests;
 - an analysis' per-row lengths (`lengths_sha256`);
+- a bundle version's archive (`bundle_versions.sha256`);
 and, through each manifest named (JSON listing `files` by `sha256`), every file it lists. A manifest that cannot be
 read (missing, corrupt, not a manifest) is reported: its files are unknown, so no blob is removed meanwhile.
 
@@ -32,6 +33,7 @@ from optimize.blobs.manifests import listed_files
 from optimize.core.clock import as_utc
 from optimize.store.tables import (
     Analysis,
+    BundleVersion,
     Endpoint,
     Evaluation,
     Event,
@@ -46,7 +48,7 @@ from optimize.store.tables import (
 COLUMNS = frozenset({
     "shards.sha256", "dataset_objects.sha256", "upload_sessions.manifest", "snapshots.artifacts", "snapshots.swept",
     "runs.branch", "runs.resumed", "runs.pause", "model_versions.descriptor", "evaluations.model",
-    "endpoints.adapters", "analyses.lengths_sha256",
+    "endpoints.adapters", "analyses.lengths_sha256", "bundle_versions.sha256",
 })
 MANIFEST_KEYS = ("manifestDigest", "manifestSha256")
 
@@ -77,6 +79,7 @@ def references(session: Session, blobs: Any, now: datetime, grace: timedelta) ->
         for value in session.scalars(select(column)):
             manifests.update(_named_manifests(value))
     found.blobs.update(session.scalars(select(Analysis.lengths_sha256).where(Analysis.lengths_sha256.is_not(None))))
+    found.blobs.update(session.scalars(select(BundleVersion.sha256)))
     for manifest in sorted(manifests):
         files = listed_files(blobs, manifest)
         if files is None:

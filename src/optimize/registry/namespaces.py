@@ -1,4 +1,5 @@
-"""Namespaces: created by the first registration into them; annotated, archived and unarchived."""
+"""Namespaces: created by the first registration into them; annotated, archived and unarchived. A namespace counts
+its datasets, models and bundles; archiving it covers all three."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from optimize.core.names import check_name
 from optimize.registry.views import namespace_json
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Dataset, Model, Namespace
+from optimize.store.tables import Bundle, Dataset, Model, Namespace
 
 
 def unarchive_hint(name: str) -> str:
@@ -64,14 +65,19 @@ def _get(session: Session, name: str) -> Namespace:
 
 
 def _counts(session: Session, table) -> dict[str, int]:
-    """Rows of `table` (datasets or models) per namespace."""
+    """Rows of `table` (datasets, models or bundles) per namespace."""
     rows = session.execute(select(table.namespace, func.count()).group_by(table.namespace))
     return {name: count for name, count in rows}
 
 
+def _with_bundles(body: dict[str, Any], bundles: dict[str, int]) -> dict[str, Any]:
+    body["bundles"] = bundles.get(body["name"], 0)
+    return body
+
+
 def _json(session: Session, namespace: Namespace) -> dict[str, Any]:
-    return namespace_json(namespace, _counts(session, Dataset).get(namespace.name, 0),
-                          _counts(session, Model).get(namespace.name, 0))
+    return _with_bundles(namespace_json(namespace, _counts(session, Dataset).get(namespace.name, 0),
+                                        _counts(session, Model).get(namespace.name, 0)), _counts(session, Bundle))
 
 
 def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]]:
@@ -79,8 +85,8 @@ def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]
         query = only_visible(select(Namespace).order_by(Namespace.name), visible_namespaces(Namespace.name))
         if not include_archived:
             query = query.where(Namespace.archived.is_(False))
-        datasets, models = _counts(session, Dataset), _counts(session, Model)
-        return [namespace_json(item, datasets.get(item.name, 0), models.get(item.name, 0))
+        datasets, models, bundles = _counts(session, Dataset), _counts(session, Model), _counts(session, Bundle)
+        return [_with_bundles(namespace_json(item, datasets.get(item.name, 0), models.get(item.name, 0)), bundles)
                 for item in session.scalars(query)]
 
 

@@ -98,6 +98,61 @@ class Preference(_Part):
     fused_loss: bool | None = Field(default=None, alias="fusedLoss", description="Liger's fused DPO loss")
 
 
+class RlTraining(TrainingLoop):
+    batch_size: int = Field(default=2, ge=1, le=MOST_BATCH, alias="batchSize",
+                            description="Prompts per device per pass (each rolled out `generations` times)")
+
+
+class RlHyperparams(_Part):
+    """A reinforcement run's counterpart of `hyperparams`: the adapter, optimizer and loop, and how it rolls out."""
+
+    lora: Lora = Field(default_factory=Lora, description="The LoRA adapter trained")
+    optimizer: Optimizer = Field(default_factory=lambda: Optimizer(learningRate=1e-5),
+                                 description="The optimizer's settings")
+    training: RlTraining = Field(default_factory=RlTraining, description="Epochs, steps, prompts per pass")
+    kl_beta: float = Field(default=0.04, ge=0, le=100, alias="klBeta",
+                           description="KL penalty against the reference policy (0: none)")
+    temperature: float = Field(default=0.7, ge=0, le=10, description="Sampling temperature of the rollouts "
+                                                                     "(0: greedy)")
+    generations: int = Field(default=4, ge=2, le=1024, description="Completions sampled per prompt (a group)")
+    max_completion_length: int = Field(default=128, ge=1, le=MOST_TOKENS, alias="maxCompletionLength",
+                                       description="Longest completion, tokens")
+    importance_sampling: Literal["token", "sequence"] | None = Field(
+        default=None, alias="importanceSampling",
+        description="Importance-sampling level of the policy ratio (default: token for grpo, sequence for gspo)")
+
+
+TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule")
+
+
+class RewardTerm(_Part):
+    """One term of the reward: a built-in check or a scoring bundle's function (`kind: rule`)."""
+
+    kind: Literal["exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule"] = Field(
+        description="exact, contains, regex, jsonFieldMatch, numeric, length, or rule (a scoring bundle's function)")
+    name: str | None = Field(default=None, max_length=64, description="The term's name in metrics (default: kind, "
+                                                                      "numbered when repeated)")
+    weight: float = Field(default=1.0, ge=-1e6, le=1e6, description="Its weight in the sum")
+    field: str | None = Field(default=None, max_length=64,
+                              description="Row field holding the reference (default: the row's final answer)")
+    pattern: str | None = Field(default=None, max_length=4096, description="regex: the pattern searched for")
+    case_sensitive: bool | None = Field(default=None, alias="caseSensitive", description="exact, contains")
+    tolerance: float | None = Field(default=None, ge=0, description="numeric: absolute tolerance")
+    target: int | None = Field(default=None, ge=0, le=MOST_TOKENS, description="length: characters without penalty")
+    max: int | None = Field(default=None, ge=1, le=MOST_TOKENS, description="length: characters at penalty -1")
+    bundle: str | None = Field(default=None, max_length=300, description="rule: the scoring bundle (NS/NAME[:vN])")
+    function: str | None = Field(default=None, max_length=200,
+                                 description="rule: MODULE[:FUNCTION] in the bundle (FUNCTION default compute_score)")
+    clip: tuple[float, float] | None = Field(default=None, description="[low, high] the term's score is clipped to")
+
+
+class Reward(_Part):
+    terms: list[RewardTerm] = Field(min_length=1, max_length=32, description="The reward's terms")
+    aggregation: Literal["sum", "normalizeThenSum"] = Field(
+        default="sum", description="sum: weighted sum, then normalized per group; normalizeThenSum: each term "
+                                   "normalized per group, then summed by weight")
+
+
 class ReferenceCheck(_Part):
     # The release notes name these bounds checks.reference.mean_logprob_error, max_logprob_error and
     # fp32_max_logprob_error: that is their one spelling (meanLogprobError is refused with it suggested).
@@ -131,6 +186,10 @@ class RunConfig(_Part):
     loss: Loss = Field(default_factory=Loss, description="Which tokens are trained")
     validation: Validation = Field(default_factory=Validation, description="The validation dataset")
     preference: Preference = Field(default_factory=Preference, description="Preference (dpo) settings")
+    rl_hyperparams: RlHyperparams | None = Field(default=None, alias="rlHyperparams",
+                                                 description="Reinforcement (grpo, gspo) adapter, optimizer, loop and "
+                                                             "rollouts, instead of hyperparams")
+    reward: Reward | None = Field(default=None, description="Reinforcement (grpo, gspo): the reward's terms")
     checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
 
 
@@ -248,6 +307,14 @@ def stated_and_resolved(model: BaseModel, prefix: str = "") -> dict[str, dict[st
 # --- how many optimizer updates a run makes ---------------------------------------------------------------------
 # An epoch is ceil(rows / (batch size x gradient accumulation x devices)) updates; `maxSteps`, where set, is the
 # run's length whatever the epochs (the data is cycled), as in the Transformers trainer.
+
+
+REINFORCEMENT = frozenset({"grpo", "gspo"})
+
+
+def hyperparams_of(config: dict) -> dict:
+    """The adapter, optimizer and loop a resolved config trains with: `rlHyperparams` for a reinforcement run."""
+    return config["rlHyperparams"] if config["method"] in REINFORCEMENT else config["hyperparams"]
 
 
 def steps_per_epoch(rows: int, batch_size: int, accumulation: int, devices: int = 1) -> int:

@@ -460,3 +460,56 @@ class ApiToken(Base):
     created_by: Mapped[str | None] = mapped_column(String(32))  # the token that created it; null: the server
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Bundle(Base):
+    """A named scoring bundle (NS/NAME): its versions are immutable ZIP archives."""
+
+    __tablename__ = "bundles"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_bundles_namespace_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(ForeignKey("namespaces.name"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BundleVersion(Base):
+    """An immutable bundle version: the archive's bytes exactly as registered, a blob named by their sha256 (the
+    version's digest is `sha256:` and it), and what the archive holds."""
+
+    __tablename__ = "bundle_versions"
+    __table_args__ = (
+        UniqueConstraint("bundle_id", "version", name="uq_bundle_versions_bundle_version"),
+        UniqueConstraint("bundle_id", "sha256", name="uq_bundle_versions_bundle_sha256"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    bundle_id: Mapped[int] = mapped_column(ForeignKey("bundles.id"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)  # the archive's blob
+    size_bytes: Mapped[int] = mapped_column(BigInteger)  # of the archive
+    uncompressed_bytes: Mapped[int] = mapped_column(BigInteger)
+    members: Mapped[list] = mapped_column(JSON)  # [{path, bytes}] in the archive's order; directories end with /
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BundleAlias(Base):
+    __tablename__ = "bundle_aliases"
+
+    bundle_id: Mapped[int] = mapped_column(ForeignKey("bundles.id"), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("bundle_versions.id"))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BundleAliasMove(Base):
+    """Bundle alias history: every version an alias pointed at, oldest first."""
+
+    __tablename__ = "bundle_alias_moves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    bundle_id: Mapped[int] = mapped_column(ForeignKey("bundles.id"), index=True)
+    alias: Mapped[str] = mapped_column(String(64))
+    version_id: Mapped[int] = mapped_column(ForeignKey("bundle_versions.id"))
+    moved_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -66,6 +66,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     branch = spec.get("branch")
     start = harness.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
                           ) if branch else None
+    for term in (config.get("reward") or {}).get("terms") or []:  # a scoring bundle, verified, on local disk
+        if term.get("bundleSha256"):
+            term["bundlePath"] = str(channel.fetch_blob(term["bundleSha256"]))
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
@@ -185,16 +188,17 @@ class _Progress:
 def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter: _Progress, reference: str,
              target: Path) -> Path:
     """Each example checked by the registry's rule for the method's dataset kind and fitted (None: left out), its
-    token-id columns (the method's `columns`) written to a Parquet file on local disk a batch at a time, so memory
-    holds one batch whatever the dataset's size."""
+    columns (the method's token-id `columns`, then its `text_columns`) written to a Parquet file on local disk a
+    batch at a time, so memory holds one batch whatever the dataset's size."""
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from optimize.chat.rows import RowError, RowKind, check_row
 
-    kind, names = RowKind(method.dataset_kind), method.columns
-    schema = pa.schema([(name, pa.list_(pa.int32())) for name in names])
+    kind, names = RowKind(method.dataset_kind), method.columns + method.text_columns
+    schema = pa.schema([(name, pa.list_(pa.int32())) for name in method.columns]
+                       + [(name, pa.string()) for name in method.text_columns])
     batch: dict[str, list] = {name: [] for name in names}
     with pq.ParquetWriter(target, schema) as writer:
         for line, raw in channel.example_lines(dataset["objects"]):

@@ -335,6 +335,8 @@ def _render_run(con, r) -> None:
         engine = "Liger's fused loss" if p["loss"] == "liger-fused" else "TRL's loss"
         con.print(f"  Preference   accuracy {value}, reward margin {margin}; {p['lossType']} loss (beta "
                   f"{p['beta']:g}) computed with {engine}")
+    if res.get("rollouts"):
+        con.print(f"  Rollouts     {_rollouts_line(res['rollouts'])}")
     fit = res.get("dataFit") or {}
     fitted = []
     if fit.get("tooLong"):
@@ -365,11 +367,28 @@ def _render_run(con, r) -> None:
     if cost.get("hostMemoryGiB") is not None:
         con.print(f"  Host memory  {cost['hostMemoryGiB']:.2f} GiB")
     if r.get("settings"):
+        rollout = {path.rsplit(".", 1)[-1]: item["value"] for path, item in r["settings"].items()
+                   if path.startswith("config.rlHyperparams.") and path.count(".") == 2}
+        if rollout:  # a reinforcement run: how it samples, each value as resolved
+            con.print(f"  Rollouts     klBeta {rollout['klBeta']:g}, temperature {rollout['temperature']:g}, "
+                      f"{rollout['generations']} generations per prompt, completions up to "
+                      f"{rollout['maxCompletionLength']} tokens, {rollout['importanceSampling']}-level importance "
+                      "sampling")
         con.print("[bold]Settings[/]")
         for path, item in r["settings"].items():
             mark = (" (stated)" if item["source"] == "stated"
                     else " (default kernels)" if item["source"] == "defaultKernels" else "")
             con.print(f"  {path} = {item['value']!r}{mark}")
+
+
+def _rollouts_line(rollouts: dict) -> str:
+    terms = ", ".join(f"{name} {_num(value, '{:.3f}')}" for name, value in (rollouts.get("terms") or {}).items())
+    zero = rollouts.get("zeroVarianceShare")
+    return (f"reward {_num(rollouts.get('reward'), '{:.3f}')} (± {_num(rollouts.get('rewardStd'), '{:.3f}')}; "
+            f"{terms}), KL {_num(rollouts.get('kl'))}, groups without variance "
+            f"{DASH if zero is None else f'{100 * zero:.0f}%'}, completions "
+            f"{_num(rollouts.get('completionLength'), '{:.1f}')} tokens (klBeta {rollouts['klBeta']:g}, temperature "
+            f"{rollouts['temperature']:g}, {rollouts['generations']} per prompt)")
 
 
 def _render_list(con, data) -> None:
@@ -386,12 +405,15 @@ def _render_list(con, data) -> None:
 
 def _render_metrics(con, data) -> None:
     preference = any("preferenceAccuracy" in m for m in data["steps"])  # a dpo run's accuracy and margin
-    extra = ("ACCURACY", "MARGIN") if preference else ()
+    rollouts = any("reward" in m for m in data["steps"])  # a reinforcement run's reward, spread, KL
+    extra = ("ACCURACY", "MARGIN") if preference else ("REWARD", "REWARD STD", "KL", "NO VARIANCE") if rollouts else ()
     grid = table("STEP", "LOSS", *extra, "LEARNING RATE", "GRAD NORM", "TOKENS", "VALIDATION LOSS")
     validation = {m["step"]: m.get("validationLoss") for m in data["validation"]}
     for m in data["steps"]:
         v = validation.get(m["step"])
-        values = (_num(m.get("preferenceAccuracy"), "{:.3f}"), _num(m.get("rewardMargin"))) if preference else ()
+        values = (_num(m.get("preferenceAccuracy"), "{:.3f}"), _num(m.get("rewardMargin"))) if preference else \
+            (_num(m.get("reward"), "{:.3f}"), _num(m.get("rewardStd"), "{:.3f}"), _num(m.get("kl")),
+             _num(m.get("zeroVarianceShare"), "{:.2f}")) if rollouts else ()
         grid.add_row(str(m["step"]), _num(m.get("loss")), *values, _num(m.get("learningRate"), "{:.3g}"),
                      _num(m.get("gradNorm")), str(m.get("tokens", DASH)), _num(v))
     con.print(grid)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from optimize.schemas.plans import total_steps
+from optimize.schemas.plans import hyperparams_of, total_steps
 from optimize.training.adapters import weights_digest
 from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.methods import method_for
@@ -85,8 +85,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     precision = config["model"]["precision"]
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     attention = config["model"]["attentionImplementation"]
-    loop = config["hyperparams"]["training"]
-    lora = config["hyperparams"]["lora"]
+    hyperparams = hyperparams_of(config)  # rlHyperparams for a reinforcement run
+    loop = hyperparams["training"]
+    lora = hyperparams["lora"]
     own_steps = total_steps(rows, loop)
     offset = start.step if start is not None and start.restore == "trainingState" else 0
     steps = offset + own_steps  # the engine's counter; hooks see updates from 0
@@ -100,8 +101,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     common = dict(
         output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
         per_device_eval_batch_size=loop["batchSize"], gradient_accumulation_steps=loop["gradientAccumulation"],
-        learning_rate=config["hyperparams"]["optimizer"]["learningRate"],
-        weight_decay=config["hyperparams"]["optimizer"]["weightDecay"], warmup_steps=loop["warmupSteps"],
+        learning_rate=hyperparams["optimizer"]["learningRate"],
+        weight_decay=hyperparams["optimizer"]["weightDecay"], warmup_steps=loop["warmupSteps"],
         lr_scheduler_type="linear", seed=config["seed"], data_seed=config["seed"], logging_steps=1,
         # on the parent's counter the trainer's own save rule would count from the parent's start
         save_strategy="steps", save_steps=save_every if not offset else 10**9, save_only_model=False,
@@ -121,7 +122,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
             clock["start"] = time.monotonic()
             if offset:
-                _own_schedule(optimizer, lr_scheduler, config["hyperparams"]["optimizer"]["learningRate"],
+                _own_schedule(optimizer, lr_scheduler, hyperparams["optimizer"]["learningRate"],
                               loop["warmupSteps"], offset, own_steps)
 
         def on_step_end(self, args, state, control, **kwargs):
@@ -148,7 +149,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                              {"validationLoss": outcome.validation_loss,
                               "perplexity": math.exp(min(outcome.validation_loss, 50))})
                 return
-            values = {name: float(logs[key]) for key, name in method.metric_names.items() if key in logs}
+            values = method.metric_values(logs)
             if "tokens" in values:
                 values["tokens"] = int(values["tokens"])
             if "loss" in values:
@@ -172,7 +173,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
     datasets = (Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
                 Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None)
-    trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()])
+    trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()], config=config,
+                             workdir=workdir)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does

@@ -1,5 +1,5 @@
-"""Training methods, one module each (`sft`, `dpo`; `reinforcement` declares those not trained yet): a method is
-added by adding its module and one line here.
+"""Training methods, one module each (`sft`, `dpo`, `reinforcement` for grpo and gspo): a method is added by adding
+its module and one line here.
 
 `declared` is what admission reads first (a plan may name a method that is not trained, whose dataset rules still
 apply); `method_for` is what trains: it refuses a method this deployment does not train, in the words a plan gets.

@@ -35,6 +35,7 @@ class Method:
     engine: ClassVar[str] = "trl"
     devices: ClassVar[int] = 1  # the most devices its engine trains one run on
     columns: ClassVar[tuple[str, ...]] = ()  # the token-id columns of its prepared rows
+    text_columns: ClassVar[tuple[str, ...]] = ()  # its prepared rows' text columns, after the token-id ones
     metric_names: ClassVar[dict[str, str]] = TRAINER_METRICS  # TRL's log keys -> Optimize's metric names
     reference_check: ClassVar[bool] = True  # whether its first batch can be compared with plain Transformers
 
@@ -62,8 +63,8 @@ class Method:
         `counts` is the dataset's dataFit."""
         raise NotImplementedError(f"method {self.name} prepares no rows")
 
-    def columns_of(self, fitted) -> tuple[list[int], ...]:
-        """A fitted row's token-id columns, in the order of `columns`."""
+    def columns_of(self, fitted) -> tuple[Any, ...]:
+        """A fitted row's columns: its token ids in the order of `columns`, then its `text_columns`."""
         raise NotImplementedError(f"method {self.name} prepares no rows")
 
     def check_fit(self, fit, reference: str) -> None:
@@ -75,9 +76,15 @@ class Method:
         """The trainer's arguments: the harness's `common` ones and this method's own."""
         raise NotImplementedError(f"method {self.name} is not trained on this deployment")
 
-    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks):
-        """The TRL trainer over prepared rows (already tokenized: TRL's own preparation is skipped)."""
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
+                workdir=None):
+        """The TRL trainer over prepared rows (already tokenized: TRL's own preparation is skipped); `config` is
+        the resolved config, `workdir` the attempt's folder."""
         raise NotImplementedError(f"method {self.name} is not trained on this deployment")
+
+    def metric_values(self, logs: dict[str, Any]) -> dict[str, float]:
+        """Optimize's metrics from one of the trainer's log lines (its `metric_names`)."""
+        return {name: float(logs[key]) for key, name in self.metric_names.items() if key in logs}
 
     # --- results
 

@@ -73,7 +73,8 @@ class Dpo(Method):
         return DPOConfig(**common, beta=preference["beta"], loss_type=[preference["lossType"]],
                          max_length=config["maxSeqLength"], use_liger_kernel=fused)
 
-    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks):
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
+                workdir=None):
         from trl import DPOTrainer
 
         class PreparedPairs(DPOTrainer):

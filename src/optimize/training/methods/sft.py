@@ -41,7 +41,8 @@ class Sft(Method):
 
         return SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True})
 
-    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks):
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
+                workdir=None):
         from trl import SFTTrainer
 
         return SFTTrainer(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,

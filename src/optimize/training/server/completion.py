@@ -12,6 +12,7 @@ from optimize.core.errors import Invalid
 from optimize.deployment import Deployment
 from optimize.jobs.lifecycle import transition
 from optimize.registry.models import base_model_reference, register_version
+from optimize.schemas.plans import hyperparams_of
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.attempts import end_attempt
 from optimize.training.server.phases import RUN, RunPhase
@@ -24,7 +25,7 @@ def register_adapter(training: Deployment, session, run: Run, snapshot: Snapshot
     if weights is None:
         raise Invalid(f"snapshot {snapshot.id[:12]} holds no adapter weights")
     entry = training.catalog.find(run.base_entry_id)
-    lora = run.resolved["config"]["hyperparams"]["lora"]
+    lora = hyperparams_of(run.resolved["config"])["lora"]
     descriptor = {
         "variant": "ADAPTER",
         "baseModel": base_model_reference(session, entry.repository, run.base_commit),

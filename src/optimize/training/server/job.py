@@ -114,10 +114,13 @@ class RunKind(JobKind):
     # --- its worker's calls ------------------------------------------------------------------------------------
 
     def readable_blobs(self, deployment: Any, session: Session, row: Run) -> Readable:
-        """The shards of its training and validation datasets, and the files of the save it resumes from (its own)
-        or, on a branch, starts from (its parent's) — what its spec names."""
+        """The shards of its training and validation datasets, the scoring bundles of its reward terms, and the
+        files of the save it resumes from (its own) or, on a branch, starts from (its parent's) — what its spec
+        names."""
         shards = frozenset(o["sha256"] for digest in (row.dataset_digest, row.validation_digest) if digest
                            for o in examples_objects(session, digest))
+        terms = (row.resolved["config"].get("reward") or {}).get("terms") or []
+        shards |= {term["bundleSha256"] for term in terms if term.get("bundleSha256")}
         saves = list((row.branch or {}).get("artifacts") or [])
         snapshot_id = (row.resumed or {}).get("snapshotId")
         snapshot = session.get(Snapshot, snapshot_id) if snapshot_id else None

@@ -26,7 +26,7 @@ from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
-from optimize.schemas.plans import parse_plan
+from optimize.schemas.plans import REINFORCEMENT, parse_plan
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Run, RunMetric, Snapshot
@@ -139,6 +139,8 @@ def check_lengths(training: Deployment, session, admitted: Admitted, plan) -> tu
     waits for the analyses to start (one device), or the check does not run (several devices). Returns the
     Lengths sections, the check's state and the datasets to analyze."""
     config = plan.config
+    if config.method in REINFORCEMENT:  # a prompt's budget is checked as the worker renders it (training.prep.prompts)
+        return [], "notRun", []
     sections, state = evaluate(session, training.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
                                config.max_seq_length, config.data.truncation)
     reason = refusal(sections, config.data.truncation, config.max_seq_length, admitted.entry.id)

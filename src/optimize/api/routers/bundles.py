@@ -1,0 +1,110 @@
+"""Registry bundles: list, get a version, versions, aliases, registering, and the archive route that takes a
+version's ZIP bytes (streamed, checked, stored under their sha256)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from optimize.api.bodies import streamed_body
+from optimize.api.deps import RegistryDep
+from optimize.registry import bundles
+from optimize.schemas.bundles import (
+    BundleAlias,
+    BundleAliasMoved,
+    BundleArchive,
+    BundleList,
+    BundleRegister,
+    BundleVersionDetail,
+    BundleVersionList,
+    RegisteredBundle,
+)
+from optimize.schemas.registry import AliasMove
+
+router = APIRouter(prefix="/v1/registry/bundles", tags=["registry"])
+
+# Hand bytes to the receiving thread in pieces of this size (as dataset shards are).
+BATCH_BYTES = 1024 * 1024
+
+
+@router.get("", response_model=BundleList)
+def list_bundles(
+    registry: RegistryDep,
+    namespace: str | None = Query(None, description="Only this namespace (archived or not)"),
+    archived: bool = Query(False, description="Include archived namespaces"),
+) -> dict:
+    return {"bundles": bundles.list_bundles(registry.store, namespace, archived)}
+
+
+@router.get("/{namespace}/{name}", response_model=BundleVersionDetail)
+def get_bundle(namespace: str, name: str, registry: RegistryDep) -> dict:
+    """The newest version, with its members."""
+    return bundles.read_version(registry, namespace, name, "latest")
+
+
+@router.get("/{namespace}/{name}/versions", response_model=BundleVersionList)
+def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
+    return {"versions": bundles.list_versions(registry.store, namespace, name)}
+
+
+@router.post("/{namespace}/{name}/versions", response_model=RegisteredBundle)
+def register_version(namespace: str, name: str, body: BundleRegister, registry: RegistryDep) -> dict:
+    """Register an archive the registry holds (sent with PUT …/archives/{sha256}) as a version of NS/NAME, or answer
+    the version the same bytes already are (`created: false`). The bundle and namespace are created on first use."""
+    return bundles.register_version(registry, namespace, name, body.digest, body.alias)
+
+
+@router.get("/{namespace}/{name}/versions/{selector}", response_model=BundleVersionDetail)
+def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
+    """The version a selector names (vN, an alias, latest or sha256:HEX), with its members."""
+    return bundles.read_version(registry, namespace, name, selector)
+
+
+@router.get("/{namespace}/{name}/aliases/{alias}", response_model=BundleAlias)
+def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> dict:
+    return bundles.get_alias(registry.store, namespace, name, alias)
+
+
+@router.put("/{namespace}/{name}/aliases/{alias}", response_model=BundleAliasMoved)
+def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> dict:
+    return bundles.set_alias(registry.store, namespace, name, alias, body.version)
+
+
+@router.get("/{namespace}/{name}/archives/{sha256}", response_model=BundleArchive)
+def get_archive(namespace: str, name: str, sha256: str, registry: RegistryDep) -> dict:
+    """Whether the registry holds the archive's bytes: when it does, registering them sends none."""
+    return bundles.archive_state(registry, namespace, name, sha256)
+
+
+@router.put("/{namespace}/{name}/archives/{sha256}", response_model=BundleArchive, status_code=201,
+            response_description="The archive was received, checked and stored",
+            responses={200: {"model": BundleArchive, "description": "The registry held the archive already"}},
+            openapi_extra=streamed_body("application/zip", "The bundle's ZIP archive, exactly the bytes whose sha256 "
+                                        "the path names; not read when the registry holds them already"))
+async def put_archive(namespace: str, name: str, sha256: str, request: Request, registry: RegistryDep
+                      ) -> JSONResponse:
+    """Send a bundle's archive before registering it. Refused, naming the member: not a ZIP, an absolute path or
+    `..`, a symbolic link or special file, an encrypted member, more members or bytes than the limits, no Python
+    module."""
+    declared = request.headers.get("content-length")
+    size = int(declared) if declared and declared.isdigit() else None
+    receiver = await run_in_threadpool(bundles.open_archive, registry, namespace, name, sha256, size)
+    if isinstance(receiver, dict):
+        return JSONResponse(receiver)
+    pending: list[bytes] = []
+    pending_bytes = 0
+    try:
+        async for chunk in request.stream():
+            pending.append(chunk)
+            pending_bytes += len(chunk)
+            if pending_bytes >= BATCH_BYTES:
+                await run_in_threadpool(receiver.feed, b"".join(pending))
+                pending, pending_bytes = [], 0
+        if pending:
+            await run_in_threadpool(receiver.feed, b"".join(pending))
+        result = await run_in_threadpool(receiver.finish)
+    except BaseException:
+        receiver.abort()
+        raise
+    return JSONResponse(result, status_code=201)

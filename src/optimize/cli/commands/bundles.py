@@ -1,0 +1,175 @@
+"""`akka registry bundles register|get|versions|list|alias set|alias get`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optimize.cli.common import client_for, command, parse_ref_argument
+from optimize.cli.output import Output
+from optimize.cli.render import DASH, age, footer, table
+from optimize.cli.safe_text import safe_markup
+from optimize.core.sizes import human_size
+
+app = typer.Typer(help="Scoring bundles (immutable ZIP archives of Python modules and data): register, read, list, "
+                       "alias.", no_args_is_help=True)
+alias_app = typer.Typer(help="Move and read bundle aliases.", no_args_is_help=True)
+app.add_typer(alias_app, name="alias")
+
+_FILE_HELP = ("The bundle's directory (packaged deterministically: every file, hidden and cache files included, and "
+              "empty directories; symbolic links refused) or a ZIP file, sent exactly as it is.")
+_SHOWN_MEMBERS = 50
+
+
+@command(app, "register")
+def register(
+    out: Output,
+    bundle: Annotated[str, typer.Argument(help="NS/NAME to register the bundle under.")],
+    file: Annotated[Path, typer.Option("-f", "--file", help=_FILE_HELP)],
+    alias: Annotated[str | None, typer.Option("--alias", help="Point this alias at the registered version.")] = None,
+) -> None:
+    """Register a bundle as a new version (or return the version the same bytes already are)."""
+    from optimize.client.bundles import register_bundle
+
+    reference = parse_ref_argument(bundle, "NS/NAME")
+    if reference.selector != "latest":
+        raise typer.BadParameter(f"register into {reference.artifact}, without a version or alias",
+                                 param_hint="NS/NAME")
+    with client_for(out) as api:
+        version = register_bundle(api, reference, file, alias=alias)
+    out.emit(version, _render_registered)
+
+
+@command(app, "get")
+def get_bundle(out: Output, reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")]) -> None:
+    """Show a version (the newest when no version is named) with its members."""
+    ref = parse_ref_argument(reference)
+    with client_for(out) as api:
+        out.emit(api.bundles.get(ref), _render_version)
+
+
+@command(app, "versions")
+def versions(out: Output, bundle: Annotated[str, typer.Argument(help="NS/NAME")]) -> None:
+    """List a bundle's versions, newest first."""
+    ref = parse_ref_argument(bundle, "NS/NAME")
+    with client_for(out) as api:
+        out.emit(api.bundles.versions(ref), _render_versions)
+
+
+@command(app, "list")
+def list_bundles(
+    out: Output,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace (archived or not).")] = None,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived namespaces.")] = False,
+) -> None:
+    """List bundles with their newest version."""
+    with client_for(out) as api:
+        out.emit(api.bundles.list(namespace=namespace, archived=archived), _render_list)
+
+
+@command(alias_app, "set")
+def alias_set(
+    out: Output,
+    target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")],
+    version: Annotated[str, typer.Option("--version", help="The version to point at (vN).")],
+) -> None:
+    """Point an alias at a version; its history is kept."""
+    ref, alias = _alias_target(target)
+    with client_for(out) as api:
+        data = api.bundles.set_alias(ref, alias, version=version)
+    out.emit(data, lambda con, d: con.print(
+        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} "
+        f"{d['reference']}."))
+
+
+@command(alias_app, "get")
+def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
+    """Show the version an alias points at and every version it pointed at before."""
+    ref, alias = _alias_target(target)
+    with client_for(out) as api:
+        out.emit(api.bundles.get_alias(ref, alias), _render_alias)
+
+
+def _alias_target(text: str):
+    from optimize.core.errors import PlatformError
+    from optimize.core.refs import parse_alias_target
+
+    try:
+        return parse_alias_target(text)
+    except PlatformError as error:
+        raise typer.BadParameter(error.message, param_hint="NS/NAME:ALIAS") from None
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _contents(item) -> str:
+    return f"{_plural(item['files'], 'file')}, {_plural(len(item['modules']), 'module')}"
+
+
+def _modules(item) -> str:
+    shown = item["modules"][:10]
+    more = len(item["modules"]) - len(shown)
+    return safe_markup(", ".join(shown)) + (f" and {more} more" if more else "")
+
+
+def _render_registered(con, item) -> None:
+    upload = item["upload"]
+    verb = "Registered" if item.get("created") else "Already registered:"
+    con.print(f"{verb} [bold]{item['reference']}[/] — {_contents(item)}")
+    con.print(f"  Digest   {item['digest']}")
+    source = "packaged from the directory" if upload["packaged"] else "the ZIP file as given"
+    sent = "sent" if upload["sent"] else "already held, not sent"
+    con.print(f"  Archive  {human_size(upload['bytes'])}, {source}; {sent}")
+    con.print(f"  Modules  {_modules(item)}")
+    if item["aliases"]:
+        con.print(f"  Aliases  {', '.join(item['aliases'])}")
+
+
+def _render_version(con, item) -> None:
+    con.print(f"[bold]Bundle[/]    {item['reference']}" + (" (archived)" if item["archived"] else ""))
+    con.print(f"Version   v{item['version']} of {item['versionCount']}")
+    con.print(f"Digest    {item['digest']}")
+    con.print(f"Archive   {human_size(item['bytes'])} ({human_size(item['uncompressedBytes'])} unpacked)")
+    con.print(f"Contents  {_contents(item)}"
+              + (f", {_plural(item['directories'], 'empty directory')}" if item["directories"] else ""))
+    con.print(f"Modules   {_modules(item)}")
+    con.print(f"Aliases   {', '.join(item['aliases']) or DASH}")
+    con.print(f"Created   {age(item['createdAt'])}")
+    grid = table("MEMBER", "SIZE")
+    members = item.get("members", [])
+    for member in members[:_SHOWN_MEMBERS]:
+        grid.add_row(safe_markup(member["path"]), DASH if member["path"].endswith("/") else human_size(member["bytes"]))
+    con.print(grid)
+    if len(members) > _SHOWN_MEMBERS:
+        con.print(f"(the first {_SHOWN_MEMBERS} of {len(members)} members; -o json lists them all)")
+
+
+def _render_versions(con, data) -> None:
+    grid = table("REFERENCE", "FILES", "MODULES", "SIZE", "ALIASES", "DIGEST", "CREATED")
+    for item in data["versions"]:
+        grid.add_row(item["reference"], str(item["files"]), str(len(item["modules"])), human_size(item["bytes"]),
+                     ", ".join(item["aliases"]) or DASH, item["digest"][:19], age(item["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["versions"]), "version"))
+
+
+def _render_list(con, data) -> None:
+    grid = table("BUNDLE", "VERSIONS", "LATEST", "FILES", "MODULES", "SIZE", "CREATED")
+    for item in data["bundles"]:
+        name = item["bundle"] + (" (archived)" if item["archived"] else "")
+        latest = item["latest"]
+        grid.add_row(name, str(item["versions"]), f"v{latest['version']}", str(latest["files"]),
+                     str(len(latest["modules"])), human_size(latest["bytes"]), age(latest["createdAt"]))
+    con.print(grid)
+    con.print(footer(len(data["bundles"]), "bundle"))
+
+
+def _render_alias(con, data) -> None:
+    con.print(f"Alias {data['alias']} → {data['reference']}"
+              + (" (managed by the registry)" if data["managed"] else ""))
+    for move in data["history"]:
+        con.print(f"  v{move['version']}  since {move['since']}")

@@ -1,0 +1,118 @@
+"""Reinforcement runs through the CLI, on the built-in stand-in on CPU: a GRPO run on a verifiable reward (an
+answer that starts with a vowel scores 1) raises its mean reward, a GSPO run trains with sequence-level importance sampling, the
+omitted klBeta and temperature resolve to 0.04 and 0.7 and are shown, rows that offer tools are refused at
+submission and in the dry run, and plans without reward terms or with supervised settings are refused by field.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.conftest import Cli, chat_row, from_standin, headers_for, write_jsonl
+from tests.run_fixtures import MODEL, write_plan
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = ["Is the sky blue?", "Is water wet?", "Is fire cold?", "Is ice hot?", "Do fish swim?", "Do birds fly?",
+             "Is grass green?", "Is snow black?"]
+
+
+def rl_plan(project: str, method: str = "grpo", steps: int = 8, learning_rate: float = 0.02, generations: int = 4,
+            **rl) -> dict:
+    return {
+        "kind": "run", "project": project, "baseModel": MODEL,
+        "config": {"dataset": "prompts", "method": method, "maxSeqLength": 256, "seed": 3,
+                   "rlHyperparams": {"optimizer": {"learningRate": learning_rate}, "maxCompletionLength": 4,
+                                     "generations": generations,
+                                     "training": {"maxSteps": steps, "batchSize": 4}, **rl},
+                   # verifiable: an answer that starts with a vowel (a quarter of the stand-in's tokens do)
+                   "reward": {"terms": [{"kind": "regex", "pattern": r"^\W*[aeiouAEIOU]", "name": "vowel"},
+                                        {"kind": "length", "target": 200, "max": 400, "weight": 0.1}]}},
+        "execution": {"deviceProfile": "cpu"},
+    }
+
+
+@pytest.fixture(scope="module")
+def rl_project(sqlite_server, tmp_path_factory):
+    import httpx
+
+    url = sqlite_server.url
+    name = f"rl{uuid.uuid4().hex[:8]}"
+    tmp = tmp_path_factory.mktemp("rl")
+    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    from optimize.cli.main import main
+
+    rows = [chat_row(q, "yes" if i % 2 == 0 else "no") for i, q in enumerate(QUESTIONS)]
+    assert main(["registry", "datasets", "register", f"{name}/prompts", "-f", str(write_jsonl(tmp / "p.jsonl", rows)),
+                 "--server", url]) == 0
+    tools = [{**row, "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]}
+             for row in rows[:2]] + rows[2:]
+    assert main(["registry", "datasets", "register", f"{name}/tools", "-f", str(write_jsonl(tmp / "t.jsonl", tools)),
+                 "--server", url]) == 0
+    return {"url": url, "name": name, "tmp": tmp}
+
+
+def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, capsys):
+    cli = Cli(capsys, rl_project["url"])
+    path = write_plan(rl_project["tmp"], rl_plan(rl_project["name"], steps=20, learning_rate=0.05,
+                                                            generations=8, temperature=0.1))
+    run = json.loads(cli.ok("training", "runs", "start", "-f", path, "--force", "--wait", "-o", "json").out)
+    assert run["phase"] == "COMPLETED", run.get("failureReason")
+    metrics = cli.json("training", "runs", "metrics", run["runId"])["steps"]
+    rewards = [m["reward"] for m in metrics]
+    assert len(rewards) == 20 and all("reward:vowel" in m and "kl" in m for m in metrics)
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    print(f"GRPO mean reward: first five updates {first:.3f}, last five {last:.3f}")
+    assert last > first + 0.3, (first, last)  # answers starting with a vowel were learnt
+    rollouts = run["results"]["rollouts"]
+    assert rollouts["klBeta"] == 0.04 and rollouts["temperature"] == 0.1 and rollouts["generations"] == 8
+    assert set(rollouts["terms"]) == {"vowel", "length"}
+    settings = cli.json("training", "runs", "get", run["runId"], "--settings")["settings"]
+    assert settings["config.rlHyperparams.klBeta"] == {"value": 0.04, "source": "default"}
+    assert settings["config.rlHyperparams.temperature"] == {"value": 0.1, "source": "stated"}
+    assert settings["config.rlHyperparams.importanceSampling"]["value"] == "token"
+    text = cli.ok("training", "runs", "get", run["runId"], "--settings").out
+    assert "Rollouts     klBeta 0.04, temperature 0.1, 8 generations per prompt" in text, text
+    assert "Rollouts     reward " in text
+
+
+def test_a_gspo_run_trains_with_sequence_level_importance_sampling(rl_project, capsys):
+    cli = Cli(capsys, rl_project["url"])
+    path = write_plan(rl_project["tmp"], rl_plan(rl_project["name"], method="gspo", steps=2, klBeta=0))
+    run = json.loads(cli.ok("training", "runs", "start", "-f", path, "--force", "--wait", "-o", "json").out)
+    assert run["phase"] == "COMPLETED", run.get("failureReason")
+    assert run["results"]["rollouts"]["importanceSampling"] == "sequence"
+    assert run["results"]["rollouts"]["klBeta"] == 0
+    assert run["results"]["rollouts"]["temperature"] == 0.7  # omitted: the default, not greedy sampling
+
+
+def test_rows_that_offer_tools_are_refused_at_submission_and_in_the_dry_run(rl_project, capsys):
+    cli = Cli(capsys, rl_project["url"])
+    document = rl_plan(rl_project["name"])
+    document["config"]["dataset"] = "tools"
+    path = write_plan(rl_project["tmp"], document)
+    for extra in ((), ("--dry-run",)):
+        refused = cli("training", "runs", "start", "-f", path, "--force", *extra)
+        assert refused.code == 1
+        assert "has 2 row(s) that offer tools; the trl engine of a grpo run does not render" in refused.err, \
+            refused.err
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda c: c.pop("reward"), "a grpo run needs config.reward.terms"),
+    (lambda c: c.update(hyperparams={"lora": {"rank": 4}}), "takes its adapter, optimizer and loop from "
+                                                              "config.rlHyperparams"),
+    (lambda c: c["reward"]["terms"].append({"kind": "regex"}), "config.reward.terms[2]"),
+    (lambda c: c["reward"]["terms"].append({"kind": "exact", "name": "vowel"}), "name a term twice"),
+])
+def test_a_reinforcement_plan_is_refused_by_field(rl_project, capsys, change, words):
+    cli = Cli(capsys, rl_project["url"])
+    document = rl_plan(rl_project["name"])
+    change(document["config"])
+    refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force", "--dry-run")
+    assert refused.code == 1 and words in refused.err, refused.err
