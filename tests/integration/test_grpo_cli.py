@@ -118,3 +118,65 @@ def test_a_reinforcement_plan_is_refused_by_field(rl_project, capsys, change, wo
     change(document["config"])
     refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force", "--dry-run")
     assert refused.code == 1 and words in refused.err, refused.err
+
+
+def test_a_scoring_bundle_scores_the_rollouts_and_one_that_cannot_import_is_refused(rl_project, capsys, tmp_path):
+    cli = Cli(capsys, rl_project["url"])
+    name = rl_project["name"]
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "helpers.py").write_text("VOWELS = set('aeiouAEIOU')\n")
+    (good / "reward.py").write_text(
+        "from . import helpers\n\n"
+        "def compute_score(prompt, completion, fields):\n"
+        "    text = completion.lstrip()\n"
+        "    return 1.0 if text[:1] in helpers.VOWELS else 0.0\n")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "reward.py").write_text("import not_a_module_anywhere\n")
+    cli.ok("registry", "bundles", "register", f"{name}/vowels", "-f", str(good))
+    cli.ok("registry", "bundles", "register", f"{name}/broken", "-f", str(broken))
+    document = rl_plan(name, steps=2)
+    document["config"]["reward"]["terms"] = [{"kind": "rule", "bundle": f"{name}/vowels", "function": "reward",
+                                              "name": "vowel"}]
+    run = json.loads(cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force",
+                            "--wait", "-o", "json").out)
+    assert run["phase"] == "COMPLETED", run.get("failureReason")
+    assert all("reward:vowel" in m for m in cli.json("training", "runs", "metrics", run["runId"])["steps"])
+    settings = cli.json("training", "runs", "get", run["runId"], "--settings")["settings"]
+    assert settings["config.reward.terms"]["value"][0]["bundle"] == f"{name}/vowels:v1"  # the exact version
+    document["config"]["reward"]["terms"][0]["bundle"] = f"{name}/broken"
+    refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force")
+    assert refused.code == 1 and "not_a_module_anywhere" in refused.err, refused.err
+    document["config"]["reward"]["terms"][0]["bundle"] = f"{name}/nothing"
+    refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force")
+    assert refused.code == 1 and f"{name}/nothing" in refused.err, refused.err
+
+
+def test_a_paused_and_resumed_grpo_run_ends_with_the_uninterrupted_weights(rl_project, capsys):
+    """Seeded on CPU: the rollouts after the resume sample what the uninterrupted run sampled (TRL restores the
+    random state with the optimizer), so the adapter comes out the same."""
+    import time
+
+    import httpx
+
+    cli = Cli(capsys, rl_project["url"])
+    client = httpx.Client(base_url=rl_project["url"], headers=headers_for(rl_project["url"]), timeout=60)
+    document = rl_plan(rl_project["name"], steps=6, temperature=0.5)
+    document["execution"]["saveEvery"] = 2
+    path = write_plan(rl_project["tmp"], document)
+    baseline = json.loads(cli.ok("training", "runs", "start", "-f", path, "--force", "--wait", "-o", "json").out)
+    assert baseline["phase"] == "COMPLETED", baseline.get("failureReason")
+
+    run_id = cli.json("training", "runs", "start", "-f", path, "--force")["runId"]
+    deadline = time.monotonic() + 180
+    while client.get(f"/v1/training/runs/{run_id}").json()["progress"].get("observedStep", 0) < 1:
+        assert time.monotonic() < deadline, "the run never reached its first update"
+        time.sleep(0.2)
+    assert client.post(f"/v1/training/runs/{run_id}/pause", json={"checkpoint": "save"}).status_code == 202
+    paused = json.loads(cli.ok("training", "runs", "wait", run_id, "-o", "json").out)
+    assert paused["phase"] == "PAUSED" and paused["pause"]["savedStep"] < 6, paused["pause"]
+    cli.ok("training", "runs", "resume", run_id)
+    done = json.loads(cli.ok("training", "runs", "wait", run_id, "-o", "json").out)
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done.get("failureReason")
+    assert done["results"]["weightsDigest"] == baseline["results"]["weightsDigest"]

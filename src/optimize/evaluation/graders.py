@@ -8,21 +8,27 @@ expected fields the answer matches exactly. An expected answer that holds no JSO
 be reached) is left out of the mean. `model:REF` asks a judge model (a base model or a registered adapter, served
 for the evaluation beside the model evaluated) to grade the answer and reply with a JSON
 score; it sees the input and the output, not the expected answer. A reply without a score between 0 and 1 leaves
-the example unscored, quoting the reply.
+the example unscored, quoting the reply. `bundle:REF#MODULE[:FUNCTION]` calls a function of a registered scoring
+bundle (`optimize.scoring.BundleRunner`, in a separate limited process) on each answer: its number from 0 to 1 is
+the score; None, a number outside 0..1, an exception or a limit hit leaves the example unscored, saying why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from optimize.core.errors import Invalid
-from optimize.scoring.members import find_json, flatten, json_field_match  # noqa: F401 - flatten stays importable here
+from optimize.core.refs import parse_reference
+from optimize.scoring.members import find_json, flatten, json_field_match, parse_function  # noqa: F401 - flatten stays importable here
 
 DEFAULT_GRADER = "json-label-match"
-GRADER_FORMS = (DEFAULT_GRADER, "http:URL", "model:REF", "bundle:REF#MODULE")
-GRADER_EXAMPLES = "e.g. --grader http:https://scores.example.com/score or --grader model:NS/NAME"
+GRADER_FORMS = (DEFAULT_GRADER, "http:URL", "model:REF", "bundle:REF#MODULE[:FUNCTION]")
+GRADER_EXAMPLES = ("e.g. --grader http:https://scores.example.com/score, --grader model:NS/NAME or --grader "
+                   "bundle:NS/NAME#reward")
+BUNDLE_FORM = "bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION]"
+DEFAULT_FUNCTION = "compute_score"
 
 
 def parse_grader(spec: str | None) -> str:
@@ -39,9 +45,89 @@ def parse_grader(spec: str | None) -> str:
         return f"http:{rest}"
     if kind == "model" and rest:
         return f"model:{rest}"
-    if kind == "bundle" and rest:
-        return f"bundle:{rest}"
+    if kind == "bundle":
+        bundle = parse_bundle_grader(spec)
+        return f"bundle:{bundle.reference}#{spec.partition('#')[2].strip()}"
     raise Invalid(f"grader {given!r} is not one of {', '.join(GRADER_FORMS)}", hint=GRADER_EXAMPLES)
+
+
+@dataclass(frozen=True)
+class BundleGrader:
+    """A `bundle:` grader's parts: the bundle's reference (as given, or once resolved `NS/NAME:vN`), the module and
+    function called, and the archive's sha256 once resolved (what the worker downloads)."""
+
+    reference: str
+    module: str
+    function: str = DEFAULT_FUNCTION
+    sha256: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}:{self.function}"
+
+    @property
+    def text(self) -> str:
+        """As an evaluation keeps it: `bundle:NS/NAME:vN#MODULE:FUNCTION` once resolved."""
+        return f"bundle:{self.reference}#{self.target}"
+
+    def resolved(self, reference: str, sha256: str) -> BundleGrader:
+        return replace(self, reference=reference, sha256=sha256)
+
+    @property
+    def pinned(self) -> str:
+        """As the worker's spec names it, with the archive's digest: `bundle:NS/NAME:vN@sha256:HEX#MODULE:FUNCTION`."""
+        return f"bundle:{self.reference}@sha256:{self.sha256}#{self.target}"
+
+
+def parse_bundle_grader(spec: str) -> BundleGrader:
+    """`bundle:REF#MODULE[:FUNCTION]` (FUNCTION by default `compute_score`; MODULE has no default, as a bundle
+    names no module of its own) as its parts; a malformed one is refused (Invalid) naming the grader and showing the
+    form. The worker's pinned form (`REF@sha256:HEX` after a version) is read too."""
+    given = spec.strip()
+    reference, hashed, target = given.removeprefix("bundle:").strip().partition("#")
+    reference, target = reference.strip(), target.strip()
+    example = f"bundle:{reference if _is_reference(reference) else 'NS/NAME'}#reward"
+    hint = f"write {BUNDLE_FORM}, e.g. --grader {example} (FUNCTION defaults to {DEFAULT_FUNCTION})"
+    if not reference:
+        raise Invalid(f"grader {given!r} names no scoring bundle", hint=hint)
+    sha256 = None
+    before, at, digest = reference.partition("@")
+    if at and ":" in before and digest.lower().startswith("sha256:"):  # the worker's pinned form
+        reference, sha256 = before, digest.lower().removeprefix("sha256:")
+    try:
+        reference = str(parse_reference(reference))
+    except Invalid as error:
+        raise Invalid(f"grader {given!r}: {error.message}", hint=hint) from None
+    if not hashed or not target:
+        raise Invalid(f"grader {given!r} names no module of the bundle: write {BUNDLE_FORM}",
+                      hint=f"e.g. --grader {example} for reward.py's {DEFAULT_FUNCTION}, or "
+                           f"--grader {example}:my_score")
+    if target.endswith(":"):
+        raise Invalid(f"grader {given!r} names no function after the colon", hint=hint)
+    try:
+        module, function = parse_function(target)
+    except ValueError as error:
+        raise Invalid(f"grader {given!r}: {error}", hint=hint) from None
+    return BundleGrader(reference, module, function, sha256)
+
+
+def _is_reference(text: str) -> bool:
+    try:
+        parse_reference(text)
+    except Invalid:
+        return False
+    return True
+
+
+def bundle_grade(grader: BundleGrader, score: Any) -> Grade:
+    """A bundle function's `Score` as a grade: a number from 0 to 1 is the score; None (the function does not
+    apply), a number outside 0..1, or an error (an exception, a limit) leaves the example unscored, saying why."""
+    if score.value is None:
+        why = score.error or f"{grader.target} returned None (it does not apply to this example)"
+        return Grade(None, f"unscored: {why}")
+    if not 0 <= score.value <= 1:
+        return Grade(None, f"unscored: {grader.target} returned {score.value:g}, not a score from 0 to 1")
+    return Grade(float(score.value), "")
 
 
 def _host(url: str) -> str | None:

@@ -23,6 +23,7 @@ from optimize.core.names import check_name
 from optimize.core.paths import lookup
 from optimize.core.refs import parse_reference
 from optimize.jobs.devices import DeviceProfile
+from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import resolve_reference
 from optimize.schemas.plans import RunPlan
 from optimize.store.tables import BaseModelSelection
@@ -102,6 +103,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if model["gradientCheckpointing"] is None:
         model["gradientCheckpointing"] = method.gradient_checkpointing(on_cpu)
     method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
+    resolve_reward_bundles(session, resolved["config"])
     kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
                                                               devices).items()
                if lookup(document, f"config.{path}") is None}
@@ -119,6 +121,14 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings)
+
+
+def resolve_reward_bundles(session: Session, config: dict[str, Any]) -> None:
+    """Each rule term's scoring bundle resolved to its exact version (a moved alias changes no accepted run, and the
+    version is in the configuration hash) and its archive's digest (the blob the worker downloads)."""
+    for term in (config.get("reward") or {}).get("terms") or []:
+        if term["kind"] == "rule":
+            term["bundle"], term["bundleSha256"] = resolve_bundle(session, term["bundle"])
 
 
 def pick_dataset(session: Session, text: str, project: str, field: str, method: str | None) -> DatasetPick:

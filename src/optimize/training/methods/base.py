@@ -48,6 +48,10 @@ class Method:
     def admit(self, config: RunConfig) -> None:
         """Refuse plan settings this method cannot train under."""
 
+    def check_references(self, config: dict[str, Any], blobs) -> None:
+        """Check what the resolved config names beyond datasets (a reward's scoring bundles import), before a device
+        is claimed."""
+
     def gradient_checkpointing(self, on_cpu: bool) -> bool:
         """model.gradientCheckpointing when the plan leaves it out: on where device memory is what limits."""
         return not on_cpu

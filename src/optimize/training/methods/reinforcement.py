@@ -58,6 +58,17 @@ class Reinforcement(Method):
         for index, term in enumerate(config.reward.terms):
             check_term(term.model_dump(by_alias=True, exclude_none=True), f"config.reward.terms[{index}]")
 
+    def check_references(self, config: dict[str, Any], blobs) -> None:
+        """Each rule term's bundle must import and name its function: checked in a limited child process now,
+        before a device is claimed."""
+        from optimize.scoring import BundleRunner
+
+        for index, term in enumerate(config["reward"]["terms"]):
+            if term["kind"] == "rule":
+                with BundleRunner(blobs.verified_path(term["bundleSha256"]), term["function"],
+                                  label=f"config.reward.terms[{index}] {term['bundle']}") as runner:
+                    runner.check()
+
     def gradient_checkpointing(self, on_cpu: bool) -> bool:
         return False  # rollouts generate with the cache; recomputing activations only slows them
 
@@ -120,14 +131,30 @@ class Reinforcement(Method):
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
                 workdir=None):
         from trl import GRPOTrainer
+        from trl.trainer.utils import RepeatSampler
 
         from optimize.training.methods.rewards import reward_functions
+
+        class EpochSeeded(RepeatSampler):
+            """TRL's sampler draws each epoch's order from one generator, so an attempt resumed in a later epoch
+            would start that generator over; here epoch N's order comes from (seed, N), which the trainer sets at
+            every epoch, resumed or not, so a resumed run rolls out the prompts the uninterrupted one did."""
+
+            def set_epoch(self, epoch: int) -> None:
+                if self.shuffle:
+                    self.generator.manual_seed((self.seed or 0) * 1_000_003 + int(epoch))
 
         class RenderedPrompts(GRPOTrainer):
             """Prompts come rendered by the chat core: tokenized as they are, without special tokens added."""
 
             def _tokenize_prompts(self, prompts):
                 return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
+
+            def _get_train_sampler(self, dataset=None):
+                sampler = super()._get_train_sampler(dataset)
+                sampler.__class__ = EpochSeeded
+                return sampler
+
 
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token

@@ -35,6 +35,7 @@ from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
+from optimize.training.methods import method_for
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
@@ -123,6 +124,7 @@ def _admit(training: Deployment, session, plan, document: dict[str, Any], entry)
     refuse_if_archived(session, project.name)
     admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
                      training.catalog.strict_envelopes)
+    method_for(plan.config.method).check_references(admitted.resolved["config"], training.blobs)
     config = admitted.resolved["config"]
     check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
                  admitted.device_count, config["maxSeqLength"], training.profiles)
