@@ -153,6 +153,20 @@ class Reward(_Part):
                                    "normalized per group, then summed by weight")
 
 
+class Smoke(_Part):
+    """A smoke check: before the full run, train a slice of the first rows for a few updates, answer the slice's
+    prompts with that adapter and score the text answers; the run goes on only when it passes."""
+
+    rows: int = Field(default=16, ge=1, le=10_000, description="Training rows in the slice (the first ones)")
+    steps: int = Field(default=4, ge=1, le=10_000, description="Updates trained on the slice")
+    grader: Literal["jsonFieldMatch", "exact", "contains"] | None = Field(
+        default=None, description="How a supervised run's answers are scored (default jsonFieldMatch); a "
+                                  "reinforcement run scores them with its reward terms")
+    min_score: float | None = Field(default=None, ge=-1e6, le=1e6, alias="minScore",
+                                    description="The mean score the answers must reach (default: none; the check "
+                                                "fails when no answer can be scored or the loss is not finite)")
+
+
 class ReferenceCheck(_Part):
     # The release notes name these bounds checks.reference.mean_logprob_error, max_logprob_error and
     # fp32_max_logprob_error: that is their one spelling (meanLogprobError is refused with it suggested).
@@ -190,6 +204,7 @@ class RunConfig(_Part):
                                                  description="Reinforcement (grpo, gspo) adapter, optimizer, loop and "
                                                              "rollouts, instead of hyperparams")
     reward: Reward | None = Field(default=None, description="Reinforcement (grpo, gspo): the reward's terms")
+    smoke: Smoke | None = Field(default=None, description="A smoke check before the full run (sft, grpo, gspo)")
     checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
 
 

@@ -73,8 +73,10 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
     train_fit, eval_fit = method.fitter(renderer, config), method.fitter(renderer, config)
+    smoke = config.get("smoke") if not (resume_from or start) else None  # a resumed attempt passed it already
+    first_rows: list[dict[str, Any]] = []
     train_rows = _prepare(channel, spec["dataset"], method, train_fit, counter, config["dataset"],
-                          workdir / "train.parquet")
+                          workdir / "train.parquet", first_rows, smoke["rows"] if smoke else 0)
     eval_rows = None
     if spec["validation"]:
         eval_rows = _prepare(channel, spec["validation"], method, eval_fit, counter, config["validation"]["dataset"],
@@ -89,6 +91,17 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     kept = train_fit.counts.rows
     data_fit = train_fit.counts.as_json()
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
+    if smoke:
+        from optimize.training.engines.smoke import SmokeFailed, smoke_check
+
+        try:
+            report = smoke_check(spec["model"]["path"], config, train_rows, first_rows[:kept], renderer, workdir,
+                                 _Stops(reporter))
+        except SmokeFailed as failed:
+            reporter.progress(urgent=True, smoke=failed.report)
+            reporter.flush()
+            return {"failed": f"the smoke check failed: {failed.report['reason']}"}
+        reporter.progress(urgent=True, smoke=report)
 
     class Hooks:
         def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None:
@@ -157,6 +170,16 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     }
 
 
+class _Stops:
+    """What the smoke check asks of the attempt while it trains its slice: whether to stop."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+
+    def should_stop(self) -> bool:
+        return self.reporter.lost.is_set()
+
+
 class PausedWhilePreparing(Exception):
     """A latest pause reached the worker before its first update: it stops without training."""
 
@@ -186,10 +209,11 @@ class _Progress:
 
 
 def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter: _Progress, reference: str,
-             target: Path) -> Path:
+             target: Path, first: list[dict[str, Any]] | None = None, keep: int = 0) -> Path:
     """Each example checked by the registry's rule for the method's dataset kind and fitted (None: left out), its
     columns (the method's token-id `columns`, then its `text_columns`) written to a Parquet file on local disk a
-    batch at a time, so memory holds one batch whatever the dataset's size."""
+    batch at a time, so memory holds one batch whatever the dataset's size. The first `keep` rows that train are
+    added to `first` (a smoke check answers them)."""
     import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -209,6 +233,8 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
                 raise RowRefused(f"{reference} line {line}: {error}") from None
             fitted = fitter.fit(row, f"{reference} line {line}")
             counter.advance()
+            if first is not None and len(first) < keep and fitted is not None:
+                first.append(row)
             if fitted is None:
                 continue
             for name, ids in zip(names, method.columns_of(fitted), strict=True):

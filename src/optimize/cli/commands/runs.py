@@ -337,6 +337,8 @@ def _render_run(con, r) -> None:
                   f"{p['beta']:g}) computed with {engine}")
     if res.get("rollouts"):
         con.print(f"  Rollouts     {_rollouts_line(res['rollouts'])}")
+    if res.get("smoke"):
+        con.print(f"  Smoke check  {_smoke_line(res['smoke'])}")
     fit = res.get("dataFit") or {}
     fitted = []
     if fit.get("tooLong"):
@@ -379,6 +381,15 @@ def _render_run(con, r) -> None:
             mark = (" (stated)" if item["source"] == "stated"
                     else " (default kernels)" if item["source"] == "defaultKernels" else "")
             con.print(f"  {path} = {item['value']!r}{mark}")
+
+
+def _smoke_line(smoke: dict) -> str:
+    left = f", {smoke['leftOut']} answer(s) calling tools left out" if smoke.get("leftOut") else ""
+    mean = "no answer scored" if smoke.get("meanScore") is None else \
+        f"mean score {smoke['meanScore']:.3f} over {smoke['scored']} answer(s)"
+    floor = f" (minScore {smoke['minScore']:g})" if smoke.get("minScore") is not None else ""
+    verdict = "passed" if smoke["status"] == "passed" else f"[red]failed[/]: {smoke['reason']}"
+    return f"{verdict} — {smoke['rows']} row(s), {smoke['steps']} update(s); {mean}{floor}{left}"
 
 
 def _rollouts_line(rollouts: dict) -> str:

@@ -82,6 +82,8 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     method.admit_datasets([("config.dataset", dataset), ("config.validation.dataset", validation)])
     method = method_for(config.method)
     method.admit(config)
+    if config.smoke is not None:
+        _admit_smoke(config)
     if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
         reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
             f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
@@ -121,6 +123,16 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings)
+
+
+def _admit_smoke(config) -> None:
+    """A smoke check trains the first rows as they are: a dpo run has none, and no row may be left out or trimmed."""
+    if config.method == "dpo":
+        raise Refused("a dpo run takes no smoke check (it has no answers of its own to score)",
+                      hint="remove config.smoke")
+    if config.data.truncation not in ("error", "right"):
+        raise Refused(f"data.truncation: {config.data.truncation} leaves out or trims rows, which a smoke check "
+                      "trains as they are", hint="set data.truncation: error, or remove config.smoke")
 
 
 def resolve_reward_bundles(session: Session, config: dict[str, Any]) -> None:

@@ -89,8 +89,9 @@ def report_progress(training: Deployment, run_id: str, token: str, body: dict[st
         values: dict[str, Any] = {"progress": progress}
         if body.get("checks") is not None:
             values["checks"] = body["checks"]
-        if body.get("dataFit") is not None:
-            values["results"] = {**(run.results or {}), "dataFit": body["dataFit"]}
+        found = {key: body[key] for key in ("dataFit", "smoke") if body.get(key) is not None}
+        if found:  # what the worker found before training: the rows' fit, the smoke check's outcome
+            values["results"] = {**(run.results or {}), **found}
         if not (body.get("training") and run.phase == RunPhase.PREPARING.value
                 and transition(session, RUN, run, RunPhase.TRAINING, lease=token, by_worker=True, **values)):
             for key, value in values.items():
