@@ -30,9 +30,13 @@ class EvaluationKind(JobKind):
         return service.requeue(session, row, reason)
 
     def readable_blobs(self, deployment: Any, session: Session, row: Evaluation) -> Readable:
-        """The shards of its dataset, and the adapter files of the model it evaluates and of its judge."""
+        """The shards of its dataset, the archive of its grader's scoring bundle, and the adapter files of the model
+        it evaluates and of its judge."""
         models = [row.model, row.model.get("judge") or {}]
-        return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.dataset_digest)),
+        blobs = {o["sha256"] for o in examples_objects(session, row.dataset_digest)}
+        if row.model.get("graderBundle"):
+            blobs.add(row.model["graderBundle"]["sha256"])
+        return Readable(frozenset(blobs),
                         frozenset(m["manifestDigest"].removeprefix("sha256:") for m in models
                                   if m.get("manifestDigest")))
 

@@ -23,7 +23,7 @@ from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.core.settings import outbound_hosts
 from optimize.deployment import Deployment
-from optimize.evaluation.graders import DEFAULT_GRADER, Grade, parse_grader, report
+from optimize.evaluation.graders import Grade, parse_bundle_grader, parse_grader, report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence
@@ -31,28 +31,43 @@ from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
+from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.jobs import EvaluationSpec
+from optimize.scoring import BundleRunner
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
 from optimize.training.admission.resolve import pick_dataset
 from optimize.training.server.instructions import trained_instructions
 
-GRADERS_LATER = {"bundle": "a scoring bundle"}
-
 
 def check_grader(spec: str | None) -> str:
-    """The grader an evaluation would use, as it is kept; one this deployment cannot run yet is refused."""
+    """The grader an evaluation would use, as it is spelled (a `bundle:` grader's reference is resolved by
+    `_resolve_bundle_grader`); an http grader's host must be one this server may call."""
     grader = parse_grader(spec)
-    kind = grader.partition(":")[0]
-    if kind == "http":
+    if grader.startswith("http:"):
         _check_outbound(grader.removeprefix("http:"))
-    if kind in GRADERS_LATER:
-        raise Refused(f"grader {grader!r} needs {GRADERS_LATER[kind]}, which this deployment does not provide yet",
-                      hint=f"use {DEFAULT_GRADER}, http:URL or model:REF")
     return grader
+
+
+def _resolve_bundle_grader(training: Deployment, grader: str) -> tuple[str, dict[str, str]]:
+    """A `bundle:` grader as the evaluation keeps it, `bundle:NS/NAME:vN#MODULE:FUNCTION` (the exact version, so a
+    moved alias changes no accepted evaluation), and its bundle (reference and archive digest, what the worker
+    downloads). The module is imported and the function looked up now, in a separate limited process, so a bundle
+    that cannot score is refused before any device is claimed."""
+    bundle = parse_bundle_grader(grader)
+    with training.store.transaction() as session:
+        try:
+            reference, sha256 = resolve_bundle(session, bundle.reference)
+        except NotFound as error:
+            raise NotFound(f"grader {grader!r} needs a scoring bundle the registry does not hold: {error.message}",
+                           hint=error.hint, **error.details) from None
+    bundle = bundle.resolved(reference, sha256)
+    with BundleRunner(training.blobs.verified_path(sha256), bundle.target, label=reference):
+        pass  # entering checks the module imports and defines the function
+    return bundle.text, {"reference": reference, "sha256": sha256}
 
 
 def _check_outbound(url: str) -> None:
@@ -104,6 +119,12 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     if profile not in {p.name for p in training.profiles}:
         raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
                       hint="profiles here: " + ", ".join(p.name for p in training.profiles))
+    bundle = None
+    if grader.startswith("bundle:"):
+        if body.get("graderInstructions") is not None:
+            raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
+                          hint="leave them out, or pass --grader model:NS/NAME")
+        grader, bundle = _resolve_bundle_grader(training, grader)
     with training.store.transaction() as session:
         reference, model, owner = resolve_model(training, session, body["model"])
         device = next(p for p in training.profiles if p.name == profile)
@@ -119,6 +140,8 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         elif body.get("graderInstructions") is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
+        if bundle is not None:
+            model["graderBundle"] = bundle
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
         project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
         dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
@@ -248,7 +271,7 @@ def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, 
             EvaluationPrediction.evaluation_id == item.id,
             EvaluationPrediction.base_model_revision == item.model["baseCommit"])).all()
         return EvaluationSpec.model_validate({
-                "evaluationId": item.id, "grader": item.grader, "leaseSeconds": training.lease_seconds,
+                "evaluationId": item.id, "grader": _worker_grader(item), "leaseSeconds": training.lease_seconds,
                 "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
                             "objects": examples_objects(session, item.dataset_digest)},
                 "model": job_model(training.store, training.catalog.find(item.model["baseEntryId"]),
@@ -257,6 +280,14 @@ def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, 
                 "judge": _judge_spec(training, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
                 "answeredLines": sorted(kept)}).wire()
+
+
+def _worker_grader(item: Evaluation) -> str:
+    """The grader as the worker reads it: a `bundle:` grader pinned to its archive's digest (what it downloads)."""
+    bundle = item.model.get("graderBundle")
+    if not bundle:
+        return item.grader
+    return parse_bundle_grader(item.grader).resolved(bundle["reference"], bundle["sha256"]).pinned
 
 
 def _manifest(model: dict[str, Any]) -> str | None:

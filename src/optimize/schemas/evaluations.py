@@ -18,8 +18,9 @@ class EvaluationRequest(RequestModel):
     dataset: str = Field(description="The chat dataset whose prompts it answers: a registry reference "
                                      "NS/NAME[:vN|:ALIAS|@sha256:HEX]; one without a namespace is the project's")
     grader: str | None = Field(default="json-label-match",
-                               description="json-label-match, http:URL (a scoring service) or model:REF (a judge "
-                                           "model)")
+                               description="json-label-match, http:URL (a scoring service), model:REF (a judge "
+                                           "model) or bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION] (a registered "
+                                           "scoring bundle's function, FUNCTION by default compute_score)")
     grader_instructions: str | None = Field(default=None, description="Instructions for a judge model's grader "
                                                                       "(model:REF only; default: the instructions "
                                                                       "a judge adapter was trained with)")
@@ -61,7 +62,9 @@ class Evaluation(Answer):
     model: str = Field(description="The model evaluated, as resolved: NS/NAME:vN or a base model's entry id")
     base_model: BaseModelPin = Field(description="The base model and commit it answers with")
     dataset: DatasetPin = Field(description="The dataset version whose prompts it answers")
-    grader: str = Field(description="exact-json, http:URL or model:REF (a judge model)")
+    grader: str = Field(description="json-label-match, http:URL, model:REF (a judge model) or "
+                                    "bundle:NS/NAME:vN#MODULE:FUNCTION (a scoring bundle's function, its version "
+                                    "resolved at submission)")
     grader_instructions: str | None = Field(description="A judge model's instructions; null for other graders")
     device_profile: str = Field(description="Device profile it runs on")
     phase: str = Field(description="QUEUED, RUNNING, COMPLETED, FAILED or CANCELLED")

@@ -3,7 +3,10 @@ through `optimize.chat` as a supervised run trains it), grade each answer and se
 the server builds the report from the answers it holds.
 
 A row whose expected answer calls tools is refused by its line: an evaluation compares text. Rows answered by an
-earlier attempt from the same base model commit are not asked again.
+earlier attempt from the same base model commit are not asked again. A `bundle:` grader's archive is downloaded
+through the job's lease and its function runs in a separate limited process (`optimize.scoring.BundleRunner`),
+a batch at a time; what the function raises or a limit it hits leaves that example unscored, never the evaluation
+failed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import traceback
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +53,23 @@ def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, 
     renderer = renderer_for(spec["model"])
     prompts = list(_prompts(channel, spec, renderer))  # every row is checked before the model is loaded
     generator = _generator(channel, spec, workdir / "adapter")
-    grade = _grader(channel, spec, workdir)
     answered = set(spec["answeredLines"])
     pending = [p for p in prompts if p["line"] not in answered]
-    for start in range(0, len(pending), BATCH_ROWS):
-        if reporter.lost.is_set():
-            return
-        batch = pending[start:start + BATCH_ROWS]
-        answers = [a.text for a in generator.generate([p["ids"] for p in batch], spec.get("maxNewTokens") or 256)]
-        items = []
-        for item, answer, grade_of in zip(batch, answers, grade(batch, answers), strict=True):
-            items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
-                          "answer": answer, "score": grade_of.score, "explanation": grade_of.explanation,
-                          "fields": grade_of.fields, "chatTemplateSha256": renderer.chat_template_sha256,
-                          "baseModelRevision": spec["model"]["commit"]})
-        channel.post_json(f"{base}/predictions", {"items": items})
+    with ExitStack() as held:  # what the grader holds (a bundle's process, an HTTP client) ends with the job
+        grade = _grader(channel, spec, workdir, held)
+        for start in range(0, len(pending), BATCH_ROWS):
+            if reporter.lost.is_set():
+                return
+            batch = pending[start:start + BATCH_ROWS]
+            answers = [a.text for a in generator.generate([p["ids"] for p in batch],
+                                                          spec.get("maxNewTokens") or 256)]
+            items = []
+            for item, answer, grade_of in zip(batch, answers, grade(batch, answers), strict=True):
+                items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
+                              "answer": answer, "score": grade_of.score, "explanation": grade_of.explanation,
+                              "fields": grade_of.fields, "chatTemplateSha256": renderer.chat_template_sha256,
+                              "baseModelRevision": spec["model"]["commit"]})
+            channel.post_json(f"{base}/predictions", {"items": items})
 
 
 def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
@@ -74,8 +80,8 @@ def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
     return generator_for(spec["model"]["path"], adapter)
 
 
-def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
-    """A function grading a batch of rows' answers, by the evaluation's grader."""
+def _grader(channel: Channel, spec: dict[str, Any], workdir: Path, held: ExitStack):
+    """A function grading a batch of rows' answers, by the evaluation's grader; what it holds is closed by `held`."""
     import httpx
 
     from optimize.evaluation.graders import DEFAULT_GRADER, http_grade, json_label_match, judge_grade, judge_messages
@@ -84,8 +90,10 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
     if grader == DEFAULT_GRADER:
         return lambda batch, answers: [json_label_match(a, item["expected"])
                                        for item, a in zip(batch, answers, strict=True)]
+    if grader.startswith("bundle:"):
+        return _bundle_grader(channel, grader, held)
     if grader.startswith("http:"):
-        http = httpx.Client(timeout=30.0)
+        http = held.enter_context(httpx.Client(timeout=30.0))
         url = grader.removeprefix("http:")
         return lambda batch, answers: [http_grade(url, item["prompt"], a, item["expected"], http)
                                        for item, a in zip(batch, answers, strict=True)]
@@ -103,12 +111,34 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path):
     return ask_judge
 
 
+def _bundle_grader(channel: Channel, grader: str, held: ExitStack):
+    """`bundle:NS/NAME:vN@sha256:HEX#MODULE:FUNCTION`: the archive downloaded (verified) through the job's lease,
+    its function called on each answer in a limited child process, started on the first batch. A process that
+    cannot start leaves the batch unscored with the reason (the runner says it), as does any sample's error."""
+    from optimize.evaluation.graders import bundle_grade, parse_bundle_grader
+    from optimize.scoring import BundleRunner, Sample
+
+    bundle = parse_bundle_grader(grader)
+    runner = held.enter_context(closing(BundleRunner(channel.fetch_blob(bundle.sha256), bundle.target,
+                                                     label=bundle.reference)))
+
+    def run_bundle(batch, answers):
+        samples = [Sample(prompt=item["messages"], completion=answer, expected=item["expectedText"],
+                          fields=item["fields"]) for item, answer in zip(batch, answers, strict=True)]
+        return [bundle_grade(bundle, score) for score in runner.score(samples)]
+
+    return run_bundle
+
+
 def _prompts(channel: Channel, spec: dict[str, Any], renderer):
-    """Each row's prompt (every message before its answer, with its tools) as text and token ids."""
+    """Each row's prompt (every message before its answer, with its tools) as text and token ids, and what a
+    scoring bundle sees of the row (as a reinforcement run's reward does): the prompt's messages, the answer's text
+    and the row's other fields."""
     import orjson
 
     from optimize.chat.normalize import normalize_messages, row_tools
     from optimize.chat.rows import RowError, RowKind, check_row
+    from optimize.scoring.samples import message_text
 
     reference = spec["dataset"]["reference"]
     for line, raw in channel.example_lines(spec["dataset"]["objects"]):
@@ -127,4 +157,6 @@ def _prompts(channel: Channel, spec: dict[str, Any], renderer):
         question = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages[:-1] if m["role"] != "system")
         system = messages[0].get("content") if messages[0]["role"] == "system" else None
         yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or "", "question": question,
-               "system": system if isinstance(system, str) else None}
+               "system": system if isinstance(system, str) else None, "messages": messages[:-1],
+               "expectedText": message_text(answer.get("content")),
+               "fields": {key: value for key, value in row.items() if key not in ("messages", "tools")}}

@@ -22,7 +22,9 @@ def start(
     model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
     dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
     grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL (or the http(s) "
-                                        "URL alone) or model:REF (a judge model).")] = "json-label-match",
+                                        "URL alone), model:REF (a judge model) or bundle:NS/NAME#MODULE[:FUNCTION] "
+                                        "(a registered scoring bundle's function; FUNCTION defaults to "
+                                        "compute_score).")] = "json-label-match",
     grader_instructions: Annotated[str | None, typer.Option("--grader-instructions", help="With model:REF: the "
                                                             "judge's instructions (default: a trained judge's own, "
                                                             "else built-in).")] = None,

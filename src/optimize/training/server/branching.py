@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
+from optimize.schemas.plans import REINFORCEMENT, hyperparams_of
 from optimize.store.tables import Run, Snapshot
 from optimize.training.server.retention import live_kinds
 from optimize.training.server.runs import dry_run, find_run, submit
@@ -101,7 +102,7 @@ def choose_restore(requested: str, snapshot: Snapshot, parent: Run, overrides: d
 
 
 def _refuse_lora_changes(overrides: dict[str, Any], snapshot: Snapshot) -> None:
-    lora = sorted(path for path in leaves(overrides) if path.startswith("hyperparams.lora."))
+    lora = sorted(path for path in leaves(overrides) if path.startswith(("hyperparams.lora.", "rlHyperparams.lora.")))
     if lora:
         raise Refused(f"the overrides change {', '.join(lora)}, but a branch trains the adapter of snapshot "
                       f"{snapshot.id[:12]} and keeps its LoRA settings",
@@ -116,7 +117,9 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     if parent.validation_reference:
         config["validation"] = {**config.get("validation", {}), "dataset": parent.validation_reference}
     config = merged(config, overrides)
-    training = config["hyperparams"]["training"]
+    if overrides.get("method") and overrides["method"] != parent.method:
+        _switch_method_sections(config, parent.method)
+    training = hyperparams_of(config)["training"]
     if max_steps is not None:
         training.update(maxSteps=max_steps)
     if epochs is not None:
@@ -124,6 +127,21 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
             "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
             "config": config, "execution": copy.deepcopy(parent.resolved["execution"])}
+
+
+def _switch_method_sections(config: dict[str, Any], parent_method: str) -> None:
+    """A branch that trains another method (a supervised adapter trained on by grpo, through a weights branch)
+    keeps the parent's training data and drops what only the parent's method reads: the child states its own
+    (`rlHyperparams` and `reward` for a reinforcement run, which takes no validation dataset; `hyperparams` for a
+    supervised or dpo one, from the defaults unless the overrides give them)."""
+    if config["method"] in REINFORCEMENT and parent_method not in REINFORCEMENT:
+        config.pop("hyperparams", None)
+        config.pop("validation", None)
+    elif config["method"] not in REINFORCEMENT and parent_method in REINFORCEMENT:
+        for section in ("rlHyperparams", "reward"):
+            config.pop(section, None)
+    if config["method"] != "dpo":
+        config.pop("preference", None)
 
 
 def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) -> dict[str, Any]:
