@@ -180,3 +180,31 @@ def test_a_paused_and_resumed_grpo_run_ends_with_the_uninterrupted_weights(rl_pr
     done = json.loads(cli.ok("training", "runs", "wait", run_id, "-o", "json").out)
     assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done.get("failureReason")
     assert done["results"]["weightsDigest"] == baseline["results"]["weightsDigest"]
+
+
+def test_a_supervised_adapter_is_trained_on_by_grpo_through_a_weights_branch(rl_project, capsys, tmp_path):
+    """A supervised run with a validation set branched into a GRPO run: the child keeps the parent's training
+    data, drops its supervised hyperparams and validation set, states its own rollouts and reward, and trains the
+    parent's adapter (a weights branch: a fresh optimizer on its weights, its LoRA settings kept)."""
+    cli = Cli(capsys, rl_project["url"])
+    supervised = {"kind": "run", "project": rl_project["name"], "baseModel": MODEL,
+                  "config": {"dataset": "prompts", "validation": {"dataset": "prompts"}, "maxSeqLength": 256,
+                             "hyperparams": {"training": {"maxSteps": 2, "batchSize": 4}}},
+                  "execution": {"deviceProfile": "cpu"}}
+    parent_run = json.loads(cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], supervised),
+                                   "--force", "--wait", "-o", "json").out)
+    assert parent_run["phase"] == "COMPLETED", parent_run.get("failureReason")
+    overrides = tmp_path / "rl.yaml"
+    overrides.write_text(json.dumps({
+        "method": "grpo", "rlHyperparams": {"maxCompletionLength": 4, "training": {"maxSteps": 2, "batchSize": 2}},
+        "reward": {"terms": [{"kind": "contains"}]}}))
+    parent = parent_run["runId"]
+    child = json.loads(cli.ok("training", "runs", "branch", parent, "--overrides", str(overrides), "--wait",
+                              "-o", "json").out)
+    assert child["phase"] == "COMPLETED", child.get("failureReason")
+    assert child["method"] == "grpo" and child["branch"]["restore"] == "weights"
+    assert "the branch trains grpo, not its parent's sft" in child["branch"]["why"]
+    settings = cli.json("training", "runs", "get", child["runId"], "--settings")["settings"]
+    assert not any(path.startswith("config.hyperparams.") for path in settings)
+    assert settings["config.rlHyperparams.klBeta"]["value"] == 0.04
+    assert child["dataset"]["reference"] == parent_run["dataset"]["reference"] and child["validation"] is None
