@@ -10,12 +10,12 @@ settings and the same number of updates are trained twice on the cpu:
     stream;
 (b) by a bare script in a subprocess (this file with `--bare SPEC`): each row's messages before its final answer
     rendered with `optimize.chat.render.ChatRenderer` and the generation prompt, as the run worker's
-    `PromptFitter` does, then TRL's GRPOTrainer (tokenizing the rendered text without adding special tokens, as
-    the engine's subclass does) with a PEFT LoRA adapter under the engine's GRPOConfig: rank 8, alpha 16, dropout
-    0.05, all-linear targets, learning rate, batchSize × generations completions an update, beta 0.04, the
-    generations, completion length and temperature, token-level importance sampling, seed, fp32, no gradient
-    checkpointing, sdpa attention, logging_steps=1, one save at the end; the reward a plain Python function
-    with the same regex.
+    `PromptFitter` does, then TRL's GRPOTrainer — tokenizing the rendered text without adding special tokens and
+    drawing epoch N's prompt order from the seed and N, as the engine's subclass does — with a PEFT LoRA adapter
+    under the engine's GRPOConfig: rank 8, alpha 16, dropout 0.05, all-linear targets, the learning rate,
+    batchSize × generations completions an update, beta 0.04, the generations, completion length and
+    temperature, token-level importance sampling, seed, fp32, no gradient checkpointing, sdpa attention,
+    logging_steps=1, one save at the end; the reward a plain Python function with the same regex.
 
 GRPO's rollouts are sampled, so both runs only see the same completions when they draw the same random numbers;
 the output says whether they do (the reward and loss of every update compared, and the mean reward over the
@@ -29,7 +29,7 @@ over the updates, and the updates as the events stream reports them). Both runs 
 on the machine slows whichever run it meets: each pair also prints the cpu seconds other processes used
 meanwhile, and `--repeat N` runs N pairs and adds medians and the fastest of each.
 
-    .venv/bin/python benchmarks/grpo.py [--model optimize/tiny-llama-3.2] [--rows 64] [--steps 40]
+    .venv/bin/python benchmarks/grpo.py [--model optimize/tiny-llama-3.2] [--rows 64] [--steps 120]
                                         [--batch-size 4] [--generations 8] [--max-completion-length 16]
                                         [--repeat 1]
 
@@ -151,6 +151,7 @@ def bare(spec_file: str) -> None:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.utils import RepeatSampler
 
     from optimize.chat.families import template_kwargs
     from optimize.chat.normalize import normalize_messages
@@ -170,9 +171,21 @@ def bare(spec_file: str) -> None:
     def vowel(prompts, completions, **_):
         return [1.0 if pattern.search(text) else 0.0 for text in completions]
 
+    class EpochOrder(RepeatSampler):
+        """The platform's prompt order: epoch N's drawn from (seed, N), where TRL's sampler draws every epoch's from
+        one generator (the same first epoch, other orders after it). Costs nothing; only the rows differ."""
+
+        def set_epoch(self, epoch: int) -> None:
+            self.generator.manual_seed(SEED * 1_000_003 + int(epoch))
+
     class RenderedPrompts(GRPOTrainer):
         def _tokenize_prompts(self, prompts):
             return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
+
+        def _get_train_sampler(self, dataset=None):
+            sampler = super()._get_train_sampler(dataset)
+            sampler.__class__ = EpochOrder
+            return sampler
 
     completions = grpo["batchSize"] * grpo["generations"]
     args = GRPOConfig(
@@ -245,7 +258,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="optimize/tiny-llama-3.2", help="base model (a stand-in trains offline)")
     parser.add_argument("--rows", type=int, default=64, help="generated question prompts")
-    parser.add_argument("--steps", type=int, default=40, help="updates (maxSteps) in both runs")
+    parser.add_argument("--steps", type=int, default=120, help="updates (maxSteps) in both runs")
     parser.add_argument("--batch-size", type=int, default=4, help="prompts an update (rlHyperparams batchSize)")
     parser.add_argument("--generations", type=int, default=8, help="completions sampled per prompt")
     parser.add_argument("--max-completion-length", type=int, default=16, help="longest completion, tokens")

@@ -320,3 +320,176 @@ def test_the_collector_keeps_a_registered_archive_and_frees_one_no_version_names
         assert bundles.archive_state(registry, "team", "scorer", shas[1])["held"] is False
     finally:
         store.dispose()
+
+
+# --- akka registry bundles check ----------------------------------------------------------------------------------
+
+CHECKED_REWARD = '''FIELDS = ["answer"]
+
+
+def compute_score(prompt_messages, completion_text, fields):
+    if fields["answer"] == "skip":
+        return None
+    if fields["answer"] == "boom":
+        raise ValueError("cannot score " + completion_text)
+    return 1.0 if completion_text.strip() == fields["answer"] else 0.25
+'''
+
+
+def qa(question: str = "q", reply: str = "r", **fields) -> dict:
+    """A chat row whose final assistant message is `reply`, with other top-level `fields` (e.g. answer)."""
+    return {"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": reply}], **fields}
+
+
+def checked_dataset(cli: Cli, ns: str, tmp_path: Path, name: str = "qa") -> None:
+    """Six rows: four scored (1, 1, 0.25, 1), one the function skips (None), one it raises on (line 4)."""
+    from tests.conftest import write_jsonl
+
+    rows = [qa("2+2?", "4", answer="4"), qa("3+3?", "6", answer="6"), qa("capital?", "Paris", answer="Rome"),
+            qa("x?", "y", answer="boom"), qa("z?", "w", answer="skip"), qa("1+1?", "2", answer="2")]
+    cli.ok("registry", "datasets", "register", f"{ns}/{name}", "-f", str(write_jsonl(tmp_path / f"{name}.jsonl", rows)))
+
+
+def check_bundle_dir(root: Path, reward: str = CHECKED_REWARD, **others: str) -> Path:
+    root.mkdir(parents=True)
+    (root / "reward.py").write_text(reward)
+    for name, text in others.items():
+        (root / f"{name}.py").write_text(text)
+    return root
+
+
+@pytest.fixture
+def scli(capsys, sqlite_server) -> Cli:
+    return Cli(capsys, sqlite_server.url)
+
+
+def test_check_scores_each_rows_own_answer_and_reports_the_figures(scli, ns, tmp_path):
+    scli.ok("registry", "bundles", "register", f"{ns}/scorer", "-f", str(check_bundle_dir(tmp_path / "b")),
+            "--alias", "prod")
+    checked_dataset(scli, ns, tmp_path)
+    report = scli.json("registry", "bundles", "check", f"{ns}/scorer:prod", "--dataset", f"{ns}/qa")
+    assert report["bundle"] == f"{ns}/scorer:v1" and report["function"] == "reward:compute_score"
+    assert report["dataset"] == f"{ns}/qa:v1" and report["datasetRows"] == 6
+    assert report["fields"] == ["answer"] and report["fieldRowsChecked"] == 6
+    assert (report["rows"], report["scored"], report["unscored"], report["withoutAnswer"], report["notReached"]) == (
+        6, 4, 1, 0, 0)
+    assert report["errors"]["count"] == 1
+    [error] = report["errors"]["first"]
+    assert error["line"] == 4 and error["error"].startswith("ValueError: cannot score y (reward.py line 8")
+    assert report["mean"] == pytest.approx(0.8125) and report["std"] == pytest.approx(0.32475952)
+    assert (report["min"], report["max"]) == (0.25, 1.0)
+    assert report["zeroVarianceShare"] is None and any("needs several answers" in n for n in report["notes"])
+    # the first rows only, and the text report
+    two = scli.json("registry", "bundles", "check", f"{ns}/scorer", "--dataset", f"{ns}/qa:v1", "--samples", "2")
+    assert (two["rows"], two["scored"], two["mean"], two["std"]) == (2, 2, 1.0, 0.0)
+    text = scli.ok("registry", "bundles", "check", f"{ns}/scorer", "--dataset", f"{ns}/qa").out
+    assert f"Checked {ns}/scorer:v1 reward:compute_score on {ns}/qa:v1" in text
+    assert "Rows      6 of the first 64: 4 scored, 1 unscored (None), 1 error" in text
+    assert "mean 0.8125  std 0.3248  min 0.25  max 1" in text and "line 4: ValueError: cannot score y" in text
+
+
+def test_check_times_out_a_hanging_function_row_by_row_and_names_rows_without_answers(scli, ns, tmp_path):
+    from tests.conftest import write_jsonl
+
+    hanging = "import time\n\n\ndef score(prompt_messages, completion_text, fields):\n    time.sleep(60)\n"
+    scli.ok("registry", "bundles", "register", f"{ns}/slow", "-f",
+            str(check_bundle_dir(tmp_path / "b", "def unused():\n    pass\n", slow=hanging)))
+    calls = {"role": "assistant",  # a final answer that only calls a tool: no text to score
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {}}}]}
+    rows = [{"messages": [{"role": "user", "content": "q"}, calls]}, qa(reply="a0"), qa(reply="a1")]
+    scli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", rows)))
+    report = scli.json("registry", "bundles", "check", f"{ns}/slow", "--dataset", f"{ns}/d", "--function",
+                       "slow:score", "--time-limit", "0.5")
+    assert (report["rows"], report["scored"], report["withoutAnswer"], report["errors"]["count"]) == (3, 0, 1, 2)
+    assert [e["line"] for e in report["errors"]["first"]] == [2, 3]
+    assert all(e["error"] == "took longer than 0.5 s" for e in report["errors"]["first"])
+    assert report["mean"] is None and report["fields"] is None
+    assert any("declares no FIELDS" in n for n in report["notes"])
+    assert any("1 of the rows read end without an assistant answer" in n for n in report["notes"])
+
+
+def test_check_stops_after_the_scoring_process_is_lost_on_rows_in_a_row(scli, ns, tmp_path):
+    """A function that kills its process on every row: each row is an error, and after 8 in a row the rest are not
+    reached. A bundle of one module is checked by that module's compute_score when no function is named."""
+    from tests.conftest import write_jsonl
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "crash.py").write_text("import os\n\n\ndef compute_score(p, c, f):\n    os._exit(3)\n")
+    scli.ok("registry", "bundles", "register", f"{ns}/crash", "-f", str(folder))
+    scli.ok("registry", "datasets", "register", f"{ns}/d", "-f",
+            str(write_jsonl(tmp_path / "d.jsonl", [qa(reply=f"a{i}") for i in range(12)])))
+    report = scli.json("registry", "bundles", "check", f"{ns}/crash", "--dataset", f"{ns}/d", "--samples", "11")
+    assert report["function"] == "crash:compute_score"
+    assert (report["rows"], report["scored"], report["errors"]["count"], report["notReached"]) == (11, 0, 8, 3)
+    assert report["errors"]["first"][0] == {"line": 1, "error": "the scoring process exited with code 3 while "
+                                                                "scoring this sample"}
+    assert any("lost on 8 rows in a row" in note and "3 of the 11 rows read were not reached" in note
+               for note in report["notes"])
+
+
+def test_check_refuses_a_bundle_that_cannot_import_naming_the_module(cli, ns, tmp_path):
+    broken = "import numpy_that_is_not_there\n\n\ndef compute_score(p, c, f):\n    return 1\n"
+    cli.ok("registry", "bundles", "register", f"{ns}/broken", "-f", str(check_bundle_dir(tmp_path / "b", broken)))
+    checked_dataset(cli, ns, tmp_path)
+    refused = cli("registry", "bundles", "check", f"{ns}/broken", "--dataset", f"{ns}/qa")
+    assert refused.code == 1
+    assert f"importing module reward of the scoring bundle {ns}/broken:v1 failed" in refused.err
+    assert "No module named 'numpy_that_is_not_there' (reward.py line 1)" in refused.err
+    error = cli("registry", "bundles", "check", f"{ns}/broken", "--dataset", f"{ns}/qa", "-o", "json").json["error"]
+    assert error["status"] == 422 and error["module"] == "reward"
+    no_function = cli("registry", "bundles", "check", f"{ns}/broken", "--dataset", f"{ns}/qa", "--function",
+                      "reward:nothing")
+    assert no_function.code == 1
+    # unknown things and malformed input are refusals, never a server error
+    for args, words in (((f"{ns}/nothing", "--dataset", f"{ns}/qa"), f"bundle {ns}/nothing does not exist"),
+                        ((f"{ns}/broken", "--dataset", f"{ns}/none"), f"dataset {ns}/none does not exist"),
+                        ((f"{ns}/broken", "--dataset", f"{ns}/qa", "--function", "reward.py"), "names a file"),
+                        ((f"{ns}/broken", "--dataset", "not a reference"), "")):
+        answer = cli("registry", "bundles", "check", *args)
+        assert answer.code == 1 and words in answer.err, (args, answer.err)
+
+
+def test_check_refuses_rows_lacking_a_declared_field_naming_the_lines(scli, ns, tmp_path):
+    from tests.conftest import write_jsonl
+
+    reward = 'FIELDS = ("answer", "expected")\n\n\ndef compute_score(p, c, f):\n    return 1\n'
+    scli.ok("registry", "bundles", "register", f"{ns}/s", "-f", str(check_bundle_dir(tmp_path / "b", reward)))
+    rows = [qa(answer="a"), qa(), qa(answer="b"), qa(answer=None), qa(),
+            qa(answer="c", expected=None)]
+    scli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(write_jsonl(tmp_path / "d.jsonl", rows)))
+    refused = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/d")
+    assert refused.code == 1
+    assert f"reward.py declares the row fields 'answer', 'expected', which rows of {ns}/d:v1 lack" in refused.err
+    assert "line 2 and 2 more lack field 'answer'; line 6 lacks field 'expected'" in refused.err
+    assert "line 4: lacks field 'answer'" in refused.err
+    error = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/d", "-o", "json").json["error"]
+    assert error["status"] == 422
+    assert error["missing"] == [{"field": "answer", "count": 3, "lines": [2, 4, 5]},
+                                {"field": "expected", "count": 1, "lines": [6]}]
+    # FIELDS must be a literal list of names
+    scli.ok("registry", "bundles", "register", f"{ns}/t", "-f", str(check_bundle_dir(
+        tmp_path / "t", "FIELDS = list('ab')\n\n\ndef compute_score(p, c, f):\n    return 1\n")))
+    bad = scli("registry", "bundles", "check", f"{ns}/t", "--dataset", f"{ns}/d")
+    assert bad.code == 1 and "reward.py line 1: FIELDS is not a literal list of field names" in bad.err
+
+
+def test_check_refuses_a_model_as_not_yet_and_a_preference_dataset(scli, ns, tmp_path):
+    from tests.conftest import pair_row, write_jsonl
+
+    scli.ok("registry", "bundles", "register", f"{ns}/s", "-f", str(check_bundle_dir(tmp_path / "b")))
+    checked_dataset(scli, ns, tmp_path)
+    refused = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/qa", "--model", "optimize/tiny")
+    assert refused.code == 1 and refused.err.startswith("error: not yet: checking a bundle with a model's sampled")
+    assert "leave --model out" in refused.err
+    scli.ok("registry", "datasets", "register", f"{ns}/pairs", "-f",
+            str(write_jsonl(tmp_path / "p.jsonl", [pair_row(), pair_row("q2")])))
+    pairs = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/pairs")
+    assert pairs.code == 1 and f"dataset {ns}/pairs:v1 holds preference pairs" in pairs.err
+    # straight to the route: bad bodies are 422, never 500
+    base = f"{scli.url}/v1/registry/bundles/{ns}/s/check"
+    for body in ({}, {"dataset": f"{ns}/qa", "samples": 0}, {"dataset": f"{ns}/qa", "samples": 5000},
+                 {"dataset": f"{ns}/qa", "timeLimitSeconds": 1e30}, {"dataset": f"{ns}/qa", "other": 1},
+                 {"dataset": f"{ns}/qa", "function": "a b"}):
+        answer = httpx.post(base, headers=scli.headers, json=body, timeout=60)
+        assert answer.status_code == 422, (body, answer.text)

@@ -20,7 +20,25 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"Envelope     inside a measured envelope ({envelope['mode']} catalog)")
     for warning in d["warnings"]:
         con.print(f"[yellow]Warning[/]      {warning}")
+    rl = d["resolved"]["config"].get("rlHyperparams")
+    if rl:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
+        con.print(f"Rollouts     klBeta {rl['klBeta']:g}, temperature {rl['temperature']:g}, {rl['generations']} "
+                  f"generations per prompt, completions up to {rl['maxCompletionLength']} tokens, "
+                  f"{rl['importanceSampling']}-level importance sampling")
+        con.print(f"[bold]Reward[/] ({d['resolved']['config']['reward']['aggregation']} of the terms; each scored "
+                  "on the first rows' own answers)")
+        for term, check in zip(d["resolved"]["config"]["reward"]["terms"], d.get("rewardCheck") or [], strict=False):
+            mean = DASH if check["mean"] is None else f"{check['mean']:.3f}"
+            spread = "" if check["std"] is None else f" ± {check['std']:.3f}"
+            errors = "; ".join(f"line {e['line']}: {e['error']}" for e in check["firstErrors"])
+            con.print(f"  {term['name']} ({term['kind']}, weight {term['weight']:g})  mean {mean}{spread} over "
+                      f"{check['scored']} of {check['rows']} rows" + (f"; {check['errors']} error(s): {errors}"
+                                                                       if check["errors"] else ""))
     con.print("[bold]Lengths[/]")
+    if rl and not d["resolved"]["lengths"]:
+        budget = d["resolved"]["config"]["maxSeqLength"] - rl["maxCompletionLength"]
+        con.print(f"  each prompt may hold {budget} tokens (maxSeqLength less maxCompletionLength), checked as the "
+                  "run renders it")
     for section in d["resolved"]["lengths"]:
         _lengths(con, section)
     con.print("[bold]Diagnostics[/]")

@@ -82,6 +82,10 @@ class Runs(_Resource):
     def metrics(self, run: str, *, limit: int | None = None) -> Json:
         return self._http.get(self._path(run, "metrics"), params=_given(limit=limit))
 
+    def rollouts(self, run: str, *, step: int | None = None) -> Json:
+        """A grpo or gspo run's sampled rollouts at `step` (default: the newest update recorded)."""
+        return self._http.get(self._path(run, "rollouts"), params={} if step is None else {"step": step})
+
     def snapshots(self, run: str) -> Json:
         return self._http.get(self._path(run, "snapshots"))
 
@@ -471,6 +475,17 @@ class Bundles(_Artifacts):
         """Register the held archive `digest` (sha256:HEX) as a version of the reference's NS/NAME, or read the
         version those bytes already are (`created: false`); `alias` is pointed at it."""
         return self._http.post(self._artifact(reference) + "/versions", json={"digest": digest, "alias": alias})
+
+    def check(self, reference: Reference, *, dataset: str, function: str | None = None, samples: int | None = None,
+              model: str | None = None, time_limit_s: float | None = None) -> Json:
+        """Check the version the reference names against a chat dataset (`dataset`, a reference): the function
+        (`function`, MODULE[:FUNCTION]) imports, the row fields its module declares are in every row, and the first
+        `samples` rows' own answers score. Runs on the server while the call waits (minutes at most); `model` is
+        refused (not yet)."""
+        body = {"selector": reference.selector, "dataset": dataset,
+                **{key: value for key, value in (("function", function), ("samples", samples), ("model", model),
+                                                 ("timeLimitSeconds", time_limit_s)) if value is not None}}
+        return self._http.post(self._artifact(reference) + "/check", json=body)
 
 
 class Uploads(_Resource):

@@ -4,8 +4,9 @@ the archive route that takes a version's ZIP bytes."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
-from optimize.schemas.common import Answer
+from optimize.schemas.common import Answer, Number
 from optimize.schemas.registry import DatasetAlias
 
 # --- requests ----------------------------------------------------------------------------------------------------
@@ -18,6 +19,26 @@ class BundleRegister(BaseModel):
     digest: str = Field(description="The archive's digest, sha256:HEX of its bytes (sent first with PUT "
                                     "…/archives/{sha256} unless the registry holds them)")
     alias: str | None = Field(default=None, description="Alias to point at the version")
+
+
+class BundleCheckRequest(BaseModel):
+    """`POST /v1/registry/bundles/{ns}/{name}/check`: check a bundle version's function against a dataset version."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
+    selector: str | None = Field(default=None, max_length=200,
+                                 description="The bundle's version: vN, an alias, latest or sha256:HEX (default: "
+                                             "latest)")
+    dataset: str = Field(max_length=300, description="The chat dataset to check on: NS/NAME[:vN|:ALIAS|@sha256:HEX]")
+    function: str | None = Field(default=None, max_length=300,
+                                 description="MODULE[:FUNCTION] to check (FUNCTION by default compute_score); default: "
+                                             "reward:compute_score, or the compute_score of a bundle's only module")
+    samples: int = Field(default=64, ge=1, le=1000, description="How many of the dataset's first rows to score")
+    model: str | None = Field(default=None, max_length=300,
+                              description="Not yet: a model whose sampled answers to score; refused (needs a device "
+                                          "job)")
+    time_limit_seconds: float = Field(default=10.0, gt=0, le=60,
+                                      description="Seconds each row's scoring may take (as a reward term's "
+                                                  "timeLimitSeconds)")
 
 
 # --- answers -----------------------------------------------------------------------------------------------------
@@ -100,3 +121,44 @@ class BundleArchive(Answer):
                                                                 "its body was not read")
     files: int | None = Field(default=None, description="On a PUT that stored them: files in the archive")
     modules: list[str] | None = Field(default=None, description="On a PUT that stored them: its Python modules")
+
+
+class BundleCheckError(Answer):
+    line: int = Field(description="The row's line in the dataset version (1-based)")
+    error: str = Field(description="What the function raised or returned instead of a number")
+
+
+class BundleCheckErrors(Answer):
+    count: int = Field(description="Rows whose scoring failed (raised, returned a non-number, hit a limit)")
+    first: list[BundleCheckError] = Field(description="The first of them (at most 3), with their lines")
+
+
+class BundleCheck(Answer):
+    """A bundle's function checked against a dataset version: imported, the fields it declares found in every row,
+    and each of the first rows' own final answer scored."""
+
+    bundle: str = Field(description="The bundle version checked: NS/NAME:vN")
+    digest: str = Field(description="sha256:HEX of its archive")
+    function: str = Field(description="MODULE:FUNCTION checked")
+    dataset: str = Field(description="The dataset version checked on: NS/NAME:vN")
+    dataset_rows: int = Field(description="Rows the dataset version holds")
+    fields: list[str] | None = Field(description="The row fields the module declares it reads (its FIELDS); null "
+                                                 "when it declares none")
+    field_rows_checked: int | None = Field(description="Rows read for the declared fields (all of them unless the "
+                                                       "check's time bound ran out); null when none are declared")
+    samples: int = Field(description="Rows asked to be scored (the first ones)")
+    rows: int = Field(description="Rows read for scoring: scored + unscored + errors + withoutAnswer + notReached")
+    scored: int = Field(description="Rows the function gave a number")
+    unscored: int = Field(description="Rows the function returned None for (it does not apply)")
+    without_answer: int = Field(description="Rows without a final assistant answer: nothing to score without a model")
+    not_reached: int = Field(description="Rows left when scoring stopped (the check's time bound, or the scoring "
+                                         "process lost on several rows in a row)")
+    errors: BundleCheckErrors = Field(description="Rows whose scoring failed")
+    mean: Number | None = Field(description="Mean of the values scored; null when none")
+    std: Number | None = Field(description="Standard deviation (population) of the values scored; null when none")
+    min: Number | None = Field(description="Smallest value scored; null when none")
+    max: Number | None = Field(description="Largest value scored; null when none")
+    zero_variance_share: Number | None = Field(description="Share of prompt groups whose rewards do not vary; null: "
+                                                           "it needs a model's sampled answers (not available yet)")
+    isolation: str | None = Field(description="How the scoring process was kept off the network")
+    notes: list[str] = Field(description="What the check could not do or did not read, in words")

@@ -1,5 +1,5 @@
-"""Training runs: `/v1/training/runs` (submit, dry run, read, list, metrics, snapshots, pause, resume, cancel),
-their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and `/v1/training/snapshots`."""
+"""Training runs: `/v1/training/runs` (submit, dry run, read, list, metrics, rollouts, snapshots, pause, resume,
+cancel), their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and `/v1/training/snapshots`."""
 
 from __future__ import annotations
 
@@ -228,6 +228,43 @@ class RunMetrics(Answer):
     validation: list[MetricPoint] = Field(description="Validation passes in order")
 
 
+class RolloutItem(Answer):
+    """One sampled completion of an update, with what each reward term scored it."""
+
+    group: int | None = Field(default=None, description="Which of the update's recorded prompt groups it belongs "
+                                                         "to (0-based): completions of one prompt share a group")
+    prompt: str = Field(description="The prompt's last user message (at most 2000 characters)")
+    completion: str = Field(description="The completion's text (at most 2000 characters)")
+    scores: dict[str, float | None] = Field(description="Each reward term's score, by term name; null where the term "
+                                                        "did not apply or could not score it")
+    total: float | None = Field(description="The weighted sum of the terms' scores (terms without a score left out; "
+                                            "null when none scored)")
+    errors: dict[str, str] | None = Field(default=None, description="A scoring bundle's error text, by term name, "
+                                                                    "where a term failed on this completion")
+    cut: list[str] | None = Field(default=None, description="Which texts (prompt, completion) were cut to 2000 "
+                                                            "characters, ending in …")
+
+
+class RolloutTerm(Answer):
+    name: str = Field(description="The reward term's name")
+    weight: Number = Field(description="Its weight in the total")
+
+
+class RunRollouts(Answer):
+    """A reinforcement run's recorded rollouts at one update: a bounded sample (the first prompt groups, every
+    completion of each, at most 16)."""
+
+    run_id: str = Field(description="The run's id")
+    method: str = Field(description="The run's method: grpo or gspo")
+    phase: str = Field(description="The run's phase")
+    terms: list[RolloutTerm] = Field(description="The run's reward terms in order, with their weights")
+    steps: list[int] = Field(description="The updates with recorded rollouts, in order")
+    step: int | None = Field(description="The update shown (default: the newest recorded; null when none is)")
+    attempt: int | None = Field(description="The attempt that recorded it")
+    recorded_at: str | None = Field(description="When it was recorded (ISO 8601, UTC)")
+    items: list[RolloutItem] = Field(description="The update's sampled completions, in rollout order")
+
+
 class Snapshot(Answer):
     """A committed save of a run: its artifacts and what keeps them from retention."""
 
@@ -279,6 +316,9 @@ class DryRun(Answer):
     warnings: list[str] = Field(description="What admission notes")
     length_check: dict[str, Any] = Field(description="The length and template check the run would record")
     diagnostics: list[dict[str, Any]] = Field(description="Each dataset's diagnostics (coverage, lengths, rows)")
+    reward_check: list[dict[str, Any]] | None = Field(
+        default=None, description="A reinforcement run's reward terms scored on the first rows' own answers: per "
+                                  "term, rows scored and unscored, mean, spread and the first errors by line")
 
 
 class BranchDryRun(DryRun):

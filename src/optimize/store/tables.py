@@ -513,3 +513,16 @@ class BundleAliasMove(Base):
     alias: Mapped[str] = mapped_column(String(64))
     version_id: Mapped[int] = mapped_column(ForeignKey("bundle_versions.id"))
     moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RunRollout(Base):
+    """A reinforcement run's sample of the rollouts of one update: a few prompt groups' completions with each reward
+    term's score and the weighted total (`items`, bounded by the server), from the attempt that trained it."""
+
+    __tablename__ = "run_rollouts"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    items: Mapped[list] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(UtcDateTime)

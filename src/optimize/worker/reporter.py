@@ -1,9 +1,12 @@
 """The worker's reporter: heartbeats, progress and metrics sent from one background thread, so training never
-waits on the network. Progress keeps only its newest value; metrics are sent in batches.
+waits on the network. Progress keeps only its newest value; metrics (and rollouts) are sent in batches.
 
 If the server answers `lease_lost`, or cannot be reached for longer than the lease, the attempt is no longer
 this worker's: `lost` is set and the training loop stops without writing more. Every answer also says whether a
 pause was asked for (`pause`: latest or save), which the training loop carries out at its next update boundary.
+
+A reinforcement run's sample of rollouts per update is sent like metrics, several updates a call; at most
+`ROLLOUTS_HELD` updates wait between sends, the oldest dropped first (a sample is never worth the memory).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 
 from optimize.worker.channel import ApiError, Channel
 
+ROLLOUTS_HELD = 64  # updates' rollout samples held while unsent
+ROLLOUTS_PER_CALL = 16  # updates' rollout samples sent in one call
 
 class Reporter:
     def __init__(self, channel: Channel, base: str, lease_seconds: float) -> None:
@@ -28,6 +33,7 @@ class Reporter:
         self._sending = threading.Lock()
         self._progress: dict[str, Any] | None = None
         self._metrics: list[dict[str, Any]] = []
+        self._rollouts: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._last_contact = time.monotonic()
@@ -52,6 +58,12 @@ class Reporter:
     def metric(self, kind: str, step: int, values: dict[str, Any]) -> None:
         with self._lock:
             self._metrics.append({"kind": kind, "step": step, "values": values})
+
+    def rollouts(self, step: int, items: list[dict[str, Any]]) -> None:
+        """Queue one update's sample of rollouts."""
+        with self._lock:
+            self._rollouts.append({"step": step, "items": items})
+            del self._rollouts[:-ROLLOUTS_HELD]
 
     def flush(self) -> None:
         """Send whatever is queued now, from the caller's thread (before a snapshot is committed and before the
@@ -88,8 +100,11 @@ class Reporter:
             with self._lock:
                 progress, self._progress = self._progress, None
                 metrics, self._metrics = self._metrics, []
+                rollouts, self._rollouts = self._rollouts, []
             if metrics:
                 self._call(f"{self.base}/metrics", {"items": metrics})
+            for start in range(0, len(rollouts), ROLLOUTS_PER_CALL):
+                self._call(f"{self.base}/rollouts", {"records": rollouts[start:start + ROLLOUTS_PER_CALL]})
             if progress is not None:
                 self._call(f"{self.base}/progress", progress)
 

@@ -123,6 +123,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
         def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None:
             uploader.put(Save(step, directory, epoch, final, epoch_end))
 
+        def rollouts(self, step: int, items: list[dict[str, Any]]) -> None:
+            reporter.rollouts(step, items)
+
         def should_stop(self) -> bool:
             return reporter.lost.is_set()
 

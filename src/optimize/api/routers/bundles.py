@@ -1,5 +1,5 @@
-"""Registry bundles: list, get a version, versions, aliases, registering, and the archive route that takes a
-version's ZIP bytes (streamed, checked, stored under their sha256)."""
+"""Registry bundles: list, get a version, versions, aliases, registering, the archive route that takes a
+version's ZIP bytes (streamed, checked, stored under their sha256), and checking a version against a dataset."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import streamed_body
 from optimize.api.deps import RegistryDep
-from optimize.registry import bundles
+from optimize.registry import bundle_checks, bundles
 from optimize.schemas.bundles import (
     BundleAlias,
     BundleAliasMoved,
     BundleArchive,
+    BundleCheck,
+    BundleCheckRequest,
     BundleList,
     BundleRegister,
     BundleVersionDetail,
@@ -53,6 +55,18 @@ def register_version(namespace: str, name: str, body: BundleRegister, registry: 
     """Register an archive the registry holds (sent with PUT …/archives/{sha256}) as a version of NS/NAME, or answer
     the version the same bytes already are (`created: false`). The bundle and namespace are created on first use."""
     return bundles.register_version(registry, namespace, name, body.digest, body.alias)
+
+
+@router.post("/{namespace}/{name}/check", response_model=BundleCheck)
+def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep) -> dict:
+    """Check a bundle version's function against a chat dataset version, synchronously and within a bound: it
+    imports (in the bundle's limited process), the row fields its module declares (`FIELDS = [...]`) are in every
+    row, and the first `samples` rows' own final answers are scored (mean, spread, unscored, errors with their
+    lines). Refused naming the module when it does not import, the lines lacking a declared field, a preference
+    dataset; `model` is refused: not yet."""
+    return bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
+                                      function=body.function, samples=body.samples, model=body.model,
+                                      time_limit_s=body.time_limit_seconds)
 
 
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=BundleVersionDetail)

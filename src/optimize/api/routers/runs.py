@@ -1,11 +1,11 @@
-"""Training runs: submit, read, list, metrics, snapshots, pause, resume, cancel, and the events stream
+"""Training runs: submit, read, list, metrics, rollouts, snapshots, pause, resume, cancel, and the events stream
 (server-sent events)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -16,7 +16,7 @@ from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
 from optimize.schemas.plans import RunPlan
-from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics, RunSnapshots
+from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics, RunRollouts, RunSnapshots
 from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -51,6 +51,16 @@ def get_run(run_id: str, training: TrainingDep, settings: bool = False) -> dict:
 def get_metrics(run_id: str, training: TrainingDep, limit: Limit = None) -> dict:
     """The run's metrics; with `limit`, only the last `limit` training steps."""
     return runs.run_metrics(training, run_id, limit)
+
+
+@router.get("/{run_id}/rollouts", response_model=RunRollouts)
+def get_rollouts(run_id: str, training: TrainingDep,
+                 step: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="The update to show (default: the "
+                                                   "newest with recorded rollouts)")] = None) -> dict:
+    """A grpo or gspo run's sampled rollouts at one update: prompts, completions, each reward term's score and the
+    weighted total, with the updates that have recorded rollouts. 400 for a run of another method; 404 for a step
+    without recorded rollouts, naming the steps with some."""
+    return runs.run_rollouts(training, run_id, step)
 
 
 @router.get("/{run_id}/snapshots", response_model=RunSnapshots)

@@ -1,4 +1,4 @@
-"""`akka registry bundles register|get|versions|list|alias set|alias get`."""
+"""`akka registry bundles register|get|versions|list|check|alias set|alias get`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ app.add_typer(alias_app, name="alias")
 _FILE_HELP = ("The bundle's directory (packaged deterministically: every file, hidden and cache files included, and "
               "empty directories; symbolic links refused) or a ZIP file, sent exactly as it is.")
 _SHOWN_MEMBERS = 50
+# the check runs on the server while the command waits: its import (30 s), field scan (60 s) and scoring (120 s, plus
+# one row's limit) are each bounded there
+_CHECK_TIMEOUT_S = 330.0
 
 
 @command(app, "register")
@@ -67,6 +70,31 @@ def list_bundles(
     """List bundles with their newest version."""
     with client_for(out) as api:
         out.emit(api.bundles.list(namespace=namespace, archived=archived), _render_list)
+
+
+@command(app, "check")
+def check(
+    out: Output,
+    reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")],
+    dataset: Annotated[str, typer.Option("--dataset", help="The chat dataset to check on: NS/NAME[:vN|:ALIAS].")],
+    function: Annotated[str | None, typer.Option(
+        "--function", help="MODULE[:FUNCTION] to check (FUNCTION by default compute_score). Default: "
+                           "reward:compute_score, or the compute_score of a bundle's only module.")] = None,
+    samples: Annotated[int, typer.Option("--samples", min=1, max=1000,
+                                         help="How many of the dataset's first rows to score.")] = 64,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", help="Seconds each row's scoring may take (default 10, at most 60), as a reward term's "
+                             "timeLimitSeconds.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Not yet: score a model's sampled answers (needs a device job); refused today.")] = None,
+) -> None:
+    """Check a bundle's function against a dataset: it imports, the row fields its module declares (FIELDS) are in
+    every row, and the first rows' own final answers score (mean, spread, unscored, errors with their lines)."""
+    ref = parse_ref_argument(reference)
+    with client_for(out, timeout=_CHECK_TIMEOUT_S) as api:
+        report = api.bundles.check(ref, dataset=dataset, function=function, samples=samples, model=model,
+                                   time_limit_s=time_limit)
+    out.emit(report, _render_check)
 
 
 @command(alias_app, "set")
@@ -173,3 +201,39 @@ def _render_alias(con, data) -> None:
               + (" (managed by the registry)" if data["managed"] else ""))
     for move in data["history"]:
         con.print(f"  v{move['version']}  since {move['since']}")
+
+
+def _figure(value) -> str:
+    return DASH if value is None else f"{value:.4g}"
+
+
+def _render_check(con, report) -> None:
+    con.print(f"Checked [bold]{report['bundle']}[/] {safe_markup(report['function'])} on {report['dataset']}")
+    con.print(f"  Import    ok ({report['isolation'] or 'isolation unknown'})")
+    fields = report["fields"]
+    if fields:
+        where = (f"every row ({report['datasetRows']:,})" if report["fieldRowsChecked"] >= report["datasetRows"]
+                 else f"the first {report['fieldRowsChecked']:,} of {report['datasetRows']:,} rows")
+        con.print(f"  Fields    {safe_markup(', '.join(fields))} — in {where}")
+    else:
+        con.print("  Fields    none declared (FIELDS), not checked")
+    errors = report["errors"]
+    parts = [f"{report['scored']} scored", f"{report['unscored']} unscored (None)",
+             f"{errors['count']} error{'' if errors['count'] == 1 else 's'}"]
+    if report["withoutAnswer"]:
+        parts.append(f"{report['withoutAnswer']} without an answer")
+    if report["notReached"]:
+        parts.append(f"{report['notReached']} not reached")
+    con.print(f"  Rows      {report['rows']} of the first {report['samples']}: {', '.join(parts)}")
+    con.print(f"  Score     mean {_figure(report['mean'])}  std {_figure(report['std'])}  "
+              f"min {_figure(report['min'])}  max {_figure(report['max'])}")
+    for item in errors["first"]:
+        con.print(f"  Error     line {item['line']}: {safe_markup(item['error'])}")
+    if errors["count"] > len(errors["first"]):
+        con.print(f"            … and {errors['count'] - len(errors['first'])} more")
+    share = report["zeroVarianceShare"]
+    con.print("  Groups    zero-variance share " + (_figure(share) if share is not None else
+                                                   f"{DASH} (needs --model: sampled answers; not available yet)"))
+    for note in report["notes"]:
+        if not note.startswith("zeroVarianceShare"):  # said on the Groups line
+            con.print(f"  Note      {safe_markup(note)}")

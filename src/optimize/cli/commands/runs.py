@@ -1,4 +1,4 @@
-"""`akka training runs start|get|list|metrics|snapshots|wait|logs|pause|resume|cancel`."""
+"""`akka training runs start|get|list|metrics|rollouts|snapshots|wait|logs|pause|resume|cancel`."""
 
 from __future__ import annotations
 
@@ -101,6 +101,16 @@ def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or pref
     """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
     with client_for(out) as api:
         out.emit(api.runs.metrics(run, limit=limit), _render_metrics)
+
+
+@command(app, "rollouts")
+def rollouts(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+             step: Annotated[int | None, typer.Option("--step", min=0, help="The update to show (default: the newest "
+                                                                          "recorded).")] = None) -> None:
+    """A grpo or gspo run's sampled rollouts at one update: each prompt with its completions, every reward term's
+    score and the weighted total."""
+    with client_for(out) as api:
+        out.emit(api.runs.rollouts(run, step=step), _render_rollouts)
 
 
 @command(app, "snapshots")
@@ -274,6 +284,8 @@ def _length_line(check: dict[str, Any] | None) -> str:
         source = f"analysis {d['analysisId'][:12]}" if d.get("analysisId") else "no analysis"
         detail = f", {d['reason']}" if d.get("reason") else ""
         parts.append(f"{d['dataset']} ({d['role']}) against {source}{detail}")
+    if not parts:  # a reinforcement run: each prompt's budget is checked as the worker renders it
+        return f"{words[check['status']]} (a reinforcement run checks each prompt against its budget as it renders it)"
     return f"{words[check['status']]}: " + "; ".join(parts)
 
 
@@ -400,6 +412,53 @@ def _rollouts_line(rollouts: dict) -> str:
             f"{DASH if zero is None else f'{100 * zero:.0f}%'}, completions "
             f"{_num(rollouts.get('completionLength'), '{:.1f}')} tokens (klBeta {rollouts['klBeta']:g}, temperature "
             f"{rollouts['temperature']:g}, {rollouts['generations']} per prompt)")
+
+
+def _render_rollouts(con, data) -> None:
+    from optimize.cli.safe_text import safe_markup
+
+    run = data["runId"][:12]
+    if data["step"] is None:
+        con.print(f"Run {run} ({data['method']}) has recorded no rollouts yet: a sample of each update's rollouts is "
+                  "recorded as it trains.")
+        return
+    items = data["items"]
+    groups: list[list[dict]] = []
+    for item in items:
+        if not groups or item.get("group") != groups[-1][0].get("group") or item.get("group") is None:
+            groups.append([item])
+        else:
+            groups[-1].append(item)
+    terms = ", ".join(f"{t['name']} ×{t['weight']:g}" for t in data["terms"])
+    con.print(f"Run {run} ({data['method']}), step {data['step']}: {len(items)} completion(s) of {len(groups)} "
+              f"prompt(s); total = {safe_markup(terms)}")
+    names = [t["name"] for t in data["terms"]]
+    for number, group in enumerate(groups, 1):
+        lines = group[0]["prompt"].splitlines() or [""]
+        more = " …" if len(lines) > 1 or "prompt" in (group[0].get("cut") or []) else ""
+        con.print(f"\n[bold]Prompt {number}[/]  {safe_markup(lines[0])}{more}")
+        for index, item in enumerate(group, 1):
+            named = names + [name for name in item["scores"] if name not in names]
+            scores = "  ".join(f"{safe_markup(name)} {_num(item['scores'].get(name), '{:.3f}')}" for name in named)
+            con.print(f"  {index:>2}  {scores}  [bold]total {_num(item.get('total'), '{:.3f}')}[/]")
+            text = item["completion"] if item["completion"].strip() else "(empty)"
+            for line in text.splitlines():
+                con.print(f"      {safe_markup(line)}")
+            if "completion" in (item.get("cut") or []):
+                con.print("      [dim](cut to 2000 characters)[/]")
+            for name, error in (item.get("errors") or {}).items():
+                con.print(f"      [red]{safe_markup(name)} failed:[/] {safe_markup(error)}")
+    con.print(f"\nStep {data['step']} of steps recorded {_step_ranges(data['steps'])}; another with --step N.")
+
+
+def _step_ranges(steps: list[int]) -> str:
+    runs: list[list[int]] = []
+    for step in steps:
+        if runs and step == runs[-1][1] + 1:
+            runs[-1][1] = step
+        else:
+            runs.append([step, step])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _render_list(con, data) -> None:

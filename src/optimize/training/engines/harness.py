@@ -1,7 +1,7 @@
 """The run loop every training method shares: load the model, put a PEFT LoRA adapter on it, train with the
 method's TRL recipe (`training.methods`), and report through `EngineHooks` — metrics at every update, each save
-once written, whether to stop or pause — with the start checks, resumes and branches handled the same way for
-every method.
+once written, whether to stop or pause, a reinforcement run's sample of rollouts — with the start checks, resumes
+and branches handled the same way for every method.
 
 Rows arrive prepared by the worker (token-id columns, see each method's `columns`) in Parquet files on local
 disk, memory-mapped rather than held in memory.
@@ -12,6 +12,7 @@ A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data posi
 
 from __future__ import annotations
 
+import inspect
 import math
 import resource
 import time
@@ -32,6 +33,9 @@ class EngineHooks(Protocol):
     def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None: ...
     def should_stop(self) -> bool: ...
     def pause(self) -> str | None: ...
+    # optional: a reinforcement method's sample of each update's rollouts (prompts, completions, term scores);
+    # hooks without it record none
+    def rollouts(self, step: int, items: list[dict[str, Any]]) -> None: ...
 
 
 class StartCheckFailed(Exception):
@@ -173,8 +177,11 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
     datasets = (Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
                 Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None)
+    extra = {}
+    if getattr(hooks, "rollouts", None) is not None and "rollouts" in inspect.signature(method.trainer).parameters:
+        extra["rollouts"] = lambda step, items: hooks.rollouts(step - offset, items)  # a branch's own updates
     trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()], config=config,
-                             workdir=workdir)
+                             workdir=workdir, **extra)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does

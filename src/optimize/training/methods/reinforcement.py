@@ -129,7 +129,9 @@ class Reinforcement(Method):
                           shuffle_dataset=True, **extra)
 
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
-                workdir=None):
+                workdir=None, rollouts=None):
+        """`rollouts(update, items)`, when given, receives each update's bounded sample of rollouts (prompts,
+        completions, each term's score and the weighted total; `rewards.RolloutRecorder`)."""
         from trl import GRPOTrainer
         from trl.trainer.utils import RepeatSampler
 
@@ -159,7 +161,7 @@ class Reinforcement(Method):
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         return RenderedPrompts(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
-                               reward_funcs=reward_functions(config, workdir), train_dataset=train_dataset,
+                               reward_funcs=reward_functions(config, workdir, rollouts), train_dataset=train_dataset,
                                eval_dataset=eval_dataset, callbacks=callbacks)
 
     def metric_values(self, logs: dict[str, Any]) -> dict[str, float]:

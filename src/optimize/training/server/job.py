@@ -137,6 +137,9 @@ class RunKind(JobKind):
     def worker_metrics(self, deployment, job_id, token, body):
         return reports.report_metrics(deployment, job_id, token, body.get("items") or [])
 
+    def worker_rollouts(self, deployment, job_id, token, body):
+        return reports.report_rollouts(deployment, job_id, token, body.get("records"))
+
     def worker_snapshots(self, deployment, job_id, token, body):
         return reports.commit_snapshot(deployment, job_id, token, body)
 

@@ -1,4 +1,4 @@
-"""What a run's worker reports, fenced by its lease: its job, progress, metrics, saves and its last word.
+"""What a run's worker reports, fenced by its lease: its job, progress, metrics, rollouts, saves and its last word.
 
 Every call names the attempt by its lease token (`optimize.jobs.leases.fence`); a worker whose attempt has ended
 (lost, failed, cancelled, requeued) is answered `lease_lost` and stops.
@@ -7,9 +7,10 @@ Every call names the attempt by its lease token (`optimize.jobs.leases.fence`); 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from optimize.catalog.selection import job_model
 from optimize.core.clock import utcnow
@@ -22,7 +23,7 @@ from optimize.registry.datasets import examples_objects
 from optimize.schemas.jobs import RunSpec
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapshot
 from optimize.training.server.attempts import fail_run
 from optimize.training.server.completion import complete_run
 from optimize.training.server.lifecycle import finish_pause
@@ -31,6 +32,10 @@ from optimize.training.server.retention import sweep
 from optimize.training.server.views import snapshot_json
 
 ARTIFACT_KINDS = ("weights", "trainingState")
+ROLLOUT_RECORDS = 64  # updates' rollout samples one call may carry
+ROLLOUT_ITEMS = 16  # completions kept of one update
+ROLLOUT_TEXT = 2000  # characters kept of a prompt, a completion or an error text (a longer one is cut and marked)
+ROLLOUT_TERMS = 32  # term scores kept of one completion
 
 
 def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
@@ -111,6 +116,74 @@ def report_metrics(training: Deployment, run_id: str, token: str, items: list[di
                 "run_id": run.id, "kind": item["kind"], "step": item["step"], "attempt": attempt.number,
                 "values": item.get("values") or {}, "at": utcnow()}, ["run_id", "kind", "step"])
         return {"accepted": len(items)}
+
+
+def report_rollouts(training: Deployment, run_id: str, token: str, records: Any) -> dict[str, Any]:
+    """A reinforcement run's sample of rollouts, one record per update: `{step, items: [{prompt, completion,
+    scores: {term: value}, total, errors?, group?}]}`. Each update keeps one record: the first one sent, replaced
+    only by a later attempt's (which trained the update again after a resume). What is stored is bounded here,
+    whatever the worker sent: `ROLLOUT_ITEMS` completions, `ROLLOUT_TEXT` characters of a text, cut and marked."""
+    with training.store.transaction() as session:
+        run, attempt = _leased(session, run_id, token)  # a stale worker is told so before anything else
+        if not isinstance(records, list) or len(records) > ROLLOUT_RECORDS:
+            raise Invalid(f"rollouts need records: a list of at most {ROLLOUT_RECORDS} updates' samples")
+        clean = []
+        for sent in records:
+            if not isinstance(sent, dict) or type(sent.get("step")) is not int or not 0 <= sent["step"] < 2**31 \
+                    or not isinstance(sent.get("items"), list):
+                raise Invalid("a rollout record needs its step (a non-negative integer) and its items (a list)")
+            clean.append((sent["step"], [_rollout_item(item) for item in sent["items"][:ROLLOUT_ITEMS]]))
+        for step, items in clean:
+            values = {"run_id": run.id, "step": step, "attempt": attempt.number, "items": items, "at": utcnow()}
+            if not insert_ignoring_conflict(session, RunRollout, values, ["run_id", "step"]):
+                session.execute(update(RunRollout).where(
+                    RunRollout.run_id == run.id, RunRollout.step == step, RunRollout.attempt < attempt.number
+                ).values(attempt=attempt.number, items=items, at=values["at"]))
+        return {"accepted": len(clean)}
+
+
+def _rollout_item(item: Any) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise Invalid("a rollout item is an object: prompt, completion, scores, total")
+    marked = item.get("cut") if isinstance(item.get("cut"), list) else []
+    cut = [name for name in ("prompt", "completion") if name in marked]
+    texts = {}
+    for name in ("prompt", "completion"):
+        text, was_cut = _bounded(item.get(name))
+        texts[name] = text
+        if was_cut and name not in cut:
+            cut.append(name)
+    scores = item.get("scores") if isinstance(item.get("scores"), dict) else {}
+    errors = item.get("errors") if isinstance(item.get("errors"), dict) else {}
+    clean: dict[str, Any] = {
+        **texts,
+        "scores": {_bounded(name, 64)[0]: _number(value) for name, value in list(scores.items())[:ROLLOUT_TERMS]},
+        "total": _number(item.get("total")),
+    }
+    if type(item.get("group")) is int:
+        clean["group"] = item["group"]
+    errors = {_bounded(name, 64)[0]: _bounded(text)[0] for name, text in list(errors.items())[:ROLLOUT_TERMS] if text}
+    if errors:
+        clean["errors"] = errors
+    if cut:
+        clean["cut"] = cut
+    return clean
+
+
+def _bounded(text: Any, limit: int = ROLLOUT_TEXT) -> tuple[str, bool]:
+    text = text if isinstance(text, str) else "" if text is None else str(text)
+    if len(text) <= limit:
+        return text, False
+    return text[:limit - 1] + "…", True
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer beyond a float
+        return None
 
 
 def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

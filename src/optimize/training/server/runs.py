@@ -1,4 +1,4 @@
-"""Runs as users see them: submit a plan, read a run, list runs, read metrics and snapshots.
+"""Runs as users see them: submit a plan, read a run, list runs, read metrics, rollouts and snapshots.
 
 A submission is idempotent by `submissionId`: the same id reaches the same run, never a second one; the same id
 with another plan is refused. Admission freezes every reference and default (training.admission.resolve); the
@@ -16,7 +16,7 @@ from sqlalchemy import select
 from optimize.analysis.service import start_analysis
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, Refused
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
@@ -29,12 +29,13 @@ from optimize.registry.namespaces import refuse_if_archived
 from optimize.schemas.plans import REINFORCEMENT, parse_plan
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
-from optimize.store.tables import BaseModelSelection, Run, RunMetric, Snapshot
+from optimize.store.tables import BaseModelSelection, Run, RunMetric, RunRollout, Snapshot
 from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
+from optimize.training.admission.reward_check import reward_check
 from optimize.training.methods import method_for
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
@@ -116,6 +117,8 @@ def dry_run(training: Deployment, document: Any) -> dict[str, Any]:
         "warnings": admitted.warnings,
         "lengthCheck": record_check(sections, state),
         "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
+        **({"rewardCheck": reward_check(admitted.resolved["config"], objects[admitted.dataset.reference], opener,
+                                        training.blobs.verified_path)} if plan.config.method in REINFORCEMENT else {}),
     }
 
 
@@ -200,6 +203,51 @@ def run_metrics(training: Deployment, run_id: str, limit: int | None = None) -> 
         if limit:
             steps = steps[-limit:]
         return {"runId": run.id, "steps": steps, "validation": validation}
+
+
+def run_rollouts(training: Deployment, run_id: str, step: int | None = None) -> dict[str, Any]:
+    """The rollouts recorded at `step` (default: the newest update recorded) and the updates that have some. A
+    supervised or preference run is refused naming its method; a step without a record is not found, naming the
+    steps with one."""
+    with training.store.transaction() as session:
+        run = find_run(session, run_id)
+        methods = " and ".join(sorted(REINFORCEMENT))
+        if run.method not in REINFORCEMENT:
+            raise Refused(f"run {run.id[:12]} is {_article(run.method)} {run.method} run; rollouts are recorded for "
+                          f"{methods} runs", hint=f"read its metrics with: akka training runs metrics {run.id[:12]}")
+        steps = list(session.scalars(select(RunRollout.step).where(RunRollout.run_id == run.id)
+                                     .order_by(RunRollout.step)))
+        if step is not None and step not in steps:
+            recorded = f"the steps recorded are {step_ranges(steps)}" if steps else "it has recorded none yet"
+            raise NotFound(f"run {run.id[:12]} recorded no rollouts at step {step}; {recorded}",
+                           hint="leave out --step for the newest one" if steps else
+                           "rollouts are recorded as the run trains, one sample per update")
+        chosen = step if step is not None else (steps[-1] if steps else None)
+        record = session.get(RunRollout, (run.id, chosen)) if chosen is not None else None
+        terms = ((run.resolved or {}).get("config", {}).get("reward") or {}).get("terms") or []
+        return {
+            "runId": run.id, "method": run.method, "phase": run.phase,
+            "terms": [{"name": t["name"], "weight": t.get("weight", 1.0)} for t in terms],
+            "steps": steps, "step": chosen,
+            "attempt": record.attempt if record else None, "recordedAt": iso(record.at) if record else None,
+            "items": list(record.items) if record else [],
+        }
+
+
+def step_ranges(steps: list[int]) -> str:
+    """Sorted steps as runs of consecutive ones: 1-3, 5, 8-9."""
+    runs: list[list[int]] = []
+    for step in steps:
+        if runs and step == runs[-1][1] + 1:
+            runs[-1][1] = step
+        else:
+            runs.append([step, step])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _article(method: str) -> str:
+    """"an" before a method named by letters that sound with a vowel first (sft: "an sft run"), else "a"."""
+    return "an" if method and method[0] in "aefhilmnorsx" else "a"
 
 
 def run_snapshots(training: Deployment, run_id: str) -> dict[str, Any]:
