@@ -1,9 +1,10 @@
 """The one route family workers call, under `/v1/internal/jobs/{kind}/{id}`: the job's spec (GET), its actions
 (POST …/heartbeat, …/progress, …/metrics, …/rollouts, …/snapshots, …/predictions, …/result: whichever its kind
-declares), and the blobs it reads and writes (…/blobs/{sha256}). Every call carries the lease token (`X-Lease-Token`) and is
-fenced by it: a worker that no longer holds its job is answered 409 `lease_lost`. A worker reads only the blobs
-its job reads (its kind's `readable_blobs`: the inputs its spec names, and the files of the manifests among them);
-any other digest is answered 403 `forbidden`, so one job's lease never reads another job's data."""
+declares), and the blobs it reads and writes (…/blobs/{sha256}). Every call carries the lease token
+(`X-Lease-Token`) and is fenced by it: a worker that no longer holds its job is answered 409 `lease_lost`. A
+worker reads only the blobs its job reads (its kind's `readable_blobs`: the inputs its spec names, and the files of
+the manifests among them); any other digest is answered 403 `forbidden`, so one job's lease never reads another
+job's data."""
 
 from __future__ import annotations
 
