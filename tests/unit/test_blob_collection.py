@@ -290,7 +290,7 @@ NOT_BLOBS = {
     "dataset_versions.digest", "dataset_versions.conversion", "evaluation_predictions.fields",
     "evaluation_predictions.chat_template_sha256", "model_versions.digest", "model_versions.lineage",
     "run_attempts.devices", "run_metrics.values", "snapshots.pinned", "snapshots.registered",
-    "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members",
+    "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members", "run_rollouts.items",
 }
 
 

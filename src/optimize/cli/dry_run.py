@@ -20,7 +20,7 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"Envelope     inside a measured envelope ({envelope['mode']} catalog)")
     for warning in d["warnings"]:
         con.print(f"[yellow]Warning[/]      {warning}")
-    rl = d["resolved"]["config"].get("rlHyperparams")
+    rl = (d["resolved"].get("config") or {}).get("rlHyperparams")
     if rl:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
         con.print(f"Rollouts     klBeta {rl['klBeta']:g}, temperature {rl['temperature']:g}, {rl['generations']} "
                   f"generations per prompt, completions up to {rl['maxCompletionLength']} tokens, "
