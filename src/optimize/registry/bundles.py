@@ -29,6 +29,8 @@ from optimize.core.digests import is_sha256_hex
 from optimize.core.errors import ChecksumMismatch, Conflict, Invalid, NotFound, TooLarge
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_reference, parse_selector
+from optimize.registry import aliases
+from optimize.registry.aliases import AliasTables
 from optimize.registry.namespaces import ensure_open, is_archived, refuse_if_archived
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store, insert_ignoring_conflict
@@ -376,37 +378,21 @@ def _register_once(registry: Registry, namespace: str, name: str, sha256: str, s
 # --- aliases ------------------------------------------------------------------------------------------------------
 
 
+ALIASES = AliasTables("bundle", BundleAlias, BundleAliasMove, "bundle_id")
+
+
 def move_alias(session: Session, bundle: Bundle, alias: str, version: BundleVersion) -> bool:
     """Point `alias` at `version`, keeping its history; returns whether it moved."""
-    alias = check_alias(alias)
-    now = utcnow()
-    pointer = session.get(BundleAlias, (bundle.id, alias))
-    if pointer is not None and pointer.version_id == version.id:
-        return False
-    if pointer is None:
-        session.add(BundleAlias(bundle_id=bundle.id, alias=alias, version_id=version.id, updated_at=now))
-    else:
-        pointer.version_id = version.id
-        pointer.updated_at = now
-    session.add(BundleAliasMove(bundle_id=bundle.id, alias=alias, version_id=version.id, moved_at=now))
-    record(session, f"bundle:{bundle.namespace}/{bundle.name}", "alias-moved", alias=alias, version=version.version)
-    return True
+    return aliases.move_alias(session, ALIASES, bundle, alias, version)
 
 
 def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
-    for attempt in range(10):
-        try:
-            with store.transaction() as session:
-                bundle = get_bundle(session, namespace, name)
-                version = resolve_version(session, bundle, selector)
-                moved = move_alias(session, bundle, alias, version)
-                body = _alias_json(session, bundle, check_alias(alias))
-                body["moved"] = moved
-                return body
-        except IntegrityError:
-            # two first moves of one alias at once: one inserted the pointer; read it again and move it
-            time.sleep(0.01 * (attempt + 1))
-    raise Conflict(f"alias {alias} of {namespace}/{name} could not be moved under concurrent moves", hint="retry")
+    def move(session: Session) -> dict[str, Any]:
+        bundle = get_bundle(session, namespace, name)
+        moved = move_alias(session, bundle, alias, resolve_version(session, bundle, selector))
+        return {**_alias_json(session, bundle, check_alias(alias)), "moved": moved}
+
+    return aliases.retried(store, f"{namespace}/{name}", alias, move)
 
 
 def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:

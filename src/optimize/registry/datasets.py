@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.core.access import check_namespace, only_visible, visible_namespaces
-from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, NotFound
+from optimize.core.clock import iso
+from optimize.core.errors import NotFound
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_selector
+from optimize.registry import aliases
+from optimize.registry.aliases import AliasTables
 from optimize.registry.namespaces import is_archived
 from optimize.registry.views import version_json
 from optimize.store.db import Store
-from optimize.store.events import record
 from optimize.store.tables import (
     Dataset,
     DatasetAlias,
@@ -221,37 +220,21 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
         return items
 
 
+ALIASES = AliasTables("dataset", DatasetAlias, DatasetAliasMove, "dataset_id")
+
+
 def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetVersion) -> bool:
     """Point `alias` at `version`, keeping its history; returns whether it moved."""
-    alias = check_alias(alias)
-    now = utcnow()
-    pointer = session.get(DatasetAlias, (dataset.id, alias))
-    if pointer is not None and pointer.version_id == version.id:
-        return False
-    if pointer is None:
-        session.add(DatasetAlias(dataset_id=dataset.id, alias=alias, version_id=version.id, updated_at=now))
-    else:
-        pointer.version_id = version.id
-        pointer.updated_at = now
-    session.add(DatasetAliasMove(dataset_id=dataset.id, alias=alias, version_id=version.id, moved_at=now))
-    record(session, f"dataset:{dataset.namespace}/{dataset.name}", "alias-moved", alias=alias, version=version.version)
-    return True
+    return aliases.move_alias(session, ALIASES, dataset, alias, version)
 
 
 def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
-    for attempt in range(10):
-        try:
-            with store.transaction() as session:
-                dataset = get_dataset(session, namespace, name)
-                version = resolve_version(session, dataset, selector)
-                moved = move_alias(session, dataset, alias, version)
-                body = _alias_json(session, dataset, check_alias(alias))
-                body["moved"] = moved
-                return body
-        except IntegrityError:
-            # two first moves of one alias at once: one inserted the pointer; read it again and move it
-            time.sleep(0.01 * (attempt + 1))
-    raise Conflict(f"alias {alias} of {namespace}/{name} could not be moved under concurrent moves", hint="retry")
+    def move(session: Session) -> dict[str, Any]:
+        dataset = get_dataset(session, namespace, name)
+        moved = move_alias(session, dataset, alias, resolve_version(session, dataset, selector))
+        return {**_alias_json(session, dataset, check_alias(alias)), "moved": moved}
+
+    return aliases.retried(store, f"{namespace}/{name}", alias, move)
 
 
 def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:
