@@ -44,6 +44,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -123,10 +124,14 @@ def platform_run(url: str, token: str, model: str, grpo: dict) -> dict:
         before = cpu_snapshot()
         posted = time.monotonic()
         run = client.post("/v1/training/runs", json=plan)
-        for status in follow(client, f"/v1/training/runs/{run['runId']}/events"):
-            step = (status.get("progress") or {}).get("observedStep") or 0
-            if status["phase"] == "TRAINING" and step > (seen[-1][0] if seen else 0):
-                seen.append((step, time.monotonic() - posted))
+        try:
+            for status in follow(client, f"/v1/training/runs/{run['runId']}/events"):
+                step = (status.get("progress") or {}).get("observedStep") or 0
+                if status["phase"] == "TRAINING" and step > (seen[-1][0] if seen else 0):
+                    seen.append((step, time.monotonic() - posted))
+        except BaseException:  # interrupted: the worker has its own session and would outlive the server
+            client.post(f"/v1/training/runs/{run['runId']}/cancel")
+            raise
         followed = time.monotonic() - posted
         others = other_cpu(before, cpu_snapshot())
         final = client.get(f"/v1/training/runs/{run['runId']}")
@@ -269,6 +274,7 @@ def main() -> None:
         bare(args.bare)
         return
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the run and the server when told to end
     grpo = grpo_settings(args)
     work = Path(tempfile.mkdtemp(prefix="grpo-overhead-"))
     rows_file = work / "prompts.jsonl"

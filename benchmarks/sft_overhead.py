@@ -172,6 +172,7 @@ def platform_setup(url: str, model: str, rows_file: Path) -> dict:
 
 def platform_run(url: str, model: str, steps: int, save_every: int, max_seq_length: int) -> dict:
     """POST the run plan and follow the run's events to its end; the run as `runs get -o json` shows it."""
+    from optimize.client.credentials import find_token
     from optimize.client.events import follow
     from optimize.client.http import OptimizeClient
 
@@ -182,7 +183,7 @@ def platform_run(url: str, model: str, steps: int, save_every: int, max_seq_leng
                    "model": {"precision": "fp32", "gradientCheckpointing": False}},
         "execution": {"deviceProfile": "cpu", "saveEvery": save_every},
     }
-    with OptimizeClient(url) as client:
+    with OptimizeClient(url, token=find_token(url)) as client:  # the local server's own admin token
         before = cpu_snapshot()
         posted = time.monotonic()
         run = client.post("/v1/training/runs", json=plan)
