@@ -378,7 +378,7 @@ def _register_once(registry: Registry, namespace: str, name: str, sha256: str, s
 # --- aliases ------------------------------------------------------------------------------------------------------
 
 
-ALIASES = AliasTables("bundle", BundleAlias, BundleAliasMove, "bundle_id")
+ALIASES = AliasTables("bundle", BundleAlias, BundleAliasMove, "bundle_id", BundleVersion)
 
 
 def move_alias(session: Session, bundle: Bundle, alias: str, version: BundleVersion) -> bool:
@@ -405,13 +405,7 @@ def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, 
                                        .order_by(BundleVersion.version)).all()
             if not versions:
                 raise NotFound(f"bundle {label} has no versions", hint=_register_hint(bundle.namespace, bundle.name))
-            return {
-                "alias": "latest",
-                "managed": True,
-                "reference": f"{label}:v{versions[-1].version}",
-                "version": versions[-1].version,
-                "history": [{"version": v.version, "since": iso(v.created_at)} for v in versions],
-            }
+            return aliases.latest_json(bundle, versions)
         if session.get(BundleAlias, (bundle.id, alias)) is None:
             raise NotFound(f"bundle {label} has no alias {alias!r}",
                            hint=f"point it at a version with: akka registry bundles alias set {label}:{alias} "
@@ -420,19 +414,4 @@ def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, 
 
 
 def _alias_json(session: Session, bundle: Bundle, alias: str) -> dict[str, Any]:
-    pointer = session.get(BundleAlias, (bundle.id, alias))
-    assert pointer is not None
-    current = session.get(BundleVersion, pointer.version_id)
-    moves = session.execute(
-        select(BundleAliasMove.moved_at, BundleVersion.version)
-        .join(BundleVersion, BundleVersion.id == BundleAliasMove.version_id)
-        .where(BundleAliasMove.bundle_id == bundle.id, BundleAliasMove.alias == alias)
-        .order_by(BundleAliasMove.id)
-    )
-    return {
-        "alias": alias,
-        "managed": False,
-        "reference": f"{bundle.namespace}/{bundle.name}:v{current.version}",
-        "version": current.version,
-        "history": [{"version": version, "since": iso(moved_at)} for moved_at, version in moves],
-    }
+    return aliases.alias_json(session, ALIASES, bundle, alias)

@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.core.access import check_namespace, only_visible, visible_namespaces
-from optimize.core.clock import iso
 from optimize.core.errors import NotFound
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_selector
@@ -220,7 +219,7 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
         return items
 
 
-ALIASES = AliasTables("dataset", DatasetAlias, DatasetAliasMove, "dataset_id")
+ALIASES = AliasTables("dataset", DatasetAlias, DatasetAliasMove, "dataset_id", DatasetVersion)
 
 
 def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetVersion) -> bool:
@@ -247,32 +246,11 @@ def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, 
             ).all()
             if not versions:
                 raise NotFound(f"dataset {namespace}/{name} has no versions")
-            return {
-                "alias": "latest",
-                "managed": True,
-                "reference": f"{dataset.namespace}/{dataset.name}:v{versions[-1].version}",
-                "version": versions[-1].version,
-                "history": [{"version": v.version, "since": iso(v.created_at)} for v in versions],
-            }
+            return aliases.latest_json(dataset, versions)
         if session.get(DatasetAlias, (dataset.id, alias)) is None:
             raise NotFound(f"dataset {dataset.namespace}/{dataset.name} has no alias {alias!r}")
         return _alias_json(session, dataset, alias)
 
 
 def _alias_json(session: Session, dataset: Dataset, alias: str) -> dict[str, Any]:
-    pointer = session.get(DatasetAlias, (dataset.id, alias))
-    assert pointer is not None
-    current = session.get(DatasetVersion, pointer.version_id)
-    moves = session.execute(
-        select(DatasetAliasMove.moved_at, DatasetVersion.version)
-        .join(DatasetVersion, DatasetVersion.id == DatasetAliasMove.version_id)
-        .where(DatasetAliasMove.dataset_id == dataset.id, DatasetAliasMove.alias == alias)
-        .order_by(DatasetAliasMove.id)
-    )
-    return {
-        "alias": alias,
-        "managed": False,
-        "reference": f"{dataset.namespace}/{dataset.name}:v{current.version}",
-        "version": current.version,
-        "history": [{"version": version, "since": iso(moved_at)} for moved_at, version in moves],
-    }
+    return aliases.alias_json(session, ALIASES, dataset, alias)
