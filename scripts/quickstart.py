@@ -1,10 +1,13 @@
 """The quickstart (`make demo`): a server on the embedded defaults in a temporary data dir, then the main job
-as far as the platform reaches today — register a chat and a preference dataset and show them, then list the
+as far as the platform reaches today — register the support datasets (training chats, held-out chats, preference
+pairs, tickets for reinforcement) and the triage scoring bundle, check the bundle against the tickets, list the
 base-model catalog and capacity, select (build, offline) the quickstart's small stand-in model, analyze the
 chat dataset under it with the estimates for the example run file, create the project and train the example
 run (LoRA SFT on the cpu, followed to its end), then show the run, its last metrics, its snapshots and the
-model it registered, evaluate the base model and the trained adapter, branch a dpo run from that adapter on
-the preference pairs, and serve the supervised adapter from an endpoint that answers one ticket.
+model it registered, evaluate the base model and the trained adapter on the held-out chats (the adapter wins),
+branch a dpo run from that adapter on the preference pairs and a grpo run on the tickets scored by the bundle
+(its mean reward rises from its first pass to its last), score both adapters on the held-out chats with the
+bundle, and serve the grpo adapter from an endpoint that answers a new ticket.
 
 Every step runs the real `akka` command and prints it before its output.
 """
@@ -28,7 +31,9 @@ AKKA = [sys.executable, "-m", "optimize"]
 EXAMPLES = "examples/datasets"  # paths relative to the repository root, where every step runs
 RUN_FILE = "examples/runs/support-sft.yaml"
 DPO_OVERRIDES = "examples/runs/support-dpo-overrides.yaml"
-QUESTION = "My router will not turn on. Order #1002."
+GRPO_OVERRIDES = "examples/runs/support-grpo-overrides.yaml"
+BUNDLE = "examples/bundles/triage"
+QUESTION = "My speaker will not turn on. Order #4000."  # a ticket in no dataset: {"category": "hardware", "urgent": true}
 
 
 def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
@@ -77,6 +82,11 @@ def main() -> None:
              "--alias", "train")
         akka(url, "registry", "datasets", "register", "support/preferences", "-f",
              f"{EXAMPLES}/support-preferences.jsonl")
+        akka(url, "registry", "datasets", "register", "support/chat-heldout", "-f",
+             f"{EXAMPLES}/support-chat-heldout.jsonl")
+        akka(url, "registry", "datasets", "register", "support/tickets", "-f", f"{EXAMPLES}/support-tickets.jsonl")
+        akka(url, "registry", "bundles", "register", "support/triage", "-f", BUNDLE)
+        akka(url, "registry", "bundles", "check", "support/triage", "--dataset", "support/tickets")
         akka(url, "registry", "datasets", "get", "support/chat:train")
         akka(url, "registry", "datasets", "versions", "support/preferences")
         akka(url, "registry", "datasets", "list")
@@ -99,7 +109,7 @@ def main() -> None:
         akka(url, "training", "projects", "list")
         model = run["results"]["model"]
         for evaluated in (["--model", "optimize/small-smollm2", "--project", "support"], ["--model", model]):
-            akka(url, "training", "evaluations", "start", *evaluated, "--dataset", "support/chat:train",
+            akka(url, "training", "evaluations", "start", *evaluated, "--dataset", "support/chat-heldout",
                  "--max-new-tokens", "24", "--wait", "--exit-status")
         akka(url, "training", "projects", "scores", "support")
         # preference tuning: a dpo branch of the supervised run, on the preference pairs, from its adapter
@@ -109,18 +119,35 @@ def main() -> None:
         table = akka_json(url, "training", "projects", "scores", "support")["groups"][0]
         base = table["baseline"]["meanScore"]
         trained = table["columns"][0]["meanScore"]
-        # serve the trained adapter and ask it one ticket (its instructions: its first training row's system message)
-        akka(url, "training", "endpoints", "create", "--model", model, "--wait", "--timeout", "600")
+        # reinforcement: a grpo branch of the supervised run, its sampled answers scored by the triage bundle
+        akka(url, "training", "runs", "branch", run["runId"][:12], "--restore", "weights", "--overrides",
+             GRPO_OVERRIDES, "--wait", "--exit-status")
+        grpo = akka_json(url, "training", "runs", "list", "--project", "support")["runs"][0]
+        akka(url, "training", "runs", "get", grpo["runId"][:12])
+        akka(url, "training", "runs", "metrics", grpo["runId"][:12])
+        # the same tickets are rolled out on each of its 3 passes: the first pass's mean reward against the last's
+        rewards = [step["reward"] for step in akka_json(url, "training", "runs", "metrics", grpo["runId"])["steps"]]
+        per_pass = len(rewards) // 3
+        first, last = sum(rewards[:per_pass]) / per_pass, sum(rewards[-per_pass:]) / per_pass
+        # and both adapters' greedy answers to the held-out tickets, scored by the same bundle
+        for adapter in (model, grpo["results"]["model"]):
+            akka(url, "training", "evaluations", "start", "--model", adapter, "--dataset", "support/chat-heldout",
+                 "--grader", "bundle:support/triage#triage", "--max-new-tokens", "24", "--wait", "--exit-status")
+        akka(url, "training", "projects", "scores", "support", "--grader", "bundle:support/triage#triage")
+        # serve the grpo adapter and ask it a new ticket (its instructions: its first training row's system message)
+        akka(url, "training", "endpoints", "create", "--model", grpo["results"]["model"], "--wait", "--timeout", "600")
         endpoint = akka_json(url, "training", "endpoints", "list", "--project", "support")["endpoints"][0]["endpointId"]
         ask = ["training", "endpoints", "send", endpoint[:12], "--input", QUESTION, "--temperature", "0",
                "--max-tokens", "32"]
         akka(url, *ask)
         answer = akka_json(url, *ask)["choices"][0]["message"]["content"]
         akka(url, "training", "endpoints", "delete", endpoint[:12])
-        print("\nQuickstart done: both datasets registered, the small stand-in selected, the chat dataset analyzed, "
-              f"the example run trained and its adapter registered as {model}; json-label-match mean score "
-              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter; a dpo branch of it reached "
-              f"preference accuracy {dpo['accuracy']:.2f}; the served adapter answered {answer!r}.", flush=True)
+        print("\nQuickstart done: four datasets and a scoring bundle registered, the small stand-in selected, the chat "
+              f"dataset analyzed, the example run trained and its adapter registered as {model}; json-label-match mean score "
+              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter on the held-out tickets; a dpo branch "
+              f"of it reached preference accuracy {dpo['accuracy']:.2f}; a grpo branch raised its mean reward from "
+              f"{first:.3f} on its first pass over the tickets to {last:.3f} on its last; the served adapter "
+              f"answered {answer!r} to {QUESTION!r}.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:

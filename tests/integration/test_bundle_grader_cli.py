@@ -91,10 +91,12 @@ def test_a_bundle_function_grades_each_answer_and_its_errors_leave_examples_unsc
     text = cli.ok("training", "evaluations", "get", done["evaluationId"][:10]).out
     assert f"bundle:{name}/scorer:v1#reward:compute_score" in text and "2 unscored" in text
 
-    # the scores table names the bundle's version, and takes the grader as the evaluation keeps it
-    table = cli.json("training", "projects", "scores", name, "--grader", done["grader"])
-    assert table["grader"] == done["grader"]
-    assert table["groups"][0]["baseline"]["meanScore"] == 0.75
+    # the scores table names the bundle's version, and takes the grader as the evaluation keeps it, or as it was
+    # asked for (the latest version, compute_score)
+    for asked in (done["grader"], f"bundle:{name}/scorer#reward"):
+        table = cli.json("training", "projects", "scores", name, "--grader", asked)
+        assert table["grader"] == done["grader"]
+        assert table["groups"][0]["baseline"]["meanScore"] == 0.75
 
     # a FUNCTION left out is compute_score, and the same grader is kept in the same spelling
     again = cli.json("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{name}/asks",

@@ -1,7 +1,9 @@
 """A project's scores table: for one dataset and grader (by default those of its newest completed evaluation),
 the base model's score as the baseline and one column per training configuration (a run's config hash), each the
 newest completed evaluation of a model the project trained with it, grouped by base model commit. A grader is
-named as `--grader` names it (an unknown one is refused)."""
+named as `--grader` names it (an unknown one is refused); a `bundle:` grader is resolved as an evaluation resolves
+it (its alias or latest version to `NS/NAME:vN`, the function to `compute_score` when not named), so
+`bundle:support/triage#triage` finds the evaluations kept as `bundle:support/triage:v1#triage:compute_score`."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.deployment import Deployment
-from optimize.evaluation.graders import parse_grader
+from optimize.evaluation.graders import parse_bundle_grader, parse_grader
 from optimize.projects.service import find_project
+from optimize.registry.bundles import resolve_bundle
 from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Evaluation, Run
 
@@ -22,6 +25,9 @@ def scores(training: Deployment, project: str, dataset: str | None = None, grade
         grader = parse_grader(grader)  # an unknown grader is refused, naming the graders there are
     with training.store.transaction() as session:
         name = find_project(session, project).name
+        if grader and grader.startswith("bundle:"):
+            bundle = parse_bundle_grader(grader)
+            grader = bundle.resolved(*resolve_bundle(session, bundle.reference)).text
         done = session.scalars(select(Evaluation).where(Evaluation.project == name, Evaluation.phase == "COMPLETED")
                                .order_by(Evaluation.created_at.desc())).all()
         if dataset:
