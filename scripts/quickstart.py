@@ -33,7 +33,7 @@ RUN_FILE = "examples/runs/support-sft.yaml"
 DPO_OVERRIDES = "examples/runs/support-dpo-overrides.yaml"
 GRPO_OVERRIDES = "examples/runs/support-grpo-overrides.yaml"
 BUNDLE = "examples/bundles/triage"
-QUESTION = "My speaker will not turn on. Order #4000."  # a ticket in no dataset: {"category": "hardware", "urgent": true}
+QUESTION = "My speaker will not turn on. Order #4000."  # in no dataset: {"category": "hardware", "urgent": true}
 
 
 def wait_ready(data_dir: Path, process: subprocess.Popen) -> str:
@@ -142,12 +142,12 @@ def main() -> None:
         akka(url, *ask)
         answer = akka_json(url, *ask)["choices"][0]["message"]["content"]
         akka(url, "training", "endpoints", "delete", endpoint[:12])
-        print("\nQuickstart done: four datasets and a scoring bundle registered, the small stand-in selected, the chat "
-              f"dataset analyzed, the example run trained and its adapter registered as {model}; json-label-match mean score "
-              f"{base:.3f} for the base model, {trained:.3f} for the trained adapter on the held-out tickets; a dpo branch "
-              f"of it reached preference accuracy {dpo['accuracy']:.2f}; a grpo branch raised its mean reward from "
-              f"{first:.3f} on its first pass over the tickets to {last:.3f} on its last; the served adapter "
-              f"answered {answer!r} to {QUESTION!r}.", flush=True)
+        print("\nQuickstart done: four datasets and a scoring bundle registered, the small stand-in selected, the "
+              f"chat dataset analyzed, the example run trained and its adapter registered as {model}; json-label-match "
+              f"mean score {base:.3f} for the base model, {trained:.3f} for the trained adapter on the held-out "
+              f"tickets; a dpo branch of it reached preference accuracy {dpo['accuracy']:.2f}; a grpo branch raised "
+              f"its mean reward from {first:.3f} on its first pass over the tickets to {last:.3f} on its last; the "
+              f"served adapter answered {answer!r} to {QUESTION!r}.", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
