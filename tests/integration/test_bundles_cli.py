@@ -474,14 +474,13 @@ def test_check_refuses_rows_lacking_a_declared_field_naming_the_lines(scli, ns, 
     assert bad.code == 1 and "reward.py line 1: FIELDS is not a literal list of field names" in bad.err
 
 
-def test_check_refuses_a_model_as_not_yet_and_a_preference_dataset(scli, ns, tmp_path):
+def test_check_refuses_sampling_options_without_a_model_and_a_preference_dataset(scli, ns, tmp_path):
     from tests.conftest import pair_row, write_jsonl
 
     scli.ok("registry", "bundles", "register", f"{ns}/s", "-f", str(check_bundle_dir(tmp_path / "b")))
     checked_dataset(scli, ns, tmp_path)
-    refused = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/qa", "--model", "optimize/tiny")
-    assert refused.code == 1 and refused.err.startswith("error: not yet: checking a bundle with a model's sampled")
-    assert "leave --model out" in refused.err
+    stray = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/qa", "--generations", "4")
+    assert stray.code == 2 and "--generations go with --model" in stray.err, stray.err
     scli.ok("registry", "datasets", "register", f"{ns}/pairs", "-f",
             str(write_jsonl(tmp_path / "p.jsonl", [pair_row(), pair_row("q2")])))
     pairs = scli("registry", "bundles", "check", f"{ns}/s", "--dataset", f"{ns}/pairs")

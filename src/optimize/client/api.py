@@ -164,9 +164,13 @@ class Evaluations(_Resource):
     ROOT = "/v1/training/evaluations"
 
     def start(self, *, model: str, dataset: str, grader: str = "json-label-match", project: str | None = None,
-              max_new_tokens: int | None = None, grader_instructions: str | None = None) -> Json:
+              max_new_tokens: int | None = None, grader_instructions: str | None = None,
+              generations: int | None = None, temperature: float | None = None, seed: int | None = None,
+              rows: int | None = None) -> Json:
         body = {"model": model, "dataset": dataset, "grader": grader, "project": project,
-                "maxNewTokens": max_new_tokens, "graderInstructions": grader_instructions}
+                "maxNewTokens": max_new_tokens, "graderInstructions": grader_instructions,
+                **{name: value for name, value in (("generations", generations), ("temperature", temperature),
+                                                   ("seed", seed), ("rows", rows)) if value is not None}}
         return self._http.post(self.ROOT, json=body)
 
     def get(self, evaluation: str) -> Json:
@@ -477,14 +481,18 @@ class Bundles(_Artifacts):
         return self._http.post(self._artifact(reference) + "/versions", json={"digest": digest, "alias": alias})
 
     def check(self, reference: Reference, *, dataset: str, function: str | None = None, samples: int | None = None,
-              model: str | None = None, time_limit_s: float | None = None) -> Json:
+              model: str | None = None, time_limit_s: float | None = None, project: str | None = None,
+              generations: int | None = None, temperature: float | None = None,
+              max_new_tokens: int | None = None) -> Json:
         """Check the version the reference names against a chat dataset (`dataset`, a reference): the function
         (`function`, MODULE[:FUNCTION]) imports, the row fields its module declares are in every row, and the first
-        `samples` rows' own answers score. Runs on the server while the call waits (minutes at most); `model` is
-        refused (not yet)."""
+        `samples` rows' own answers score. Runs on the server while the call waits (minutes at most); with `model`,
+        a sampling evaluation of it on the same rows starts too (the answer's `sampling.evaluationId`)."""
+        given = (("function", function), ("samples", samples), ("model", model), ("timeLimitSeconds", time_limit_s),
+                 ("project", project), ("generations", generations), ("temperature", temperature),
+                 ("maxNewTokens", max_new_tokens))
         body = {"selector": reference.selector, "dataset": dataset,
-                **{key: value for key, value in (("function", function), ("samples", samples), ("model", model),
-                                                 ("timeLimitSeconds", time_limit_s)) if value is not None}}
+                **{key: value for key, value in given if value is not None}}
         return self._http.post(self._artifact(reference) + "/check", json=body)
 
 

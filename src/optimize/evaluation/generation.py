@@ -1,4 +1,5 @@
-"""Generation behind one interface: prompts as token ids in, answers out, greedy and batched.
+"""Generation behind one interface: prompts as token ids in, answers out, greedy and batched, or several sampled
+answers per prompt (`sample`: the groups a reinforcement run would roll out, seeded).
 
 Prompts arrive rendered and tokenized by `optimize.chat` (the row's tools, the base model's template, one
 beginning-of-sequence token), exactly as a supervised run trains them, so the engine never applies a template
@@ -56,14 +57,28 @@ class TransformersGenerator:
                 answers[index] = answer
         return [answers[i] for i in range(len(prompts))]
 
-    def _batch(self, prompts: list[list[int]], max_new_tokens: int) -> list[Answer]:
+    def sample(self, prompts: list[list[int]], max_new_tokens: int, n: int, temperature: float, seed: int,
+               batch_size: int = 8) -> list[list[Answer]]:
+        """`n` answers per prompt sampled at `temperature`, in the prompts' order. Each batch is seeded from `seed`
+        and its first prompt's place, so the same prompts answer the same on a retry."""
+        groups: list[list[Answer]] = []
+        for start in range(0, len(prompts), batch_size):
+            self.torch.manual_seed(seed + start)
+            flat = self._batch(prompts[start:start + batch_size], max_new_tokens, n, temperature)
+            groups.extend(flat[i:i + n] for i in range(0, len(flat), n))
+        return groups
+
+    def _batch(self, prompts: list[list[int]], max_new_tokens: int, n: int = 1, temperature: float = 0.0
+               ) -> list[Answer]:
         torch = self.torch
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+                    "num_return_sequences": n} if temperature > 0 else {"do_sample": False}
         with torch.inference_mode():
             out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                      do_sample=False, pad_token_id=self.pad_id, eos_token_id=self.stop_ids)
+                                      pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **sampling)
         answers = []
         for row in out[:, width:].tolist():
             kept = []

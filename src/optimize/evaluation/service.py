@@ -9,6 +9,7 @@ chat template and base model commit it came from; answers from another commit ar
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,6 +37,7 @@ from optimize.registry.datasets import examples_objects
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.jobs import EvaluationSpec
 from optimize.scoring import BundleRunner
+from optimize.scoring.groups import zero_variance_share
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
@@ -143,6 +145,9 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         if bundle is not None:
             model["graderBundle"] = bundle
         model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
+        sampling, rows = _sampling(body)
+        if sampling:
+            model["sampling"] = sampling
         project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
         dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
         check_new_work(session, project.name, "evaluation", training.quotas)
@@ -150,7 +155,9 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
             id=new_id(), project=project.name, model_reference=reference, model=model,
             dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
             grader=grader, device_profile=profile, phase="QUEUED", attempt=0,
-            progress={"answered": 0, "total": dataset.rows}, created_at=utcnow())
+            progress={"answered": 0, "total": min(rows or dataset.rows, dataset.rows)}, created_at=utcnow())
+        if rows:
+            model["rows"] = rows
         session.add(evaluation)
         session.flush()
         record(session, EVALUATION.subject(evaluation.id), "phase", phase="QUEUED")
@@ -166,12 +173,41 @@ def _max_new_tokens(value: Any) -> int:
     return value
 
 
+MAX_GENERATIONS = 16
+DEFAULT_SAMPLING_TEMPERATURE = 0.7  # a reinforcement run's default rollout temperature
+
+
+def _sampling(body: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
+    """The sampling asked for (`generations` answers per prompt at `temperature`, seeded) and the first `rows` asked.
+    One generation is a greedy answer unless a temperature is stated."""
+    generations, temperature, seed, rows = (body.get(k) for k in ("generations", "temperature", "seed", "rows"))
+    if generations is not None and (type(generations) is not int or not 1 <= generations <= MAX_GENERATIONS):
+        raise Invalid(f"generations must be an integer from 1 to {MAX_GENERATIONS}",
+                      hint="answers sampled per prompt; 4 to 8 is what a reinforcement run's groups hold")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, int | float)
+                                    or not 0 <= temperature <= 2):
+        raise Invalid("temperature must be a number from 0 to 2")
+    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
+        raise Invalid("seed must be an integer from 0 to 4294967295")
+    if rows is not None and (type(rows) is not int or rows < 1):
+        raise Invalid("rows must be a positive integer (the first rows asked)")
+    generations = generations or 1
+    if generations > 1 and temperature == 0:
+        raise Invalid(f"{generations} generations at temperature 0 would be {generations} copies of the greedy "
+                      "answer", hint=f"sample at a temperature above 0 (default {DEFAULT_SAMPLING_TEMPERATURE})")
+    if generations == 1 and not temperature:
+        return None, rows
+    return {"generations": generations, "temperature": float(temperature or DEFAULT_SAMPLING_TEMPERATURE),
+            "seed": seed or 0}, rows
+
+
 def evaluation_json(item: Evaluation) -> dict[str, Any]:
     return {"evaluationId": item.id, "project": item.project, "model": item.model_reference,
             "baseModel": {"id": item.model["baseEntryId"], "commit": item.model["baseCommit"]},
             "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
                         "rows": item.dataset_rows},
             "grader": item.grader, "graderInstructions": (item.model.get("judge") or {}).get("instructions"),
+            "sampling": item.model.get("sampling"), "rows": item.model.get("rows"),
             "deviceProfile": item.device_profile, "phase": item.phase,
             "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == "RUNNING" else [],
             "progress": item.progress, "report": item.report, "failureReason": item.failure_reason,
@@ -257,7 +293,8 @@ def predictions(training: Deployment, evaluation_id: str, limit: int | None = No
 
 def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
     return {"line": p.line, "prompt": p.prompt, "expected": p.expected, "answer": p.answer, "score": p.score,
-            "explanation": p.explanation, "fields": p.fields, "chatTemplateSha256": p.chat_template_sha256,
+            "explanation": p.explanation, "fields": p.fields, "samples": p.samples,
+            "chatTemplateSha256": p.chat_template_sha256,
             "baseModelRevision": p.base_model_revision}
 
 
@@ -279,7 +316,8 @@ def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, 
                 "adapterManifest": _manifest(item.model),
                 "judge": _judge_spec(training, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
-                "answeredLines": sorted(kept)}).wire()
+                "answeredLines": sorted(kept), "sampling": item.model.get("sampling"),
+                "rows": item.model.get("rows")}).wire()
 
 
 def _worker_grader(item: Evaluation) -> str:
@@ -315,7 +353,8 @@ def add_predictions(training: Deployment, evaluation_id: str, token: str, items:
             insert_ignoring_conflict(session, EvaluationPrediction, {
                 "evaluation_id": item.id, "line": p["line"], "prompt": p["prompt"], "expected": p["expected"],
                 "answer": p["answer"], "score": p.get("score"), "explanation": p.get("explanation"),
-                "fields": p.get("fields"), "chat_template_sha256": p["chatTemplateSha256"],
+                "fields": p.get("fields"), "samples": p.get("samples"),
+                "chat_template_sha256": p["chatTemplateSha256"],
                 "base_model_revision": p["baseModelRevision"], "at": utcnow()}, ["evaluation_id", "line"])
         answered = session.scalar(select(func.count()).select_from(EvaluationPrediction).where(
             EvaluationPrediction.evaluation_id == item.id))
@@ -334,9 +373,24 @@ def finish(training: Deployment, evaluation_id: str, token: str, body: dict[str,
             held = session.scalars(select(EvaluationPrediction).where(
                 EvaluationPrediction.evaluation_id == item.id)).all()
             transition(session, EVALUATION, item, EvaluationPhase.COMPLETED, lease=token, by_worker=True,
-                       failure_reason=None,
-                       report=report([Grade(p.score, p.explanation or "", p.fields or {}) for p in held]))
+                       failure_reason=None, report=_report(held))
         return {"phase": item.phase}
+
+
+def _report(held: list[EvaluationPrediction]) -> dict[str, Any]:
+    """The grader's report over every answer held; a sampling evaluation's covers every sampled answer, and says
+    how its groups' scores spread (`sampling.zeroVarianceShare`: the rows whose scored answers all score the same,
+    which a reinforcement run's update learns nothing from)."""
+    if not any(p.samples for p in held):
+        return {**report([Grade(p.score, p.explanation or "", p.fields or {}) for p in held]), "sampling": None}
+    groups = [[Grade(s.get("score"), s.get("explanation") or "", s.get("fields") or {}) for s in p.samples or []]
+              for p in held]
+    flat = [g for group in groups for g in group]
+    values = [g.score for g in flat if g.score is not None]
+    share, counted = zero_variance_share([g.score for g in group] for group in groups)
+    return {**report(flat), "sampling": {
+        "answers": len(flat), "std": statistics.pstdev(values) if len(values) > 1 else None,
+        "groups": counted, "zeroVarianceShare": share}}
 
 
 def requeue(session, item: Evaluation, reason: str) -> bool:

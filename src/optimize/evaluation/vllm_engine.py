@@ -62,3 +62,14 @@ class VLLMGenerator:
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
                                     lora_request=self.adapter, use_tqdm=False)
         return [Answer(out.outputs[0].text.strip(), len(out.outputs[0].token_ids)) for out in outputs]
+
+    def sample(self, prompts: list[list[int]], max_new_tokens: int, n: int, temperature: float, seed: int,
+               batch_size: int | None = None) -> list[list[Answer]]:
+        """`n` answers per prompt sampled at `temperature` (seeded), in the prompts' order."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=n, temperature=temperature, seed=seed, max_tokens=max_new_tokens,
+                                stop_token_ids=self.stop_ids, skip_special_tokens=True)
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
+                                    lora_request=self.adapter, use_tqdm=False)
+        return [[Answer(o.text.strip(), len(o.token_ids)) for o in out.outputs] for out in outputs]

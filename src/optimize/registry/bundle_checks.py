@@ -16,8 +16,10 @@ The check runs on the server, synchronously and within a bound:
    errors with their first lines, and the mean, standard deviation, min and max of the values.
 
 What a GRPO run needs most — the share of prompt groups whose rewards do not vary — needs several sampled answers
-per prompt, i.e. a model: `zeroVarianceShare` is null until the check can sample a model's answers (a device job),
-and a `model` is refused as not yet available.
+per prompt, i.e. a model and a device: with `model`, the route also starts a sampling evaluation of that model on
+the same rows with this function as its grader (`optimize.evaluation.service`, a job on the kernel), whose report
+holds the sampled answers' mean, spread, unscored count and `zeroVarianceShare`; the check's answer names it
+(`sampling.evaluationId`) and `akka registry bundles check --model` follows it to its end.
 
 Bounds: at most `MAX_SAMPLES` rows scored, each within its time limit (`timeLimitSeconds`, at most
 `MAX_TIME_LIMIT_S`); scoring stops after `SCORING_BUDGET_S` seconds or after `GIVE_UP_AFTER` rows in a row lost the
@@ -59,12 +61,8 @@ DEFAULT_MODULE = "reward"
 FIELDS_NAME = "FIELDS"
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 
-NOT_YET_MODEL = ("not yet: checking a bundle with a model's sampled answers (and measuring the share of prompt groups "
-                 "whose rewards do not vary) needs a device job, which the check does not start yet")
-NOT_YET_MODEL_HINT = ("leave --model out: the check works today without it — it imports the function, checks the "
-                      "fields the module declares (FIELDS) in every row, and scores each row's own final answer")
-ZERO_VARIANCE_NOTE = ("zeroVarianceShare needs several answers per prompt (--model, sampled answers), not available "
-                      "yet: each row's own final assistant answer was scored once")
+ZERO_VARIANCE_NOTE = ("zeroVarianceShare needs several answers per prompt: check with --model M to sample M's answers "
+                      "(each row's own final assistant answer was scored once)")
 
 
 def default_function(modules: list[str]) -> str:
@@ -228,9 +226,7 @@ class _Tally:
             self.values.append(score.value)
 
 
-def _check_request(samples: Any, time_limit_s: Any, function: Any, model: Any) -> None:
-    if model is not None:
-        raise Refused(NOT_YET_MODEL, hint=NOT_YET_MODEL_HINT)
+def _check_request(samples: Any, time_limit_s: Any, function: Any) -> None:
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
         raise Invalid(f"samples: expected a whole number of rows from 1 to {MAX_SAMPLES}, got {samples!r}")
     if (isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float))
@@ -249,7 +245,7 @@ def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str,
                  time_limit_s: float = DEFAULT_TIME_LIMIT_S, scoring_budget_s: float = SCORING_BUDGET_S
                  ) -> dict[str, Any]:
     """The check's report (see the module's docstring); refusals raise PlatformError, never a bundle's own error."""
-    _check_request(samples, time_limit_s, function, model)
+    _check_request(samples, time_limit_s, function)
     with registry.store.transaction() as session:
         bundle = bundles.get_bundle(session, namespace, name)
         version = bundles.resolve_version(session, bundle, selector or "latest")
@@ -290,9 +286,11 @@ def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str,
         tally = _score(runner, registry, objects, dataset_label, samples, scoring_budget_s, notes)
         isolation = runner.isolation
     if tally.without_answer:
-        notes.append(f"{tally.without_answer} of the rows read end without an assistant answer: without --model there "
-                     "is no answer to score for them")
-    notes.append(ZERO_VARIANCE_NOTE)
+        notes.append(f"{tally.without_answer} of the rows read end without an assistant answer: "
+                     + ("the model's sampled answers are scored for them" if model else
+                        "without --model there is no answer to score for them"))
+    if not model:
+        notes.append(ZERO_VARIANCE_NOTE)
     values = tally.values
     return {
         "bundle": bundle_label,
@@ -316,6 +314,7 @@ def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str,
         "zeroVarianceShare": None,
         "isolation": isolation,
         "notes": notes,
+        "sampling": None,
     }
 
 
@@ -352,4 +351,4 @@ def _score(runner: BundleRunner, registry: Registry, objects: list[dict[str, Any
     return tally
 
 
-__all__ = ["DEFAULT_SAMPLES", "MAX_SAMPLES", "MAX_TIME_LIMIT_S", "NOT_YET_MODEL", "check_bundle"]
+__all__ = ["DEFAULT_SAMPLES", "MAX_SAMPLES", "MAX_TIME_LIMIT_S", "check_bundle"]

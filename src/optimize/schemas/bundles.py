@@ -34,8 +34,16 @@ class BundleCheckRequest(BaseModel):
                                              "reward:compute_score, or the compute_score of a bundle's only module")
     samples: int = Field(default=64, ge=1, le=1000, description="How many of the dataset's first rows to score")
     model: str | None = Field(default=None, max_length=300,
-                              description="Not yet: a model whose sampled answers to score; refused (needs a device "
-                                          "job)")
+                              description="A model whose sampled answers to the same rows are scored too: a base "
+                                          "model or a registered model NS/NAME[:vN]; starts a sampling evaluation")
+    project: str | None = Field(default=None, max_length=200,
+                                description="With model: the project the sampling evaluation counts for (needed for a "
+                                            "base model; a registered model's own by default)")
+    generations: int = Field(default=4, ge=2, le=16, description="With model: answers sampled per prompt (a group)")
+    temperature: float = Field(default=0.7, gt=0, le=2, description="With model: their sampling temperature")
+    max_new_tokens: int = Field(default=128, ge=1, le=32768,
+                                description="With model: most tokens per sampled answer (a reinforcement run's "
+                                            "maxCompletionLength)")
     time_limit_seconds: float = Field(default=10.0, gt=0, le=60,
                                       description="Seconds each row's scoring may take (as a reward term's "
                                                   "timeLimitSeconds)")
@@ -133,6 +141,14 @@ class BundleCheckErrors(Answer):
     first: list[BundleCheckError] = Field(description="The first of them (at most 3), with their lines")
 
 
+class BundleCheckSampling(Answer):
+    evaluation_id: str = Field(description="The sampling evaluation: GET /v1/training/evaluations/{id}")
+    model: str = Field(description="The model sampled, as resolved")
+    generations: int = Field(description="Answers sampled per prompt")
+    temperature: Number = Field(description="Their temperature")
+    rows: int = Field(description="The first rows asked")
+
+
 class BundleCheck(Answer):
     """A bundle's function checked against a dataset version: imported, the fields it declares found in every row,
     and each of the first rows' own final answer scored."""
@@ -161,4 +177,7 @@ class BundleCheck(Answer):
     zero_variance_share: Number | None = Field(description="Share of prompt groups whose rewards do not vary; null: "
                                                            "it needs a model's sampled answers (not available yet)")
     isolation: str | None = Field(description="How the scoring process was kept off the network")
+    sampling: BundleCheckSampling | None = Field(
+        default=None, description="With model: the sampling evaluation started (its report holds the sampled "
+                                  "answers' mean, spread and zeroVarianceShare once it completes); null without")
     notes: list[str] = Field(description="What the check could not do or did not read, in words")

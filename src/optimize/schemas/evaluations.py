@@ -28,6 +28,12 @@ class EvaluationRequest(RequestModel):
                                                           "model's own; needed for a base model)")
     device_profile: str | None = Field(default="cpu", description="The device profile it runs on")
     max_new_tokens: int | None = Field(default=256, ge=1, le=32768, description="Most tokens generated per answer")
+    generations: int | None = Field(default=1, ge=1, le=16, description="Answers sampled per prompt (more than one: "
+                                                                        "a sampling evaluation, at a temperature)")
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: greedy "
+                                                                            "for one answer, 0.7 for several)")
+    seed: int | None = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
+    rows: int | None = Field(default=None, ge=1, description="Ask only the first rows (default: every row)")
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -44,6 +50,20 @@ class FieldAccuracy(Answer):
     examples: int = Field(description="Scored examples that hold it")
 
 
+class SamplingReport(Answer):
+    answers: int = Field(description="Answers sampled and graded, every row's group together")
+    std: Number | None = Field(description="Standard deviation of their scores; null with fewer than two")
+    groups: int = Field(description="Rows with at least two scored answers")
+    zero_variance_share: Number | None = Field(description="Share of those rows whose answers all score the same "
+                                                           "(a reinforcement update learns nothing from them)")
+
+
+class Sampling(Answer):
+    generations: int = Field(description="Answers sampled per prompt")
+    temperature: Number = Field(description="Their temperature")
+    seed: int = Field(description="Their seed")
+
+
 class EvaluationReport(Answer):
     """What the grader made of every answer held."""
 
@@ -52,6 +72,8 @@ class EvaluationReport(Answer):
     per_field_accuracy: list[FieldAccuracy] = Field(description="Accuracy of each field, worst first")
     scored: int = Field(description="Examples the grader scored")
     unscored: int = Field(description="Examples the grader left unscored")
+    sampling: SamplingReport | None = Field(default=None, description="A sampling evaluation's spread; null for "
+                                                                      "greedy answers")
 
 
 class Evaluation(Answer):
@@ -67,6 +89,9 @@ class Evaluation(Answer):
                                     "resolved at submission)")
     grader_instructions: str | None = Field(description="A judge model's instructions; null for other graders")
     device_profile: str = Field(description="Device profile it runs on")
+    sampling: Sampling | None = Field(default=None, description="Several sampled answers per prompt; null: one "
+                                                                "greedy answer")
+    rows: int | None = Field(default=None, description="The first rows asked; null: every row")
     phase: str = Field(description="QUEUED, RUNNING, COMPLETED, FAILED or CANCELLED")
     attempt: int = Field(description="Attempts started")
     devices_held: list[str] = Field(description="Devices it holds while RUNNING")
@@ -99,6 +124,9 @@ class Prediction(Answer):
     score: Number | None = Field(description="The grader's score, 0 to 1; null when it could not score it")
     explanation: str | None = Field(description="The grader's explanation")
     fields: dict[str, Any] | None = Field(description="Per-field verdicts, by path")
+    samples: list[dict[str, Any]] | None = Field(default=None, description="A sampling evaluation's answers to the "
+                                                 "row (answer, score, explanation, fields); the first is the one above "
+                                                 "and the row's score is their mean")
     chat_template_sha256: str = Field(description="The chat template the prompt was rendered with")
     base_model_revision: str = Field(description="The base model commit that answered")
 

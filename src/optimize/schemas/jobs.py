@@ -96,6 +96,12 @@ class JudgeSpec(Spec):
     model: BaseModelSpec = Field(description="Its base model")
 
 
+class SamplingSpec(Spec):
+    generations: int = Field(description="Answers sampled per prompt")
+    temperature: float = Field(description="Their sampling temperature (above 0)")
+    seed: int = Field(description="The seed the batches are sampled from")
+
+
 class EvaluationSpec(Spec):
     evaluation_id: str = Field(description="The evaluation")
     grader: str = Field(description="The grader")
@@ -106,6 +112,9 @@ class EvaluationSpec(Spec):
     judge: JudgeSpec | None = Field(description="The judge of a model:REF grader")
     max_new_tokens: int | None = Field(description="The answer's token budget")
     answered_lines: list[int] = Field(description="Lines answered from this commit already")
+    sampling: SamplingSpec | None = Field(default=None, description="Several sampled answers per prompt; null: one "
+                                                                    "greedy answer")
+    rows: int | None = Field(default=None, description="The first rows asked; null: every row")
 
 
 class AdapterSpec(Spec):

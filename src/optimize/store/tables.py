@@ -403,6 +403,8 @@ class EvaluationPrediction(Base):
     score: Mapped[float | None] = mapped_column()
     explanation: Mapped[str | None] = mapped_column(Text)
     fields: Mapped[dict | None] = mapped_column(JSON)
+    # a sampling evaluation's answers to the row: [{answer, score, explanation, fields}], the first one above
+    samples: Mapped[list | None] = mapped_column(JSON, nullable=True)
     chat_template_sha256: Mapped[str] = mapped_column(String(71))
     base_model_revision: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -3,10 +3,12 @@ through `optimize.chat` as a supervised run trains it), grade each answer and se
 the server builds the report from the answers it holds.
 
 A row whose expected answer calls tools is refused by its line: an evaluation compares text. Rows answered by an
-earlier attempt from the same base model commit are not asked again. A `bundle:` grader's archive is downloaded
-through the job's lease and its function runs in a separate limited process (`optimize.scoring.BundleRunner`),
-a batch at a time; what the function raises or a limit it hits leaves that example unscored, never the evaluation
-failed.
+earlier attempt from the same base model commit are not asked again. A sampling evaluation (`sampling`) asks the
+first `rows` rows for several answers each at a temperature, grades every one and sends the group with the row
+(its first answer shown as the row's, its score the group's mean): what a reinforcement run's rollouts would see.
+A `bundle:` grader's archive is downloaded through the job's lease and its function runs in a separate limited
+process (`optimize.scoring.BundleRunner`), a batch at a time; what the function raises or a limit it hits leaves
+that example unscored, never the evaluation failed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def run_evaluation(channel: Channel, evaluation_id: str) -> int:
 def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
     renderer = renderer_for(spec["model"])
     prompts = list(_prompts(channel, spec, renderer))  # every row is checked before the model is loaded
+    if spec.get("rows"):
+        prompts = prompts[:spec["rows"]]
     generator = _generator(channel, spec, workdir / "adapter")
     answered = set(spec["answeredLines"])
     pending = [p for p in prompts if p["line"] not in answered]
@@ -61,15 +65,39 @@ def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, 
             if reporter.lost.is_set():
                 return
             batch = pending[start:start + BATCH_ROWS]
-            answers = [a.text for a in generator.generate([p["ids"] for p in batch],
-                                                          spec.get("maxNewTokens") or 256)]
             items = []
-            for item, answer, grade_of in zip(batch, answers, grade(batch, answers), strict=True):
+            for item, group in zip(batch, _answer(generator, spec, batch, grade), strict=True):
+                first_answer, first_grade = group[0]
+                scores = [g.score for _, g in group if g.score is not None]
                 items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
-                              "answer": answer, "score": grade_of.score, "explanation": grade_of.explanation,
-                              "fields": grade_of.fields, "chatTemplateSha256": renderer.chat_template_sha256,
+                              "answer": first_answer,
+                              "score": first_grade.score if len(group) == 1 else
+                              (sum(scores) / len(scores) if scores else None),
+                              "explanation": first_grade.explanation, "fields": first_grade.fields,
+                              "samples": None if len(group) == 1 else
+                              [{"answer": a, "score": g.score, "explanation": g.explanation, "fields": g.fields}
+                               for a, g in group],
+                              "chatTemplateSha256": renderer.chat_template_sha256,
                               "baseModelRevision": spec["model"]["commit"]})
             channel.post_json(f"{base}/predictions", {"items": items})
+
+
+def _answer(generator, spec: dict[str, Any], batch: list[dict[str, Any]], grade) -> list[list]:
+    """Each row's answers with their grades: one greedy answer, or the sampling's group of answers (every answer of
+    the batch graded in one call; the batch seeded by its first line, so a retry samples the rows it asks again
+    as the first attempt would have)."""
+    budget = spec.get("maxNewTokens") or 256
+    sampling = spec.get("sampling")
+    ids = [p["ids"] for p in batch]
+    if not sampling:
+        answers = [a.text for a in generator.generate(ids, budget)]
+        return [[pair] for pair in zip(answers, grade(batch, answers), strict=True)]
+    groups = generator.sample(ids, budget, sampling["generations"], sampling["temperature"],
+                              sampling["seed"] + batch[0]["line"])
+    flat_rows = [item for item, group in zip(batch, groups, strict=True) for _ in group]
+    flat_answers = [a.text for group in groups for a in group]
+    grades = iter(grade(flat_rows, flat_answers))
+    return [[(a.text, next(grades)) for a in group] for group in groups]
 
 
 def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):

@@ -8,7 +8,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import streamed_body
-from optimize.api.deps import RegistryDep
+from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.evaluation import service as evaluations
 from optimize.registry import bundle_checks, bundles
 from optimize.schemas.bundles import (
     BundleAlias,
@@ -58,15 +59,26 @@ def register_version(namespace: str, name: str, body: BundleRegister, registry: 
 
 
 @router.post("/{namespace}/{name}/check", response_model=BundleCheck)
-def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep) -> dict:
+def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep,
+                 training: TrainingDep) -> dict:
     """Check a bundle version's function against a chat dataset version, synchronously and within a bound: it
     imports (in the bundle's limited process), the row fields its module declares (`FIELDS = [...]`) are in every
     row, and the first `samples` rows' own final answers are scored (mean, spread, unscored, errors with their
     lines). Refused naming the module when it does not import, the lines lacking a declared field, a preference
-    dataset; `model` is refused: not yet."""
-    return bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
-                                      function=body.function, samples=body.samples, model=body.model,
-                                      time_limit_s=body.time_limit_seconds)
+    dataset. With `model`, a sampling evaluation of that model on the same first rows starts too, graded by the
+    function (`sampling.evaluationId`): its report gives the sampled answers' spread and `zeroVarianceShare`."""
+    report = bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
+                                        function=body.function, samples=body.samples, model=body.model,
+                                        time_limit_s=body.time_limit_seconds)
+    if body.model is not None:
+        evaluation = evaluations.start(training, {
+            "model": body.model, "dataset": report["dataset"], "project": body.project,
+            "grader": f"bundle:{report['bundle']}#{report['function']}", "generations": body.generations,
+            "temperature": body.temperature, "rows": body.samples, "maxNewTokens": body.max_new_tokens})
+        report["sampling"] = {"evaluationId": evaluation["evaluationId"], "model": evaluation["model"],
+                              "generations": body.generations, "temperature": body.temperature,
+                              "rows": evaluation["progress"]["total"]}
+    return report
 
 
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=BundleVersionDetail)

@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from optimize.cli.common import client_for, command, parse_ref_argument
-from optimize.cli.output import Output
+from optimize.cli.output import Output, console
 from optimize.cli.render import DASH, age, footer, table
 from optimize.cli.safe_text import safe_markup
 from optimize.core.sizes import human_size
+from optimize.scoring.groups import MOSTLY_CONSTANT
 
 app = typer.Typer(help="Scoring bundles (immutable ZIP archives of Python modules and data): register, read, list, "
                        "alias.", no_args_is_help=True)
@@ -86,15 +87,47 @@ def check(
         "--time-limit", help="Seconds each row's scoring may take (default 10, at most 60), as a reward term's "
                              "timeLimitSeconds.")] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="Not yet: score a model's sampled answers (needs a device job); refused today.")] = None,
+        "--model", help="Also score this model's sampled answers to the same rows (a base model or NS/NAME[:vN]): "
+                        "a sampling evaluation on a device, followed to its end.")] = None,
+    project: Annotated[str | None, typer.Option(
+        "--project", help="With --model: the project the sampling counts for (needed for a base model).")] = None,
+    generations: Annotated[int | None, typer.Option(
+        "--generations", min=2, max=16, help="With --model: answers sampled per prompt (default 4).")] = None,
+    temperature: Annotated[float | None, typer.Option(
+        "--temperature", help="With --model: their temperature (default 0.7, a reinforcement run's).")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        "--max-new-tokens", min=1, help="With --model: most tokens per answer (default 128).")] = None,
 ) -> None:
     """Check a bundle's function against a dataset: it imports, the row fields its module declares (FIELDS) are in
-    every row, and the first rows' own final answers score (mean, spread, unscored, errors with their lines)."""
+    every row, and the first rows' own final answers score (mean, spread, unscored, errors with their lines). With
+    --model, the model's sampled answers to those rows are scored too, and the share of prompts whose answers all
+    score alike (which a GRPO update cannot learn from) is measured."""
+    sampling_options = {"--project": project, "--generations": generations, "--temperature": temperature,
+                        "--max-new-tokens": max_new_tokens}
+    stray = [name for name, value in sampling_options.items() if value is not None]
+    if stray and model is None:
+        raise typer.BadParameter(f"{', '.join(stray)} go with --model", param_hint="'--model'")
     ref = parse_ref_argument(reference)
     with client_for(out, timeout=_CHECK_TIMEOUT_S) as api:
         report = api.bundles.check(ref, dataset=dataset, function=function, samples=samples, model=model,
-                                   time_limit_s=time_limit)
+                                   time_limit_s=time_limit, project=project, generations=generations,
+                                   temperature=temperature, max_new_tokens=max_new_tokens)
+        if report.get("sampling"):
+            report = _with_sampled(api, out, report)
     out.emit(report, _render_check)
+
+
+def _with_sampled(api, out: Output, report: dict) -> dict:
+    """The check with its sampling evaluation followed to its end: the evaluation's report beside the check's."""
+    from optimize.cli.commands.evaluations import follow_quietly
+
+    sampling = report["sampling"]
+    if not out.is_json:
+        console().print(f"Sampling {sampling['model']}: {sampling['generations']} answers to each of the first "
+                        f"{sampling['rows']} rows at temperature {sampling['temperature']:g} (evaluation "
+                        f"{sampling['evaluationId'][:12]})", markup=False)
+    evaluation = follow_quietly(api, out, sampling["evaluationId"])
+    return {**report, "sampling": {**sampling, "evaluation": evaluation}}
 
 
 @command(alias_app, "set")
@@ -231,9 +264,34 @@ def _render_check(con, report) -> None:
         con.print(f"  Error     line {item['line']}: {safe_markup(item['error'])}")
     if errors["count"] > len(errors["first"]):
         con.print(f"            … and {errors['count'] - len(errors['first'])} more")
-    share = report["zeroVarianceShare"]
-    con.print("  Groups    zero-variance share " + (_figure(share) if share is not None else
-                                                   f"{DASH} (needs --model: sampled answers; not available yet)"))
+    sampling = report.get("sampling")
+    evaluation = (sampling or {}).get("evaluation")
+    if evaluation is None:
+        con.print(f"  Groups    zero-variance share {DASH} (needs --model: several sampled answers per prompt)")
+    else:
+        _render_sampled(con, sampling, evaluation)
     for note in report["notes"]:
         if not note.startswith("zeroVarianceShare"):  # said on the Groups line
             con.print(f"  Note      {safe_markup(note)}")
+
+
+def _render_sampled(con, sampling: dict, evaluation: dict) -> None:
+    """The sampled answers' lines: their scores, and the prompts whose answers all scored alike."""
+    from optimize.cli.commands.evaluations import spread_words
+
+    con.print(f"  Sampled   {safe_markup(sampling['model'])}, {sampling['generations']} answers per prompt at "
+              f"temperature {sampling['temperature']:g} — evaluation {evaluation['evaluationId'][:12]} "
+              f"{evaluation['phase'].title()}")
+    r = evaluation.get("report")
+    if evaluation["phase"] != "COMPLETED" or not r:
+        reason = (evaluation.get("failureReason") or "").splitlines()[:1]
+        con.print(f"  Groups    not measured{': ' + safe_markup(reason[0]) if reason else ''}")
+        return
+    spread = r.get("sampling") or {}
+    con.print(f"  Answers   mean {_figure(r.get('meanScore'))}  std {_figure(spread.get('std'))}  "
+              f"{r['scored']} scored, {r['unscored']} unscored or errors")
+    con.print(f"  Groups    {safe_markup(spread_words(spread))}")
+    share = spread.get("zeroVarianceShare")
+    if share is not None and share > MOSTLY_CONSTANT:
+        con.print(f"  [yellow]Warning[/]   on {share:.0%} of the prompts every sampled answer scored the same: a GRPO "
+                  "run learns only from the others (vary the reward, raise the temperature or the generations)")

@@ -32,6 +32,13 @@ def start(
                                                 "names none; a registered model its own).")] = None,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", min=1, help="Answer length limit "
                                                        "(default 256).")] = None,
+    generations: Annotated[int | None, typer.Option("--generations", help="Answers sampled per prompt (default 1, "
+                                                    "greedy; more: a sampling evaluation that reports how often a "
+                                                    "prompt's answers all score the same).")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (default: "
+                                                      "greedy for one answer, 0.7 for several).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampled answers (default 0).")] = None,
+    rows: Annotated[int | None, typer.Option("--rows", help="Ask only the first N rows.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
@@ -43,7 +50,8 @@ def start(
     check_events(out, events, wait)
     with client_for(out) as api:
         answer = api.evaluations.start(model=model, dataset=dataset, grader=grader, project=project,
-                                       max_new_tokens=max_new_tokens, grader_instructions=grader_instructions)
+                                       max_new_tokens=max_new_tokens, grader_instructions=grader_instructions,
+                                       generations=generations, temperature=temperature, seed=seed, rows=rows)
         if not wait:
             out.emit(answer, lambda con, e: con.print(
                 f"Evaluation {e['evaluationId'][:12]} of {e['model']} on {e['dataset']['reference']} "
@@ -128,6 +136,12 @@ def _follow(api, out: Output, evaluation_id: str, timeout: float | None, exit_st
         raise CommandFailed(1)
 
 
+def follow_quietly(api, out: Output, evaluation_id: str) -> dict[str, Any]:
+    """Follow an evaluation to its end with its progress lines and return it, leaving the output to the caller."""
+    follow_status(api, out, "evaluations", evaluation_id, None, _line, None)
+    return api.evaluations.get(evaluation_id)
+
+
 def _line(e: dict[str, Any]) -> str:
     """The headline of a followed evaluation; its answers of total and ETA come from cli.progress."""
     parts = [f"{e['evaluationId'][:12]} {e['phase'].title()}"]
@@ -149,6 +163,8 @@ def _render(con, e: dict[str, Any]) -> None:
     con.print(f"Model       {e['model']} (base {e['baseModel']['id']} at {e['baseModel']['commit'][:12]})")
     con.print(f"Dataset     {e['dataset']['reference']} — {e['dataset']['rows']} example(s)")
     con.print(f"Grader      {e['grader']}")
+    if e.get("sampling") or e.get("rows"):
+        con.print(f"Asked       {sampling_words(e)}")
     con.print(f"Phase       {e['phase'].title()} (attempt {e['attempt']}), answered {p.get('answered', 0)} of "
               f"{p.get('total', 0)}")
     if e.get("waitingFor"):
@@ -160,7 +176,27 @@ def _render(con, e: dict[str, Any]) -> None:
         con.print(f"Exact match {_score(r.get('exactMatchRate'))}")
         for item in r.get("perFieldAccuracy", [])[:10]:
             con.print(f"  {item['field']:<20} {item['accuracy']:.3f} of {item['examples']}")
+        if r.get("sampling"):
+            con.print(f"Groups      {spread_words(r['sampling'])}")
     con.print(f"Created     {age(e['createdAt'])}")
+
+
+def sampling_words(e: dict[str, Any]) -> str:
+    """How an evaluation asked: the first rows, and the answers sampled per prompt."""
+    rows = f"the first {e['rows']} rows" if e.get("rows") else "every row"
+    sampling = e.get("sampling")
+    if not sampling:
+        return f"{rows}, one greedy answer each"
+    return (f"{rows}, {sampling['generations']} answers each sampled at temperature {sampling['temperature']:g} "
+            f"(seed {sampling['seed']})")
+
+
+def spread_words(s: dict[str, Any]) -> str:
+    """A sampling evaluation's spread: its answers' score spread and the prompts whose answers all scored alike."""
+    std = DASH if s.get("std") is None else f"{s['std']:.3f}"
+    share = DASH if s.get("zeroVarianceShare") is None else f"{s['zeroVarianceShare']:.0%}"
+    return (f"{s['answers']} answers, score std {std}; zero-variance share {share} of {s['groups']} prompt(s) "
+            "(all answers scored alike: a reinforcement update learns nothing from them)")
 
 
 def _render_list(con, data) -> None:

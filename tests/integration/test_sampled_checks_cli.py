@@ -1,0 +1,112 @@
+"""Sampled answers, through the CLI against a real server and worker on the tiny stand-in: a sampling evaluation
+(`--generations N`) asks each of the first rows for several answers at a temperature and grades every one; `akka
+registry bundles check --model` starts one on the check's rows and reports the share of prompts whose answers all
+scored the same (what a GRPO update cannot learn from), warning when it is most of them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+
+from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.run_fixtures import MODEL
+
+pytestmark = pytest.mark.integration
+
+# half the stand-in's tokens start with one of these: its sampled answers score 1 or 0, varying within a prompt
+VARIED = '''def compute_score(prompt, completion, fields):
+    return 1.0 if completion[:1].lower() in "abcdefghijklm" else 0.0
+'''
+CONSTANT = '''def compute_score(prompt, completion, fields):
+    return 1.0
+'''
+
+
+@pytest.fixture(scope="module")
+def sampled(sqlite_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sampled")
+    name = f"sc{uuid.uuid4().hex[:8]}"
+    client = httpx.Client(base_url=sqlite_server.url, headers=sqlite_server.headers, timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    rows = [chat_row(q, "ok") for q in ("Say ok", "Say yes", "Say no", "Say hi", "Say bye")]
+    from optimize.cli.main import main
+
+    for module, text in (("varied", VARIED), ("constant", CONSTANT)):
+        (tmp / module).mkdir()
+        (tmp / module / "reward.py").write_text(text)
+        assert main(["registry", "bundles", "register", f"{name}/{module}", "-f", str(tmp / module),
+                     "--server", sqlite_server.url]) == 0
+    assert main(["registry", "datasets", "register", f"{name}/asks", "-f", str(write_jsonl(tmp / "a.jsonl", rows)),
+                 "--server", sqlite_server.url]) == 0
+    return name
+
+
+def test_a_sampling_evaluation_grades_every_answer_of_each_group(sampled, sqlite_server, capsys):
+    cli = Cli(capsys, sqlite_server.url)
+    done = json.loads(cli.ok("training", "evaluations", "start", "--model", MODEL, "--project", sampled,
+                             "--dataset", f"{sampled}/asks", "--grader", f"bundle:{sampled}/varied#reward",
+                             "--generations", "4", "--temperature", "1.0", "--rows", "3", "--max-new-tokens", "4",
+                             "--wait", "--exit-status", "-o", "json-compact").out.splitlines()[-1])
+    assert done["sampling"] == {"generations": 4, "temperature": 1.0, "seed": 0} and done["rows"] == 3
+    assert done["progress"] == {"answered": 3, "total": 3}
+    spread = done["report"]["sampling"]
+    assert spread["answers"] == 12 and spread["groups"] == 3 and done["report"]["scored"] == 12
+    assert 0 <= spread["zeroVarianceShare"] <= 1 and spread["std"] is not None
+    predictions = cli.json("training", "evaluations", "predictions", done["evaluationId"])["predictions"]
+    assert [p["line"] for p in predictions] == [1, 2, 3]
+    for p in predictions:  # the row's score is its group's mean; its answer the group's first
+        scores = [s["score"] for s in p["samples"]]
+        assert len(scores) == 4 and p["score"] == pytest.approx(sum(scores) / 4)
+        assert p["answer"] == p["samples"][0]["answer"]
+    text = cli.ok("training", "evaluations", "get", done["evaluationId"]).out
+    assert "Asked       the first 3 rows, 4 answers each sampled at temperature 1 (seed 0)" in text, text
+    assert "Groups      12 answers, score std" in text and "of 3 prompt(s)" in text
+    # the same seed samples the same answers
+    again = json.loads(cli.ok("training", "evaluations", "start", "--model", MODEL, "--project", sampled,
+                              "--dataset", f"{sampled}/asks", "--grader", f"bundle:{sampled}/varied#reward",
+                              "--generations", "4", "--temperature", "1.0", "--rows", "3", "--max-new-tokens", "4",
+                              "--wait", "-o", "json-compact").out.splitlines()[-1])
+    repeated = cli.json("training", "evaluations", "predictions", again["evaluationId"])["predictions"]
+    assert [p["samples"] for p in repeated] == [p["samples"] for p in predictions]
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--generations", "4", "--temperature", "0"], "4 generations at temperature 0 would be 4 copies of the greedy"),
+    (["--generations", "17"], "generations must be an integer from 1 to 16"),
+    (["--temperature", "3"], "temperature must be a number from 0 to 2"),
+    (["--rows", "0"], "rows must be a positive integer"),
+])
+def test_a_sampling_evaluation_is_refused_by_field(sampled, sqlite_server, capsys, options, words):
+    cli = Cli(capsys, sqlite_server.url)
+    refused = cli("training", "evaluations", "start", "--model", MODEL, "--project", sampled, "--dataset",
+                  f"{sampled}/asks", *options)
+    assert refused.code == 1 and words in refused.err, refused.err
+
+
+def test_a_bundle_check_with_a_model_measures_the_groups_that_do_not_vary(sampled, sqlite_server, capsys):
+    cli = Cli(capsys, sqlite_server.url)
+    report = json.loads(cli.ok("registry", "bundles", "check", f"{sampled}/varied", "--dataset", f"{sampled}/asks",
+                               "--model", MODEL, "--project", sampled, "--samples", "4", "--temperature", "1.0",
+                               "--max-new-tokens", "4", "-o", "json").out)
+    sampling = report["sampling"]
+    assert sampling["model"] == MODEL and sampling["generations"] == 4 and sampling["rows"] == 4
+    evaluation = sampling["evaluation"]
+    assert evaluation["phase"] == "COMPLETED"
+    assert evaluation["grader"] == f"bundle:{sampled}/varied:v1#reward:compute_score"
+    assert evaluation["report"]["sampling"]["answers"] == 16
+    assert report["zeroVarianceShare"] is None and not any("zeroVarianceShare" in n for n in report["notes"])
+
+    text = cli.ok("registry", "bundles", "check", f"{sampled}/constant", "--dataset", f"{sampled}/asks",
+                  "--model", MODEL, "--project", sampled, "--samples", "3", "--max-new-tokens", "4").out
+    assert f"Sampled   {MODEL}, 4 answers per prompt at temperature 0.7" in text, text
+    assert "Answers   mean 1  std 0  12 scored, 0 unscored or errors" in text
+    assert "zero-variance share 100% of 3 prompt(s)" in text
+    assert "Warning   on 100% of the prompts every sampled answer scored the same" in text
+    # a base model names no project: the check's sampling needs one
+    refused = cli("registry", "bundles", "check", f"{sampled}/constant", "--dataset", f"{sampled}/asks",
+                  "--model", MODEL)
+    assert refused.code == 1 and "project" in refused.err, refused.err
