@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Cli, chat_row, from_standin, write_jsonl
-from tests.run_fixtures import MODEL
+from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +110,42 @@ def test_a_bundle_check_with_a_model_measures_the_groups_that_do_not_vary(sample
     refused = cli("registry", "bundles", "check", f"{sampled}/constant", "--dataset", f"{sampled}/asks",
                   "--model", MODEL)
     assert refused.code == 1 and "project" in refused.err, refused.err
+
+
+def grpo_plan(project: str, dataset: str, pattern: str) -> dict:
+    return {"kind": "run", "project": project, "baseModel": MODEL,
+            "config": {"dataset": dataset, "method": "grpo", "maxSeqLength": 256,
+                       "rlHyperparams": {"maxCompletionLength": 4, "training": {"maxSteps": 2, "batchSize": 2}},
+                       "reward": {"terms": [{"kind": "regex", "pattern": pattern, "name": "shape"}]}},
+            "execution": {"deviceProfile": "cpu"}}
+
+
+def test_the_dry_run_scores_the_sampled_groups_with_the_runs_reward(sampled, sqlite_server, capsys, tmp_path):
+    """The dry run re-scores the newest sampling evaluation's answers (from the bundle checks above) with the run's
+    own reward: a reward every answer earns is constant on every group, and warned; without sampled answers the dry
+    run says how to make them."""
+    cli = Cli(capsys, sqlite_server.url)
+    constant = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, grpo_plan(sampled, "asks", ".|^$")),
+                        "--dry-run")
+    groups = constant["groupsCheck"]
+    assert groups["model"] == MODEL and groups["zeroVarianceShare"] == 1.0 and groups["meanReward"] == 1.0
+    assert groups["prompts"] == groups["groups"] == 3 and groups["answers"] == 12  # the newest: 3 rows x 4
+    assert any(w.startswith("the reward is constant on 100% of the 3 prompt groups sampled from") and
+               groups["evaluationId"][:12] in w for w in constant["warnings"]), constant["warnings"]
+    text = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, grpo_plan(sampled, "asks", ".|^$")),
+                  "--dry-run").out
+    assert "Groups       reward constant on 100% of 3 prompt groups, mean reward 1.000" in text, text
+    assert "Warning      the reward is constant on 100%" in text
+
+    varied = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, grpo_plan(sampled, "asks", "^[a-m]")),
+                      "--dry-run")
+    assert varied["groupsCheck"]["zeroVarianceShare"] < 1.0
+    assert not any("the reward is constant" in w for w in varied["warnings"])
+
+    cli.ok("registry", "datasets", "register", f"{sampled}/fresh", "-f",
+           str(write_jsonl(tmp_path / "f.jsonl", [chat_row("Say what", "ok"), chat_row("Say so", "ok")])))
+    text = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, grpo_plan(sampled, "fresh", "^[a-m]")),
+                  "--dry-run").out
+    assert f"Groups       not measured: no sampling evaluation of {MODEL} on this dataset version" in text, text
+    assert (f"akka training evaluations start --model {MODEL} --project {sampled} --dataset {sampled}/fresh:v1 "
+            "--generations 4 --temperature 0.7 --rows 64 --max-new-tokens 4 --wait") in text

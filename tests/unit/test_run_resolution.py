@@ -219,3 +219,29 @@ def test_a_measured_envelope_larger_than_this_node_is_refused():
         check_layout(entry, "sft", measured.precision, "cpu", 1, 256, _profiles(cpu=1),
                      node_memory_gib=measured.host_memory_gib / 2)
     assert f"peaks at {measured.host_memory_gib:g} GiB of host memory; this node has" in refused.value.message
+
+
+def grpo_document(gpus: int, **rl) -> dict:
+    return {"kind": "run", "project": "proj", "baseModel": "google/gemma-4-e4b-it",
+            "config": {"dataset": "chat", "method": "grpo", "rlHyperparams": rl,
+                       "reward": {"terms": [{"kind": "contains"}]}},
+            "execution": {"deviceProfile": "h200", "gpus": gpus}}
+
+
+def test_a_kl_penalty_on_an_inherited_adapter_over_several_gpus_is_refused(session):
+    """Release notes, "Omitted klBeta": on more than one GPU, a KL penalty on a run that trains an inherited adapter
+    is refused with "Set klBeta to 0, or train without inheriting a policy." (klBeta omitted: the default 0.04)."""
+    from optimize.training.server.runs import refuse_kl_on_inherited_policy
+
+    branch = {"parentRunId": "p" * 32, "restore": "weights"}
+    with pytest.raises(Refused) as refused:
+        refuse_kl_on_inherited_policy(admitted(session, grpo_document(2)), branch)
+    assert "a grpo run on 2 GPUs that trains the adapter it inherits (a weights branch of run pppppppppppp)" in \
+        refused.value.message and "klBeta is 0.04 (the default)" in refused.value.message
+    assert refused.value.hint == "Set klBeta to 0, or train without inheriting a policy."
+    with pytest.raises(Refused, match=r"klBeta is 0.1 \(stated\)"):
+        refuse_kl_on_inherited_policy(admitted(session, grpo_document(4, klBeta=0.1)), branch)
+    # no KL penalty, one GPU, or no inherited adapter: admitted
+    refuse_kl_on_inherited_policy(admitted(session, grpo_document(2, klBeta=0)), branch)
+    refuse_kl_on_inherited_policy(admitted(session, grpo_document(1)), branch)
+    refuse_kl_on_inherited_policy(admitted(session, grpo_document(2)), None)

@@ -34,6 +34,7 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
             con.print(f"  {term['name']} ({term['kind']}, weight {term['weight']:g})  mean {mean}{spread} over "
                       f"{check['scored']} of {check['rows']} rows" + (f"; {check['errors']} error(s): {errors}"
                                                                        if check["errors"] else ""))
+        _groups(con, d.get("groupsCheck"))
     con.print("[bold]Lengths[/]")
     if rl and not d["resolved"]["lengths"]:
         budget = d["resolved"]["config"]["maxSeqLength"] - rl["maxCompletionLength"]
@@ -48,6 +49,21 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print("[bold]Resolved settings[/]")
         for path, source in sorted(d["resolved"]["sources"].items()):
             con.print(f"  {path} = {lookup(d['resolved'], path)!r} ({SOURCES[source]})")
+
+
+def _groups(con, g: dict[str, Any] | None) -> None:
+    """How often the reward would not vary within a prompt's group, on answers sampled from the starting model."""
+    if not g:
+        return
+    if g["evaluationId"] is None:
+        con.print(f"Groups       not measured: no sampling evaluation of {g['model']} on this dataset version; make "
+                  f"one with: {g['command']}", markup=False)
+        return
+    share = DASH if g["zeroVarianceShare"] is None else f"{g['zeroVarianceShare']:.0%}"
+    mean = DASH if g["meanReward"] is None else f"{g['meanReward']:.3f}"
+    con.print(f"Groups       reward constant on {share} of {g['groups']} prompt groups, mean reward {mean} — the run's "
+              f"reward on {g['answers']} answers sampled from {g['model']} ({g['generations']} per prompt at "
+              f"temperature {g['temperature']:g}, evaluation {g['evaluationId'][:12]})", markup=False)
 
 
 def _lengths(con, s: dict[str, Any]) -> None:

@@ -319,6 +319,11 @@ class DryRun(Answer):
     reward_check: list[dict[str, Any]] | None = Field(
         default=None, description="A reinforcement run's reward terms scored on the first rows' own answers: per "
                                   "term, rows scored and unscored, mean, spread and the first errors by line")
+    groups_check: dict[str, Any] | None = Field(
+        default=None, description="A reinforcement run's reward on the answers a sampling evaluation sampled from the "
+                                  "model it starts from on the same dataset version: evaluationId, generations, "
+                                  "temperature, prompts, answers, groups, zeroVarianceShare, meanReward; with no such "
+                                  "evaluation, evaluationId null and the command that makes one")
 
 
 class BranchDryRun(DryRun):

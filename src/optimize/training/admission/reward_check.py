@@ -3,8 +3,11 @@ answers (the dataset's reference answers stand in for completions), so a plan le
 terms apply to its rows — how many they score, their mean and spread, and the errors a bundle raises, by line.
 
 A term that scores none of the reference answers, or raises on them, is worth fixing before a run pays for
-rollouts; the share of prompt groups whose rewards do not vary needs sampled completions, which a dry run does not
-make (it is measured per update by the run: `zeroVarianceShare`).
+rollouts. The share of prompt groups whose rewards do not vary needs sampled completions, which a dry run does not
+make: `groups_check` re-scores, with the run's whole reward, the answers a sampling evaluation already sampled from
+the model the run starts from on the same dataset version (`akka training evaluations start --generations N`, or
+`akka registry bundles check --model`), and the dry run warns when the reward is constant on most groups. The run
+measures it per update too (`zeroVarianceShare`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,76 @@ def reward_check(config: dict[str, Any], objects: list[dict[str, Any]], open_obj
                         "std": statistics.pstdev(values) if len(values) > 1 else None,
                         "errors": len(errors), "firstErrors": errors[:ERRORS_NAMED]})
     return checked
+
+
+def newest_sampling(session, model_reference: str, dataset_digest: str) -> tuple[Any, list[tuple[int, list[str]]]]:
+    """The newest completed sampling evaluation of `model_reference` on the dataset version `dataset_digest`, and
+    its groups: (line, the answers sampled for that row); (None, []) when there is none."""
+    from sqlalchemy import select
+
+    from optimize.store.tables import Evaluation, EvaluationPrediction
+
+    done = session.scalars(select(Evaluation).where(
+        Evaluation.model_reference == model_reference, Evaluation.dataset_digest == dataset_digest,
+        Evaluation.phase == "COMPLETED").order_by(Evaluation.created_at.desc()).limit(50)).all()
+    chosen = next((e for e in done if (e.model or {}).get("sampling")), None)
+    if chosen is None:
+        return None, []
+    held = session.scalars(select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == chosen.id)
+                           .order_by(EvaluationPrediction.line)).all()
+    return chosen, [(p.line, [s.get("answer") or "" for s in p.samples]) for p in held if p.samples]
+
+
+def groups_check(config: dict[str, Any], groups: list[tuple[int, list[str]]], objects: list[dict[str, Any]],
+                 open_object, bundle_path) -> dict[str, Any]:
+    """The run's reward over sampled groups: `groups` holds (line, the answers sampled for that row). Each answer is
+    scored by every term (clipped as the run clips), its reward the weighted sum of the terms that apply; a group is
+    constant when its rewards do not vary (under normalizeThenSum, when no term varies within it)."""
+    import orjson
+
+    from optimize.scoring import build_member, sample_from_row
+    from optimize.scoring.groups import zero_variance_share
+
+    wanted = {line for line, _ in groups}
+    rows: dict[int, dict[str, Any]] = {}
+    line = 0
+    for item in objects:
+        with open_object(item["sha256"]) as handle:
+            for raw in handle:
+                line += 1
+                if line in wanted:
+                    rows[line] = orjson.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+        if len(rows) == len(wanted):
+            break
+    kept = [(line, answers) for line, answers in groups if line in rows]
+    samples = [sample_from_row(rows[line], answer) for line, answers in kept for answer in answers]
+    per_term = []
+    for term in config["reward"]["terms"]:
+        source = Path(bundle_path(term["bundleSha256"])) if term.get("bundleSha256") else None
+        member = build_member({k: v for k, v in term.items() if k not in ("bundleSha256",)}, source)
+        try:
+            low, high = term.get("clip") or (None, None)
+            per_term.append([None if s.value is None else s.value if low is None else min(max(s.value, low), high)
+                             for s in member.score(samples)])
+        finally:
+            member.close()
+    weights = [float(t.get("weight", 1.0)) for t in config["reward"]["terms"]]
+    totals = []
+    for index in range(len(samples)):
+        present = [(values[index], w) for values, w in zip(per_term, weights, strict=True) if values[index] is not None]
+        totals.append(sum(v * w for v, w in present) if present else None)
+    bounds, start = [], 0
+    for _, answers in kept:
+        bounds.append((start, start + len(answers)))
+        start += len(answers)
+    if config["reward"].get("aggregation") == "normalizeThenSum":  # constant only when every term is
+        varied = [[tuple(values[i] for values in per_term) for i in range(a, b)] for a, b in bounds]
+        share, counted = zero_variance_share([hash(answer) for answer in group] for group in varied)
+    else:
+        share, counted = zero_variance_share(totals[a:b] for a, b in bounds)
+    scored = [t for t in totals if t is not None]
+    return {"prompts": len(kept), "answers": len(samples), "groups": counted, "zeroVarianceShare": share,
+            "meanReward": statistics.fmean(scored) if scored else None}
 
 
 def _answer_text(row: dict[str, Any]) -> str:

@@ -179,9 +179,18 @@ def branch(training: Deployment, parent_id: str, snapshot_id: str | None = None,
            dry: bool = False) -> dict[str, Any]:
     document, record = prepare(training, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
     if dry:
-        return {**dry_run(training, document), "branch": record}
+        return {**dry_run(training, document, starts_from=_registered_at(training, record["snapshotId"]),
+                          branch=record), "branch": record}
     run, _ = submit(training, document, branch=record)
     return run
+
+
+def _registered_at(training: Deployment, snapshot_id: str) -> str | None:
+    """The model version registered from a snapshot's weights (what a branch from it starts from), if any: the dry
+    run reads the sampled answers of that model."""
+    with training.store.transaction() as session:
+        registered = session.get(Snapshot, snapshot_id).registered or []
+    return registered[0] if registered else None
 
 
 def continue_run(training: Deployment, parent_id: str, steps: int, snapshot_id: str | None = None,
@@ -230,7 +239,7 @@ def sweep(training: Deployment, parent_id: str, grid: Any, snapshot_id: str | No
     for number, point in enumerate(points, 1):
         try:
             document, record = prepare(training, parent_id, snapshot_id, restore, point)
-            dry_run(training, document)
+            dry_run(training, document, branch=record)
         except (Invalid, Refused, NotFound) as error:
             raise type(error)(f"sweep point {number} ({_describe(point)}): {error.message}", hint=error.hint) from None
         checked.append((point, document, record))

@@ -27,6 +27,7 @@ from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.schemas.plans import REINFORCEMENT, parse_plan
+from optimize.scoring.groups import MOSTLY_CONSTANT
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Run, RunMetric, RunRollout, Snapshot
@@ -35,7 +36,7 @@ from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
-from optimize.training.admission.reward_check import reward_check
+from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.methods import method_for
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
@@ -59,6 +60,7 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
     entry = training.catalog.find(plan.base_model)
     with training.store.transaction() as session:
         project, admitted = _admit(training, session, plan, document, entry)
+        refuse_kl_on_inherited_policy(admitted, branch)
         check_new_work(session, project.name, "run", training.quotas)
         sections, state, to_analyze = check_lengths(training, session, admitted, plan)
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
@@ -94,19 +96,34 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
     return body, True
 
 
-def dry_run(training: Deployment, document: Any) -> dict[str, Any]:
+def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
+            branch: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a submission checks, with nothing started (no run, no analysis): the resolved settings with
-    their sources, the envelope verdict, the Lengths section and the datasets' diagnostics."""
+    their sources, the envelope verdict, the Lengths section and the datasets' diagnostics; for a reinforcement run,
+    its reward on the rows' own answers and on the groups a sampling evaluation sampled from the model it starts
+    from (`starts_from`: a branch's registered adapter; the base model otherwise)."""
     if not isinstance(document, dict):
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)
     entry = training.catalog.find(plan.base_model)
     with training.store.transaction() as session:
         project, admitted = _admit(training, session, plan, document, entry)
+        refuse_kl_on_inherited_policy(admitted, branch)
         sections, state, _ = check_lengths(training, session, admitted, plan)
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
+        sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
+                            if plan.config.method in REINFORCEMENT else (None, []))
     limits = ReadLimits.from_env()
     opener = lambda sha256: training.blobs.verified_path(sha256).open("rb")  # noqa: E731
+    warnings = list(admitted.warnings)
+    reinforcement = {}
+    if plan.config.method in REINFORCEMENT:
+        config = admitted.resolved["config"]
+        reinforcement = {"rewardCheck": reward_check(config, objects[admitted.dataset.reference], opener,
+                                                     training.blobs.verified_path),
+                         "groupsCheck": _groups_check(training, config, starts_from or entry.id, project.name,
+                                                      admitted.dataset.reference, sampling, groups, objects, opener,
+                                                      warnings)}
     return {
         "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
         "modelName": admitted.model_name, "configHash": admitted.config_hash,
@@ -114,12 +131,47 @@ def dry_run(training: Deployment, document: Any) -> dict[str, Any]:
                      "sources": admitted.sources, "lengths": sections},
         "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
                      "mode": "strict" if training.catalog.strict_envelopes else "advisory"},
-        "warnings": admitted.warnings,
+        "warnings": warnings,
         "lengthCheck": record_check(sections, state),
         "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
-        **({"rewardCheck": reward_check(admitted.resolved["config"], objects[admitted.dataset.reference], opener,
-                                        training.blobs.verified_path)} if plan.config.method in REINFORCEMENT else {}),
+        **reinforcement,
     }
+
+
+def _groups_check(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
+                  groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
+    """The run's reward on the groups sampled from `model` (see `reward_check.groups_check`), with a warning when it
+    is constant on most of them; or, with no sampling evaluation to read, the command that makes one."""
+    rl = config["rlHyperparams"]
+    if sampling is None:
+        return {"evaluationId": None, "model": model, "command": (
+            f"akka training evaluations start --model {model} --project {project} --dataset {dataset} --generations "
+            f"{min(rl['generations'], 16)} --temperature {rl['temperature']:g} --rows 64 "
+            f"--max-new-tokens {rl['maxCompletionLength']} --wait")}
+    checked = groups_check(config, groups, objects[dataset], opener, training.blobs.verified_path)
+    share = checked["zeroVarianceShare"]
+    if share is not None and share > MOSTLY_CONSTANT:
+        warnings.append(f"the reward is constant on {share:.0%} of the {checked['groups']} prompt groups sampled from "
+                        f"{model} (evaluation {sampling.id[:12]}): a GRPO update learns nothing from a group whose "
+                        "answers all score the same; vary the reward (partial credit), or sample more or hotter "
+                        "answers (generations, temperature)")
+    return {"evaluationId": sampling.id, "model": model, **sampling.model["sampling"], **checked}
+
+
+def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | None) -> None:
+    """A reinforcement run on more than one GPU takes no KL penalty when it trains an inherited adapter (a branch
+    of another run): its reference policy, the inherited adapter, is not held on every device (release notes,
+    "Omitted klBeta")."""
+    config = admitted.resolved["config"]
+    if branch is None or config["method"] not in REINFORCEMENT or admitted.device_count <= 1:
+        return
+    kl = config["rlHyperparams"]["klBeta"]
+    if kl > 0:
+        stated = "stated" if admitted.sources.get("config.rlHyperparams.klBeta") == "stated" else "the default"
+        raise Refused(f"a {config['method']} run on {admitted.device_count} GPUs that trains the adapter it inherits "
+                      f"(a {branch['restore']} branch of run {branch['parentRunId'][:12]}) takes no KL penalty; "
+                      f"rlHyperparams.klBeta is {kl:g} ({stated})",
+                      hint="Set klBeta to 0, or train without inheriting a policy.")
 
 
 def _admit(training: Deployment, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
