@@ -149,3 +149,28 @@ def test_the_dry_run_scores_the_sampled_groups_with_the_runs_reward(sampled, sql
     assert f"Groups       not measured: no sampling evaluation of {MODEL} on this dataset version" in text, text
     assert (f"akka training evaluations start --model {MODEL} --project {sampled} --dataset {sampled}/fresh:v1 "
             "--generations 4 --temperature 0.7 --rows 64 --max-new-tokens 4 --wait") in text
+
+
+def test_the_dry_run_estimates_a_reinforcement_runs_updates_and_rollouts(sampled, sqlite_server, capsys, tmp_path):
+    """5 rows, 2 prompts an update, 4 completions each: 3 updates an epoch, 2 epochs; tokens and time once the
+    dataset's analysis is done (tokens: the rows' lengths times the generations), with no grpo throughput measured
+    for the stand-in."""
+    cli = Cli(capsys, sqlite_server.url)
+    document = grpo_plan(sampled, "asks", "^[a-m]")
+    document["config"]["rlHyperparams"]["training"] = {"epochs": 2, "batchSize": 2}
+    dry = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, document), "--dry-run")
+    estimates = dry["estimates"]
+    assert (estimates["stepsPerEpoch"], estimates["steps"], estimates["tokens"], estimates["seconds"]) == (3, 6, None,
+                                                                                                           None)
+    assert estimates["rollouts"] == {"promptsPerUpdate": 2, "completionsPerUpdate": 8, "completions": 48,
+                                     "mostCompletionTokens": 192}
+    assert {"field": "config.rlHyperparams.generations", "value": 4, "source": "default"} in estimates["inputs"]
+    text = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, document), "--dry-run").out
+    assert ("Estimate     6 updates (3 per epoch), each rolling out 2 prompts x 4 = 8 completions: 48 completions, "
+            "at most 192 generated tokens") in text, text
+    assert "no analysis of the training dataset is done, so there is no token or time estimate" in text
+
+    cli.ok("training", "datasets", "analyze", f"{sampled}/asks", "--model", MODEL, "--wait")
+    analyzed = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, document), "--dry-run")["estimates"]
+    assert analyzed["tokens"] > 0 and analyzed["seconds"] is None
+    assert analyzed["basis"] == f"no throughput is measured for grpo on cpu for {MODEL}, so there is no time estimate"

@@ -35,6 +35,7 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
                       f"{check['scored']} of {check['rows']} rows" + (f"; {check['errors']} error(s): {errors}"
                                                                        if check["errors"] else ""))
         _groups(con, d.get("groupsCheck"))
+        _rollout_estimates(con, d.get("estimates"))
     con.print("[bold]Lengths[/]")
     if rl and not d["resolved"]["lengths"]:
         budget = d["resolved"]["config"]["maxSeqLength"] - rl["maxCompletionLength"]
@@ -49,6 +50,21 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print("[bold]Resolved settings[/]")
         for path, source in sorted(d["resolved"]["sources"].items()):
             con.print(f"  {path} = {lookup(d['resolved'], path)!r} ({SOURCES[source]})")
+
+
+def _rollout_estimates(con, e: dict[str, Any] | None) -> None:
+    """A reinforcement run's size: updates, rollouts and, where measured, tokens and time."""
+    if not e:
+        return
+    r = e["rollouts"]
+    con.print(f"Estimate     {e['steps']} updates ({e['stepsPerEpoch']} per epoch), each rolling out "
+              f"{r['promptsPerUpdate']} prompts x {r['completionsPerUpdate'] // max(r['promptsPerUpdate'], 1)} = "
+              f"{r['completionsPerUpdate']} completions: {r['completions']:,} completions, at most "
+              f"{r['mostCompletionTokens']:,} generated tokens", markup=False)
+    timing = (f"{e['tokens']:,} tokens, about {e['seconds']:g}s of training ({e['basis']})"
+              if e.get("seconds") is not None else
+              f"{e['tokens']:,} tokens; {e['basis']}" if e.get("tokens") is not None else e["basis"])
+    con.print(f"             {timing}", markup=False)
 
 
 def _groups(con, g: dict[str, Any] | None) -> None:

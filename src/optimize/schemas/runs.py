@@ -319,6 +319,10 @@ class DryRun(Answer):
     reward_check: list[dict[str, Any]] | None = Field(
         default=None, description="A reinforcement run's reward terms scored on the first rows' own answers: per "
                                   "term, rows scored and unscored, mean, spread and the first errors by line")
+    estimates: dict[str, Any] | None = Field(
+        default=None, description="A reinforcement run's estimate: steps, rollouts (prompts and completions per "
+                                  "update, completions, the most tokens they may generate), and tokens and seconds "
+                                  "where its dataset's analysis is done and a throughput is measured (basis says)")
     groups_check: dict[str, Any] | None = Field(
         default=None, description="A reinforcement run's reward on the answers a sampling evaluation sampled from the "
                                   "model it starts from on the same dataset version: evaluationId, generations, "

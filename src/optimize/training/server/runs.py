@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from optimize.analysis.estimates import estimate
 from optimize.analysis.service import start_analysis
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -33,7 +34,7 @@ from optimize.store.events import record
 from optimize.store.tables import BaseModelSelection, Run, RunMetric, RunRollout, Snapshot
 from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
-from optimize.training.admission.lengths import Subject, evaluate, refusal
+from optimize.training.admission.lengths import Subject, analysis_for, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
@@ -113,6 +114,8 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
                             if plan.config.method in REINFORCEMENT else (None, []))
+        estimates = (_rollout_estimates(training, session, admitted, plan)
+                     if plan.config.method in REINFORCEMENT else None)
     limits = ReadLimits.from_env()
     opener = lambda sha256: training.blobs.verified_path(sha256).open("rb")  # noqa: E731
     warnings = list(admitted.warnings)
@@ -123,7 +126,8 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
                                                      training.blobs.verified_path),
                          "groupsCheck": _groups_check(training, config, starts_from or entry.id, project.name,
                                                       admitted.dataset.reference, sampling, groups, objects, opener,
-                                                      warnings)}
+                                                      warnings),
+                         "estimates": estimates}
     return {
         "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
         "modelName": admitted.model_name, "configHash": admitted.config_hash,
@@ -136,6 +140,15 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
         **reinforcement,
     }
+
+
+def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
+    """A reinforcement run's steps and rollouts, and its tokens and time where its dataset's analysis is done (the
+    analysis a supervised run's estimate reads; `analysis.estimates`)."""
+    analysis = analysis_for(session, training.blobs, admitted.dataset.digest, admitted.commit)
+    done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
+    lengths = training.blobs.verified_path(analysis.lengths_sha256) if done else None
+    return estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry)
 
 
 def _groups_check(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
