@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 
@@ -66,6 +67,28 @@ def test_upload_sessions_and_stored_bytes_are_held_to_the_quota(quota_server, tm
     assert "OPTIMIZE_QUOTA_STORED_BYTES" in refused.err
     listed = cli.json("registry", "datasets", "list", "--namespace", "store")["datasets"]
     assert [d["name"] for d in listed] == ["big"]  # nothing stored for the refused one
+
+
+def test_scoring_bundles_count_in_the_stored_bytes(quota_server, tmp_path, capsys):
+    """A bundle's archive counts toward its namespace's storedBytes: a version past the quota is refused (nothing
+    registered), and so is a dataset upload the bundles leave no room for."""
+    import os
+
+    cli = Cli(capsys, quota_server.url)
+    first, second = tmp_path / "one", tmp_path / "two"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "reward.py").write_text("def compute_score(p, c, f):\n    return 1.0\n")
+        (folder / "table.bin").write_bytes(os.urandom(1800))  # random bytes: the archive holds them uncompressed
+    cli.ok("registry", "bundles", "register", "kit/scorer", "-f", str(first))
+    refused = cli("registry", "bundles", "register", "kit/scorer", "-f", str(second))
+    assert refused.code == 1 and re.search(r"namespace kit holds \d\.\d KiB of datasets, scoring bundles and open "
+                                           r"uploads; \d\.\d KiB more would pass its quota storedBytes \(2\.9 KiB\)",
+                                           refused.err), refused.err
+    assert [v["version"] for v in cli.json("registry", "bundles", "versions", "kit/scorer")["versions"]] == [1]
+    dataset = cli("registry", "datasets", "register", "kit/rows", "-f",
+                  str(write_jsonl(tmp_path / "rows.jsonl", [chat_row(f"q {i}", "a") for i in range(20)])))
+    assert dataset.code == 1 and "its quota storedBytes" in dataset.err, dataset.err
 
 
 def wait_for(predicate, what: str, seconds: float = 120):

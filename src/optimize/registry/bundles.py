@@ -32,6 +32,7 @@ from optimize.core.refs import Reference, parse_reference, parse_selector
 from optimize.registry import aliases
 from optimize.registry.aliases import AliasTables
 from optimize.registry.namespaces import ensure_open, is_archived, refuse_if_archived
+from optimize.registry.quotas import check_stored_bytes
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
@@ -360,6 +361,7 @@ def _register_once(registry: Registry, namespace: str, name: str, sha256: str, s
                                                              BundleVersion.sha256 == sha256))
         created = version is None
         if created:
+            check_stored_bytes(session, namespace, registry.quotas.of(namespace), size)
             number = (session.scalar(select(func.max(BundleVersion.version))
                                      .where(BundleVersion.bundle_id == bundle.id)) or 0) + 1
             version = BundleVersion(bundle_id=bundle.id, version=number, sha256=sha256, size_bytes=size,

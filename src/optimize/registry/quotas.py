@@ -1,5 +1,6 @@
 """The registry's side of the per-project quotas (core.quotas): upload sessions open into a namespace and the bytes
-its datasets hold, checked when a new upload session is opened."""
+its datasets and scoring bundles hold, checked when a new upload session is opened and when a bundle version is
+registered."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from optimize.core.errors import TooMany
 from optimize.core.quotas import Quota
 from optimize.core.sizes import human_size
 from optimize.registry.upload_phases import UploadPhase
-from optimize.store.tables import Dataset, DatasetVersion, UploadSession
+from optimize.store.tables import Bundle, BundleVersion, Dataset, DatasetVersion, UploadSession
 
 
 def open_sessions(session: Session, namespace: str) -> list[UploadSession]:
@@ -22,11 +23,14 @@ def open_sessions(session: Session, namespace: str) -> list[UploadSession]:
 
 
 def stored_bytes(session: Session, namespace: str, sessions: list[UploadSession]) -> int:
-    """The bytes of the namespace's dataset versions and what its open sessions announce."""
-    held = session.scalar(select(func.coalesce(func.sum(DatasetVersion.size_bytes), 0))
-                          .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
-                          .where(Dataset.namespace == namespace)) or 0
-    return int(held) + sum(item["bytes"] for upload in sessions for item in upload.manifest)
+    """The bytes of the namespace's dataset versions and bundle archives, and what its open sessions announce."""
+    datasets = session.scalar(select(func.coalesce(func.sum(DatasetVersion.size_bytes), 0))
+                              .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
+                              .where(Dataset.namespace == namespace)) or 0
+    bundles = session.scalar(select(func.coalesce(func.sum(BundleVersion.size_bytes), 0))
+                             .join(Bundle, Bundle.id == BundleVersion.bundle_id)
+                             .where(Bundle.namespace == namespace)) or 0
+    return int(datasets) + int(bundles) + sum(item["bytes"] for upload in sessions for item in upload.manifest)
 
 
 def registry_usage(session: Session, namespace: str) -> dict[str, int]:
@@ -46,10 +50,15 @@ def check_new_upload(session: Session, namespace: str, quota: Quota, manifest: l
                            "operator to raise OPTIMIZE_QUOTA_UPLOAD_SESSIONS (or this project's uploadSessions in "
                            "OPTIMIZE_PROJECT_QUOTAS)",
                       quota="uploadSessions", limit=quota.upload_sessions, used=len(sessions))
-    used = stored_bytes(session, namespace, sessions)
-    adding = sum(item["bytes"] for item in manifest)
+    check_stored_bytes(session, namespace, quota, sum(item["bytes"] for item in manifest), sessions)
+
+
+def check_stored_bytes(session: Session, namespace: str, quota: Quota, adding: int,
+                       sessions: list[UploadSession] | None = None) -> None:
+    """Refuses `adding` bytes more where they would pass the namespace's storedBytes quota."""
+    used = stored_bytes(session, namespace, open_sessions(session, namespace) if sessions is None else sessions)
     if used + adding > quota.stored_bytes:
-        raise TooMany(f"namespace {namespace} holds {human_size(used)} of datasets and open uploads; "
+        raise TooMany(f"namespace {namespace} holds {human_size(used)} of datasets, scoring bundles and open uploads; "
                       f"{human_size(adding)} more would pass its quota storedBytes ({human_size(quota.stored_bytes)})",
                       hint="ask the operator to raise OPTIMIZE_QUOTA_STORED_BYTES (or this project's storedBytes in "
                            "OPTIMIZE_PROJECT_QUOTAS)", quota="storedBytes", limit=quota.stored_bytes, used=used)
