@@ -72,6 +72,8 @@ def test_a_sampling_evaluation_grades_every_answer_of_each_group(sampled, sqlite
                               "--wait", "-o", "json-compact").out.splitlines()[-1])
     repeated = cli.json("training", "evaluations", "predictions", again["evaluationId"])["predictions"]
     assert [p["samples"] for p in repeated] == [p["samples"] for p in predictions]
+    # a sampling evaluation is no column of the scores table (it measures sampled answers to the first rows)
+    assert cli.json("training", "projects", "scores", sampled)["groups"] == []
 
 
 @pytest.mark.parametrize("options, words", [

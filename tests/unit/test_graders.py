@@ -106,3 +106,11 @@ def test_an_http_grader_reaches_only_hosts_the_operator_allows(monkeypatch):
     with pytest.raises(Refused, match="send rows to 169.254.169.254"):
         check_grader("http://169.254.169.254/latest/meta-data")
     assert check_grader("json-label-match") == "json-label-match"  # no outbound call
+
+
+def test_a_generated_nul_is_kept_as_a_replacement_character():
+    """A byte-level tokenizer can decode a NUL, which the server refuses in stored text: an answer keeps U+FFFD."""
+    from optimize.evaluation.generation import answer_text
+
+    assert answer_text("  {\"a\": 1}\x00x \n") == "{\"a\": 1}\ufffdx"
+    assert answer_text("fine") == "fine"

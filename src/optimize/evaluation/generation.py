@@ -20,6 +20,12 @@ class Answer:
     tokens: int  # generated tokens, the stop token included
 
 
+def answer_text(text: str) -> str:
+    """A generated text as it is kept: stripped, and a NUL (which a byte-level tokenizer can decode, and which the
+    server refuses in any text it stores) shown as U+FFFD, so one odd token never fails an evaluation."""
+    return text.strip().replace("\x00", "\ufffd")
+
+
 def stop_and_pad_ids(model, tokenizer) -> tuple[list[int], int]:
     """The tokens an answer stops at (the model's generation config and the tokenizer's end of sequence), and the
     token prompts are padded with."""
@@ -87,7 +93,7 @@ class TransformersGenerator:
                 if token in self.stop_ids:
                     break
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
-            answers.append(Answer(text.strip(), len(kept)))
+            answers.append(Answer(answer_text(text), len(kept)))
         return answers
 
 

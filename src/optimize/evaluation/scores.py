@@ -3,7 +3,9 @@ the base model's score as the baseline and one column per training configuration
 newest completed evaluation of a model the project trained with it, grouped by base model commit. A grader is
 named as `--grader` names it (an unknown one is refused); a `bundle:` grader is resolved as an evaluation resolves
 it (its alias or latest version to `NS/NAME:vN`, the function to `compute_score` when not named), so
-`bundle:support/triage#triage` finds the evaluations kept as `bundle:support/triage:v1#triage:compute_score`."""
+`bundle:support/triage#triage` finds the evaluations kept as `bundle:support/triage:v1#triage:compute_score`.
+Sampling evaluations and those of the first rows only (`--generations`, `--rows`) measure something else than a
+model's greedy answers to every row, and are left out of the table."""
 
 from __future__ import annotations
 
@@ -28,8 +30,10 @@ def scores(training: Deployment, project: str, dataset: str | None = None, grade
         if grader and grader.startswith("bundle:"):
             bundle = parse_bundle_grader(grader)
             grader = bundle.resolved(*resolve_bundle(session, bundle.reference)).text
-        done = session.scalars(select(Evaluation).where(Evaluation.project == name, Evaluation.phase == "COMPLETED")
-                               .order_by(Evaluation.created_at.desc())).all()
+        done = [e for e in session.scalars(select(Evaluation).where(Evaluation.project == name,
+                                                                   Evaluation.phase == "COMPLETED")
+                                           .order_by(Evaluation.created_at.desc())).all()
+                if not (e.model.get("sampling") or e.model.get("rows"))]
         if dataset:
             done = [e for e in done if e.dataset_reference.startswith(dataset)]
         if grader:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from optimize.evaluation.generation import Answer
+from optimize.evaluation.generation import Answer, answer_text
 
 
 def available() -> bool:
@@ -61,7 +61,7 @@ class VLLMGenerator:
                                 skip_special_tokens=True)
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
                                     lora_request=self.adapter, use_tqdm=False)
-        return [Answer(out.outputs[0].text.strip(), len(out.outputs[0].token_ids)) for out in outputs]
+        return [Answer(answer_text(out.outputs[0].text), len(out.outputs[0].token_ids)) for out in outputs]
 
     def sample(self, prompts: list[list[int]], max_new_tokens: int, n: int, temperature: float, seed: int,
                batch_size: int | None = None) -> list[list[Answer]]:
@@ -72,4 +72,4 @@ class VLLMGenerator:
                                 stop_token_ids=self.stop_ids, skip_special_tokens=True)
         outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in prompts], params,
                                     lora_request=self.adapter, use_tqdm=False)
-        return [[Answer(o.text.strip(), len(o.token_ids)) for o in out.outputs] for out in outputs]
+        return [[Answer(answer_text(o.text), len(o.token_ids)) for o in out.outputs] for out in outputs]
