@@ -145,6 +145,14 @@ def test_a_scoring_bundle_scores_the_rollouts_and_one_that_cannot_import_is_refu
     assert all("reward:vowel" in m for m in cli.json("training", "runs", "metrics", run["runId"])["steps"])
     settings = cli.json("training", "runs", "get", run["runId"], "--settings")["settings"]
     assert settings["config.reward.terms"]["value"][0]["bundle"] == f"{name}/vowels:v1"  # the exact version
+    # a continuation of it takes the parent's terms as a plan states them (the archive digest resolved again)
+    continued = cli.json("training", "runs", "branch", run["runId"], "--max-steps", "3", "--dry-run")
+    assert continued["branch"]["restore"] == "trainingState", continued["branch"]
+    assert continued["resolved"]["config"]["reward"]["terms"][0]["bundle"] == f"{name}/vowels:v1"
+    child = json.loads(cli.ok("training", "runs", "branch", run["runId"], "--max-steps", "3", "--wait",
+                              "-o", "json").out)
+    assert child["phase"] == "COMPLETED" and child["branch"]["restore"] == "trainingState", child.get("failureReason")
+    assert len(cli.json("training", "runs", "metrics", child["runId"])["steps"]) == 3  # its own updates
     document["config"]["reward"]["terms"][0]["bundle"] = f"{name}/broken"
     refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force")
     assert refused.code == 1 and "not_a_module_anywhere" in refused.err, refused.err

@@ -288,6 +288,7 @@ NOT_BLOBS = {
     "runs.sources", "runs.dataset_digest", "runs.validation_digest", "runs.warnings", "runs.progress", "runs.checks",
     "runs.length_check", "runs.results", "runs.cost", "runs.phase_times", "runs.prediction",
     "dataset_versions.digest", "dataset_versions.conversion", "evaluation_predictions.fields",
+    "evaluation_predictions.samples",
     "evaluation_predictions.chat_template_sha256", "model_versions.digest", "model_versions.lineage",
     "run_attempts.devices", "run_metrics.values", "snapshots.pinned", "snapshots.registered",
     "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members", "run_rollouts.items",

@@ -114,3 +114,11 @@ def test_a_generated_nul_is_kept_as_a_replacement_character():
 
     assert answer_text("  {\"a\": 1}\x00x \n") == "{\"a\": 1}\ufffdx"
     assert answer_text("fine") == "fine"
+
+
+def test_a_rollout_text_keeps_a_nul_as_a_replacement_character():
+    from optimize.training.methods.rewards import bounded
+
+    assert bounded("a\x00b") == ("a\ufffdb", False)
+    text, cut = bounded("x" * 3000)
+    assert cut and len(text) == 2000

@@ -28,6 +28,10 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"[bold]Reward[/] ({d['resolved']['config']['reward']['aggregation']} of the terms; each scored "
                   "on the first rows' own answers)")
         for term, check in zip(d["resolved"]["config"]["reward"]["terms"], d.get("rewardCheck") or [], strict=False):
+            if check.get("note"):
+                con.print(f"  {term['name']} ({term['kind']}, weight {term['weight']:g})  {check['note']}",
+                          markup=False)
+                continue
             mean = DASH if check["mean"] is None else f"{check['mean']:.3f}"
             spread = "" if check["std"] is None else f" ± {check['std']:.3f}"
             errors = "; ".join(f"line {e['line']}: {e['error']}" for e in check["firstErrors"])
@@ -77,9 +81,10 @@ def _groups(con, g: dict[str, Any] | None) -> None:
         return
     share = DASH if g["zeroVarianceShare"] is None else f"{g['zeroVarianceShare']:.0%}"
     mean = DASH if g["meanReward"] is None else f"{g['meanReward']:.3f}"
+    left_out = f"; its judge terms left out: {', '.join(g['leftOut'])}" if g.get("leftOut") else ""
     con.print(f"Groups       reward constant on {share} of {g['groups']} prompt groups, mean reward {mean} — the run's "
               f"reward on {g['answers']} answers sampled from {g['model']} ({g['generations']} per prompt at "
-              f"temperature {g['temperature']:g}, evaluation {g['evaluationId'][:12]})", markup=False)
+              f"temperature {g['temperature']:g}, evaluation {g['evaluationId'][:12]}){left_out}", markup=False)
 
 
 def _lengths(con, s: dict[str, Any]) -> None:

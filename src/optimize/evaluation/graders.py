@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from optimize.core.errors import Invalid
 from optimize.core.refs import parse_reference
+from optimize.scoring.judge import JUDGE_INSTRUCTIONS, judge_messages  # noqa: F401 - re-exported: a judge's prompt
+from optimize.scoring.judge import judge_grade as read_judge_reply
 from optimize.scoring.members import find_json, flatten, json_field_match, parse_function  # noqa: F401 - flatten stays importable here
 
 DEFAULT_GRADER = "json-label-match"
@@ -168,32 +170,11 @@ def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -
     return Grade(float(score), str(body.get("explanation") or ""))
 
 
-JUDGE_INSTRUCTIONS = ("Grade the answer to the conversation below. Reply with only a JSON object "
-                      '{"score": S, "explanation": "one sentence"}, where S is a number from 0 (wrong or unhelpful) '
-                      "to 1 (right and complete).")
-
-
-def judge_messages(question: str, answer: str, instructions: str | None = None,
-                   context: str | None = None) -> list[dict[str, str]]:
-    """What the judge is asked for one example: the input and the output, never the expected answer. The judge's
-    instructions are the evaluation's own (or a trained judge's), else the scored row's system message followed
-    by the built-in grading instructions, else the built-ins."""
-    if instructions is None:
-        instructions = f"{context}\n\n{JUDGE_INSTRUCTIONS}" if context else JUDGE_INSTRUCTIONS
-    return [{"role": "system", "content": instructions},
-            {"role": "user", "content": f"Input:\n{question}\n\nOutput:\n{answer}"}]
-
-
 def judge_grade(judge: str, reply: str) -> Grade:
-    """The judge's reply read as a grade: `{"score": S}` with S from 0 to 1 (or a boolean), else unscored."""
-    found = find_json(reply)
-    score = found.get("score") if isinstance(found, dict) else None
-    if isinstance(score, bool):
-        score = float(score)
-    if not isinstance(score, (int, float)) or not 0 <= score <= 1:
-        return Grade(None, f"the judge {judge} gave no score between 0 and 1: {reply.strip()[:120]!r}")
-    return Grade(float(score), f"judged by {judge}" + (f": {found['explanation']}" if found.get("explanation")
-                                                        else ""))
+    """The judge's reply read as a grade (`optimize.scoring.judge.judge_grade`): `{"score": S}` with S from 0 to 1
+    (or a boolean), else unscored, quoting the reply."""
+    score, explanation = read_judge_reply(judge, reply)
+    return Grade(score, explanation)
 
 
 def report(grades: list[Grade]) -> dict[str, Any]:

@@ -72,6 +72,8 @@ class RunSpec(Spec):
     model: BaseModelSpec = Field(description="The base model")
     resume: ResumeSpec | None = Field(description="The save a resumed attempt restores")
     branch: BranchSpec | None = Field(description="The parent's save a branch starts from")
+    judges: dict[str, JudgeSpec] = Field(default_factory=dict,
+                                         description="Each judge reward term's model, by the term's name")
 
 
 class AnalysisSpec(Spec):

@@ -122,14 +122,16 @@ class RlHyperparams(_Part):
         description="Importance-sampling level of the policy ratio (default: token for grpo, sequence for gspo)")
 
 
-TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule")
+TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule", "judge")
 
 
 class RewardTerm(_Part):
-    """One term of the reward: a built-in check or a scoring bundle's function (`kind: rule`)."""
+    """One term of the reward: a built-in check, a scoring bundle's function (`kind: rule`) or a judge model asked
+    to grade each completion (`kind: judge`)."""
 
-    kind: Literal["exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule"] = Field(
-        description="exact, contains, regex, jsonFieldMatch, numeric, length, or rule (a scoring bundle's function)")
+    kind: Literal["exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule", "judge"] = Field(
+        description="exact, contains, regex, jsonFieldMatch, numeric, length, rule (a scoring bundle's function), or "
+                    "judge (a model asked to grade each completion)")
     name: str | None = Field(default=None, max_length=64, description="The term's name in metrics (default: kind, "
                                                                       "numbered when repeated)")
     weight: float = Field(default=1.0, ge=-1e6, le=1e6, description="Its weight in the sum")
@@ -143,6 +145,12 @@ class RewardTerm(_Part):
     bundle: str | None = Field(default=None, max_length=300, description="rule: the scoring bundle (NS/NAME[:vN])")
     function: str | None = Field(default=None, max_length=200,
                                  description="rule: MODULE[:FUNCTION] in the bundle (FUNCTION default compute_score)")
+    model: str | None = Field(default=None, max_length=300,
+                              description="judge: the model that grades (a base model of the catalog, or a registered "
+                                          "model NS/NAME[:vN])")
+    instructions: str | None = Field(default=None, max_length=8000,
+                                     description="judge: its instructions (default: a trained judge's own, else the "
+                                                 "built-in grading instructions)")
     clip: tuple[float, float] | None = Field(default=None, description="[low, high] the term's score is clipped to")
 
 

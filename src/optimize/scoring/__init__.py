@@ -10,13 +10,18 @@ graders.
   `json_field_match` is the evaluation grader `json-label-match`.
 - `bundle_runner`: `BundleRunner` runs a scoring bundle's function (`MODULE[:FUNCTION]`, called as
   `fn(prompt_messages, completion_text, fields)`) in a separate process with time, memory and network limits.
-- `terms`: `build_member(spec, bundle_source)` builds any member, built-in or `rule` (a bundle's function).
+- `judge`: a model asked to grade an answer: `judge_messages` (what it is asked), `judge_grade` (its reply read as
+  a score, or None), `JUDGE_INSTRUCTIONS`, and `JudgeMember`, the reward term `kind: judge`, which asks through a
+  callable its caller builds (this package loads no model).
+- `terms`: `build_member(spec, bundle_source, judge=ask)` builds any member, built-in, `rule` (a bundle's function)
+  or `judge`; `member_spec` drops what admission and the worker add to a resolved term.
 
 This package imports only `optimize.core` and the standard library (no torch, no store): the training worker
 imports it.
 """
 
 from optimize.scoring.bundle_runner import BundleRunner
+from optimize.scoring.judge import JUDGE_INSTRUCTIONS, JudgeMember, judge_grade, judge_messages
 from optimize.scoring.members import (
     BUILTIN_KINDS,
     KINDS,
@@ -27,9 +32,10 @@ from optimize.scoring.members import (
     referenced_field,
 )
 from optimize.scoring.samples import Sample, Score, sample_from_row
-from optimize.scoring.terms import Member, build_member, check_term
+from optimize.scoring.terms import Member, build_member, check_term, member_spec
 
 __all__ = [
-    "BUILTIN_KINDS", "KINDS", "BundleRunner", "Member", "Sample", "Score", "build_member", "check_member",
-    "check_term", "json_field_match", "missing_fields", "parse_function", "referenced_field", "sample_from_row",
+    "BUILTIN_KINDS", "JUDGE_INSTRUCTIONS", "KINDS", "BundleRunner", "JudgeMember", "Member", "Sample", "Score",
+    "build_member", "check_member", "check_term", "json_field_match", "judge_grade", "judge_messages", "member_spec",
+    "missing_fields", "parse_function", "referenced_field", "sample_from_row",
 ]

@@ -24,8 +24,9 @@ number; `contains` does not apply to an empty reference either (every answer wou
 
 Every spec may also carry the keys a reward term or grader shares (`kind`, `name`, `weight`, `clip`); any other
 key is refused by name, and a key whose value is null counts as absent (a plan's model dumped with its defaults).
-`check_member` validates a spec (the built-ins and `rule`, a scoring bundle's function, whose process is run by
-`optimize.scoring.bundle_runner`) with messages that name the field's path. `clip` is checked here ([low, high])
+`check_member` validates a spec (the built-ins; `rule`, a scoring bundle's function, whose process is run by
+`optimize.scoring.bundle_runner`; and `judge`, a model asked to grade the answer, `optimize.scoring.judge`) with
+messages that name the field's path. `clip` is checked here ([low, high])
 but applied by the caller (a reward term), as `weight` is.
 """
 
@@ -43,7 +44,8 @@ from optimize.scoring.samples import Sample, Score, sample_from_row
 
 BUILTIN_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length")
 RULE_KIND = "rule"
-KINDS = (*BUILTIN_KINDS, RULE_KIND)
+JUDGE_KIND = "judge"  # a model asked to grade the answer (`optimize.scoring.judge`)
+KINDS = (*BUILTIN_KINDS, RULE_KIND, JUDGE_KIND)
 SHARED_KEYS = ("kind", "name", "weight", "clip")  # what a reward term or a grader adds to any member's spec
 MAX_PATTERN_CHARS = 4096
 MAX_NAME_CHARS = 64
@@ -56,7 +58,9 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "numeric": ("tolerance", "pick", "field"),
     "length": ("target", "max"),
     RULE_KIND: ("bundle", "function", "timeLimitSeconds", "memoryLimitMb"),
+    JUDGE_KIND: ("model", "instructions"),
 }
+MAX_INSTRUCTIONS_CHARS = 8000
 MAX_TIME_LIMIT_S = 600.0
 MIN_MEMORY_LIMIT_MB, MAX_MEMORY_LIMIT_MB = 64, 1024 * 1024
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -436,11 +440,23 @@ def check_member(spec: Any, *, where: str = "", extra_keys: Iterable[str] = ()) 
                                         or not MIN_MEMORY_LIMIT_MB <= memory <= MAX_MEMORY_LIMIT_MB):
             raise refuse("memoryLimitMb", f"expected whole MiB from {MIN_MEMORY_LIMIT_MB} to "
                                           f"{MAX_MEMORY_LIMIT_MB}, got {memory!r}")
+    elif kind == JUDGE_KIND:
+        model = spec.get("model")
+        if not isinstance(model, str) or not model.strip():
+            raise refuse("model", "a judge member needs the model that grades the answers (`model`: a base model "
+                                  "of the catalog, or a registered model NS/NAME[:vN])")
+        instructions = spec.get("instructions")
+        if "instructions" in spec and not (isinstance(instructions, str) and instructions.strip()):
+            raise refuse("instructions", "expected the judge's instructions as text (leave them out for the "
+                                         "built-in grading instructions)")
+        if isinstance(instructions, str) and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+            raise refuse("instructions", f"the instructions have {len(instructions)} characters; at most "
+                                         f"{MAX_INSTRUCTIONS_CHARS}")
 
 
 def referenced_field(spec: Mapping[str, Any]) -> str | None:
     """What a member compares with: a row field's name, `expected` (the row's final assistant message), or None
-    when it compares with nothing of the row (`regex`, `length`, `rule`)."""
+    when it compares with nothing of the row (`regex`, `length`, `rule`, `judge`)."""
     kind = spec.get("kind")
     if kind not in _REFERENCED:
         return None

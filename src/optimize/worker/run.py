@@ -5,7 +5,8 @@ Rows are read by the registry's row rule and rendered through `optimize.chat` un
 row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
 its lease is lost it stops without writing more. A pause the server passes on stops it at the next update
 boundary (during PREPARING, at once when `latest`); a resumed attempt first downloads the save it restores, and
-a branch the parent's save it starts from.
+a branch the parent's save it starts from. A reward term's scoring bundle, and a judge term's adapter, are
+downloaded through the job's lease before the rows are read.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     for term in (config.get("reward") or {}).get("terms") or []:  # a scoring bundle, verified, on local disk
         if term.get("bundleSha256"):
             term["bundlePath"] = str(channel.fetch_blob(term["bundleSha256"]))
+        if term.get("kind") == "judge":
+            _judge_files(channel, term, (spec.get("judges") or {}).get(term["name"]), workdir)
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
@@ -185,6 +188,21 @@ class _Stops:
 
 class PausedWhilePreparing(Exception):
     """A latest pause reached the worker before its first update: it stops without training."""
+
+
+def _judge_files(channel: Channel, term: dict[str, Any], judge: dict[str, Any] | None, workdir: Path) -> None:
+    """A judge term's model as the reward loads it: its base model's block (where this host caches it, how its
+    prompts render), its adapter's files downloaded (verified) through the job's lease, and its instructions."""
+    if judge is None:
+        raise RuntimeError(f"the spec names no judge model for reward term {term['name']}")
+    if not judge["model"].get("path") or not Path(judge["model"]["path"]).is_dir():
+        raise RuntimeError(f"the judge of reward term {term['name']}, {judge['reference']}, needs base model "
+                           f"{judge['model']['id']}, which is not in this host's model cache")
+    term["judgeModel"] = judge["model"]
+    if judge.get("adapterManifest"):
+        manifest = judge["adapterManifest"]
+        term["judgeAdapterPath"] = str(channel.fetch_artifact(manifest, workdir / f"judge-{manifest[:16]}"))
+    term["instructions"] = judge.get("instructions")
 
 
 def _download_save(channel: Channel, save: dict[str, Any], target: Path) -> Path:

@@ -15,16 +15,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from optimize.catalog.schema import Entry
-from optimize.core.errors import Invalid, Refused
+from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.core.paths import lookup
 from optimize.core.refs import parse_reference
 from optimize.jobs.devices import DeviceProfile
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import resolve_reference
+from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.plans import RunPlan
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
@@ -106,6 +108,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         model["gradientCheckpointing"] = method.gradient_checkpointing(on_cpu)
     method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
     resolve_reward_bundles(session, resolved["config"])
+    resolve_reward_judges(session, resolved["config"])
     kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
                                                               devices).items()
                if lookup(document, f"config.{path}") is None}
@@ -141,6 +144,66 @@ def resolve_reward_bundles(session: Session, config: dict[str, Any]) -> None:
     for term in (config.get("reward") or {}).get("terms") or []:
         if term["kind"] == "rule":
             term["bundle"], term["bundleSha256"] = resolve_bundle(session, term["bundle"])
+
+
+JUDGE_HINT = ("select the base model first (akka training base-models select MODEL; list them: akka training "
+              "base-models list), or name a registered model (list them: akka registry models list)")
+
+
+def resolve_reward_judges(session: Session, config: dict[str, Any]) -> None:
+    """Each judge term's model resolved and frozen, as an evaluation's judge is: `judgeReference` (the exact
+    `NS/NAME:vN` of a registered model, or the base model's catalog id), `judgeBaseEntryId` and `judgeBaseCommit`
+    (the base model the worker loads, selected on this deployment), and `judgeManifestDigest` (an adapter's weights
+    manifest, which the worker downloads; None for a base model). A model this deployment cannot load is refused
+    naming the term's field."""
+    for index, term in enumerate((config.get("reward") or {}).get("terms") or []):
+        if term["kind"] == "judge":
+            term.update(_resolve_judge(session, term["model"], f"config.reward.terms[{index}].model"))
+
+
+def _resolve_judge(session: Session, text: str, field: str) -> dict[str, Any]:
+    version = None
+    try:
+        reference = parse_reference(text)
+    except Invalid:
+        reference = None
+    if reference is not None and find_model(session, reference.namespace, reference.name) is not None:
+        try:
+            model, version = resolve_model_reference(session, reference)
+        except (Invalid, NotFound) as error:
+            raise NotFound(f"{field}: {error.message}", hint=error.hint or JUDGE_HINT) from None
+    if version is not None and version.variant == "ADAPTER":
+        descriptor = version.descriptor
+        label = f"{model.namespace}/{model.name}:v{version.version}"
+        selection = _selection(session, descriptor["baseRepository"])
+        if selection is None:
+            raise Refused(f"{field}: the judge {label} is an adapter over base model {descriptor['baseRepository']}, "
+                          "which is not selected on this deployment",
+                          hint=f"select it first: akka training base-models select {descriptor['baseRepository']}")
+        return {"judgeReference": label, "judgeBaseEntryId": selection.entry_id,
+                "judgeBaseCommit": descriptor["baseCommit"],
+                "judgeManifestDigest": descriptor["artifact"]["manifestDigest"]}
+    if version is not None and version.variant != "BASE":
+        raise Refused(f"{field}: {model.namespace}/{model.name}:v{version.version} holds {version.variant.lower()} "
+                      "weights, which a judge cannot load", hint="name a base model or a trained adapter")
+    wanted = version.descriptor.get("catalogEntry") if version is not None else text.split(":")[0]
+    selection = _selection(session, wanted or text)
+    if selection is None:
+        raise NotFound(f"{field}: {text!r} is neither a base model selected on this deployment nor a registered "
+                       "model", hint=JUDGE_HINT)
+    return {"judgeReference": selection.entry_id, "judgeBaseEntryId": selection.entry_id,
+            "judgeBaseCommit": selection.commit, "judgeManifestDigest": None}
+
+
+def _selection(session: Session, name: str) -> BaseModelSelection | None:
+    """The base model selected on this deployment under a catalog id or a hub repository (any case)."""
+    found = session.get(BaseModelSelection, name.strip())
+    if found is not None:
+        return found
+    wanted = name.strip().lower()
+    return session.scalar(select(BaseModelSelection).where(
+        (func.lower(BaseModelSelection.entry_id) == wanted) | (func.lower(BaseModelSelection.repository) == wanted)
+    ).limit(1))
 
 
 def pick_dataset(session: Session, text: str, project: str, field: str, method: str | None) -> DatasetPick:

@@ -41,6 +41,13 @@ def reward_check(config: dict[str, Any], objects: list[dict[str, Any]], open_obj
     samples = [sample_from_row(row, _answer_text(row)) for _, row in rows]
     checked = []
     for term in config["reward"]["terms"]:
+        if term["kind"] == "judge":  # a judge is a model: the server loads none, so it is not checked here
+            judge = term.get("judgeReference") or term["model"]
+            checked.append({"term": term["name"], "rows": len(rows), "scored": 0, "unscored": len(rows),
+                            "mean": None, "std": None, "errors": 0, "firstErrors": [], "checked": False,
+                            "note": f"not checked on the server: the judge {judge} is a model, which a dry run does "
+                                    "not load; the run asks it to grade every completion"})
+            continue
         source = Path(bundle_path(term["bundleSha256"])) if term.get("bundleSha256") else None
         member = build_member({k: v for k, v in term.items() if k not in ("bundleSha256",)}, source)
         try:
@@ -99,6 +106,9 @@ def groups_check(config: dict[str, Any], groups: list[tuple[int, list[str]]], ob
     samples = [sample_from_row(rows[line], answer) for line, answers in kept for answer in answers]
     per_term = []
     for term in config["reward"]["terms"]:
+        if term["kind"] == "judge":  # a judge is a model, which the server does not load: left out of the totals
+            per_term.append([None] * len(samples))
+            continue
         source = Path(bundle_path(term["bundleSha256"])) if term.get("bundleSha256") else None
         member = build_member({k: v for k, v in term.items() if k not in ("bundleSha256",)}, source)
         try:
@@ -123,7 +133,8 @@ def groups_check(config: dict[str, Any], groups: list[tuple[int, list[str]]], ob
         share, counted = zero_variance_share(totals[a:b] for a, b in bounds)
     scored = [t for t in totals if t is not None]
     return {"prompts": len(kept), "answers": len(samples), "groups": counted, "zeroVarianceShare": share,
-            "meanReward": statistics.fmean(scored) if scored else None}
+            "meanReward": statistics.fmean(scored) if scored else None,
+            "leftOut": [t["name"] for t in config["reward"]["terms"] if t["kind"] == "judge"]}
 
 
 def _answer_text(row: dict[str, Any]) -> str:

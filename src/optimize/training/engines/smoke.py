@@ -150,7 +150,7 @@ def _answer(model_dir: str, adapter: Path | None, renderer, samples, max_new_tok
 
 def _score(config: dict[str, Any], samples) -> list[float | None]:
     """Each answer's score: the reward terms' weighted sum (a reinforcement run), or the smoke's grader."""
-    from optimize.scoring import build_member
+    from optimize.training.methods.judging import term_member
 
     if config["method"] in REINFORCEMENT:
         terms = config["reward"]["terms"]
@@ -158,8 +158,7 @@ def _score(config: dict[str, Any], samples) -> list[float | None]:
         terms = [{"kind": config["smoke"].get("grader") or "jsonFieldMatch", "weight": 1.0}]
     totals: list[float | None] = [0.0] * len(samples)
     for term in terms:
-        source = Path(term["bundlePath"]) if term.get("bundlePath") else None
-        member = build_member({k: v for k, v in term.items() if k not in ("bundlePath", "bundleSha256")}, source)
+        member = term_member(term)
         try:
             scores = member.score(samples)
         finally:

@@ -11,6 +11,7 @@ tools is refused (no reinforcement engine renders a row's tools into its prompts
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from optimize.core.errors import Refused
@@ -169,7 +170,11 @@ class Reinforcement(Method):
         for key, value in logs.items():  # each term's mean and spread: rewards/<name>/mean -> reward:<name>
             if key.startswith("rewards/") and key.endswith(("/mean", "/std")):
                 name, figure = key[len("rewards/"):].rsplit("/", 1)
-                values[f"reward:{name}" + ("" if figure == "mean" else ":std")] = float(value)
+                # None when the term scored no completion of the update (a judge that gave no score, a bundle
+                # that failed on every one): TRL logs no number then
+                number = None if value is None else float(value)
+                values[f"reward:{name}" + ("" if figure == "mean" else ":std")] = \
+                    number if number is not None and math.isfinite(number) else None
         return values
 
     def results(self, config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:

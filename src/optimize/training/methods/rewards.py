@@ -5,7 +5,9 @@ answer, its other fields).
 
 A term that does not apply to a completion (a missing reference) scores None, which TRL leaves out of that
 term's mean; a scoring bundle's error for one completion (an exception, a time or memory limit) scores None too
-and is counted, never a crash of the run. A term's `clip` bounds its scores.
+and is counted, never a crash of the run. A judge term (`kind: judge`) asks the judge model
+(`training.methods.judging`) to grade each completion; a reply without a score from 0 to 1 scores None, with the
+reply quoted as the error. A term's `clip` bounds its scores.
 
 With a `rollouts` sink, a `RolloutRecorder` keeps a bounded sample of every update's rollouts — the first
 `ROLLOUT_GROUPS` prompt groups, every completion of each — with each term's score (and a bundle's error text) and
@@ -33,7 +35,7 @@ def reward_functions(config: dict[str, Any], workdir: Path | None, rollouts: Rol
     """One reward function per term; with `rollouts`, each update's sample of rollouts goes to it (update
     numbered as the trainer counts them: the batch scored at `global_step` N trains update N + 1)."""
     from optimize.scoring.samples import Sample
-    from optimize.scoring.terms import build_member
+    from optimize.training.methods.judging import term_member
 
     terms = config["reward"]["terms"]
     recorder = None
@@ -43,8 +45,7 @@ def reward_functions(config: dict[str, Any], workdir: Path | None, rollouts: Rol
                                    generations, rollouts)
     functions = []
     for index, term in enumerate(terms):
-        source = Path(term["bundlePath"]) if term.get("bundlePath") else None
-        member = build_member({k: v for k, v in term.items() if k not in ("bundlePath", "bundleSha256")}, source)
+        member = term_member(term, f"config.reward.terms[{index}]")
         functions.append(_as_reward(term, member, Sample, index, recorder))
     return functions
 
@@ -133,7 +134,9 @@ class RolloutRecorder:
 
 
 def bounded(text: str, limit: int = ROLLOUT_TEXT) -> tuple[str, bool]:
-    """`text` kept to `limit` characters, the cut marked with an ellipsis; and whether it was cut."""
+    """`text` kept to `limit` characters, the cut marked with an ellipsis; and whether it was cut. A NUL (which a
+    sampled completion may hold, and the server refuses in stored text) is kept as U+FFFD."""
+    text = text.replace("\x00", "\ufffd")
     if len(text) <= limit:
         return text, False
     return text[:limit - len(CUT_MARK)] + CUT_MARK, True

@@ -20,7 +20,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
-from optimize.schemas.plans import REINFORCEMENT, hyperparams_of
+from optimize.schemas.plans import REINFORCEMENT, RewardTerm, hyperparams_of
 from optimize.store.tables import Run, Snapshot
 from optimize.training.server.retention import live_kinds
 from optimize.training.server.runs import dry_run, find_run, submit
@@ -116,6 +116,9 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     config["dataset"] = parent.dataset_reference
     if parent.validation_reference:
         config["validation"] = {**config.get("validation", {}), "dataset": parent.validation_reference}
+    _plan_terms(config)
+    if config.get("hyperparams") is None:
+        config.pop("hyperparams", None)  # a reinforcement run's resolved config holds none: it trains by rlHyperparams
     config = merged(config, overrides)
     if overrides.get("method") and overrides["method"] != parent.method:
         _switch_method_sections(config, parent.method)
@@ -127,6 +130,20 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
             "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
             "config": config, "execution": copy.deepcopy(parent.resolved["execution"])}
+
+
+TERM_FIELDS = {info.alias or name for name, info in RewardTerm.model_fields.items()}
+
+
+def _plan_terms(config: dict[str, Any]) -> None:
+    """The parent's reward terms as a plan states them: what admission froze into a term beside its fields (a
+    bundle's archive digest, a judge's base model and manifest) is dropped — the child's admission resolves it again
+    — and a judge keeps the exact model version the parent was judged by."""
+    for term in (config.get("reward") or {}).get("terms") or []:
+        if term.get("judgeReference"):
+            term["model"] = term["judgeReference"]
+        for key in [key for key in term if key not in TERM_FIELDS]:
+            del term[key]
 
 
 def _switch_method_sections(config: dict[str, Any], parent_method: str) -> None:

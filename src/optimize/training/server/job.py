@@ -114,9 +114,9 @@ class RunKind(JobKind):
     # --- its worker's calls ------------------------------------------------------------------------------------
 
     def readable_blobs(self, deployment: Any, session: Session, row: Run) -> Readable:
-        """The shards of its training and validation datasets, the scoring bundles of its reward terms, and the
-        files of the save it resumes from (its own) or, on a branch, starts from (its parent's) — what its spec
-        names."""
+        """The shards of its training and validation datasets, the scoring bundles and judge adapters of its reward
+        terms, and the files of the save it resumes from (its own) or, on a branch, starts from (its parent's) —
+        what its spec names."""
         shards = frozenset(o["sha256"] for digest in (row.dataset_digest, row.validation_digest) if digest
                            for o in examples_objects(session, digest))
         terms = (row.resolved["config"].get("reward") or {}).get("terms") or []
@@ -126,7 +126,10 @@ class RunKind(JobKind):
         snapshot = session.get(Snapshot, snapshot_id) if snapshot_id else None
         if snapshot is not None:
             saves += snapshot.artifacts or []
-        return Readable(shards, frozenset(a["manifestDigest"].removeprefix("sha256:") for a in saves))
+        manifests = {a["manifestDigest"].removeprefix("sha256:") for a in saves}
+        manifests |= {term["judgeManifestDigest"].removeprefix("sha256:") for term in terms
+                      if term.get("judgeManifestDigest")}  # a judge term's adapter
+        return Readable(shards, frozenset(manifests))
 
     def worker_spec(self, deployment, job_id, token, body):
         return reports.job_spec(deployment, job_id, token)

@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 
 from optimize.catalog.selection import job_model
 from optimize.core.clock import utcnow
-from optimize.core.errors import Invalid
+from optimize.core.errors import Invalid, NotFound
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
@@ -26,6 +26,7 @@ from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapshot
 from optimize.training.server.attempts import fail_run
 from optimize.training.server.completion import complete_run
+from optimize.training.server.instructions import trained_instructions
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
@@ -56,7 +57,29 @@ def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
             "resume": _resume_point(session, run),
             "branch": {"restore": run.branch["restore"], "step": run.branch["step"],
                        "artifacts": [_artifact(a) for a in run.branch["artifacts"]]} if run.branch else None,
+            "judges": _judges(training, session, run),
         }).wire()
+
+
+def _judges(training: Deployment, session, run: Run) -> dict[str, Any]:
+    """Each judge reward term's model, by the term's name: its frozen reference, its adapter's weights manifest,
+    its instructions (the term's own, else a trained judge's) and its base model, which may differ from the run's."""
+    judges = {}
+    for term in (run.resolved["config"].get("reward") or {}).get("terms") or []:
+        if term.get("kind") != "judge":
+            continue
+        manifest = (term.get("judgeManifestDigest") or "").removeprefix("sha256:") or None
+        instructions = term.get("instructions")
+        if instructions is None and manifest:
+            try:
+                instructions = trained_instructions(training, session, term["judgeReference"])
+            except NotFound:  # the version is gone: the built-in instructions grade
+                instructions = None
+        judges[term["name"]] = {
+            "reference": term["judgeReference"], "adapterManifest": manifest, "instructions": instructions,
+            "model": job_model(training.store, training.catalog.find(term["judgeBaseEntryId"]),
+                               term["judgeBaseCommit"])}
+    return judges
 
 
 def _artifact(item: dict[str, Any]) -> dict[str, Any]:

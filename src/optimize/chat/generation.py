@@ -1,0 +1,94 @@
+"""Generation from rendered prompts with Transformers: prompts as token ids in (rendered and tokenized by the chat
+core, so the engine never applies a template of its own), answers out — greedy and batched, or several sampled
+answers per prompt (`sample`, seeded). Prompts are grouped by length and left-padded, a batch at a time, with a
+LoRA adapter over the base when one is given. Used by evaluations (`optimize.evaluation.generation`, which adds the
+vLLM engine on GPUs) and by a reinforcement run's judge terms (`optimize.training.methods.judging`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    tokens: int  # generated tokens, the stop token included
+
+
+def answer_text(text: str) -> str:
+    """A generated text as it is kept: stripped, and a NUL (which a byte-level tokenizer can decode, and which the
+    server refuses in any text it stores) shown as U+FFFD, so one odd token never fails an evaluation."""
+    return text.strip().replace("\x00", "\ufffd")
+
+
+def stop_and_pad_ids(model, tokenizer) -> tuple[list[int], int]:
+    """The tokens an answer stops at (the model's generation config and the tokenizer's end of sequence), and the
+    token prompts are padded with."""
+    stops = model.generation_config.eos_token_id
+    stops = [stops] if isinstance(stops, int) else list(stops or [])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stops:
+        stops.append(tokenizer.eos_token_id)
+    return stops, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
+
+
+class TransformersGenerator:
+    def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device)
+        if adapter_dir is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter_dir))
+        self.model = model.eval()
+        self.stop_ids, self.pad_id = stop_and_pad_ids(self.model, self.tokenizer)
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 256, batch_size: int = 8) -> list[Answer]:
+        """Greedy answers, in the prompts' order."""
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        answers: dict[int, Answer] = {}
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens), strict=True):
+                answers[index] = answer
+        return [answers[i] for i in range(len(prompts))]
+
+    def sample(self, prompts: list[list[int]], max_new_tokens: int, n: int, temperature: float, seed: int,
+               batch_size: int = 8) -> list[list[Answer]]:
+        """`n` answers per prompt sampled at `temperature`, in the prompts' order. Each batch is seeded from `seed`
+        and its first prompt's place, so the same prompts answer the same on a retry."""
+        groups: list[list[Answer]] = []
+        for start in range(0, len(prompts), batch_size):
+            self.torch.manual_seed(seed + start)
+            flat = self._batch(prompts[start:start + batch_size], max_new_tokens, n, temperature)
+            groups.extend(flat[i:i + n] for i in range(0, len(flat), n))
+        return groups
+
+    def _batch(self, prompts: list[list[int]], max_new_tokens: int, n: int = 1, temperature: float = 0.0
+               ) -> list[Answer]:
+        torch = self.torch
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+                    "num_return_sequences": n} if temperature > 0 else {"do_sample": False}
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                      pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **sampling)
+        answers = []
+        for row in out[:, width:].tolist():
+            kept = []
+            for token in row:
+                kept.append(token)
+                if token in self.stop_ids:
+                    break
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            answers.append(Answer(answer_text(text), len(kept)))
+        return answers
