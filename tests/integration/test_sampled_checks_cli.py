@@ -176,3 +176,40 @@ def test_the_dry_run_estimates_a_reinforcement_runs_updates_and_rollouts(sampled
     analyzed = cli.json("training", "runs", "start", "-f", write_plan(tmp_path, document), "--dry-run")["estimates"]
     assert analyzed["tokens"] > 0 and analyzed["seconds"] is None
     assert analyzed["basis"] == f"no throughput is measured for grpo on cpu for {MODEL}, so there is no time estimate"
+
+
+def test_the_built_in_members_grade_an_evaluation(sampled, sqlite_server, capsys):
+    """exact, contains, regex:PATTERN and numeric[:TOLERANCE], a reward term's own members, as graders: each answer
+    scored 1 or 0 with what was compared; a row without a number to compare leaves numeric unscored."""
+    cli = Cli(capsys, sqlite_server.url)
+
+    def evaluate(grader: str) -> tuple[dict, list[dict]]:
+        done = json.loads(cli.ok("training", "evaluations", "start", "--model", MODEL, "--project", sampled,
+                                 "--dataset", f"{sampled}/asks", "--grader", grader, "--rows", "3",
+                                 "--max-new-tokens", "4", "--wait", "--exit-status", "-o", "json-compact"
+                                 ).out.splitlines()[-1])
+        return done, cli.json("training", "evaluations", "predictions", done["evaluationId"])["predictions"]
+
+    done, answers = evaluate("regex:.|^$")  # every answer matches
+    assert done["grader"] == "regex:.|^$" and done["report"]["meanScore"] == 1.0
+    assert {p["explanation"] for p in answers} == {"regex:.|^$: matches"}
+    done, answers = evaluate("contains")
+    assert done["report"]["scored"] == 3 and {p["score"] for p in answers} <= {0.0, 1.0}
+    assert all(p["explanation"].startswith("contains: ") for p in answers)
+    done, answers = evaluate("numeric:0.5")  # the rows answer "ok": no number to compare with
+    assert done["grader"] == "numeric:0.5" and done["report"]["scored"] == 0 and done["report"]["unscored"] == 3
+    assert answers[0]["explanation"] == "unscored: the row holds no reference for numeric:0.5 to compare with"
+
+
+@pytest.mark.parametrize("grader, words", [
+    ("regex:(", "grader 'regex:(': grader.pattern"),
+    ("numeric:-1", "grader 'numeric:-1': the tolerance must be a number of 0 or more"),
+    ("length", "grader 'length' is a penalty from -1 to 0"),
+    ("exact:x", "is not one of json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE]"),
+    ("regex:" + "a" * 500, "a grader is at most 400"),
+])
+def test_a_built_in_grader_is_refused_by_its_fault(sampled, sqlite_server, capsys, grader, words):
+    cli = Cli(capsys, sqlite_server.url)
+    refused = cli("training", "evaluations", "start", "--model", MODEL, "--project", sampled, "--dataset",
+                  f"{sampled}/asks", "--grader", grader)
+    assert refused.code == 1 and words in refused.err, refused.err

@@ -11,10 +11,15 @@ score; it sees the input and the output, not the expected answer. A reply withou
 the example unscored, quoting the reply. `bundle:REF#MODULE[:FUNCTION]` calls a function of a registered scoring
 bundle (`optimize.scoring.BundleRunner`, in a separate limited process) on each answer: its number from 0 to 1 is
 the score; None, a number outside 0..1, an exception or a limit hit leaves the example unscored, saying why.
+The built-in scoring members a reward term uses are graders too: `exact` and `contains` (against the expected
+answer), `regex:PATTERN` (the answer matches the pattern) and `numeric[:TOLERANCE]` (the answer's first number
+within the absolute tolerance, default 0, of the expected one); `length`, a penalty from -1 to 0, is a reward
+term only.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,13 +28,15 @@ from optimize.core.errors import Invalid
 from optimize.core.refs import parse_reference
 from optimize.scoring.judge import JUDGE_INSTRUCTIONS, judge_messages  # noqa: F401 - re-exported: a judge's prompt
 from optimize.scoring.judge import judge_grade as read_judge_reply
-from optimize.scoring.members import find_json, flatten, json_field_match, parse_function  # noqa: F401 - flatten stays importable here
+from optimize.scoring.members import check_member, find_json, flatten, json_field_match, parse_function  # noqa: F401 - flatten stays importable here
 
 DEFAULT_GRADER = "json-label-match"
-GRADER_FORMS = (DEFAULT_GRADER, "http:URL", "model:REF", "bundle:REF#MODULE[:FUNCTION]")
+GRADER_FORMS = (DEFAULT_GRADER, "exact", "contains", "regex:PATTERN", "numeric[:TOLERANCE]", "http:URL", "model:REF",
+                "bundle:REF#MODULE[:FUNCTION]")
 GRADER_EXAMPLES = ("e.g. --grader http:https://scores.example.com/score, --grader model:NS/NAME or --grader "
                    "bundle:NS/NAME#reward")
 BUNDLE_FORM = "bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION]"
+MOST_GRADER_CHARS = 400
 DEFAULT_FUNCTION = "compute_score"
 
 
@@ -39,6 +46,12 @@ def parse_grader(spec: str | None) -> str:
     given = spec = (spec or DEFAULT_GRADER).strip()
     if spec == DEFAULT_GRADER:
         return spec
+    if len(spec) > MOST_GRADER_CHARS:  # an evaluation keeps it, resolved, in a column of 500
+        raise Invalid(f"the grader is {len(spec):,} characters long; a grader is at most {MOST_GRADER_CHARS}",
+                      hint="shorten its pattern or URL, or put the check in a scoring bundle (bundle:REF#MODULE)")
+    builtin = builtin_member(spec)
+    if builtin is not None:
+        return builtin[0]
     if spec.startswith(("http://", "https://")):
         spec = f"http:{spec}"
     kind, _, rest = spec.partition(":")
@@ -51,6 +64,46 @@ def parse_grader(spec: str | None) -> str:
         bundle = parse_bundle_grader(spec)
         return f"bundle:{bundle.reference}#{spec.partition('#')[2].strip()}"
     raise Invalid(f"grader {given!r} is not one of {', '.join(GRADER_FORMS)}", hint=GRADER_EXAMPLES)
+
+
+def builtin_member(spec: str) -> tuple[str, dict[str, Any]] | None:
+    """A built-in member grader (`exact`, `contains`, `regex:PATTERN`, `numeric[:TOLERANCE]`) as it is kept and the
+    member spec it builds; None for any other grader. A bad pattern or tolerance, or `length`, is refused."""
+    kind, colon, rest = spec.partition(":")
+    if kind in ("exact", "contains") and not colon:
+        return kind, {"kind": kind}
+    if kind == "regex" and colon:
+        member = {"kind": "regex", "pattern": rest}
+    elif kind == "numeric":
+        try:
+            tolerance = float(rest) if colon else 0.0
+        except ValueError:
+            tolerance = -1.0
+        if not math.isfinite(tolerance) or tolerance < 0:
+            raise Invalid(f"grader {spec!r}: the tolerance must be a number of 0 or more",
+                          hint="e.g. --grader numeric:0.01 (an absolute tolerance; numeric alone means 0)")
+        member = {"kind": "numeric", "tolerance": tolerance}
+        rest = f"{tolerance:g}"
+    elif kind == "length":
+        raise Invalid("grader 'length' is a penalty from -1 to 0, not a score from 0 to 1: it is a reward term only",
+                      hint="grade with exact, contains, regex:PATTERN, numeric[:TOLERANCE] or json-label-match")
+    else:
+        return None
+    try:
+        check_member(member, where="grader")
+    except Invalid as error:
+        raise Invalid(f"grader {spec!r}: {error.message}", hint=error.hint) from None
+    return f"{kind}:{rest}" if colon or kind == "numeric" else kind, member
+
+
+def member_grade(grader: str, score: Any) -> Grade:
+    """A built-in member's `Score` as a grade: 1.0 or 0.0 (or a share) with what it compared; None leaves the example
+    unscored, saying why."""
+    if score.value is None:
+        why = score.error or f"the row holds no reference for {grader} to compare with"
+        return Grade(None, f"unscored: {why}")
+    verdict = "matches" if score.value == 1.0 else "does not match" if score.value == 0.0 else f"{score.value:g}"
+    return Grade(float(score.value), f"{grader}: {verdict}")
 
 
 @dataclass(frozen=True)

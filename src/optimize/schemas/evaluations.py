@@ -18,7 +18,8 @@ class EvaluationRequest(RequestModel):
     dataset: str = Field(description="The chat dataset whose prompts it answers: a registry reference "
                                      "NS/NAME[:vN|:ALIAS|@sha256:HEX]; one without a namespace is the project's")
     grader: str | None = Field(default="json-label-match",
-                               description="json-label-match, http:URL (a scoring service), model:REF (a judge "
+                               description="json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE] "
+                                           "(the built-in members), http:URL (a scoring service), model:REF (a judge "
                                            "model) or bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION] (a registered "
                                            "scoring bundle's function, FUNCTION by default compute_score)")
     grader_instructions: str | None = Field(default=None, description="Instructions for a judge model's grader "

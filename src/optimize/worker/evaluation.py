@@ -112,12 +112,29 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path, held: ExitSta
     """A function grading a batch of rows' answers, by the evaluation's grader; what it holds is closed by `held`."""
     import httpx
 
-    from optimize.evaluation.graders import DEFAULT_GRADER, http_grade, json_label_match, judge_grade, judge_messages
+    from optimize.evaluation.graders import (
+        DEFAULT_GRADER,
+        builtin_member,
+        http_grade,
+        json_label_match,
+        judge_grade,
+        judge_messages,
+        member_grade,
+    )
 
     grader = spec["grader"]
     if grader == DEFAULT_GRADER:
         return lambda batch, answers: [json_label_match(a, item["expected"])
                                        for item, a in zip(batch, answers, strict=True)]
+    builtin = builtin_member(grader)
+    if builtin is not None:  # exact, contains, regex:PATTERN, numeric[:TOLERANCE]: a reward term's own member
+        from optimize.scoring import Sample
+        from optimize.scoring.members import build_builtin
+
+        member = build_builtin(builtin[1])
+        return lambda batch, answers: [member_grade(grader, score) for score in member.score([
+            Sample(prompt=item["messages"], completion=answer, expected=item["expectedText"], fields=item["fields"])
+            for item, answer in zip(batch, answers, strict=True)])]
     if grader.startswith("bundle:"):
         return _bundle_grader(channel, grader, held)
     if grader.startswith("http:"):

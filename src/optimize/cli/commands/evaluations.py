@@ -21,7 +21,8 @@ def start(
     out: Output,
     model: Annotated[str, typer.Option("--model", help="A base model, or a registered model NS/NAME[:vN].")],
     dataset: Annotated[str, typer.Option("--dataset", help="Chat dataset reference (NS/NAME[:vN|alias]).")],
-    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), http:URL (or the http(s) "
+    grader: Annotated[str, typer.Option("--grader", help="json-label-match (default), exact, contains, "
+                                        "regex:PATTERN, numeric[:TOLERANCE], http:URL (or the http(s) "
                                         "URL alone), model:REF (a judge model) or bundle:NS/NAME#MODULE[:FUNCTION] "
                                         "(a registered scoring bundle's function; FUNCTION defaults to "
                                         "compute_score).")] = "json-label-match",
