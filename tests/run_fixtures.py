@@ -51,6 +51,25 @@ def capitals_project(url: str, tmp, prefix: str, copies: int = 2) -> dict:
     return {"name": name, "project": name, "client": client, "tmp": tmp}
 
 
+YES_NO = ["Is the sky blue?", "Is water wet?", "Is fire cold?", "Is ice hot?", "Do fish swim?", "Do birds fly?",
+          "Is grass green?", "Is snow black?"]
+
+
+def prompts_project(url: str, tmp, prefix: str, questions: list[str] = YES_NO) -> dict:
+    """A project of its own for reinforcement runs (its name starts with `prefix`): the stand-in selected and a chat
+    dataset of yes/no questions registered as NAME/prompts. Returns url, name, tmp and the rows."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    from optimize.cli.main import main
+
+    rows = [chat_row(q, "yes" if i % 2 == 0 else "no") for i, q in enumerate(questions)]
+    assert main(["registry", "datasets", "register", f"{name}/prompts", "-f", str(write_jsonl(tmp / "p.jsonl", rows)),
+                 "--server", url]) == 0
+    return {"url": url, "name": name, "tmp": tmp, "rows": rows}
+
+
 def write_plan(tmp_path, document: dict) -> str:
     path = tmp_path / f"plan-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(document))

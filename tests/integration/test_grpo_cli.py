@@ -9,17 +9,15 @@ or with supervised settings are refused by field.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from tests.conftest import Cli, chat_row, from_standin, headers_for, write_jsonl
-from tests.run_fixtures import MODEL, write_plan
+from tests.conftest import Cli, headers_for, write_jsonl
+from tests.run_fixtures import MODEL, YES_NO, prompts_project, write_plan
 
 pytestmark = pytest.mark.integration
 
-QUESTIONS = ["Is the sky blue?", "Is water wet?", "Is fire cold?", "Is ice hot?", "Do fish swim?", "Do birds fly?",
-             "Is grass green?", "Is snow black?"]
+QUESTIONS = YES_NO
 
 
 def rl_plan(project: str, method: str = "grpo", steps: int = 8, learning_rate: float = 0.02, generations: int = 4,
@@ -39,24 +37,15 @@ def rl_plan(project: str, method: str = "grpo", steps: int = 8, learning_rate: f
 
 @pytest.fixture(scope="module")
 def rl_project(sqlite_server, tmp_path_factory):
-    import httpx
-
-    url = sqlite_server.url
-    name = f"rl{uuid.uuid4().hex[:8]}"
-    tmp = tmp_path_factory.mktemp("rl")
-    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
+    project = prompts_project(sqlite_server.url, tmp_path_factory.mktemp("rl"), "rl", QUESTIONS)
+    url, name, tmp, rows = project["url"], project["name"], project["tmp"], project["rows"]
     from optimize.cli.main import main
 
-    rows = [chat_row(q, "yes" if i % 2 == 0 else "no") for i, q in enumerate(QUESTIONS)]
-    assert main(["registry", "datasets", "register", f"{name}/prompts", "-f", str(write_jsonl(tmp / "p.jsonl", rows)),
-                 "--server", url]) == 0
     tools = [{**row, "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]}
              for row in rows[:2]] + rows[2:]
     assert main(["registry", "datasets", "register", f"{name}/tools", "-f", str(write_jsonl(tmp / "t.jsonl", tools)),
                  "--server", url]) == 0
-    return {"url": url, "name": name, "tmp": tmp}
+    return project
 
 
 def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, capsys):

@@ -8,16 +8,15 @@ model, a model the deployment does not have, and `model` on another kind are ref
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
-from tests.conftest import Cli, chat_row, from_standin, headers_for, write_jsonl
-from tests.run_fixtures import MODEL, write_plan
+from tests.conftest import Cli
+from tests.run_fixtures import MODEL, YES_NO, prompts_project, write_plan
 
 pytestmark = pytest.mark.integration
 
-QUESTIONS = ["Is the sky blue?", "Is water wet?", "Is fire cold?", "Is ice hot?"]
+QUESTIONS = YES_NO[:4]
 
 
 def judge_plan(project: str, judge: dict | None = None) -> dict:
@@ -34,20 +33,7 @@ def judge_plan(project: str, judge: dict | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def judge_project(sqlite_server, tmp_path_factory):
-    import httpx
-
-    url = sqlite_server.url
-    name = f"judge{uuid.uuid4().hex[:8]}"
-    tmp = tmp_path_factory.mktemp("judge")
-    client = httpx.Client(base_url=url, headers=headers_for(url), timeout=600)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
-    client.post("/v1/training/projects", json={"name": name}).raise_for_status()
-    from optimize.cli.main import main
-
-    rows = [chat_row(q, "yes" if i % 2 == 0 else "no") for i, q in enumerate(QUESTIONS)]
-    assert main(["registry", "datasets", "register", f"{name}/prompts", "-f", str(write_jsonl(tmp / "p.jsonl", rows)),
-                 "--server", url]) == 0
-    return {"url": url, "name": name, "tmp": tmp}
+    return prompts_project(sqlite_server.url, tmp_path_factory.mktemp("judge"), "judge", QUESTIONS)
 
 
 def test_a_grpo_run_with_a_judge_term_completes_and_reports_the_term(judge_project, capsys):
