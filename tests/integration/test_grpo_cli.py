@@ -205,3 +205,43 @@ def test_a_supervised_adapter_is_trained_on_by_grpo_through_a_weights_branch(rl_
     assert not any(path.startswith("config.hyperparams.") for path in settings)
     assert settings["config.rlHyperparams.klBeta"]["value"] == 0.04
     assert child["dataset"]["reference"] == parent_run["dataset"]["reference"] and child["validation"] is None
+
+
+def test_a_grpo_run_starts_from_a_registered_adapter_through_source_model(rl_project, capsys):
+    """`source.model` (start from existing weights): the run trains the registered adapter with its LoRA settings,
+    and its KL reference is a frozen copy of it (no divergence at the first update); refused by field when it names
+    no adapter or states LoRA settings of its own."""
+    cli = Cli(capsys, rl_project["url"])
+    name = rl_project["name"]
+    supervised = {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "warm",
+                  "config": {"dataset": "prompts", "maxSeqLength": 256,
+                             "hyperparams": {"lora": {"rank": 4, "alpha": 8},
+                                             "training": {"maxSteps": 2, "batchSize": 4}}},
+                  "execution": {"deviceProfile": "cpu"}}
+    parent = json.loads(cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], supervised),
+                               "--force", "--wait", "-o", "json").out)
+    adapter = parent["results"]["model"]
+    document = rl_plan(name, steps=2)
+    document["source"] = {"model": f"{name}/warm"}
+    dry = cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--dry-run").out
+    assert f"Source       the run trains {adapter} (its weights and LoRA settings)" in dry, dry
+    run = json.loads(cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force",
+                            "--wait", "-o", "json").out)
+    assert run["phase"] == "COMPLETED", run.get("failureReason")
+    assert run["branch"]["source"] == {"model": adapter} and run["branch"]["parentRunId"] is None
+    text = cli.ok("training", "runs", "get", run["runId"]).out
+    assert f"Source       starts from the weights of {adapter}, with a fresh optimizer and its LoRA settings" in text
+    settings = cli.json("training", "runs", "get", run["runId"], "--settings")["settings"]
+    assert settings["config.rlHyperparams.lora.rank"]["value"] == 4  # the adapter's own
+    chain = cli.json("training", "runs", "ancestry", run["runId"])["chain"]
+    assert [(hop["runId"], hop.get("source"), hop.get("snapshotId")) for hop in chain] == [
+        (run["runId"], adapter, None)], chain  # the root of its chain
+    first = cli.json("training", "runs", "metrics", run["runId"])["steps"][0]
+    assert abs(first["kl"]) < 1e-3, first  # the reference is the adapter it starts from
+    lora = rl_plan(name, steps=2, lora={"rank": 8})
+    lora["source"] = {"model": adapter}
+    refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], lora), "--force")
+    assert refused.code == 1 and "config.rlHyperparams.lora is stated, but a run from source.model" in refused.err
+    unknown = dict(document, source={"model": f"{name}/nothing"})
+    refused = cli("training", "runs", "start", "-f", write_plan(rl_project["tmp"], unknown), "--force")
+    assert refused.code == 1 and f"source.model '{name}/nothing'" in refused.err, refused.err

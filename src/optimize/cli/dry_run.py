@@ -15,6 +15,9 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
     con.print(f"[bold]Dry run[/]: nothing was started. The run would be admitted into project {d['project']} and "
               f"register its model as {d['project']}/{d['modelName']}.")
     con.print(f"Base model   {d['baseModel']['id']} at {d['baseModel']['commit'][:12]}")
+    if d.get("source"):
+        con.print(f"Source       the run trains {d['source']['model']} (its weights and LoRA settings), with a fresh "
+                  "optimizer")
     envelope = d["envelope"]
     if envelope["status"] == "measured":
         con.print(f"Envelope     inside a measured envelope ({envelope['mode']} catalog)")

@@ -234,6 +234,11 @@ class Execution(_Part):
                                           "resumes from the newest save holding training state")
 
 
+class Source(_Part):
+    model: str = Field(max_length=300, description="A registered adapter NS/NAME[:vN|:ALIAS] over the run's base "
+                                                   "model: the run trains that adapter (its LoRA settings kept)")
+
+
 class RunPlan(_Part):
     kind: Literal["run"] = Field(description="Always run")
     project: str = Field(description="Training project; its name is the registry namespace of its models")
@@ -245,6 +250,8 @@ class RunPlan(_Part):
     submission_id: str | None = Field(default=None, alias="submissionId", description="Idempotency key")
     description: str | None = Field(default=None, description="Free text")
     config_name: str | None = Field(default=None, alias="configName", description="Column name in scores tables")
+    source: Source | None = Field(default=None, description="Start from existing weights: source.model, a "
+                                                            "registered adapter the run trains on")
 
 
 def parse_plan(document: Any) -> RunPlan:

@@ -130,16 +130,20 @@ class SnapshotArtifact(Answer):
 
 
 class BranchRecord(Answer):
-    """Where a branch starts: its parent's snapshot and how it restores it."""
+    """Where a branch starts: its parent's snapshot and how it restores it; or, for a run with `source.model`, the
+    registered adapter it starts from (no parent run or snapshot)."""
 
-    parent_run_id: str = Field(description="The run branched from")
-    snapshot_id: str = Field(description="The parent's snapshot it starts from")
+    parent_run_id: str | None = Field(description="The run branched from; null for a run from source.model")
+    snapshot_id: str | None = Field(description="The parent's snapshot it starts from; null for a run from "
+                                                "source.model")
     step: int = Field(description="The snapshot's step")
     restore: str = Field(description="trainingState (optimizer, RNG and data position kept) or weights")
     why: str = Field(description="Why that restore mode")
     requested: str = Field(description="The restore mode asked for: auto, weights or trainingState")
     artifacts: list[SnapshotArtifact] | None = Field(default=None, description="The snapshot's artifacts the branch "
                                                                                "restores (dry runs only)")
+    source: dict[str, Any] | None = Field(default=None, description="A run from source.model: {model}, the exact "
+                                                                    "adapter version it trains")
 
 
 class RunSetting(Answer):
@@ -319,6 +323,8 @@ class DryRun(Answer):
     reward_check: list[dict[str, Any]] | None = Field(
         default=None, description="A reinforcement run's reward terms scored on the first rows' own answers: per "
                                   "term, rows scored and unscored, mean, spread and the first errors by line")
+    source: dict[str, Any] | None = Field(
+        default=None, description="A plan with source.model: the adapter version it would train on ({model})")
     estimates: dict[str, Any] | None = Field(
         default=None, description="A reinforcement run's estimate: steps, rollouts (prompts and completions per "
                                   "update, completions, the most tokens they may generate), and tokens and seconds "
@@ -370,6 +376,8 @@ class AncestryHop(Answer):
     snapshot_id: str | None = Field(default=None, description="The parent's snapshot it starts from (branches only)")
     from_step: int | None = Field(default=None, description="That snapshot's step (branches only)")
     restore: str | None = Field(default=None, description="How it restored it (branches only)")
+    source: str | None = Field(default=None, description="The registered adapter a root run started from "
+                                                         "(source.model)")
 
 
 class Ancestry(Answer):

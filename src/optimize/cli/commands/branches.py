@@ -170,6 +170,7 @@ def ancestry(out: Output, run: Parent) -> None:
 def _render_ancestry(con, d: dict[str, Any]) -> None:
     for number, hop in enumerate(d["chain"]):
         source = (f" ← snapshot {hop['snapshotId'][:12]} at step {hop['fromStep']} ({hop['restore']})"
-                  if hop.get("snapshotId") else " (root)")
+                  if hop.get("snapshotId") else f" (root, from the weights of {hop['source']})" if hop.get("source")
+                  else " (root)")
         steps = f", {hop['steps']} updates" if hop.get("steps") else ""
         con.print(f"{'  ' * number}{hop['runId'][:12]} {hop['method']} {hop['phase'].title()}{steps}{source}")

@@ -321,7 +321,9 @@ def _render_run(con, r) -> None:
     if r.get("resumed"):
         lost = f" after {r['resumed']['afterLoss']}" if r["resumed"].get("afterLoss") else ""
         con.print(f"  Resumed      attempt {r['resumed']['attempt']} {_restored(r['resumed'])}{lost}")
-    if r.get("branch"):
+    if r.get("branch") and r["branch"].get("source"):  # source.model: a registered adapter's weights
+        con.print(f"  Source       {r['branch']['why']}")
+    elif r.get("branch"):
         b = r["branch"]
         con.print(f"  Restore      {b['restore']} from snapshot {b['snapshotId'][:12]} at step {b['step']} of run "
                   f"{b['parentRunId'][:12]} ({b['why']})")

@@ -295,7 +295,9 @@ def ancestry(training: Deployment, run_id: str) -> dict[str, Any]:
         while run is not None:
             hop = {"runId": run.id, "phase": run.phase, "method": run.method,
                    "steps": (run.progress or {}).get("totalSteps")}
-            if run.branch:
+            if run.branch and run.branch.get("source"):  # the root of its chain: a registered adapter's weights
+                hop.update(source=run.branch["source"]["model"])
+            elif run.branch:
                 hop.update(snapshotId=run.branch["snapshotId"], fromStep=run.branch["step"],
                            restore=run.branch["restore"])
             chain.append(hop)

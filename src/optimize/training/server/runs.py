@@ -27,7 +27,7 @@ from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
-from optimize.schemas.plans import REINFORCEMENT, parse_plan
+from optimize.schemas.plans import REINFORCEMENT, hyperparams_of, parse_plan
 from optimize.scoring.groups import MOSTLY_CONSTANT
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
@@ -38,6 +38,7 @@ from optimize.training.admission.lengths import Subject, analysis_for, evaluate,
 from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
+from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
@@ -60,7 +61,7 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
             return _same_submission(existing, digest), False
     entry = training.catalog.find(plan.base_model)
     with training.store.transaction() as session:
-        project, admitted = _admit(training, session, plan, document, entry)
+        project, admitted, branch = _admit(training, session, plan, document, entry, branch)
         refuse_kl_on_inherited_policy(admitted, branch)
         check_new_work(session, project.name, "run", training.quotas)
         sections, state, to_analyze = check_lengths(training, session, admitted, plan)
@@ -108,8 +109,9 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
     plan = parse_plan(document)
     entry = training.catalog.find(plan.base_model)
     with training.store.transaction() as session:
-        project, admitted = _admit(training, session, plan, document, entry)
+        project, admitted, branch = _admit(training, session, plan, document, entry, branch)
         refuse_kl_on_inherited_policy(admitted, branch)
+        starts_from = starts_from or ((branch or {}).get("source") or {}).get("model")
         sections, state, _ = check_lengths(training, session, admitted, plan)
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
@@ -136,6 +138,7 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
                      "mode": "strict" if training.catalog.strict_envelopes else "advisory"},
         "warnings": warnings,
+        "source": (branch or {}).get("source"),
         "lengthCheck": record_check(sections, state),
         "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
         **reinforcement,
@@ -181,22 +184,34 @@ def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | N
     kl = config["rlHyperparams"]["klBeta"]
     if kl > 0:
         stated = "stated" if admitted.sources.get("config.rlHyperparams.klBeta") == "stated" else "the default"
+        inherited = (f"the weights of {branch['source']['model']}" if branch.get("source") else
+                     f"a {branch['restore']} branch of run {branch['parentRunId'][:12]}")
         raise Refused(f"a {config['method']} run on {admitted.device_count} GPUs that trains the adapter it inherits "
-                      f"(a {branch['restore']} branch of run {branch['parentRunId'][:12]}) takes no KL penalty; "
-                      f"rlHyperparams.klBeta is {kl:g} ({stated})",
+                      f"({inherited}) takes no KL penalty; rlHyperparams.klBeta is {kl:g} ({stated})",
                       hint="Set klBeta to 0, or train without inheriting a policy.")
 
 
-def _admit(training: Deployment, session, plan, document: dict[str, Any], entry) -> tuple[Any, Admitted]:
+def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
+           branch: dict[str, Any] | None = None) -> tuple[Any, Admitted, dict[str, Any] | None]:
+    """The project, the admitted plan and where it starts: a branch's record, or a `source.model` start (which
+    joins the configuration hash: a run from an adapter is another configuration than one from the base)."""
     project = open_project(session, plan.project)
     refuse_if_archived(session, project.name)
     admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
                      training.catalog.strict_envelopes)
+    if plan.source is not None:
+        if branch is not None:
+            raise Invalid("a branch starts from its parent's save; it takes no source.model",
+                          hint="remove source from the overrides")
+        branch = source_start(session, document, admitted.resolved, entry, admitted.commit)
+        lora = json.dumps(hyperparams_of(admitted.resolved["config"])["lora"], sort_keys=True)
+        admitted.config_hash = hashlib.sha256(
+            f"{admitted.config_hash}:{branch['source']['model']}:{lora}".encode()).hexdigest()
     method_for(plan.config.method).check_references(admitted.resolved["config"], training.blobs)
     config = admitted.resolved["config"]
     check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
                  admitted.device_count, config["maxSeqLength"], training.profiles)
-    return project, admitted
+    return project, admitted, branch
 
 
 def subjects(admitted: Admitted) -> list[Subject]:
