@@ -46,7 +46,8 @@ def test_scores_refuse_an_unknown_grader_naming_the_graders(server):
     refused = httpx.get(url, params={"grader": "bogus:x"}, headers=server.headers)
     assert refused.status_code == 422, refused.text
     body = refused.json()
-    assert "'bogus:x' is not one of json-label-match, http:URL, model:REF" in body["detail"]
+    assert ("'bogus:x' is not one of json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE], "
+            "http:URL, model:REF") in body["detail"]
     assert body["hint"].startswith("e.g. --grader ")
     known = httpx.get(url, params={"grader": "http://127.0.0.1:8000/score"}, headers=server.headers)
     assert known.status_code == 200, known.text

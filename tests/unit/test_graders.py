@@ -84,7 +84,8 @@ def test_an_unknown_grader_is_refused_naming_the_graders_with_an_example_that_wo
 
     with pytest.raises(Invalid) as refused:
         parse_grader(spec)
-    assert "json-label-match, http:URL, model:REF, bundle:REF#MODULE" in refused.value.message
+    assert ("json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE], http:URL, model:REF, "
+            "bundle:REF#MODULE") in refused.value.message
     examples = [word for word in refused.value.hint.split() if ":" in word]
     assert spec not in examples and all(parse_grader(example) for example in examples)
 
