@@ -123,3 +123,19 @@ def test_a_rollout_text_keeps_a_nul_as_a_replacement_character():
     assert bounded("a\x00b") == ("a\ufffdb", False)
     text, cut = bounded("x" * 3000)
     assert cut and len(text) == 2000
+
+
+def test_served_and_evaluated_models_load_in_bf16_on_a_gpu(monkeypatch):
+    """fp32 stays the cpu's; on a GPU bf16 (fp16 where it has none); a stated precision is kept."""
+    import torch
+
+    from optimize.chat.generation import device_and_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert device_and_dtype() == ("cpu", "fp32", torch.float32)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert device_and_dtype() == ("cuda", "bf16", torch.bfloat16)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert device_and_dtype() == ("cuda", "fp16", torch.float16)
+    assert device_and_dtype("fp32") == ("cuda", "fp32", torch.float32)

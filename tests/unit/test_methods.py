@@ -105,3 +105,18 @@ def test_prepared_columns():
     pair = SimpleNamespace(prompt_ids=[1], chosen_ids=[2], rejected_ids=[3])
     assert dpo.columns == ("prompt_ids", "chosen_ids", "rejected_ids") and dpo.columns_of(pair) == ([1], [2], [3])
     assert sft.reference_check and not dpo.reference_check  # a pair batch has no labels to compare on
+
+
+def test_the_liger_kernels_of_a_supervised_run_reach_trl_on_a_gpu(tmp_path):
+    """`config.liger` (stated, or a default kernel of the resolution) becomes TRL's use_liger_kernel with the
+    kernels named; nothing on the cpu or when every kernel is off."""
+    from optimize.training.methods.sft import liger_arguments
+
+    resolved = config().model_dump(by_alias=True, mode="json")
+    resolved["liger"] = {"rms_norm": True, "geglu": True, "fused_linear_cross_entropy": False}
+    common = {"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True}
+    args = method_for("sft").arguments(resolved, common, cuda=True)
+    assert args.use_liger_kernel is True
+    assert args.liger_kernel_config == {"fused_linear_cross_entropy": False, "geglu": True, "rms_norm": True}
+    assert method_for("sft").arguments(resolved, common, cuda=False).use_liger_kernel is False
+    assert liger_arguments({"rms_norm": False}, cuda=True) == {} and liger_arguments({}, cuda=True) == {}

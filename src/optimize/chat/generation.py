@@ -10,6 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def device_and_dtype(precision: str | None = None) -> tuple[str, str, object]:
+    """Where this process computes and how a model loads: (device, precision, torch dtype). `precision` when given;
+    otherwise bf16 on a GPU (fp16 where the GPU has no bf16) and fp32 on the cpu — a served or evaluated model is
+    not trained, and fp32 on a GPU only halves its speed and doubles its memory."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if precision is None:
+        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if cuda else "fp32"
+    return ("cuda" if cuda else "cpu"), precision, getattr(torch, DTYPES[precision])
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -34,13 +48,13 @@ def stop_and_pad_ids(model, tokenizer) -> tuple[list[int], int]:
 
 
 class TransformersGenerator:
-    def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "fp32") -> None:
+    def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None,
+                 precision: str | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.device, self.precision, dtype = device_and_dtype(precision)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device)
         if adapter_dir is not None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from optimize.evaluation.generation import stop_and_pad_ids
+from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
 
 
 class _TokenQueue:
@@ -36,13 +36,12 @@ class _TokenQueue:
 
 
 class ServingModel:
-    def __init__(self, model_dir: str | Path, precision: str = "fp32") -> None:
+    def __init__(self, model_dir: str | Path, precision: str | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        self.device, self.precision, dtype = device_and_dtype(precision)  # bf16 on a GPU, fp32 on the cpu
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
         self.peft = None  # the PeftModel around the base, once an adapter is loaded

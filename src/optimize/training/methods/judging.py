@@ -31,8 +31,6 @@ class JudgeModel:
     def _load(self):
         if self._loaded is not None:
             return self._loaded
-        import torch
-
         from optimize.chat.families import template_kwargs
         from optimize.chat.generation import TransformersGenerator
         from optimize.chat.render import ChatRenderer
@@ -44,8 +42,7 @@ class JudgeModel:
         renderer = ChatRenderer.from_pretrained(spec["path"], template_kwargs(spec["family"]),
                                                 corrected_family=corrected)
         # on the device this process trains on: half precision on a GPU, fp32 on the cpu
-        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if torch.cuda.is_available() else "fp32"
-        self._loaded = renderer, TransformersGenerator(spec["path"], self.adapter, precision)
+        self._loaded = renderer, TransformersGenerator(spec["path"], self.adapter)
         return self._loaded
 
     def __call__(self, conversations: list[list[dict[str, str]]]) -> list[str]:

@@ -4,6 +4,11 @@ token trains), trained with TRL's SFTTrainer.
 TRL's own rendering is skipped (`skip_prepare_dataset`), so what trains is exactly what the analysis measured.
 The supervised run is what the reference start check is made for: its first batch is compared with plain
 Transformers before the first update.
+
+Liger kernels (`config.liger`, stated or a default kernel of the resolution) reach TRL through its supported path
+on a GPU: `use_liger_kernel` with the kernels named in `liger_kernel_config` (Liger applies each to the model's
+family where it has one, and leaves a kernel not named at its own default). A dpo or grpo run does not take them
+this way: there TRL reads `use_liger_kernel` as its fused loss (`preference.fusedLoss` for dpo).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ class Sft(Method):
     def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
         from trl import SFTConfig
 
-        return SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True})
+        return SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True},
+                         **liger_arguments(config.get("liger") or {}, cuda))
 
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
                 workdir=None):
@@ -47,6 +53,14 @@ class Sft(Method):
 
         return SFTTrainer(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
                           train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks)
+
+
+def liger_arguments(liger: dict[str, bool], cuda: bool) -> dict[str, Any]:
+    """TRL's Liger settings for a run's `config.liger`: on a GPU, when any kernel is on, every kernel named with its
+    setting; none on the cpu (admission refuses `config.liger` there) or when all are off."""
+    if not cuda or not any(liger.values()):
+        return {}
+    return {"use_liger_kernel": True, "liger_kernel_config": {name: bool(on) for name, on in sorted(liger.items())}}
 
 
 SFT = Sft()
