@@ -150,7 +150,10 @@ def test_cancel_and_a_lost_worker_free_the_device(labelled, sqlite_server, capsy
     import psutil
 
     cli, client = Cli(capsys, sqlite_server.url), labelled["client"]
-    body = {"model": labelled["model"], "dataset": "tickets", "maxNewTokens": 4000}
+    # sampled hot, 8 answers a row: answers that run on to their budget, so the evaluation is still running when it is
+    # cancelled (greedy, the trained adapter answers and stops at once, and could be done before the cancel)
+    body = {"model": labelled["model"], "dataset": "tickets", "maxNewTokens": 4000, "generations": 8,
+            "temperature": 2.0}
     first = client.post("/v1/training/evaluations", json=body).json()
     assert _running(client, first["evaluationId"])["phase"] == "RUNNING"
     refused = cli("training", "projects", "archive", labelled["name"])  # work in progress is named
