@@ -111,6 +111,9 @@ def test_show_resolved_names_each_source(dcli, tmp_path):
     text = dcli.ok("training", "runs", "start", "-f", plan_file(tmp_path, project), "--dry-run", "--show-resolved").out
     assert "config.hyperparams.optimizer.learningRate = 0.001 (stated)" in text
     assert "config.hyperparams.lora.rank = 8 (default)" in text
+    assert "config.model.gradientCheckpointing = False (default)" in text  # the cpu: no recomputation
+    memory = next(line for line in text.splitlines() if line.startswith("Memory"))
+    assert "GiB per device (weights " in memory and "gradient checkpointing off" in memory, memory
     bad = dcli("training", "runs", "start", "-f", plan_file(tmp_path, project), "--show-resolved")
     assert bad.code == 2 and "--show-resolved needs --dry-run" in bad.err
     assert json.loads(dcli.ok("training", "runs", "start", "-f", plan_file(tmp_path, project), "--dry-run", "-o",

@@ -95,6 +95,12 @@ def test_ctrl_c_stops_following_and_the_run_goes_on(watched):
     prediction = run["prediction"]
     assert prediction["steps"] == 8 and prediction["seconds"] > 0 and prediction["actualSeconds"] > 0
     assert prediction["analysisId"] == run["lengthCheck"]["datasets"][0]["analysisId"]
+    # and the peak memory predicted at admission (measured only on a GPU: the cpu has no device counter)
+    memory = run["memory"]
+    assert memory["predicted"]["peakGiB"] > 0 and memory["predicted"]["gradientCheckpointing"] is False
+    assert memory["measuredGiB"] is None and memory["ratio"] is None and memory["checkpointingReason"] is None
+    line = next(line for line in text.splitlines() if line.startswith("  Memory"))
+    assert f"predicted peak {memory['predicted']['peakGiB']:g} GiB per device" in line, line
 
 
 def test_a_followed_run_under_json_is_one_document_the_run_as_get_answers_it(completed_run, sqlite_server):

@@ -17,18 +17,30 @@ from optimize.training.admission.resolve import admit
 from optimize.training.engines.checks import default_bounds, reference_check
 
 E4B, E2B, G12B = "google/gemma-4-E4B-it", "google/gemma-4-E2B-it", "google/gemma-4-12B-it"
+LLAMA = "meta-llama/llama-3.2-1b-instruct"
 
 
-@pytest.mark.parametrize("repository, profile, devices, expected", [
-    (E4B, "h200", 2, {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
-    (E2B, "h200", 4, {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
-    (G12B, "h200", 2, {"model.attentionImplementation": "flex_attention"}),
-    (E4B, "h200", 1, {}),  # measured on more than one H200 only
-    (E4B, "a100", 2, {}),
-    ("meta-llama/Llama-3.2-1B-Instruct", "h200", 2, {}),
+LIGER = {"liger.rms_norm": True, "liger.swiglu": True, "liger.rope": True, "liger.fused_linear_cross_entropy": True}
+
+
+@pytest.mark.parametrize("model, method, profile, devices, liger, expected", [
+    (E4B, "sft", "h200", 2, False,
+     {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
+    (E2B, "sft", "h200", 4, False,
+     {"model.attentionImplementation": "flex_attention", "liger.rms_norm": True, "liger.geglu": True}),
+    (G12B, "sft", "h200", 2, False, {"model.attentionImplementation": "flex_attention"}),
+    (E4B, "sft", "h200", 1, True, {}),  # Gemma 4's kernels were measured on more than one H200 only
+    (E4B, "sft", "a100", 2, True, {}),
+    (LLAMA, "sft", "h200", 2, False, {}),  # liger-kernel not installed: nothing of Liger's
+    (LLAMA, "sft", "h200", 1, True, LIGER),  # a family Liger patches, on a GPU, where it is installed
+    (LLAMA, "sft", "a100", 1, True, LIGER),
+    ("qwen/qwen2.5-0.5b-instruct", "sft", "h200", 1, True, LIGER),
+    (LLAMA, "dpo", "h200", 1, True, {}),  # TRL reads use_liger_kernel as a dpo run's fused loss
+    (LLAMA, "sft", "cpu", 1, True, {}),
 ])
-def test_default_kernels_by_model_type(repository, profile, devices, expected):
-    assert default_kernels(repository, profile, devices) == expected
+def test_default_kernels_by_model_type(model, method, profile, devices, liger, expected):
+    entry = load_catalog().find(model)
+    assert default_kernels(entry, method, profile, devices, on_gpu=profile != "cpu", liger=liger) == expected
 
 
 def test_default_bounds_grow_with_length_and_keep_stated_ones():
@@ -245,3 +257,61 @@ def test_a_kl_penalty_on_an_inherited_adapter_over_several_gpus_is_refused(sessi
     refuse_kl_on_inherited_policy(admitted(session, grpo_document(2, klBeta=0)), branch)
     refuse_kl_on_inherited_policy(admitted(session, grpo_document(1)), branch)
     refuse_kl_on_inherited_policy(admitted(session, grpo_document(2)), None)
+
+
+def llama_plan(**config) -> dict:
+    return {"kind": "run", "project": "proj", "baseModel": "meta-llama/llama-3.2-1b-instruct",
+            "config": {"dataset": "chat", "maxSeqLength": 1024,
+                       "hyperparams": {"training": {"batchSize": 16}}, **config},
+            "execution": {"deviceProfile": "h200", "gpus": 1}}
+
+
+def admitted_on(session, document, memory_gib):
+    from optimize.jobs.devices import DeviceProfile
+
+    entry = load_catalog().find(document["baseModel"])
+    selection = BaseModelSelection(entry_id=entry.id, repository=entry.repository, commit="c" * 40,
+                                   content_digest="d" * 64, source="import", path="/nowhere", selected_at=utcnow())
+    profiles = [DeviceProfile(name="h200", kind="gpu", devices=1, memoryGiB=memory_gib)]
+    return admit(session, parse_plan(document), document, entry, selection, profiles)
+
+
+@pytest.mark.parametrize("memory_gib, checkpointing", [(140, False), (40, True)])
+def test_gradient_checkpointing_is_resolved_from_the_memory_estimate_on_a_gpu(session, memory_gib, checkpointing,
+                                                                               monkeypatch):
+    monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: False)
+    result = admitted_on(session, llama_plan(), memory_gib)
+    assert result.resolved["config"]["model"]["gradientCheckpointing"] is checkpointing
+    assert result.sources["config.model.gradientCheckpointing"] == "memoryEstimate"
+    memory = result.memory
+    assert memory["predicted"]["gradientCheckpointing"] is checkpointing
+    assert memory["predicted"]["peakGiB"] == pytest.approx(7.0 if checkpointing else 38.1, abs=0.1)
+    assert "38.1 GiB" in memory["checkpointingReason"] and memory["deviceMemoryGiB"] == memory_gib
+
+
+def test_liger_defaults_join_the_estimate_and_a_stated_choice_is_kept(session, monkeypatch):
+    monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: True)
+    result = admitted_on(session, llama_plan(), 140)
+    assert result.resolved["config"]["liger"] == {"rms_norm": True, "swiglu": True, "rope": True,
+                                                  "fused_linear_cross_entropy": True}
+    assert result.sources["config.liger.fused_linear_cross_entropy"] == "defaultKernels"
+    # without logits, with the fused norm and swiglu (rank 8 by default: a smaller adapter than the issue's 16)
+    assert result.memory["predicted"]["peakGiB"] == pytest.approx(32.2, abs=0.1)
+    stated = admitted_on(session, llama_plan(model={"gradientCheckpointing": True}, liger={"rope": False}), 140)
+    assert stated.resolved["config"]["model"]["gradientCheckpointing"] is True
+    assert stated.sources["config.model.gradientCheckpointing"] == "stated"
+    assert stated.memory["checkpointingReason"] is None and stated.memory["predicted"]["gradientCheckpointing"]
+    assert stated.resolved["config"]["liger"]["rope"] is False and stated.sources["config.liger.rope"] == "stated"
+    assert stated.config_hash != result.config_hash
+
+
+def test_fixed_choices_a_method_makes_are_not_the_estimate_s(session):
+    from optimize.training.methods import method_for
+
+    cpu = admitted(session, plan_document(deviceProfile="cpu"))
+    assert cpu.sources["config.model.gradientCheckpointing"] == "default"
+    assert cpu.memory["checkpointingReason"] is None
+    assert method_for("grpo").gradient_checkpointing(False) is False  # rollouts generate with the cache
+    assert method_for("dpo").gradient_checkpointing(True) is True
+    assert method_for("sft").gradient_checkpointing(False) is None and method_for("dpo").gradient_checkpointing(False) \
+        is None  # on a GPU: the estimate decides

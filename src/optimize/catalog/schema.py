@@ -24,6 +24,16 @@ class Measurement(_Strict):
     hardware: str = Field(description="What hardware it ran on")
 
 
+class EnvelopeConditions(_Strict):
+    """What a measured peak depends on beyond the envelope's own fields: the memory estimate is calibrated on it."""
+
+    batch_size: int = Field(alias="batchSize", gt=0, description="Rows per device in one micro-batch")
+    gradient_checkpointing: bool = Field(alias="gradientCheckpointing", description="Whether activations were "
+                                                                                   "recomputed")
+    lora_rank: int = Field(alias="loraRank", gt=0, description="LoRA rank, on all linear layers")
+    liger: dict[str, bool] = Field(default_factory=dict, description="Liger kernels that were on")
+
+
 class Envelope(_Strict):
     method: Literal["sft", "dpo", "grpo", "gspo"] = Field(description="Training method")
     engine: Literal["trl", "verl"] = Field(description="Training engine")
@@ -37,6 +47,9 @@ class Envelope(_Strict):
     tokens_per_second: float | None = Field(default=None, alias="tokensPerSecond",
                                             description="Training throughput measured, tokens per second per device")
     measurement: Measurement = Field(description="Who measured the envelope, when and on what")
+    conditions: EnvelopeConditions | None = Field(
+        default=None, description="The batch, checkpointing, rank and kernels its peak was measured with, where "
+                                  "recorded (the memory estimate is calibrated on them)")
 
 
 class StandInSpec(_Strict):

@@ -8,7 +8,8 @@ from typing import Any
 from optimize.cli.render import DASH
 from optimize.core.paths import lookup
 
-SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels"}
+SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels",
+           "memoryEstimate": "memory estimate"}
 
 
 def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
@@ -23,6 +24,8 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"Envelope     inside a measured envelope ({envelope['mode']} catalog)")
     for warning in d["warnings"]:
         con.print(f"[yellow]Warning[/]      {warning}")
+    if d.get("memory"):
+        con.print(f"Memory       {memory_line(d['memory'])}", markup=False)
     rl = (d["resolved"].get("config") or {}).get("rlHyperparams")
     if rl:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
         con.print(f"Rollouts     klBeta {rl['klBeta']:g}, temperature {rl['temperature']:g}, {rl['generations']} "
@@ -57,6 +60,28 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print("[bold]Resolved settings[/]")
         for path, source in sorted(d["resolved"]["sources"].items()):
             con.print(f"  {path} = {lookup(d['resolved'], path)!r} ({SOURCES[source]})")
+
+
+def memory_line(m: dict[str, Any]) -> str:
+    """The predicted peak per device (and, once a run has ended on a GPU, the measured one against it)."""
+    p = m.get("predicted")
+    if not p:
+        return m["basis"]
+    device = f" of {m['deviceMemoryGiB']:g} GiB" if m.get("deviceMemoryGiB") else ""
+    text = (f"predicted peak {p['peakGiB']:g} GiB per device{device} (weights {p['weightsGiB']:g}, adapter state "
+            f"{p['adapterStateGiB']:g}, activations {p['activationsGiB']:g} for {p['tokensPerPass']:,} tokens a pass, "
+            f"gradient checkpointing {'on' if p['gradientCheckpointing'] else 'off'}; {m['basis']})")
+    if m.get("checkpointingReason"):
+        text += f"; checkpointing {'on' if p['gradientCheckpointing'] else 'off'}: {m['checkpointingReason']}"
+    if m.get("measuredGiB") is not None:
+        text += f"; measured {m['measuredGiB']:g} GiB allocated"
+        if m.get("reservedGiB") is not None:
+            text += f", {m['reservedGiB']:g} reserved"
+        if m.get("ratio") is not None:
+            text += f" ({m['ratio']:.2f}x the prediction)"
+        if m.get("startCheckGiB") is not None:
+            text += f"; start checks peaked at {m['startCheckGiB']:g} GiB"
+    return text
 
 
 def _rollout_estimates(con, e: dict[str, Any] | None) -> None:

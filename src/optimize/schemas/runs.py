@@ -165,6 +165,37 @@ class RunPrediction(Answer):
                                                       "before training")
 
 
+class MemoryParts(Answer):
+    """The predicted peak device memory and what it is made of (GiB per device)."""
+
+    peak_gi_b: Number = Field(alias="peakGiB", description="The predicted peak, GiB per device")
+    weights_gi_b: Number = Field(alias="weightsGiB", description="The base model's weights at the run's precision")
+    adapter_state_gi_b: Number = Field(alias="adapterStateGiB", description="The adapter's fp32 weights, gradients and "
+                                                                           "Adam moments")
+    activations_gi_b: Number = Field(alias="activationsGiB", description="What one micro-batch keeps for its "
+                                                                         "backward pass, logits included")
+    tokens_per_pass: int = Field(description="Tokens one micro-batch forwards (sequences x maxSeqLength)")
+    gradient_checkpointing: bool = Field(description="Whether the estimate recomputes activations")
+
+
+class RunMemory(Answer):
+    """Peak device memory: predicted at admission (`training.admission.memory`) against measured by the worker."""
+
+    predicted: MemoryParts | None = Field(description="The estimate; null where the catalog gives no shape")
+    basis: str = Field(description="What the estimate rests on, or why there is none")
+    device_memory_gi_b: Number | None = Field(default=None, alias="deviceMemoryGiB",
+                                              description="Memory per device of the run's profile, where known")
+    checkpointing_reason: str | None = Field(description="Why gradient checkpointing was resolved as it was, where "
+                                                         "the estimate chose it")
+    measured_gi_b: Number | None = Field(alias="measuredGiB", description="The training peak measured (allocated, "
+                                                                         "after the start checks); null on the cpu or "
+                                                                         "before the run ends")
+    reserved_gi_b: Number | None = Field(alias="reservedGiB", description="The allocator's reserved peak in training")
+    start_check_gi_b: Number | None = Field(alias="startCheckGiB", description="The peak during the start checks "
+                                                                             "(a second copy of the model)")
+    ratio: Number | None = Field(description="measured / predicted; null until both are known")
+
+
 class Run(Answer):
     """A training run as users see it."""
 
@@ -193,6 +224,8 @@ class Run(Answer):
     prediction: RunPrediction | None = Field(default=None, description="The pre-flight estimate recorded before "
                                                                        "its devices were claimed, with the training "
                                                                        "time measured; null until it is recorded")
+    memory: RunMemory | None = Field(default=None, description="Peak device memory predicted against measured; "
+                                                               "null for runs admitted before it was predicted")
     failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
     warnings: list[str] = Field(description="What admission noted, e.g. an unmeasured envelope")
     description: str | None = Field(description="The plan's description")
@@ -320,6 +353,8 @@ class DryRun(Answer):
     warnings: list[str] = Field(description="What admission notes")
     length_check: dict[str, Any] = Field(description="The length and template check the run would record")
     diagnostics: list[dict[str, Any]] = Field(description="Each dataset's diagnostics (coverage, lengths, rows)")
+    memory: RunMemory | None = Field(default=None, description="The peak device memory predicted per device, and why "
+                                                               "gradient checkpointing is what it is")
     reward_check: list[dict[str, Any]] | None = Field(
         default=None, description="A reinforcement run's reward terms scored on the first rows' own answers: per "
                                   "term, rows scored and unscored, mean, spread and the first errors by line")

@@ -227,7 +227,7 @@ class Run(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     plan: Mapped[dict] = mapped_column(JSON)  # the document as submitted
     resolved: Mapped[dict] = mapped_column(JSON)  # config + execution with every default filled in
-    sources: Mapped[dict] = mapped_column(JSON)  # path -> file | default | defaultKernels
+    sources: Mapped[dict] = mapped_column(JSON)  # path -> stated | default | defaultKernels | memoryEstimate
     config_hash: Mapped[str] = mapped_column(String(64))
     base_entry_id: Mapped[str] = mapped_column(String(200))
     base_commit: Mapped[str] = mapped_column(String(64))
@@ -257,6 +257,8 @@ class Run(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # the pre-flight estimate (steps, tokens, training seconds and its basis), recorded before devices are claimed
     prediction: Mapped[dict | None] = mapped_column(JSON)
+    # the predicted peak device memory and why gradient checkpointing is what it is (training.admission.memory)
+    memory: Mapped[dict | None] = mapped_column(JSON)
 
 
 class RunAttempt(Base):

@@ -171,6 +171,8 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             "tokensPerSecondPerDevice": round(outcome.tokens / outcome.train_seconds / devices, 1)
             if outcome.train_seconds else None,
             "peakDeviceMemoryGiB": outcome.peak_device_gib,
+            "peakDeviceReservedGiB": outcome.peak_reserved_gib,
+            "startCheckPeakGiB": outcome.start_check_peak_gib,
             "hostMemoryGiB": outcome.host_gib,
         },
     }

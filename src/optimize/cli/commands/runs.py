@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from optimize.cli.common import client_for, command, fail
-from optimize.cli.dry_run import render_dry_run
+from optimize.cli.dry_run import SOURCES, memory_line, render_dry_run
 from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
@@ -380,6 +380,8 @@ def _render_run(con, r) -> None:
         con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device")
     peak = cost.get("peakDeviceMemoryGiB")
     con.print(f"  Training peak {f'{peak:.2f} GiB per device' if peak is not None else DASH + ' (no GPU)'}")
+    if r.get("memory"):
+        con.print(f"  Memory       {memory_line(r['memory'])}", markup=False)
     if cost.get("hostMemoryGiB") is not None:
         con.print(f"  Host memory  {cost['hostMemoryGiB']:.2f} GiB")
     if r.get("settings"):
@@ -392,8 +394,7 @@ def _render_run(con, r) -> None:
                       "sampling")
         con.print("[bold]Settings[/]")
         for path, item in r["settings"].items():
-            mark = (" (stated)" if item["source"] == "stated"
-                    else " (default kernels)" if item["source"] == "defaultKernels" else "")
+            mark = "" if item["source"] == "default" else f" ({SOURCES.get(item['source'], item['source'])})"
             con.print(f"  {path} = {item['value']!r}{mark}")
 
 

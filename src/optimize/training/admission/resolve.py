@@ -31,6 +31,7 @@ from optimize.schemas.plans import RunPlan
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
 from optimize.training.admission.kernels import default_kernels
+from optimize.training.admission.memory import calibration_for, estimate, resolve_checkpointing, shape_of
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
 
 
@@ -54,6 +55,7 @@ class Admitted:
     config_hash: str
     device_count: int
     warnings: list[str]
+    memory: dict[str, Any]  # the predicted peak per device (`admission.memory`), and why checkpointing is what it is
 
 
 def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entry,
@@ -104,28 +106,52 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     model = resolved["config"]["model"]
     if model["precision"] is None:
         model["precision"] = "fp32" if on_cpu else "bf16"
-    if model["gradientCheckpointing"] is None:
-        model["gradientCheckpointing"] = method.gradient_checkpointing(on_cpu)
     method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
     resolve_reward_bundles(session, resolved["config"])
     resolve_reward_judges(session, resolved["config"])
-    kernels = {path: value for path, value in default_kernels(entry.repository, plan.execution.device_profile,
-                                                              devices).items()
+    kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
+                                                              devices, on_gpu=not on_cpu).items()
                if lookup(document, f"config.{path}") is None}
     for path, value in kernels.items():
         _set(resolved["config"], path, value)
     if model["attentionImplementation"] is None:
         model["attentionImplementation"] = "sdpa"
+    memory = memory_plan(entry, resolved["config"], method.gradient_checkpointing(on_cpu),
+                         profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
     stated = set(_leaves(document.get("config") or {}, "config.")) | set(_leaves(document.get("execution") or {},
                                                                                    "execution."))
     sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
                       else "default") for path in _leaves(resolved, "")}
+    if memory.get("checkpointingReason") and "config.model.gradientCheckpointing" not in stated:
+        sources["config.model.gradientCheckpointing"] = "memoryEstimate"
     warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
                                on_cpu, config.max_seq_length, strict_envelopes) + method_warnings
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
-                    warnings)
+                    warnings, memory)
+
+
+def memory_plan(entry: Entry, config: dict[str, Any], fixed: bool | None, device_gib: float | None,
+                on_cpu: bool) -> dict[str, Any]:
+    """Resolve `model.gradientCheckpointing` where the plan leaves it out (the method's fixed choice, or on a GPU
+    the memory estimate's: on only where the run would not fit without it), and predict the run's peak."""
+    model = config["model"]
+    reason = None
+    shape = shape_of(entry)
+    calibration = calibration_for(entry, shape, config) if shape is not None else None
+    if model["gradientCheckpointing"] is None:
+        if fixed is not None or on_cpu:
+            model["gradientCheckpointing"] = bool(fixed)
+        else:
+            model["gradientCheckpointing"], reason = resolve_checkpointing(shape, config, device_gib, calibration)
+    if shape is None:
+        return {"predicted": None, "checkpointingReason": reason,
+                "basis": f"the catalog gives no shape (hiddenSize, layers, heads, kvHeads, vocab, parameters) for "
+                         f"{entry.id}, so its peak is not estimated"}
+    predicted = estimate(shape, config, bool(model["gradientCheckpointing"]), calibration)
+    return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
+            "basis": calibration.basis if calibration else "fitted to peaks measured on one H200 (issue 20)"}
 
 
 def _admit_smoke(config) -> None:

@@ -55,7 +55,9 @@ class Outcome:
     validation_loss: float | None = None
     modules: list[str] = field(default_factory=list)
     weights_digest: str | None = None
-    peak_device_gib: float | None = None
+    peak_device_gib: float | None = None  # allocated, in training (after the start checks)
+    peak_reserved_gib: float | None = None  # the caching allocator's reserved peak, in training
+    start_check_peak_gib: float | None = None  # allocated, during the start checks (a second copy of the model)
     host_gib: float = 0.0
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
     last: dict[str, float] = field(default_factory=dict)  # the newest value of each training metric
@@ -187,9 +189,12 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         resume_from = start.directory  # a trainingState branch restores as a resume does
     if resume_from is not None or start is not None:  # the base model was checked when the lineage started
         hooks.started(own_steps, None, _restored_step(resume_from) - offset if resume_from else 0)
+        _training_peak_from_here(cuda)
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         return _finished(outcome, clock, cuda)
     checks = _start_checks(trainer, load, dtype, config, cuda) if method.reference_check else summary([])
+    checked_peak = _training_peak_from_here(cuda)
+    outcome.start_check_peak_gib = checked_peak if method.reference_check else None
     hooks.started(own_steps, checks, 0)
     trainer.train()
     return _finished(outcome, clock, cuda)
@@ -213,6 +218,20 @@ def _start_checks(trainer, load, dtype, config: dict[str, Any], cuda: bool) -> d
     if check["status"] == "failed":
         raise StartCheckFailed(checks, failure_reason(check))
     return checks
+
+
+def _training_peak_from_here(cuda: bool) -> float | None:
+    """Start measuring the training peak: return the peak so far (the start checks', whose reference copy of the
+    model and fp32 logits would otherwise pass for the training peak), hand the pool they left back to the device,
+    and reset the peak counters."""
+    if not cuda:
+        return None
+    import torch
+
+    before = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return before
 
 
 def _own_schedule(optimizer, scheduler, learning_rate: float, warmup: int, offset: int, own_steps: int) -> None:
@@ -245,5 +264,6 @@ def _finished(outcome: Outcome, clock: dict[str, float], cuda: bool) -> Outcome:
     outcome.train_seconds = time.monotonic() - clock["start"]
     if cuda:
         outcome.peak_device_gib = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        outcome.peak_reserved_gib = round(torch.cuda.max_memory_reserved() / 2**30, 3)
     outcome.host_gib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)
     return outcome

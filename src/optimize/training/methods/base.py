@@ -52,9 +52,10 @@ class Method:
         """Check what the resolved config names beyond datasets (a reward's scoring bundles import), before a device
         is claimed."""
 
-    def gradient_checkpointing(self, on_cpu: bool) -> bool:
-        """model.gradientCheckpointing when the plan leaves it out: on where device memory is what limits."""
-        return not on_cpu
+    def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
+        """model.gradientCheckpointing when the plan leaves it out: a fixed choice, or None where the memory
+        estimate decides (on a GPU: on only where the run would not fit without it; `admission.memory`)."""
+        return False if on_cpu else None
 
     def resolve(self, resolved: dict[str, Any], config: RunConfig, on_cpu: bool) -> list[str]:
         """Fill in this method's defaults in the resolved config; returns warnings for the run's settings."""

@@ -35,8 +35,9 @@ class Dpo(Method):
             raise Refused(f"data.truncation: {config.data.truncation} applies to chat rows; a dpo run keeps or leaves "
                           "out whole pairs", hint="set data.truncation to error or drop")
 
-    def gradient_checkpointing(self, on_cpu: bool) -> bool:
-        return True  # a pass holds chosen and rejected answers: activations are recomputed unless told not to
+    def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
+        # a pass holds chosen and rejected answers: on a GPU the estimate counts both; on the cpu they are recomputed
+        return True if on_cpu else None
 
     def resolve(self, resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
         """Which loss the run computes: Liger's fused loss where a pass holds more than one pair (by default at a

@@ -70,7 +70,7 @@ class Reinforcement(Method):
                                   label=f"config.reward.terms[{index}] {term['bundle']}") as runner:
                     runner.check()
 
-    def gradient_checkpointing(self, on_cpu: bool) -> bool:
+    def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
         return False  # rollouts generate with the cache; recomputing activations only slows them
 
     def resolve(self, resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:

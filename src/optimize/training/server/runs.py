@@ -85,7 +85,7 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
             "length_check": record_check(sections, state),
             "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
-            "created_at": now, "prediction": preflight,
+            "created_at": now, "prediction": preflight, "memory": admitted.memory,
         }, ["submission_id"]) == 1
         run = session.scalar(select(Run).where(Run.submission_id == submission_id))
         if not inserted:  # another request with the same id won the race
@@ -140,6 +140,7 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         "warnings": warnings,
         "source": (branch or {}).get("source"),
         "lengthCheck": record_check(sections, state),
+        "memory": {**admitted.memory, "measuredGiB": None, "reservedGiB": None, "startCheckGiB": None, "ratio": None},
         "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
         **reinforcement,
     }

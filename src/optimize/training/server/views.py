@@ -70,6 +70,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "cost": cost,
         "timing": {"phaseMillis": millis, "createdAt": iso(run.created_at), "finishedAt": iso(run.finished_at)},
         "prediction": prediction_json(run, millis.get("TRAINING")),
+        "memory": memory_json(run),
         "failureReason": run.failure_reason,
         "warnings": run.warnings or [],
         "description": run.description,
@@ -85,6 +86,19 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}
                             for path, source in sorted(run.sources.items())}
     return body
+
+
+def memory_json(run: Run) -> dict[str, Any] | None:
+    """The peak predicted at admission against the one the worker measured (training only: the start checks' peak,
+    which holds a second copy of the model, is shown apart)."""
+    if run.memory is None:
+        return None
+    cost = run.cost or {}
+    measured = cost.get("peakDeviceMemoryGiB")
+    predicted = (run.memory.get("predicted") or {}).get("peakGiB")
+    return {**run.memory, "measuredGiB": measured, "reservedGiB": cost.get("peakDeviceReservedGiB"),
+            "startCheckGiB": cost.get("startCheckPeakGiB"),
+            "ratio": round(measured / predicted, 3) if measured is not None and predicted else None}
 
 
 def metric_json(metric: RunMetric) -> dict[str, Any]:

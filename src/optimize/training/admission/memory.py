@@ -1,0 +1,170 @@
+"""Peak device memory of a training run, estimated from the model's shape before any device is claimed.
+
+    peak = weights + adapter state + tokens of one micro-batch x (saved activations + logits)
+
+- weights: every base parameter at the run's precision (bf16/fp16 2 bytes, fp32 4);
+- adapter state: each LoRA parameter in fp32 with its gradient and Adam's two moments (16 bytes);
+- saved activations, per token: each decoder layer keeps `LAYER_BYTES` per element of its linear layers' inputs
+  and outputs (6h + 2kv + 3I elements: the attention projections' and the MLP's), at bf16; with gradient
+  checkpointing only each layer's input (h elements) is kept and one layer is recomputed at a time;
+- logits, per token: `LOGIT_BYTES` per vocabulary entry at bf16, none with Liger's fused linear cross-entropy
+  (it never materializes them); Liger's rms_norm and swiglu/geglu each cut what a layer keeps by `LIGER_LAYER_CUT`.
+  fp32 doubles the activations, the logits and the layer inputs.
+
+The coefficients were fitted to the peaks measured on one H200 for a model of Llama-3.2-1B's shape, LoRA rank 16
+on all linear layers, 16 rows x 1024 tokens in one micro-batch, bf16 (issue 20's table: 7.1 GiB with
+checkpointing, 38.2 GiB without, 32.3 GiB without and with Liger's kernels; allocated, not reserved). A catalog
+envelope that records its peak and the conditions it was measured under (`batchSize`, `gradientCheckpointing`,
+`loraRank` and `longestSequence`) recalibrates the per-token part for its model: the estimate is scaled so that
+it gives that envelope's own measurement.
+
+A micro-batch holds `batchSize` sequences of `maxSeqLength` tokens (the longest a batch is padded to); a dpo pass
+holds a chosen and a rejected answer per row; a reinforcement update trains on `batchSize x generations`
+completions of at most `maxSeqLength` tokens. The estimate is what gradient checkpointing is resolved from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+GIB = 2**30
+LAYER_BYTES = 3.70  # bytes kept per linear input/output element of a layer, bf16 (fitted)
+LOGIT_BYTES = 0.761  # bytes kept per vocabulary entry per token at the peak, bf16 (fitted)
+LIGER_LAYER_CUT = 0.065  # the share of a layer's saved activations each of rms_norm and swiglu/geglu saves
+ADAPTER_STATE_BYTES = 16  # fp32 weight, gradient, Adam's first and second moment
+HEADROOM = 0.90  # the share of a device's memory a run may plan to use (the allocator's pool, the CUDA context)
+BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimate reads of a model: its decoder's sizes and parameter count."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    intermediate: int
+    parameters: int
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads * (self.hidden // self.heads)
+
+    def linear_sizes(self) -> dict[str, tuple[int, int]]:
+        """Each linear layer's (in, out) features."""
+        h, kv, inner = self.hidden, self.kv, self.intermediate
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, inner), "up_proj": (h, inner), "down_proj": (inner, h)}
+
+
+def shape_of(entry) -> Shape | None:
+    """The catalog entry's shape, or None where the catalog does not give it. An entry without `intermediateSize`
+    has it derived from the parameter count (tied embeddings, the common case at these sizes)."""
+    a = entry.architecture
+    needed = ("hiddenSize", "layers", "heads", "kvHeads", "vocab")
+    if any(not isinstance(a.get(key), int) for key in needed) or not entry.parameters.total:
+        return None
+    h, layers, heads, kv_heads, vocab = (int(a[key]) for key in needed)
+    kv = kv_heads * (h // heads)
+    inner = a.get("intermediateSize")
+    if not isinstance(inner, int):
+        attention = 2 * h * h + 2 * h * kv + 2 * h  # projections and the two norms
+        inner = round((entry.parameters.total - vocab * h - layers * attention) / (3 * h * layers))
+        if inner <= 0:
+            return None
+    return Shape(h, layers, heads, kv_heads, vocab, inner, entry.parameters.total)
+
+
+def lora_parameters(shape: Shape, rank: int, targets: Any) -> int:
+    """The adapter's parameter count: rank x (in + out) for each targeted linear layer of each layer."""
+    names = LINEAR if targets in ("all-linear", None) else [t for t in targets if t in LINEAR] \
+        if isinstance(targets, list) else [t for t in LINEAR if t in str(targets)]
+    sizes = shape.linear_sizes()
+    return shape.layers * sum(rank * (sizes[n][0] + sizes[n][1]) for n in names)
+
+
+def sequences_per_pass(config: dict[str, Any]) -> int:
+    """The sequences one micro-batch forwards: rows, twice for pairs, rows x generations for rollouts."""
+    if config.get("rlHyperparams"):
+        rl = config["rlHyperparams"]
+        return rl["training"]["batchSize"] * rl["generations"]
+    rows = config["hyperparams"]["training"]["batchSize"]
+    return 2 * rows if config["method"] == "dpo" else rows
+
+
+@dataclass(frozen=True)
+class Calibration:
+    factor: float  # measured / estimated per-token part at the envelope's own conditions
+    basis: str
+
+
+def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
+             calibration: Calibration | None = None) -> dict[str, Any]:
+    """The predicted peak (GiB per device) and its parts, for the resolved config with checkpointing on or off."""
+    hyper = config.get("rlHyperparams") or config["hyperparams"]
+    precision = config["model"]["precision"] or "bf16"
+    width = BYTES.get(precision, 2) / 2  # activations are fitted at bf16
+    liger = config.get("liger") or {}
+    tokens = sequences_per_pass(config) * config["maxSeqLength"]
+    weights = shape.parameters * BYTES.get(precision, 2)
+    adapter = lora_parameters(shape, hyper["lora"]["rank"], hyper["lora"]["targets"]) * ADAPTER_STATE_BYTES
+    layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
+    layer *= 1 - LIGER_LAYER_CUT * (bool(liger.get("rms_norm")) + bool(liger.get("swiglu") or liger.get("geglu")))
+    logits = 0.0 if liger.get("fused_linear_cross_entropy") else LOGIT_BYTES * width * shape.vocab
+    kept = (shape.layers * 2 * width * shape.hidden + layer) if checkpointing else shape.layers * layer
+    per_token = (kept + logits) * (calibration.factor if calibration else 1.0)
+    activations = tokens * per_token
+    peak = weights + adapter + activations
+    return {"peakGiB": round(peak / GIB, 2), "weightsGiB": round(weights / GIB, 2),
+            "adapterStateGiB": round(adapter / GIB, 3), "activationsGiB": round(activations / GIB, 2),
+            "tokensPerPass": tokens, "gradientCheckpointing": checkpointing}
+
+
+def calibration_for(entry, shape: Shape, config: dict[str, Any]) -> Calibration | None:
+    """The scale that makes the estimate give a measured envelope's own peak: the first envelope of the entry for
+    the run's method and precision that records its peak and the conditions it was measured under."""
+    for envelope in entry.envelopes:
+        conditions = envelope.conditions
+        if (envelope.gpu_memory_per_device_gib is None or conditions is None or envelope.method != config["method"]
+                or envelope.precision.lower() != (config["model"]["precision"] or "bf16")):
+            continue
+        measured_config = _envelope_config(config, envelope, conditions)
+        plain = estimate(shape, measured_config, conditions.gradient_checkpointing)
+        static = plain["weightsGiB"] + plain["adapterStateGiB"]
+        if plain["activationsGiB"] <= 0 or envelope.gpu_memory_per_device_gib <= static:
+            continue
+        factor = (envelope.gpu_memory_per_device_gib - static) / plain["activationsGiB"]
+        return Calibration(round(factor, 4), f"calibrated by the envelope measured by {envelope.measurement.by} on "
+                                             f"{envelope.measurement.hardware} ({envelope.measurement.at})")
+    return None
+
+
+def _envelope_config(config: dict[str, Any], envelope, conditions) -> dict[str, Any]:
+    """The run's config at the conditions an envelope was measured under."""
+    hyper_key = "rlHyperparams" if config.get("rlHyperparams") else "hyperparams"
+    hyper = dict(config[hyper_key])
+    hyper["training"] = {**hyper["training"], "batchSize": conditions.batch_size}
+    hyper["lora"] = {**hyper["lora"], "rank": conditions.lora_rank, "targets": "all-linear"}
+    return {**config, hyper_key: hyper, "maxSeqLength": envelope.longest_sequence,
+            "liger": conditions.liger, "model": {**config["model"], "precision": envelope.precision.lower()}}
+
+
+def resolve_checkpointing(shape: Shape | None, config: dict[str, Any], device_gib: float | None,
+                          calibration: Calibration | None) -> tuple[bool, str]:
+    """Gradient checkpointing for a GPU run that leaves it out: on only where the run would not fit without it.
+    Returns the choice and why."""
+    if shape is None:
+        return True, "the catalog gives no shape for this model, so its memory is not estimated; on to be safe"
+    if device_gib is None:
+        return True, "the device profile does not say its memory; on to be safe"
+    without = estimate(shape, config, False, calibration)["peakGiB"]
+    budget = round(device_gib * HEADROOM, 1)
+    if without > budget:
+        return True, (f"without it the run would peak at about {without:g} GiB, past {budget:g} GiB "
+                      f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
+    return False, (f"the run peaks at about {without:g} GiB without it, within {budget:g} GiB "
+                   f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
