@@ -120,6 +120,14 @@ class RunTiming(Answer):
     phase_millis: dict[str, int] = Field(description="Milliseconds spent in each phase (an open phase counts to now)")
     created_at: str = Field(description="When it was submitted (ISO 8601, UTC)")
     finished_at: str | None = Field(description="When it ended (ISO 8601, UTC); null while it has not")
+    preparing: dict[str, Number | None] | None = Field(
+        default=None, description="Seconds of PREPARING's parts in the latest attempt, as its worker measured them: "
+                                  "workerStart (the process's start to its spec), downloads (saves, bundles, judge "
+                                  "adapters), rows (read and rendered), smoke, modelLoad (what was left of the "
+                                  "engine's imports and the model's load once the rows were ready), modelLoadAhead "
+                                  "(their whole "
+                                  "time, on a thread beside the rows), trainer (the adapter and the datasets) and "
+                                  "startCheck; null before the worker reports them")
 
 
 class SnapshotArtifact(Answer):

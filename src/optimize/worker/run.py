@@ -11,6 +11,7 @@ downloaded through the job's lease before the rows are read.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -41,8 +42,9 @@ def run_training(channel: Channel, run_id: str) -> int:
     policy = UploadPolicy(execution["resumableSaveEvery"], execution["resumableSaveMinutes"] * 60)
     uploader = SaveUploader(channel, base, policy, before_commit=reporter.flush).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
+    preparing = {"workerStart": process_age()}  # the worker's start and its spec, before anything else
     try:
-        result = _train(channel, spec, reporter, uploader, workdir)
+        result = _train(channel, spec, reporter, uploader, workdir, preparing)
     except PausedWhilePreparing:
         uploader.close(pausing=True)
         result = {"paused": {"step": None}}
@@ -57,12 +59,28 @@ def run_training(channel: Channel, run_id: str) -> int:
 
 
 def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
-           workdir: Path) -> dict[str, Any]:
+           workdir: Path, preparing: dict[str, float]) -> dict[str, Any]:
     from optimize.training.engines import harness
     from optimize.training.methods import method_for
 
     config = spec["config"]
     method = method_for(config["method"])  # what differs by method: rows, recipe, results
+    smoke = config.get("smoke") if not (spec.get("resume") or spec.get("branch")) else None  # passed already
+    # the engine's imports and the model's load go on beside the downloads and the rows (a smoke check loads its
+    # own copy first, so then only the imports do)
+    preload = harness.Preload(spec["model"]["path"], config, model=not smoke) if _model_cached(spec) else None
+    try:
+        return _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload)
+    finally:
+        if preload is not None:
+            preload.close()
+
+
+def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload):
+    from optimize.training.engines import harness
+
+    config = spec["config"]
+    part = _Parts(preparing)
     resume_from = _download_save(channel, spec["resume"], workdir / "resume") if spec.get("resume") else None
     branch = spec.get("branch")
     start = harness.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
@@ -76,7 +94,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
     train_fit, eval_fit = method.fitter(renderer, config), method.fitter(renderer, config)
-    smoke = config.get("smoke") if not (resume_from or start) else None  # a resumed attempt passed it already
+    part.done("downloads")
     first_rows: list[dict[str, Any]] = []
     train_rows = _prepare(channel, spec["dataset"], method, train_fit, counter, config["dataset"],
                           workdir / "train.parquet", first_rows, smoke["rows"] if smoke else 0)
@@ -92,6 +110,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
                              f"{config['maxSeqLength']} under data.truncation: {config['data']['truncation']}; raise "
                              "maxSeqLength or shorten the rows")
     kept = train_fit.counts.rows
+    part.done("rows")
     data_fit = train_fit.counts.as_json()
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
     if smoke:
@@ -105,12 +124,14 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             reporter.flush()
             return {"failed": f"the smoke check failed: {failed.report['reason']}"}
         reporter.progress(urgent=True, smoke=report)
+        part.done("smoke")
 
     class Hooks:
         def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None:
             # a resumed attempt reads PREPARING until its first update
             reporter.progress(urgent=True, training=checks is not None, checks=checks,
-                              progress={"observedStep": from_step, "totalSteps": total_steps})
+                              progress={"observedStep": from_step, "totalSteps": total_steps,
+                                        "preparing": dict(preparing)})
 
         def step(self, step: int, total_steps: int) -> None:
             reporter.progress(training=True, progress={"observedStep": step, "totalSteps": total_steps,
@@ -137,7 +158,7 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
 
     try:
         outcome = harness.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
-                                kept, eval_rows, workdir, Hooks(), resume_from, start)
+                                kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing)
     except harness.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
@@ -176,6 +197,32 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
             "hostMemoryGiB": outcome.host_gib,
         },
     }
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux: /proc), or None where that cannot be read."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return round(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _model_cached(spec: dict[str, Any]) -> bool:
+    return bool(spec["model"].get("path")) and Path(spec["model"]["path"]).is_dir()
+
+
+class _Parts:
+    """Seconds of PREPARING's parts, each from the end of the one before."""
+
+    def __init__(self, parts: dict[str, float]) -> None:
+        self.parts, self._since = parts, time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.parts[name] = round(now - self._since, 2)
+        self._since = now
 
 
 class _Stops:

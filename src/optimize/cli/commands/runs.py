@@ -243,6 +243,19 @@ def _seconds(value: float | None) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+PREPARING_PARTS = {"workerStart": "worker start", "downloads": "downloads", "rows": "rows", "smoke": "smoke check",
+                   "modelLoad": "model load", "trainer": "trainer", "startCheck": "start check"}
+
+
+def _preparing_line(parts: dict[str, Any]) -> str:
+    """PREPARING's parts as the worker measured them; the model's load went on beside the rows."""
+    line = ", ".join(f"{label} {parts[key]:.1f}s" for key, label in PREPARING_PARTS.items()
+                     if parts.get(key) is not None)
+    if parts.get("modelLoadAhead") is not None:
+        line += f" (the imports and the model's load took {parts['modelLoadAhead']:.1f}s beside the rows)"
+    return line
+
+
 def _prediction_line(prediction: dict[str, Any] | None, ended: bool) -> str:
     """The pre-flight estimate of the training time against the time measured (so far, while it runs)."""
     if not prediction:
@@ -375,6 +388,8 @@ def _render_run(con, r) -> None:
     ended = f", ended {age(r['timing']['finishedAt'])}" if r["timing"].get("finishedAt") else ""
     con.print(f"  Duration     waiting for devices {_seconds(d.get('waitingForDevices'))}, preparing "
               f"{_seconds(d.get('preparing'))}, training {_seconds(d.get('training'))}{ended}")
+    if r["timing"].get("preparing"):
+        con.print(f"  Preparing    {_preparing_line(r['timing']['preparing'])}")
     con.print(f"  Predicted    {_prediction_line(r.get('prediction'), r.get('terminal', False))}")
     if cost.get("tokensPerSecondPerDevice"):
         con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import resource
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,57 @@ class Outcome:
     last: dict[str, float] = field(default_factory=dict)  # the newest value of each training metric
 
 
+class Preload:
+    """The engine's imports (torch, Transformers, PEFT, TRL) and the base model's load, on a thread of their own
+    while the worker downloads what the attempt needs and renders its rows: PREPARING waits only for what is left
+    of them once the rows are ready. With `model` False (an attempt that runs a smoke check first, which loads its
+    own copy) only the imports are done ahead."""
+
+    def __init__(self, model_dir: str, config: dict[str, Any], model: bool = True) -> None:
+        self.model_dir, self.config, self.wanted = model_dir, config, model
+        self._model, self._error, self.seconds = None, None, 0.0
+        self._thread = threading.Thread(target=self._load, name="preload", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            import peft  # noqa: F401 - imported here, ahead, for the time it takes
+            import trl  # noqa: F401
+
+            if self.wanted:
+                self._model = load_model(self.model_dir, self.config)
+        except BaseException as error:  # noqa: BLE001 - raised again where the model is taken
+            self._error = error
+        self.seconds = round(time.monotonic() - started, 2)
+
+    def take(self) -> Any:
+        """The loaded model, once the thread is done (None when only the imports were wanted)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        model, self._model = self._model, None
+        return model
+
+    def close(self) -> None:
+        """Wait for the thread (an attempt that ends before training leaves nothing loading as it exits)."""
+        self._thread.join()
+        self._model = None
+
+
+def load_model(model_dir: str, config: dict[str, Any], dtype=None):
+    """The base model under plain Transformers at the run's precision (or `dtype`) and attention, on the GPU when
+    one is visible."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = dtype or {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
+        config["model"]["precision"]]
+    loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
+                                                  attn_implementation=config["model"]["attentionImplementation"])
+    return loaded.to("cuda") if torch.cuda.is_available() else loaded
+
+
 @dataclass(frozen=True)
 class Start:
     """Where a branch starts: a parent's save (a checkpoint folder) and what it restores from it."""
@@ -74,23 +126,30 @@ class Start:
 
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
           eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
-          start: Start | None = None) -> Outcome:
+          start: Start | None = None, preload: Preload | None = None,
+          preparing: dict[str, float] | None = None) -> Outcome:
     """Train by `config["method"]` on prepared rows memory-mapped from local disk; from the save in `resume_from`
     (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
 
     A trainingState branch goes on from its parent's update counter (so the optimizer, RNG and data position
     restore as a resume does) but reports its own updates from 0, saves on its own count, and trains on a schedule
-    spanning its own updates at its own learning rate."""
+    spanning its own updates at its own learning rate.
+
+    `preparing` receives the seconds of the engine's parts of PREPARING before `hooks.started` is called:
+    modelLoad (what was left of the imports and the load), modelLoadAhead (the preload's whole time), trainer
+    (its construction: the adapter, the datasets) and startCheck."""
+    preparing = {} if preparing is None else preparing
+    clock = {"start": 0.0, "prepare": time.monotonic()}
+    preloaded = preload.take() if preload is not None else None
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, TrainerCallback
 
     method = method_for(config["method"])
     cuda = torch.cuda.is_available()
     precision = config["model"]["precision"]
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    attention = config["model"]["attentionImplementation"]
     hyperparams = hyperparams_of(config)  # rlHyperparams for a reinforcement run
     loop = hyperparams["training"]
     lora = hyperparams["lora"]
@@ -101,8 +160,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
     def load(at_dtype):
-        loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=at_dtype, attn_implementation=attention)
-        return loaded.to("cuda") if cuda else loaded
+        return load_model(model_dir, config, at_dtype)
 
     common = dict(
         output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
@@ -122,7 +180,6 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                              target_modules=lora["targets"], task_type="CAUSAL_LM")
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
-    clock = {"start": 0.0}
 
     class Bridge(TrainerCallback):
         def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
@@ -172,7 +229,11 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6
             hooks.saved(state.global_step - offset, directory, state.epoch, final, epoch_end)
 
-    model = load(dtype)
+    model = preloaded if preloaded is not None else load(dtype)
+    preparing["modelLoad"] = round(time.monotonic() - clock["prepare"], 2)  # what was left of it
+    if preload is not None:
+        preparing["modelLoadAhead"] = preload.seconds  # its whole time, mostly while rows were rendered
+    clock["prepare"] = time.monotonic()
     if start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
         from peft import PeftModel
 
@@ -185,6 +246,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()], config=config,
                              workdir=workdir, **extra)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
+    preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does
     if resume_from is not None or start is not None:  # the base model was checked when the lineage started
@@ -192,7 +254,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         _training_peak_from_here(cuda)
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         return _finished(outcome, clock, cuda)
+    clock["prepare"] = time.monotonic()
     checks = _start_checks(trainer, load, dtype, config, cuda) if method.reference_check else summary([])
+    preparing["startCheck"] = round(time.monotonic() - clock["prepare"], 2)
     checked_peak = _training_peak_from_here(cuda)
     outcome.start_check_peak_gib = checked_peak if method.reference_check else None
     hooks.started(own_steps, checks, 0)
