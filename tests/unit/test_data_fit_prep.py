@@ -113,7 +113,7 @@ def prepare(model, tmp_path, monkeypatch):
     reached: dict = {}
 
     def stop_before_training(model_dir, config, save_every, train_rows, rows, eval_rows, workdir, hooks,
-                             resume_from=None, start=None):
+                             resume_from=None, start=None, preload=None, preparing=None):
         reached.update(train=pq.read_table(train_rows).to_pylist(), kept=rows,
                        validation=pq.read_table(eval_rows).to_pylist() if eval_rows else None)
         raise _ReachedTraining
@@ -142,7 +142,7 @@ def prepare(model, tmp_path, monkeypatch):
         reached.clear()
         workdir = Path(tempfile.mkdtemp(dir=tmp_path))
         with pytest.raises(_ReachedTraining):
-            worker_run._train(_ServerStandInRows(lines), spec, reporter, None, workdir)
+            worker_run._train(_ServerStandInRows(lines), spec, reporter, None, workdir, {})
         [data_fit] = [r["dataFit"] for r in reporter.reports if "dataFit" in r]
         return Prepared(data_fit, reached["kept"], reached["train"], reached["validation"])
 
