@@ -107,14 +107,23 @@ def test_prepared_columns():
     assert sft.reference_check and not dpo.reference_check  # a pair batch has no labels to compare on
 
 
-def test_the_liger_kernels_of_a_supervised_run_reach_trl_on_a_gpu(tmp_path):
+def test_the_liger_kernels_of_a_supervised_run_reach_trl_on_a_gpu(tmp_path, monkeypatch):
     """`config.liger` (stated, or a default kernel of the resolution) becomes TRL's use_liger_kernel with the
-    kernels named; nothing on the cpu or when every kernel is off."""
+    kernels named; nothing on the cpu or when every kernel is off; said, not skipped, where liger-kernel is not
+    installed."""
+    import importlib.util
+
     from optimize.training.methods.sft import liger_arguments
 
     resolved = config().model_dump(by_alias=True, mode="json")
     resolved["liger"] = {"rms_norm": True, "geglu": True, "fused_linear_cross_entropy": False}
     common = {"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True}
+    find_spec = importlib.util.find_spec
+    if find_spec("liger_kernel") is None:  # this machine (no GPU) lacks it
+        with pytest.raises(RuntimeError, match="liger-kernel is not installed on this training machine"):
+            method_for("sft").arguments(resolved, common, cuda=True)
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *rest: object() if name == "liger_kernel" else find_spec(name, *rest))
     args = method_for("sft").arguments(resolved, common, cuda=True)
     assert args.use_liger_kernel is True
     assert args.liger_kernel_config == {"fused_linear_cross_entropy": False, "geglu": True, "rms_norm": True}

@@ -150,6 +150,11 @@ def test_admission_refusals(session):
     document["config"]["liger"] = {"rms_norm": True}
     with pytest.raises(Refused, match="liger kernels need a GPU"):
         admitted(session, document)
+    document = plan_document(deviceProfile="h200", gpus=1)
+    document["config"].update(dataset="pairs", method="dpo", liger={"rms_norm": True})
+    with pytest.raises(Refused, match=r"config.liger turns on Liger's kernels in supervised runs; a dpo run does not "
+                                      r"take them \(its Liger setting: preference.fusedLoss"):
+        admitted(session, document)
     document = plan_document()
     document["config"]["dataset"] = "Bad Ref!"
     with pytest.raises(Invalid, match="config.dataset"):

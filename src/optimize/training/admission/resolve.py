@@ -96,6 +96,10 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     profile = next((p for p in profiles if p.name == plan.execution.device_profile), None)
     on_cpu = plan.execution.device_profile == "cpu" or (profile is not None and profile.kind == "cpu")
     devices = max(1, plan.execution.gpus)
+    if config.liger and config.method != "sft" and any(config.liger.values()):
+        other = "preference.fusedLoss (Liger's fused DPO loss)" if config.method == "dpo" else "none"
+        raise Refused(f"config.liger turns on Liger's kernels in supervised runs; a {config.method} run does not take "
+                      f"them (its Liger setting: {other})", hint="remove config.liger")
     if on_cpu and config.liger:
         raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")

@@ -60,6 +60,12 @@ def liger_arguments(liger: dict[str, bool], cuda: bool) -> dict[str, Any]:
     setting; none on the cpu (admission refuses `config.liger` there) or when all are off."""
     if not cuda or not any(liger.values()):
         return {}
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is None:  # said, never fallen back from silently
+        raise RuntimeError("the run uses Liger's kernels (config.liger), and liger-kernel is not installed on this "
+                           "training machine; install it there (the gpu extra), or set each kernel in config.liger to "
+                           "false")
     return {"use_liger_kernel": True, "liger_kernel_config": {name: bool(on) for name, on in sorted(liger.items())}}
 
 
