@@ -129,3 +129,38 @@ def test_the_liger_kernels_of_a_supervised_run_reach_trl_on_a_gpu(tmp_path, monk
     assert args.liger_kernel_config == {"fused_linear_cross_entropy": False, "geglu": True, "rms_norm": True}
     assert method_for("sft").arguments(resolved, common, cuda=False).use_liger_kernel is False
     assert liger_arguments({"rms_norm": False}, cuda=True) == {} and liger_arguments({}, cuda=True) == {}
+
+
+def test_trl_s_supervised_trainer_takes_the_default_kernels_as_resolved(tmp_path, monkeypatch):
+    """The kernels a GPU run resolves by default are ones TRL's SFTTrainer accepts: its own fused LM head computes
+    the loss, so Liger's fused_linear_cross_entropy is not among them (TRL refuses it)."""
+    import importlib.util
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from optimize.catalog.catalog import load_catalog
+    from optimize.catalog.standins import StandIn, build
+    from optimize.training.admission.kernels import default_kernels
+
+    entry = load_catalog().find("optimize/tiny-llama-3.2")
+    kernels = default_kernels(entry, "sft", "h200", 1, on_gpu=True, liger=True)
+    assert kernels == {"liger.rms_norm": True, "liger.swiglu": True, "liger.rope": True}
+    resolved = config().model_dump(by_alias=True, mode="json")
+    resolved["liger"] = {path.split(".", 1)[1]: value for path, value in kernels.items()}
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: object() if name == "liger_kernel" else find_spec(name, *rest))
+    common = {"output_dir": str(tmp_path / "out"), "report_to": "none", "use_cpu": True, "max_steps": 1}
+    args = method_for("sft").arguments(resolved, common, cuda=True)
+    build(StandIn("llama3.2"), tmp_path / "model")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "model")
+    rows = Dataset.from_list([{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]}])
+    trainer = method_for("sft").trainer(model, args, AutoTokenizer.from_pretrained(tmp_path / "model"), None, rows,
+                                        None, [])
+    assert trainer.args.liger_kernel_config == {"fused_linear_cross_entropy": False, "rms_norm": True, "rope": True,
+                                                "swiglu": True}
+    stated = {**resolved, "liger": {**resolved["liger"], "fused_linear_cross_entropy": True}}
+    with pytest.raises(ValueError, match="not supported"):  # why admission refuses it (test_run_resolution)
+        method_for("sft").trainer(model, method_for("sft").arguments(stated, common, cuda=True),
+                                  AutoTokenizer.from_pretrained(tmp_path / "model"), None, rows, None, [])

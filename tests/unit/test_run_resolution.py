@@ -20,7 +20,7 @@ E4B, E2B, G12B = "google/gemma-4-E4B-it", "google/gemma-4-E2B-it", "google/gemma
 LLAMA = "meta-llama/llama-3.2-1b-instruct"
 
 
-LIGER = {"liger.rms_norm": True, "liger.swiglu": True, "liger.rope": True, "liger.fused_linear_cross_entropy": True}
+LIGER = {"liger.rms_norm": True, "liger.swiglu": True, "liger.rope": True}
 
 
 @pytest.mark.parametrize("model, method, profile, devices, liger, expected", [
@@ -149,6 +149,10 @@ def test_admission_refusals(session):
     document = plan_document()
     document["config"]["liger"] = {"rms_norm": True}
     with pytest.raises(Refused, match="liger kernels need a GPU"):
+        admitted(session, document)
+    document = plan_document(deviceProfile="h200", gpus=1)
+    document["config"]["liger"] = {"fused_linear_cross_entropy": True}
+    with pytest.raises(Refused, match="would replace the fused LM head TRL's supervised trainer computes its loss"):
         admitted(session, document)
     document = plan_document(deviceProfile="h200", gpus=1)
     document["config"].update(dataset="pairs", method="dpo", liger={"rms_norm": True})
@@ -297,10 +301,9 @@ def test_gradient_checkpointing_is_resolved_from_the_memory_estimate_on_a_gpu(se
 def test_liger_defaults_join_the_estimate_and_a_stated_choice_is_kept(session, monkeypatch):
     monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: True)
     result = admitted_on(session, llama_plan(), 140)
-    assert result.resolved["config"]["liger"] == {"rms_norm": True, "swiglu": True, "rope": True,
-                                                  "fused_linear_cross_entropy": True}
-    assert result.sources["config.liger.fused_linear_cross_entropy"] == "defaultKernels"
-    # without logits, with the fused norm and swiglu (rank 8 by default: a smaller adapter than the issue's 16)
+    assert result.resolved["config"]["liger"] == {"rms_norm": True, "swiglu": True, "rope": True}
+    assert result.sources["config.liger.swiglu"] == "defaultKernels"
+    # with the fused norm and swiglu (rank 8 by default: a smaller adapter than the issue's 16)
     assert result.memory["predicted"]["peakGiB"] == pytest.approx(32.2, abs=0.1)
     stated = admitted_on(session, llama_plan(model={"gradientCheckpointing": True}, liger={"rope": False}), 140)
     assert stated.resolved["config"]["model"]["gradientCheckpointing"] is True

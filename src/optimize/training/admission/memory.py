@@ -7,13 +7,15 @@
 - saved activations, per token: each decoder layer keeps `LAYER_BYTES` per element of its linear layers' inputs
   and outputs (6h + 2kv + 3I elements: the attention projections' and the MLP's), at bf16; with gradient
   checkpointing only each layer's input (h elements) is kept and one layer is recomputed at a time;
-- logits, per token: `LOGIT_BYTES` per vocabulary entry at bf16, none with Liger's fused linear cross-entropy
-  (it never materializes them); Liger's rms_norm and swiglu/geglu each cut what a layer keeps by `LIGER_LAYER_CUT`.
-  fp32 doubles the activations, the logits and the layer inputs.
+- logits, per token: `LOGIT_BYTES` per vocabulary entry at bf16 — TRL's supervised trainer computes the loss with
+  its own fused LM head, in chunks, so the full logits are never held (hence less than the 2 bytes a bf16 logit
+  takes); Liger's rms_norm and swiglu/geglu each cut what a layer keeps by `LIGER_LAYER_CUT` (rope's own saving
+  is not told apart). fp32 doubles the activations, the logits and the layer inputs.
 
 The coefficients were fitted to the peaks measured on one H200 for a model of Llama-3.2-1B's shape, LoRA rank 16
 on all linear layers, 16 rows x 1024 tokens in one micro-batch, bf16 (issue 20's table: 7.1 GiB with
-checkpointing, 38.2 GiB without, 32.3 GiB without and with Liger's kernels; allocated, not reserved). A catalog
+checkpointing, 38.2 GiB without, 32.3 GiB without and with Liger's rms_norm, swiglu and rope; allocated, not
+reserved). A catalog
 envelope that records its peak and the conditions it was measured under (`batchSize`, `gradientCheckpointing`,
 `loraRank` and `longestSequence`) recalibrates the per-token part for its model: the estimate is scaled so that
 it gives that envelope's own measurement.
@@ -31,7 +33,7 @@ from typing import Any
 GIB = 2**30
 LAYER_BYTES = 3.70  # bytes kept per linear input/output element of a layer, bf16 (fitted)
 LOGIT_BYTES = 0.761  # bytes kept per vocabulary entry per token at the peak, bf16 (fitted)
-LIGER_LAYER_CUT = 0.065  # the share of a layer's saved activations each of rms_norm and swiglu/geglu saves
+LIGER_LAYER_CUT = 0.086  # the share of a layer's saved activations each of rms_norm and swiglu/geglu saves
 ADAPTER_STATE_BYTES = 16  # fp32 weight, gradient, Adam's first and second moment
 HEADROOM = 0.90  # the share of a device's memory a run may plan to use (the allocator's pool, the CUDA context)
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -114,7 +116,7 @@ def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
     adapter = lora_parameters(shape, hyper["lora"]["rank"], hyper["lora"]["targets"]) * ADAPTER_STATE_BYTES
     layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
     layer *= 1 - LIGER_LAYER_CUT * (bool(liger.get("rms_norm")) + bool(liger.get("swiglu") or liger.get("geglu")))
-    logits = 0.0 if liger.get("fused_linear_cross_entropy") else LOGIT_BYTES * width * shape.vocab
+    logits = LOGIT_BYTES * width * shape.vocab
     kept = (shape.layers * 2 * width * shape.hidden + layer) if checkpointing else shape.layers * layer
     per_token = (kept + logits) * (calibration.factor if calibration else 1.0)
     activations = tokens * per_token

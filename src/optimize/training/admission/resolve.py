@@ -100,6 +100,10 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         other = "preference.fusedLoss (Liger's fused DPO loss)" if config.method == "dpo" else "none"
         raise Refused(f"config.liger turns on Liger's kernels in supervised runs; a {config.method} run does not take "
                       f"them (its Liger setting: {other})", hint="remove config.liger")
+    if config.method == "sft" and config.liger.get("fused_linear_cross_entropy"):
+        raise Refused("config.liger.fused_linear_cross_entropy would replace the fused LM head TRL's supervised "
+                      "trainer computes its loss with (in chunks: the full logits are never held)",
+                      hint="remove config.liger.fused_linear_cross_entropy, or set it to false")
     if on_cpu and config.liger:
         raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
