@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from optimize.schemas.plans import hyperparams_of, total_steps
 from optimize.training.adapters import weights_digest
 from optimize.training.engines.checks import failure_reason, reference_check, summary
+from optimize.training.engines.profiling import profiled_updates, update_profiler
 from optimize.training.methods import method_for
 
 
@@ -243,7 +244,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     extra = {}
     if getattr(hooks, "rollouts", None) is not None and "rollouts" in inspect.signature(method.trainer).parameters:
         extra["rollouts"] = lambda step, items: hooks.rollouts(step - offset, items)  # a branch's own updates
-    trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, [Bridge()], config=config,
+    callbacks = [Bridge()]
+    if profiled_updates():  # where an update's time goes, in the worker's log (training.engines.profiling)
+        callbacks.append(update_profiler(profiled_updates(), cuda))
+    trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, callbacks, config=config,
                              workdir=workdir, **extra)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
