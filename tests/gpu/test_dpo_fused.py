@@ -9,33 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.recording_hooks import RecordingHooks
+
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("liger_kernel") is None,
                                  reason="needs an NVIDIA GPU and liger-kernel")]
-
-
-class Hooks:
-    def __init__(self) -> None:
-        self.metrics: list[dict] = []
-
-    def started(self, total_steps, checks, from_step):
-        pass
-
-    def step(self, step, total_steps):
-        pass
-
-    def metric(self, kind, step, values):
-        self.metrics.append(values)
-
-    def saved(self, step, directory, epoch, final, epoch_end):
-        pass
-
-    def should_stop(self):
-        return False
-
-    def pause(self):
-        return None
 
 
 def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
@@ -63,7 +42,7 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
                                       ).model_dump(by_alias=True, mode="json")
     config["model"].update(precision="bf16", gradientCheckpointing=True, attentionImplementation="sdpa")
     config["preference"]["fusedLoss"] = True
-    hooks = Hooks()
+    hooks = RecordingHooks()
     outcome = harness.train(str(tmp_path / "model"), config, None, tmp_path / "pairs.parquet", 16, None,
                             Path(tmp_path / "work"), hooks)
     assert outcome.total_steps == 6 and "preferenceAccuracy" in hooks.metrics[-1]

@@ -9,34 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.recording_hooks import RecordingHooks
+
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("liger_kernel") is None,
                                  reason="needs an NVIDIA GPU and liger-kernel")]
-
-
-class Hooks:
-    def __init__(self) -> None:
-        self.metrics: list[dict] = []
-        self.checks = None
-
-    def started(self, total_steps, checks, from_step):
-        self.checks = checks
-
-    def step(self, step, total_steps):
-        pass
-
-    def metric(self, kind, step, values):
-        self.metrics.append(values)
-
-    def saved(self, step, directory, epoch, final, epoch_end):
-        pass
-
-    def should_stop(self):
-        return False
-
-    def pause(self):
-        return None
 
 
 def test_the_default_kernels_train_and_the_training_peak_is_measured_apart_from_the_start_checks(tmp_path):
@@ -60,7 +38,7 @@ def test_the_default_kernels_train_and_the_training_peak_is_measured_apart_from_
                                       ).model_dump(by_alias=True, mode="json")
     config["model"].update(precision="bf16", gradientCheckpointing=False, attentionImplementation="sdpa")
     config["liger"] = {path.split(".", 1)[1]: value for path, value in kernels.items()}
-    hooks = Hooks()
+    hooks = RecordingHooks()
     preparing: dict = {}
     outcome = harness.train(str(tmp_path / "model"), config, None, tmp_path / "rows.parquet", 32, None,
                             Path(tmp_path / "work"), hooks, preload=harness.Preload(str(tmp_path / "model"), config),
