@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from optimize.serving.batcher import Step
 from optimize.serving.completions import DEFAULT_MAX_TOKENS, Completer, RequestError, read_request
 
 USER = [{"role": "user", "content": "What's the weather in Paris?"}]
@@ -137,11 +138,15 @@ class ScriptedEngine:
         self.stop_ids = stop_ids
         self.asked: list[dict] = []
 
-    def stream(self, adapter, prompt, max_new_tokens, temperature=0.0, top_p=1.0):
+    def stream(self, adapter, prompt, max_new_tokens, temperature=0.0, top_p=1.0, seed=None, top_logprobs=None):
         self.asked.append({"adapter": adapter, "prompt": list(prompt), "max_new_tokens": max_new_tokens,
-                           "temperature": temperature, "top_p": top_p})
+                           "temperature": temperature, "top_p": top_p, "seed": seed, "top_logprobs": top_logprobs})
+        return self._steps(max_new_tokens, top_logprobs)
+
+    def _steps(self, max_new_tokens, top_logprobs):
         for token in self.ids[:max_new_tokens]:
-            yield token
+            yield Step(token, -0.5, ((token, -0.5),) if top_logprobs else ()) if top_logprobs is not None \
+                else Step(token)
             if token in self.stop_ids:
                 return
 
@@ -315,3 +320,109 @@ def test_a_stream_with_tools_and_a_text_answer_streams_the_text(smollm2):
     assert streamed_content(chunks) == TEXT_ANSWER
     assert not any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+# --- parameters honoured or refused, never ignored -------------------------------------------------------
+
+UNSUPPORTED = {  # id: (fields, the param named)
+    "json_object": ({"response_format": {"type": "json_object"}}, "response_format"),
+    "json_schema": ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
+    "tool_choice-required": ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
+    "tool_choice-named": ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
+                          "tool_choice"),
+    "frequency_penalty": ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    "presence_penalty": ({"presence_penalty": -1}, "presence_penalty"),
+    "logit_bias": ({"logit_bias": {"50": 10}}, "logit_bias"),
+    "parallel_tool_calls": ({"parallel_tool_calls": False}, "parallel_tool_calls"),
+    "store": ({"store": True}, "store"),
+    "unknown": ({"guided_json": {}}, "guided_json"),
+    "stop-empty": ({"stop": ""}, "stop"),
+    "stop-five": ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    "stop-number": ({"stop": [1]}, "stop"),
+    "seed-float": ({"seed": 1.5}, "seed"),
+    "logprobs-string": ({"logprobs": "yes"}, "logprobs"),
+    "top_logprobs-alone": ({"top_logprobs": 2}, "top_logprobs"),
+    "top_logprobs-many": ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    "stream_options": ({"stream_options": {"continuous_usage_stats": True}}, "stream_options"),
+}
+
+
+@pytest.mark.parametrize("fields, param", list(UNSUPPORTED.values()), ids=list(UNSUPPORTED))
+def test_what_the_engine_cannot_do_is_refused_naming_the_parameter(fields, param):
+    with pytest.raises(RequestError) as refused:
+        read_request(body(**fields))
+    assert refused.value.param == param and param in str(refused.value)
+
+
+def test_accepted_parameters_are_read():
+    request = read_request(body(stop="END", seed=-3, logprobs=True, top_logprobs=3, response_format={"type": "text"},
+                                user="u1", tool_choice="auto", tools=TOOLS, stream_options={"include_usage": True}))
+    assert request.stop == ("END",) and request.seed == 2**63 - 3 and request.top_logprobs == 3
+    assert read_request(body(logprobs=True)).top_logprobs == 0 and read_request(body()).top_logprobs is None
+
+
+def test_a_stop_string_cuts_the_answer_whole_and_streamed(smollm2):
+    completer, engine = completer_for(smollm2, "Rain today. END of the forecast", stop=False)
+    request = read_request(body(stop=["END", "never"], seed=4))
+    answer = completer.complete(None, request)
+    assert answer["choices"][0]["message"]["content"] == "Rain today. "
+    assert answer["choices"][0]["finish_reason"] == "stop" and engine.asked[-1]["seed"] == 4
+    chunks = events(completer.chunks(None, read_request(body(stop="END", stream=True))))
+    assert streamed_content(chunks) == "Rain today. " and "END" not in json.dumps(chunks)
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert answer["usage"]["completion_tokens"] < len(smollm2[0].tokenizer("Rain today. END of the forecast")[
+        "input_ids"])  # generation stopped at the stop string
+
+
+def test_log_probabilities_come_back_per_token(smollm2):
+    completer, engine = completer_for(smollm2, "Sunny.")
+    answer = completer.complete(None, read_request(body(logprobs=True, top_logprobs=1)))
+    content = answer["choices"][0]["logprobs"]["content"]
+    assert engine.asked[-1]["top_logprobs"] == 1
+    assert "".join(item["token"] for item in content[:-1]) == "Sunny."  # the stop token last
+    assert all(item["logprob"] == -0.5 and item["bytes"] == list(item["token"].encode())
+               and len(item["top_logprobs"]) == 1 for item in content)
+    chunks = events(completer.chunks(None, read_request(body(logprobs=True, stream=True))))
+    assert any(c["choices"][0]["logprobs"] for c in chunks if c != "[DONE]")
+
+
+# --- legacy text completions ---------------------------------------------------------------------------
+
+
+def test_text_completion_requests_are_read_or_refused_naming_the_parameter():
+    from optimize.serving.text_completions import read_text_request
+
+    request = read_text_request({"model": "m", "prompt": ["The sky is"], "max_tokens": 0, "echo": True,
+                                 "logprobs": 1, "temperature": 0})
+    assert (request.prompt, request.max_tokens, request.echo, request.logprobs) == ("The sky is", 0, True, 1)
+    for fields, param in (({"prompt": ""}, "prompt"), ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+                          ({"prompt": "x", "suffix": "y"}, "suffix"), ({"prompt": "x", "best_of": 2}, "best_of"),
+                          ({"prompt": "x", "logprobs": 9}, "logprobs"), ({"prompt": "x", "echo": 1}, "echo"),
+                          ({"prompt": "x", "stream": True, "echo": True}, "stream"), ({"prompt": "x", "n": 3}, "n"),
+                          ({"prompt": "x", "messages": []}, "messages")):
+        with pytest.raises(RequestError) as refused:
+            read_text_request({"model": "m", **fields})
+        assert refused.value.param == param
+
+
+def test_an_echoed_prompt_comes_back_with_each_token_s_log_probability(smollm2):
+    from optimize.serving.text_completions import TextCompleter, read_text_request
+
+    renderer, stops = smollm2
+    _, engine = completer_for(smollm2, " blue.")
+    engine.score = lambda adapter, ids, top: [Step(t, -1.0, ((t, -1.0),) if top else ()) for t in ids[1:]]
+    texts = TextCompleter(engine, renderer.tokenizer, 4096)
+    scored = texts.complete(None, read_text_request({"model": "m", "prompt": "The sky is", "max_tokens": 0,
+                                                     "echo": True, "logprobs": 1}))
+    choice = scored["choices"][0]
+    prompt_ids = renderer.tokenizer("The sky is")["input_ids"]
+    assert choice["text"] == renderer.tokenizer.decode(prompt_ids) and scored["usage"]["completion_tokens"] == 0
+    logprobs = choice["logprobs"]
+    assert len(logprobs["tokens"]) == len(prompt_ids) and logprobs["token_logprobs"][0] is None
+    assert logprobs["token_logprobs"][1:] == [-1.0] * (len(prompt_ids) - 1)
+    assert logprobs["text_offset"][0] == 0 and logprobs["top_logprobs"][0] is None
+    continued = texts.complete(None, read_text_request({"model": "m", "prompt": "The sky is", "max_tokens": 8,
+                                                        "stop": "."}))
+    assert continued["choices"][0]["text"] == " blue" and continued["choices"][0]["finish_reason"] == "stop"
+    chunks = events(texts.chunks(None, read_text_request({"model": "m", "prompt": "The sky is", "stream": True})))
+    assert "".join(c["choices"][0]["text"] for c in chunks if c != "[DONE]") == " blue."

@@ -22,7 +22,8 @@ from optimize.core.tokens import Role
 from optimize.store.db import Store
 
 OPEN = re.compile(r"^/(v1/health|docs|docs/assets/.*|redoc|openapi\.json|v1/internal/.*)$")
-OPENAI = re.compile(r"^/v1/(chat/completions|models)$|/chat/completions$")
+# OpenAI's routes (and ones its clients may try, answered 404 in its shape): errors there carry OpenAI's `error`
+OPENAI = re.compile(r"^/v1/(chat/completions|completions|models(/.+)?|responses|embeddings)$|/chat/completions$")
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 # (methods or None for any, path pattern, role needed): the first match decides

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from fastapi import FastAPI, Request
@@ -34,23 +35,38 @@ def _field_path(location: tuple) -> str:
     return ".".join(parts) or "body"
 
 
+def _openai(request: Request, response: JSONResponse) -> JSONResponse:
+    """On OpenAI's routes, the problem also carries OpenAI's `error` object, what its clients read an error from."""
+    from optimize.api.auth import OPENAI
+
+    if OPENAI.search(request.url.path):
+        body = json.loads(response.body)
+        message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
+        kind = {404: "not_found_error", 401: "authentication_error", 403: "permission_error",
+                429: "rate_limit_error"}.get(response.status_code, "invalid_request_error")
+        body["error"] = {"message": message, "type": kind, "code": body["code"], "param": None}
+        response = JSONResponse(body, status_code=response.status_code, media_type=MEDIA_TYPE,
+                                headers={k: v for k, v in response.headers.items()
+                                         if k.lower() not in ("content-length", "content-type")})
+    return response
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(PlatformError)
     async def platform_error(request: Request, error: PlatformError) -> JSONResponse:
-        body = error.to_problem()
-        if request.url.path.endswith("/chat/completions"):  # what OpenAI clients read an error from
-            message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
-            body["error"] = {"message": message, "type": body["code"], "code": body["code"], "param": None}
-        return JSONResponse(body, status_code=error.status, media_type=MEDIA_TYPE)
+        return _openai(request, JSONResponse(error.to_problem(), status_code=error.status, media_type=MEDIA_TYPE))
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, error: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
         issues = [f"{_field_path(tuple(item['loc']))}: {item['msg']}" for item in error.errors()]
-        return problem(422, "invalid", "; ".join(issues) or "the request is not valid")
+        return _openai(request, problem(422, "invalid", "; ".join(issues) or "the request is not valid"))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return problem(error.status_code, "http_error", str(error.detail))
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        detail = str(error.detail)
+        if error.status_code == 404 and request.url.path.startswith("/v1/"):
+            detail = f"no route {request.method} {request.url.path} on this server"
+        return _openai(request, problem(error.status_code, "http_error", detail))
 
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, error: Exception) -> JSONResponse:

@@ -142,6 +142,25 @@ class ChatUsage(OpenAIAnswer):
     total_tokens: int = Field(description="Both together")
 
 
+class TextChoice(OpenAIAnswer):
+    index: int = Field(description="Always 0")
+    text: str = Field(description="The continuation (with echo: the prompt, then the continuation)")
+    finish_reason: str = Field(description="stop (a stop token or string) or length")
+    logprobs: dict[str, Any] | None = Field(description="With logprobs: tokens, token_logprobs (the echoed prompt's "
+                                                        "first is null), top_logprobs and text_offset")
+
+
+class TextCompletion(OpenAIAnswer):
+    """An OpenAI text_completion (legacy completions), as the endpoint's worker answered it."""
+
+    id: str = Field(description="cmpl-…")
+    object: str = Field(description="Always text_completion")
+    created: int = Field(description="Unix seconds")
+    model: str = Field(description="The exact model version that answered")
+    choices: list[TextChoice] = Field(description="One choice")
+    usage: ChatUsage = Field(description="Token counts")
+
+
 class ChatCompletion(OpenAIAnswer):
     """An OpenAI chat.completion, as the endpoint's worker answered it."""
 

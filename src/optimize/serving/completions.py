@@ -5,6 +5,12 @@ a stream of `chat.completion.chunk` events.
 
 A request that offers tools is answered whole and then streamed as one piece, since a call can only be parsed
 once its text is complete; a request without tools streams text as it is generated.
+
+Every parameter a request may carry is honoured or refused naming it, never ignored: `stop` cuts the answer at
+the first stop string (finish_reason stop), `seed` makes sampling reproducible, `logprobs` and `top_logprobs`
+return each token's log-probability; `response_format` other than text, a `tool_choice` that forces a call, and
+non-zero penalties or a logit bias are refused (this engine has no constrained decoding), as is any field OpenAI's
+API does not define.
 """
 
 from __future__ import annotations
@@ -22,8 +28,20 @@ DEFAULT_MAX_TOKENS = 256
 MOST_MAX_TOKENS = 32_768  # the server's cap on one answer (an endpoint still cuts it to the model's context)
 
 
+CHAT_FIELDS = frozenset({
+    "model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n",
+    "stream", "stream_options", "stop", "seed", "logprobs", "top_logprobs", "response_format", "frequency_penalty",
+    "presence_penalty", "logit_bias", "parallel_tool_calls", "user", "metadata", "store"})
+MOST_STOPS = 4
+MOST_TOP_LOGPROBS = 20
+
+
 class RequestError(ValueError):
-    """A request the endpoint cannot answer; the message says which field and what to change."""
+    """A request the endpoint cannot answer; the message says which field and what to change (`param`)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,9 @@ class ChatRequest:
     temperature: float
     top_p: float
     stream: bool
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    top_logprobs: int | None = None  # None: no log-probabilities; 0: each token's own only
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -46,11 +67,20 @@ def read_request(body: Any) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list of messages")
+    unknown = sorted(set(body) - CHAT_FIELDS)
+    if unknown:
+        raise RequestError(f"unrecognized request argument(s): {', '.join(unknown)}", unknown[0])
     messages = [{**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "developer" else m
                 for m in messages]
     tools = body.get("tools") or None
-    if body.get("tool_choice") == "none":
+    choice = body.get("tool_choice")
+    if choice not in (None, "none", "auto"):
+        raise RequestError("tool_choice can be none or auto here: this endpoint cannot force a tool call (no "
+                           "constrained decoding); leave tool_choice out and ask for the call in the messages",
+                           "tool_choice")
+    if choice == "none":
         tools = None
+    _refuse_unsupported(body)
     try:  # the rules a dataset row is held to, with a stand-in answer after the prompt
         check_chat_row({"messages": [*messages, {"role": "assistant", "content": "-"}],
                         **({"tools": tools} if tools else {})})
@@ -58,7 +88,7 @@ def read_request(body: Any) -> ChatRequest:
     except (RowError, ValueError, KeyError, TypeError) as error:
         raise RequestError(f"messages: {error}") from None
     if body.get("n") not in (None, 1):
-        raise RequestError("n must be 1: an endpoint answers one choice a request")
+        raise RequestError("n must be 1: an endpoint answers one choice a request", "n")
     field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(field)
     if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
@@ -73,7 +103,62 @@ def read_request(body: Any) -> ChatRequest:
     if top_p == 0:  # only the likeliest token is left: greedy
         temperature, top_p = 0.0, 1.0
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
-                       float(top_p), bool(body.get("stream")))
+                       float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
+                       _top_logprobs(body))
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    """What this engine cannot do, refused naming the field (never silently ignored)."""
+    form = body.get("response_format")
+    kind = form.get("type") if isinstance(form, dict) else form
+    if form is not None and kind != "text":
+        raise RequestError(f"response_format {kind!r} is not supported by this endpoint (it has no constrained "
+                           "decoding); leave response_format out (or text) and ask for JSON in the messages",
+                           "response_format")
+    for name in ("frequency_penalty", "presence_penalty"):
+        if body.get(name) not in (None, 0, 0.0):
+            raise RequestError(f"{name} is not supported by this endpoint; leave it out or set it to 0", name)
+    if body.get("store") not in (None, False):
+        raise RequestError("store: true is not supported: an endpoint keeps no completions", "store")
+    if body.get("logit_bias"):
+        raise RequestError("logit_bias is not supported by this endpoint; leave it out", "logit_bias")
+    if body.get("parallel_tool_calls") not in (None, True):
+        raise RequestError("parallel_tool_calls: false is not supported: a model may answer with several calls",
+                           "parallel_tool_calls")
+    options = body.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}):
+        raise RequestError("stream_options may hold include_usage only", "stream_options")
+
+
+def read_stop(stop: Any) -> tuple[str, ...]:
+    """`stop`: a string or a list of at most four; each non-empty."""
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if (not isinstance(stops, list) or not 1 <= len(stops) <= MOST_STOPS
+            or not all(isinstance(item, str) and item for item in stops)):
+        raise RequestError(f"stop must be a non-empty string or a list of 1 to {MOST_STOPS} of them", "stop")
+    return tuple(stops)
+
+
+def read_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if type(seed) is not int or not -(2**63) <= seed < 2**63:
+        raise RequestError("seed must be an integer", "seed")
+    return seed % 2**63
+
+
+def _top_logprobs(body: dict[str, Any]) -> int | None:
+    wanted, top = body.get("logprobs"), body.get("top_logprobs")
+    if wanted not in (None, True, False):
+        raise RequestError("logprobs must be true or false", "logprobs")
+    if top is not None:
+        if type(top) is not int or not 0 <= top <= MOST_TOP_LOGPROBS:
+            raise RequestError(f"top_logprobs must be an integer from 0 to {MOST_TOP_LOGPROBS}", "top_logprobs")
+        if not wanted:
+            raise RequestError("top_logprobs needs logprobs: true", "top_logprobs")
+    return (top or 0) if wanted else None
 
 
 class Completer:
@@ -102,45 +187,66 @@ class Completer:
         room = (self.context_length - len(prompt)) if self.context_length else request.max_tokens
         return max(1, min(request.max_tokens, room))
 
+    def _steps(self, adapter: str | None, request: ChatRequest, prompt: list[int]):
+        return self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature, request.top_p,
+                                  request.seed, request.top_logprobs)
+
     def complete(self, adapter: str | None, request: ChatRequest) -> dict[str, Any]:
         prompt = self.prompt(request)
-        tokens = list(self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature,
-                                         request.top_p))
-        message, finish = self._message(tokens, request)
+        steps: list[Any] = []
+        cut = None
+        generated = self._steps(adapter, request, prompt)
+        try:
+            for step in generated:
+                steps.append(step)
+                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+                    break  # the rest is not generated: closing the stream frees the row
+        finally:
+            generated.close()
+        tokens = [step.token for step in steps]
+        message, finish = self._message(tokens, request, cut)
         return {"id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
                 "model": request.model, "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                                                     "logprobs": None}],
+                                                     "logprobs": self._logprobs(steps, request)}],
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
                           "total_tokens": len(prompt) + len(tokens)}}
 
     def chunks(self, adapter: str | None, request: ChatRequest) -> Iterator[str]:
-        """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`."""
-        prompt = self.prompt(request)  # a bad prompt is refused before the stream starts
-        return self._chunks(adapter, request, prompt)
+        """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`. The prompt is checked and the request
+        given its place in the batch before the stream starts (a refusal or a full endpoint is an error answer)."""
+        prompt = self.prompt(request)
+        return self._chunks(request, prompt, self._steps(adapter, request, prompt))
 
-    def _chunks(self, adapter: str | None, request: ChatRequest, prompt: list[int]) -> Iterator[str]:
+    def _chunks(self, request: ChatRequest, prompt: list[int], generated) -> Iterator[str]:
         ident, created = _completion_id(), int(time.time())
 
-        def event(delta: dict[str, Any], finish: str | None = None, usage: dict | None = None) -> str:
+        def event(delta: dict[str, Any], finish: str | None = None, usage: dict | None = None,
+                  logprobs: dict | None = None) -> str:
             chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": request.model,
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
             if usage is not None:
                 chunk["usage"] = usage
             return f"data: {json.dumps(chunk)}\n\n"
 
         yield event({"role": "assistant", "content": ""})
-        tokens: list[int] = []
-        sent = ""
-        for token in self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature,
-                                        request.top_p):
-            tokens.append(token)
-            if request.tools:
-                continue  # calls are parsed from the whole answer
-            text = self._text(tokens, skip_special=True)
-            if len(text) > len(sent) and not text.endswith("\ufffd"):  # hold back a half-decoded character
-                yield event({"content": text[len(sent):]})
-                sent = text
-        message, finish = self._message(tokens, request)
+        steps: list[Any] = []
+        sent, logged, cut = "", 0, None
+        try:
+            for step in generated:
+                steps.append(step)
+                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+                    break
+                if request.tools:
+                    continue  # calls are parsed from the whole answer
+                text = self._text([s.token for s in steps], skip_special=True)
+                safe = len(text) - _held_back(text, request.stop)
+                if safe > len(sent) and not text[:safe].endswith("\ufffd"):  # hold back a half-decoded character
+                    yield event({"content": text[len(sent):safe]}, logprobs=self._logprobs(steps[logged:], request))
+                    sent, logged = text[:safe], len(steps)
+        finally:
+            generated.close()  # a client that went away, or a stop string: the row is freed
+        tokens = [step.token for step in steps]
+        message, finish = self._message(tokens, request, cut)
         if request.tools:
             delta: dict[str, Any] = {}
             if message["content"]:
@@ -148,11 +254,9 @@ class Completer:
             if message.get("tool_calls"):
                 delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
             if delta:
-                yield event(delta)
-        else:
-            text = self._text(tokens, skip_special=True)
-            if len(text) > len(sent):  # what was held back
-                yield event({"content": text[len(sent):]})
+                yield event(delta, logprobs=self._logprobs(steps, request))
+        elif len(message["content"]) > len(sent):  # what was held back
+            yield event({"content": message["content"][len(sent):]}, logprobs=self._logprobs(steps[logged:], request))
         yield event({}, finish, {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
                                  "total_tokens": len(prompt) + len(tokens)})
         yield "data: [DONE]\n\n"
@@ -161,19 +265,49 @@ class Completer:
         kept = [t for t in tokens if t not in self.engine.stop_ids]
         return self.renderer.tokenizer.decode(kept, skip_special_tokens=skip_special)
 
-    def _message(self, tokens: list[int], request: ChatRequest) -> tuple[dict[str, Any], str]:
-        stopped = bool(tokens) and tokens[-1] in self.engine.stop_ids
+    def _stop_at(self, steps: list[Any], request: ChatRequest) -> int | None:
+        """Where the answer's text (as it is parsed: special tokens kept when tools are offered) first holds a stop
+        string, or None."""
+        text = self._text([s.token for s in steps], skip_special=not request.tools)
+        found = [i for i in (text.find(stop) for stop in request.stop) if i >= 0]
+        return min(found) if found else None
+
+    def _message(self, tokens: list[int], request: ChatRequest, cut: int | None = None) -> tuple[dict[str, Any], str]:
+        stopped = cut is not None or (bool(tokens) and tokens[-1] in self.engine.stop_ids)
         if request.tools and self.tool_parser:
             offered = {(tool.get("function") or {}).get("name") for tool in request.tools if isinstance(tool, dict)}
-            text = self._text(tokens, skip_special=False)
+            text = self._text(tokens, skip_special=False)[:cut]
             parsed = parse(self.tool_parser, text, offered)
             if parsed.calls:
                 return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.calls}, "tool_calls"
             # calls that cannot be read stay as the model wrote them, their markers included
             return {"role": "assistant", "content": text}, "stop" if stopped else "length"
-        # the text as generated (as the stream sends it), without the stop token
-        return {"role": "assistant", "content": self._text(tokens, skip_special=True)}, \
+        # the text as generated (as the stream sends it), without the stop token, cut at a stop string
+        return {"role": "assistant", "content": self._text(tokens, skip_special=True)[:cut]}, \
             "stop" if stopped else "length"
+
+    def _logprobs(self, steps: list[Any], request: ChatRequest) -> dict[str, Any] | None:
+        """OpenAI's `logprobs.content` for these steps, when the request asked for them."""
+        if request.top_logprobs is None:
+            return None
+        return {"content": [{**self._token_entry(step.token, step.logprob),
+                             "top_logprobs": [self._token_entry(t, lp) for t, lp in step.top or ()]}
+                            for step in steps]}
+
+    def _token_entry(self, token: int, logprob: float | None) -> dict[str, Any]:
+        text = self.renderer.tokenizer.decode([token])
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def _held_back(text: str, stops: tuple[str, ...]) -> int:
+    """How many characters at the end of `text` could begin a stop string (not sent until it is known)."""
+    longest = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:size]):
+                longest = max(longest, size)
+                break
+    return longest
 
 
 def _completion_id() -> str:

@@ -1,38 +1,25 @@
 """The serving engine of an endpoint: one resident base model, LoRA adapters loaded beside it under their served
-names, and generation token by token (Transformers `generate` with a streamer), one request at a time.
+names, and generation by continuous batching (`serving.batcher`): concurrent requests, for the base model or any
+adapter, decode together in one batch.
 
 Prompts arrive as token ids rendered by `optimize.chat` (the serving path renders exactly as training does), so
 the engine applies no template of its own. Adapters attach and detach while the endpoint answers; a lock keeps a
-load from running under a generation.
+load from running under a decoding step.
 """
 
 from __future__ import annotations
 
 import hashlib
-import queue
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
+from optimize.serving.batcher import Batcher, Sequence, Step
 
-
-class _TokenQueue:
-    """A Transformers streamer that hands over each generated token id (the prompt, sent first, is skipped)."""
-
-    def __init__(self) -> None:
-        self.items: queue.Queue = queue.Queue()
-        self._prompt_seen = False
-
-    def put(self, value) -> None:
-        if not self._prompt_seen:
-            self._prompt_seen = True
-            return
-        for token in value.reshape(-1).tolist():
-            self.items.put(token)
-
-    def end(self) -> None:
-        self.items.put(None)
+MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
+MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests that wait for a row; then 429
 
 
 class ServingModel:
@@ -48,6 +35,10 @@ class ServingModel:
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
         self.lock = threading.Lock()
         self.stop_ids, self.pad_id = stop_and_pad_ids(self.base, self.tokenizer)
+        self.batcher = Batcher(self, MAX_RUNNING, MAX_WAITING)
+
+    def close(self) -> None:
+        self.batcher.close()
 
     def load_adapter(self, name: str, directory: Path) -> None:
         key = "adapter_" + hashlib.sha256(name.encode()).hexdigest()[:16]  # PEFT keys cannot hold '/', ':' or '.'
@@ -68,39 +59,28 @@ class ServingModel:
                 self.peft.delete_adapter(key)
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
-               top_p: float = 1.0) -> Iterator[int]:
-        """The answer's token ids as they are generated, the stop token included; `adapter` None is the base."""
-        streamer = _TokenQueue()
-        failure: list[BaseException] = []
+               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Iterator[Step]:
+        """The answer's steps as they are generated, the stop token included; `adapter` None is the base. Raises
+        `QueueFull` at once when the endpoint has no room for it; closing the iterator early frees its row."""
+        sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs)
+        self.batcher.submit(sequence)
+        return self.batcher.steps(sequence)
 
-        def generate() -> None:
-            torch = self.torch
-            try:
-                with self.lock, torch.inference_mode():
-                    ids = torch.tensor([prompt], device=self.device)
-                    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 \
-                        else {"do_sample": False}
-                    arguments = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                     pad_token_id=self.pad_id, eos_token_id=self.stop_ids, streamer=streamer,
-                                     **sampling)
-                    if adapter is None and self.peft is not None:
-                        with self.peft.disable_adapter():
-                            self.peft.generate(**arguments)
-                    elif adapter is None:
-                        self.base.generate(**arguments)
-                    else:
-                        self.peft.set_adapter(self.adapters[adapter])
-                        self.peft.generate(**arguments)
-            except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-                failure.append(error)
-                streamer.end()
-
-        worker = threading.Thread(target=generate, name="generate", daemon=True)
-        worker.start()
-        while (token := streamer.items.get()) is not None:
-            yield token
-            if token in self.stop_ids:
-                break
-        worker.join()
-        if failure:
-            raise failure[0]
+    def score(self, adapter: str | None, ids: list[int], top: int = 0) -> list[Step]:
+        """Each token of `ids` after the first, with its log-probability given the ones before it (and the `top`
+        likeliest alternatives): what a log-likelihood evaluation reads from an echoed prompt."""
+        torch = self.torch
+        with self.lock, torch.inference_mode():
+            tensor = torch.tensor([ids], device=self.device)
+            arguments = dict(input_ids=tensor, attention_mask=torch.ones_like(tensor))
+            if self.peft is None:
+                logits = self.base(**arguments).logits
+            else:
+                names = [self.adapters[adapter] if adapter is not None else "__base__"]
+                logits = self.peft(**arguments, adapter_names=names).logits
+            logprobs = torch.log_softmax(logits[0, :-1].float(), dim=-1)
+            chosen = logprobs.gather(1, tensor[0, 1:, None])[:, 0].tolist()
+            tops = logprobs.topk(top, dim=-1) if top else None
+        return [Step(token, value, tuple(zip(tops.indices[i].tolist(), tops.values[i].tolist(), strict=True))
+                     if tops is not None else ())
+                for i, (token, value) in enumerate(zip(ids[1:], chosen, strict=True))]

@@ -56,51 +56,77 @@ def _serve(spec: dict[str, Any], beat: _Heartbeat) -> int:
 
     from optimize.serving.completions import Completer
     from optimize.serving.engine import ServingModel
+    from optimize.serving.text_completions import TextCompleter
 
     renderer = renderer_for(spec["model"])
     engine = ServingModel(spec["model"]["path"])
     beat.engine = engine
     beat.sync(spec["adapters"])  # the adapters attached at creation answer from the first request
     completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"))
+    texts = TextCompleter(engine, renderer.tokenizer, spec.get("contextLength"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # connections queue from now on, so the address can be reported before uvicorn runs
-    server = uvicorn.Server(uvicorn.Config(_app(completer, spec["model"]["id"], engine), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(_app(completer, texts, spec["model"]["id"], engine),
+                                           log_level="warning"))
     beat.on_lost = lambda: setattr(server, "should_exit", True)
     beat.address = "127.0.0.1:%d" % sock.getsockname()[1]
     beat.wake()
     print(f"serving {spec['model']['id']} on {beat.address}", flush=True)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        engine.close()  # the batch's loop ends before the process does
     if beat.lost.is_set():
         print(f"stopped: {beat.lost_reason}", flush=True)
     return 3 if beat.lost.is_set() else 0
 
 
-def _app(completer, base_name: str, engine) -> FastAPI:
+RETRY_AFTER_SECONDS = 1
+
+
+def _app(completer, texts, base_name: str, engine) -> FastAPI:
+    """The worker's OpenAI routes; every error in OpenAI's shape (`error`: message, type, param, code)."""
+    from optimize.serving.batcher import QueueFull
+    from optimize.serving.text_completions import read_text_request
+
     app = FastAPI()
 
-    def refuse(message: str, status: int = 400) -> JSONResponse:
-        return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": None}},
-                            status_code=status)
+    def refuse(message: str, status: int = 400, param: str | None = None, code: str | None = None,
+               headers: dict[str, str] | None = None) -> JSONResponse:
+        kind = {404: "not_found_error", 429: "rate_limit_error"}.get(status, "invalid_request_error")
+        return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                            status_code=status, headers=headers)
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
+    async def answer(request: Request, read, answerer):
         try:
             body = await request.json()
         except ValueError:
             return refuse("the request body is not JSON")
         try:
-            chat_request = read_request(body)
-            if chat_request.model != base_name and chat_request.model not in engine.adapters:
-                return refuse(f"model {chat_request.model!r} is not loaded on this endpoint", 404)
-            adapter = None if chat_request.model == base_name else chat_request.model
-            if chat_request.stream:
-                events = await run_in_threadpool(completer.chunks, adapter, chat_request)
+            asked = read(body)
+            if asked.model != base_name and asked.model not in engine.adapters:
+                return refuse(f"model {asked.model!r} is not loaded on this endpoint", 404, "model",
+                              "model_not_found")
+            adapter = None if asked.model == base_name else asked.model
+            if asked.stream:
+                events = await run_in_threadpool(answerer.chunks, adapter, asked)
                 return StreamingResponse(events, media_type="text/event-stream")
-            return JSONResponse(await run_in_threadpool(completer.complete, adapter, chat_request))
+            return JSONResponse(await run_in_threadpool(answerer.complete, adapter, asked))
         except RequestError as error:
-            return refuse(str(error))
+            return refuse(str(error), param=error.param)
+        except QueueFull as full:
+            return refuse(f"the endpoint is at capacity ({full}); try again shortly", 429, code="queue_full",
+                          headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await answer(request, read_request, completer)
+
+    @app.post("/v1/completions")
+    async def text(request: Request):
+        return await answer(request, read_text_request, texts)
 
     return app
 

@@ -1,6 +1,7 @@
-"""OpenAI-compatible serving on the server itself: `POST /v1/chat/completions` (streaming included), where the
-request's `model` (a base model, or a registry reference such as `proj/name` or `proj/name:v2`) selects the
-endpoint and the base or adapter that answers, and `GET /v1/models`, what answers now.
+"""OpenAI-compatible serving on the server itself: `POST /v1/chat/completions` and `POST /v1/completions`
+(streaming included), where the request's `model` (a base model, or a registry reference such as `proj/name` or
+`proj/name:v2`) selects the endpoint and the base or adapter that answers, and `GET /v1/models` (and
+`GET /v1/models/{id}`), what answers now.
 
 The server resolves the model to the exact version served, rewrites `model` to that name and forwards the
 request to the endpoint's worker, passing its answer (or its stream) through unchanged.
@@ -18,8 +19,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from optimize.api.deps import TrainingDep
-from optimize.core.errors import Invalid, Unavailable
-from optimize.schemas.endpoints import ChatCompletion, ChatCompletionRequest, ServedModelList
+from optimize.core.errors import Invalid, NotFound, Unavailable
+from optimize.schemas.endpoints import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ServedModel,
+    ServedModelList,
+    TextCompletion,
+)
 from optimize.serving import endpoints
 
 router = APIRouter(prefix="/v1", tags=["serving"])
@@ -42,12 +49,28 @@ def models(training: TrainingDep) -> dict:
     return {"object": "list", "data": endpoints.served_models(training)}
 
 
+@router.get("/models/{model_id:path}", response_model=ServedModel)
+def model(model_id: str, training: TrainingDep) -> dict:
+    found = next((m for m in endpoints.served_models(training) if m["id"] == model_id), None)
+    if found is None:
+        raise NotFound(f"model {model_id!r} is not served by any endpoint now", hint="GET /v1/models lists them")
+    return found
+
+
 @router.post("/chat/completions", responses=CHAT_RESPONSES, openapi_extra=chat_request_body())
 async def chat(request: Request, training: TrainingDep):
     return await forward(request, training, None)
 
 
-async def forward(request: Request, training, endpoint_id: str | None) -> Response:
+@router.post("/completions", responses={200: {
+    "model": TextCompletion, "description": "OpenAI's text_completion (legacy completions: a raw prompt, with echo "
+                                            "and logprobs); with stream: true, server-sent events, then [DONE]",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+async def completions(request: Request, training: TrainingDep):
+    return await forward(request, training, None, "completions")
+
+
+async def forward(request: Request, training, endpoint_id: str | None, route: str = "chat/completions") -> Response:
     try:
         body = json.loads(await request.body() or b"null")
     except ValueError:
@@ -65,7 +88,7 @@ async def forward(request: Request, training, endpoint_id: str | None) -> Respon
         await client.aclose()
 
     try:
-        outgoing = client.build_request("POST", f"http://{address}/v1/chat/completions", json={**body, "model": name})
+        outgoing = client.build_request("POST", f"http://{address}/v1/{route}", json={**body, "model": name})
         answer = await client.send(outgoing, stream=True)
     except httpx.HTTPError as error:
         await client.aclose()
@@ -76,4 +99,5 @@ async def forward(request: Request, training, endpoint_id: str | None) -> Respon
                                  background=BackgroundTask(close))
     content = await answer.aread()
     await close()
-    return JSONResponse(json.loads(content), status_code=answer.status_code)
+    kept = {"retry-after": answer.headers["retry-after"]} if "retry-after" in answer.headers else None
+    return JSONResponse(json.loads(content), status_code=answer.status_code, headers=kept)

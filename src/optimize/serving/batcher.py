@@ -1,0 +1,288 @@
+"""Continuous batching for an endpoint: requests join and leave one running batch between decoding steps, over one
+resident base model, each row with its own adapter (PEFT's mixed-adapter batches: `adapter_names`, `__base__` for
+the base model).
+
+A request joins by a prefill of its own (so its first token is what it would be alone), whose key/value cache is
+then merged into the batch's: every layer's keys and values left-padded to a common length, the padding masked
+out of attention and each row's positions counted from its own first token. A row leaves when it stops, reaches
+its token limit, or is cancelled (a client that disconnects, a stop string found): its row is cut out of the
+cache, and the columns no row uses any more with it. Sampling is per row — greedy, or temperature and top-p with
+the row's own seeded generator — so an answer does not depend on what else is in the batch.
+
+Models whose cache is not made of plain dynamic layers (sliding-window attention) cannot be merged that way: they
+answer one request at a time through the same loop. At most `max_running` rows decode together; at most
+`max_waiting` more wait their turn; past that a request is refused (`QueueFull`, HTTP 429).
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+
+
+class QueueFull(Exception):
+    """Every slot of the batch and of the queue is taken."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One generated token, with its log-probability and the likeliest alternatives when asked for."""
+
+    token: int
+    logprob: float | None = None
+    top: tuple[tuple[int, float], ...] | None = None
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request in the batch: what it asks, and the queue its steps are handed over on."""
+
+    adapter: str | None
+    prompt: list[int]
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    top_logprobs: int | None = None  # None: no log-probabilities; 0: the chosen token's only
+    steps: queue.Queue = field(default_factory=queue.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    generated: int = 0
+    generator: Any = None
+    last: int = 0  # the token the next decoding step feeds
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+class Batcher:
+    def __init__(self, engine, max_running: int = 16, max_waiting: int = 64) -> None:
+        self.engine = engine
+        self.max_running, self.max_waiting = max_running, max_waiting
+        self.waiting: queue.Queue[Sequence] = queue.Queue()
+        self.running: list[Sequence] = []
+        self.cache = None
+        self.mask = None  # (rows, columns): 1 where a row has a token in that cache column
+        self.mergeable: bool | None = None  # known after the first prefill
+        self._count = threading.Lock()
+        self._pending = 0  # waiting and running
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the loop (rows still running are told the endpoint stopped) and wait for it: a process must not
+        exit with the loop inside torch."""
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    # --- the request side
+
+    def submit(self, sequence: Sequence) -> Sequence:
+        with self._count:
+            if self._pending >= self.max_running + self.max_waiting:
+                raise QueueFull(f"{self._pending} requests are running or waiting on this endpoint")
+            self._pending += 1
+        self.waiting.put(sequence)
+        self._wake.set()
+        return sequence
+
+    def steps(self, sequence: Sequence):
+        """A submitted sequence's steps as they are generated; closing the iterator early cancels the sequence."""
+        try:
+            while (step := sequence.steps.get()) is not None:
+                if isinstance(step, BaseException):
+                    raise step
+                yield step
+        finally:
+            sequence.cancel()
+            self._wake.set()
+
+    @property
+    def load(self) -> dict[str, int]:
+        running = len(self.running)
+        return {"running": running, "waiting": max(0, self._pending - running)}
+
+    # --- the loop
+
+    def _loop(self) -> None:
+        while not self._closed:
+            if not self.running and self.waiting.empty():
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            try:
+                with self.engine.lock:  # an adapter loads between steps, never under one
+                    self._admit()
+                    if self.running:
+                        self._decode()
+            except Exception as error:  # noqa: BLE001 - every row in the batch is told, then the batch restarts
+                for sequence in self.running:
+                    self._finish(sequence, error)
+                self.running, self.cache, self.mask = [], None, None
+        stopped = RuntimeError("the endpoint stopped")
+        for sequence in self.running:
+            self._finish(sequence, stopped)
+        while not self.waiting.empty():
+            self._finish(self.waiting.get_nowait(), stopped)
+
+    def _admit(self) -> None:
+        """Prefill waiting sequences into free rows (one at a time where the cache cannot be merged)."""
+        while len(self.running) < (self.max_running if self.mergeable is not False else 1):
+            if self.running and self.mergeable is False:
+                return
+            try:
+                sequence = self.waiting.get_nowait()
+            except queue.Empty:
+                return
+            if sequence.cancelled.is_set():
+                self._finish(sequence, None)
+                continue
+            try:
+                self._prefill(sequence)
+            except Exception as error:  # noqa: BLE001 - this request fails; the batch goes on
+                self._finish(sequence, error)
+
+    def _prefill(self, sequence: Sequence) -> None:
+        torch = self.engine.torch
+        from transformers import DynamicCache
+
+        device = self.engine.device
+        if sequence.seed is not None or sequence.temperature > 0:
+            sequence.generator = torch.Generator(device=device)
+            sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
+        ids = torch.tensor([sequence.prompt], device=device)
+        cache = DynamicCache(config=self.engine.base.config)
+        with torch.inference_mode():
+            logits = self._forward(ids, torch.ones_like(ids), torch.arange(ids.shape[1], device=device)[None],
+                                   cache, [sequence.adapter])
+        if self.mergeable is None:
+            from transformers.cache_utils import DynamicLayer
+
+            self.mergeable = all(type(layer) is DynamicLayer for layer in cache.layers)
+        self._merge(cache, ids.shape[1])
+        self.running.append(sequence)
+        self._emit([sequence], logits[:, -1])
+
+    def _decode(self) -> None:
+        torch = self.engine.torch
+        device = self.engine.device
+        detached = {id(s) for s in self.running if s.adapter is not None and s.adapter not in self.engine.adapters}
+        if detached:  # its adapter was detached while it was answered
+            for sequence in self.running:
+                if id(sequence) in detached:
+                    self._finish(sequence, RuntimeError(f"adapter {sequence.adapter} was detached from the endpoint"))
+            self._leave(detached)
+            if not self.running:
+                return
+        ids = torch.tensor([[s.last] for s in self.running], device=device)
+        positions = self.mask.sum(dim=1, keepdim=True)
+        self.mask = torch.cat([self.mask, torch.ones((len(self.running), 1), dtype=self.mask.dtype, device=device)],
+                              dim=1)
+        with torch.inference_mode():
+            logits = self._forward(ids, self.mask, positions, self.cache, [s.adapter for s in self.running])
+        self._emit(list(self.running), logits[:, -1])
+
+    def _forward(self, ids, mask, positions, cache, adapters: list[str | None]):
+        engine = self.engine
+        arguments = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                         use_cache=True)
+        if engine.peft is None:
+            return engine.base(**arguments).logits
+        names = [engine.adapters[a] if a is not None else BASE for a in adapters]
+        return engine.peft(**arguments, adapter_names=names).logits
+
+    def _emit(self, sequences: list[Sequence], logits) -> None:
+        """Sample each row's next token, hand it over, and let finished or cancelled rows leave."""
+        torch = self.engine.torch
+        logits = logits.float()
+        leaving = []
+        for row, sequence in enumerate(sequences):
+            token = self._sample(sequence, logits[row])
+            step = Step(token)
+            if sequence.top_logprobs is not None:
+                logprobs = torch.log_softmax(logits[row], dim=-1)
+                top = ()
+                if sequence.top_logprobs:
+                    values, indices = logprobs.topk(sequence.top_logprobs)
+                    top = tuple(zip(indices.tolist(), values.tolist(), strict=True))
+                step = Step(token, float(logprobs[token]), top)
+            sequence.generated += 1
+            sequence.last = token
+            sequence.steps.put(step)
+            if (token in self.engine.stop_ids or sequence.generated >= sequence.max_new_tokens
+                    or sequence.cancelled.is_set()):
+                leaving.append(sequence)
+        cancelled = [s for s in self.running if s.cancelled.is_set() and s not in leaving]
+        for sequence in leaving + cancelled:
+            self._finish(sequence, None)
+        if leaving or cancelled:
+            self._leave({id(s) for s in leaving + cancelled})
+
+    def _sample(self, sequence: Sequence, logits) -> int:
+        torch = self.engine.torch
+        if sequence.temperature <= 0:
+            return int(logits.argmax())
+        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+        if sequence.top_p < 1.0:
+            ordered, order = probabilities.sort(descending=True)
+            kept = ordered.cumsum(0) - ordered < sequence.top_p  # the smallest set whose mass reaches top_p
+            probabilities = torch.zeros_like(probabilities).scatter(0, order[kept], ordered[kept])
+        return int(torch.multinomial(probabilities, 1, generator=sequence.generator))
+
+    def _finish(self, sequence: Sequence, error: BaseException | None) -> None:
+        if error is not None:
+            sequence.steps.put(error)
+        sequence.steps.put(None)
+        with self._count:
+            self._pending -= 1
+
+    # --- the cache
+
+    def _merge(self, cache, length: int) -> None:
+        """Add a prefilled row's cache (one row, `length` columns) to the batch's, left-padding the shorter."""
+        torch = self.engine.torch
+        row_mask = torch.ones((1, length), dtype=torch.long, device=self.engine.device)
+        if self.cache is None or not self.running:
+            self.cache, self.mask = cache, row_mask
+            return
+        width = max(self.mask.shape[1], length)
+        for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
+            mine.keys = torch.cat([_left_pad(mine.keys, width), _left_pad(theirs.keys, width)], dim=0)
+            mine.values = torch.cat([_left_pad(mine.values, width), _left_pad(theirs.values, width)], dim=0)
+        self.mask = torch.cat([_left_pad(self.mask, width, dim=1), _left_pad(row_mask, width, dim=1)], dim=0)
+
+    def _leave(self, gone: set[int]) -> None:
+        """Cut the rows that left out of the batch, and the leading columns no remaining row uses."""
+        torch = self.engine.torch
+        keep = [i for i, s in enumerate(self.running) if id(s) not in gone]
+        self.running = [self.running[i] for i in keep]
+        if not self.running:
+            self.cache, self.mask = None, None
+            return
+        index = torch.tensor(keep, device=self.engine.device)
+        self.mask = self.mask.index_select(0, index)
+        unused = int((self.mask.sum(dim=0) == 0).long().cumprod(0).sum())  # leading all-padding columns
+        self.mask = self.mask[:, unused:]
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(0, index)[:, :, unused:]
+            layer.values = layer.values.index_select(0, index)[:, :, unused:]
+
+
+def _left_pad(tensor, width: int, dim: int = 2):
+    """`tensor` with zeros prepended along `dim` (the cache's sequence axis, or the mask's columns) up to `width`."""
+    import torch
+
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([torch.zeros(shape, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
+
