@@ -41,6 +41,20 @@ class EndpointModel(Answer):
     instructions: str | None = Field(description="The system instructions the adapter was trained with, if any")
 
 
+class EndpointLoad(Answer):
+    """What an endpoint's worker last reported (about every two seconds) of the load it carries."""
+
+    served: int | None = Field(default=None, description="Requests finished since it started")
+    in_flight: int | None = Field(default=None, description="Requests decoding in its batch now")
+    queued: int | None = Field(default=None, description="Requests waiting for a row of its batch")
+    tokens: int | None = Field(default=None, description="Tokens generated since it started")
+    tokens_per_second: Number | None = Field(default=None, description="Tokens generated per second over the last "
+                                                                        "minute")
+    latency_p50_seconds: Number | None = Field(default=None, description="Median time of a request finished in the "
+                                                                         "last minute, submission to end")
+    latency_p95_seconds: Number | None = Field(default=None, description="95th percentile of the same")
+
+
 class Endpoint(Answer):
     """An endpoint: one resident base model and the adapters attached to it."""
 
@@ -58,6 +72,8 @@ class Endpoint(Answer):
     ready_at: str | None = Field(description="When it first answered (ISO 8601, UTC)")
     last_request_at: str | None = Field(description="When it last answered a request (ISO 8601, UTC)")
     finished_at: str | None = Field(description="When it ended (ISO 8601, UTC)")
+    load: EndpointLoad | None = Field(default=None, description="The load its worker last reported; null unless "
+                                                                "READY and reported")
     terminal: bool = Field(description="Whether it has ended (FAILED or DELETED)")
     settled: bool = Field(description="Whether it answers with every model, or never will")
     waiting_for: str | None = Field(default=None, description="What an endpoint AWAITING_CAPACITY waits for, in "

@@ -19,10 +19,13 @@ from __future__ import annotations
 import queue
 import secrets
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+MINUTE = 60.0
 
 
 class QueueFull(Exception):
@@ -54,6 +57,7 @@ class Sequence:
     generated: int = 0
     generator: Any = None
     last: int = 0  # the token the next decoding step feeds
+    submitted: float = 0.0
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -72,6 +76,9 @@ class Batcher:
         self._pending = 0  # waiting and running
         self._wake = threading.Event()
         self._closed = False
+        self.served = 0  # requests finished (answered, stopped or cancelled)
+        self.tokens = 0  # tokens generated
+        self.recent: deque[tuple[float, float, int]] = deque()  # (finished at, seconds it took, tokens) of a minute
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
 
@@ -89,6 +96,7 @@ class Batcher:
             if self._pending >= self.max_running + self.max_waiting:
                 raise QueueFull(f"{self._pending} requests are running or waiting on this endpoint")
             self._pending += 1
+        sequence.submitted = time.monotonic()
         self.waiting.put(sequence)
         self._wake.set()
         return sequence
@@ -108,6 +116,20 @@ class Batcher:
     def load(self) -> dict[str, int]:
         running = len(self.running)
         return {"running": running, "waiting": max(0, self._pending - running)}
+
+    def statistics(self) -> dict[str, Any]:
+        """What the endpoint reports: requests served, in flight and queued, tokens generated, and over the last
+        minute tokens/s and the 50th and 95th percentile of a request's time from submission to its end."""
+        with self._count:
+            cutoff = time.monotonic() - MINUTE
+            while self.recent and self.recent[0][0] < cutoff:
+                self.recent.popleft()
+            recent = list(self.recent)
+            load = self.load
+        seconds = sorted(item[1] for item in recent)
+        return {"served": self.served, "inFlight": load["running"], "queued": load["waiting"],
+                "tokens": self.tokens, "tokensPerSecond": round(sum(item[2] for item in recent) / MINUTE, 2),
+                "latencyP50Seconds": _percentile(seconds, 0.50), "latencyP95Seconds": _percentile(seconds, 0.95)}
 
     # --- the loop
 
@@ -240,8 +262,12 @@ class Batcher:
         if error is not None:
             sequence.steps.put(error)
         sequence.steps.put(None)
+        finished = time.monotonic()
         with self._count:
             self._pending -= 1
+            self.served += 1
+            self.tokens += sequence.generated
+            self.recent.append((finished, finished - sequence.submitted, sequence.generated))
 
     # --- the cache
 
@@ -273,6 +299,12 @@ class Batcher:
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(0, index)[:, :, unused:]
             layer.values = layer.values.index_select(0, index)[:, :, unused:]
+
+
+def _percentile(ordered: list[float], share: float) -> float | None:
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 3)
 
 
 def _left_pad(tensor, width: int, dim: int = 2):

@@ -98,6 +98,9 @@ def _profile(training: Deployment, asked: Any, entry) -> str:
     return asked
 
 
+LOAD_KEYS = ("served", "inFlight", "queued", "tokens", "tokensPerSecond", "latencyP50Seconds", "latencyP95Seconds")
+
+
 def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     base_id = endpoint.base["baseEntryId"]
     started = endpoint.phase == "READY"
@@ -111,6 +114,7 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
             "failureReason": endpoint.failure_reason, "createdAt": iso(endpoint.created_at),
             "readyAt": iso(endpoint.ready_at), "lastRequestAt": iso(endpoint.last_request_at),
             "finishedAt": iso(endpoint.finished_at),
+            "load": endpoint.load if endpoint.phase == "READY" else None,
             "terminal": endpoint.phase in TERMINAL,
             # what `wait` stops at: every model answers, or the endpoint will never answer
             "settled": endpoint.phase in TERMINAL or (started and all(m["ready"] for m in models))}
@@ -304,6 +308,10 @@ def heartbeat(training: Deployment, endpoint_id: str, token: str, body: dict[str
         if body.get("address") and endpoint.phase == "STARTING":
             transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
                        address=str(body["address"]), ready_at=utcnow())
+        load = body.get("load")
+        if isinstance(load, dict):  # the worker's own figures, kept to the keys and types an endpoint shows
+            endpoint.load = {key: load[key] for key in LOAD_KEYS if isinstance(load.get(key), (int, float))
+                             and not isinstance(load.get(key), bool)}
         loaded = set(body.get("loaded") or [])
         if any(bool(a.get("loaded")) != (a["name"] in loaded) for a in endpoint.adapters):
             endpoint.adapters = [{**a, "loaded": a["name"] in loaded} for a in endpoint.adapters]

@@ -433,6 +433,8 @@ class Endpoint(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     ready_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     last_request_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # its idle time counts from here
+    # what its worker last reported of its load (serving.batcher statistics); null before the first report
+    load: Mapped[dict | None] = mapped_column(JSON)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 

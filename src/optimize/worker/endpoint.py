@@ -178,7 +178,8 @@ class _Heartbeat:
         while not self._stop.is_set():
             try:
                 answer = self.channel.post_json(f"{self.base}/heartbeat", {
-                    "address": self.address, "loaded": sorted(self.engine.adapters) if self.engine else []})
+                    "address": self.address, "loaded": sorted(self.engine.adapters) if self.engine else [],
+                    "load": self.engine.batcher.statistics() if self.engine else None})
                 self._last_contact = time.monotonic()
                 if self.address and self.sync(answer.get("adapters") or []):
                     continue  # say at once that the adapters are loaded

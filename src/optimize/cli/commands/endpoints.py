@@ -192,7 +192,20 @@ def _render(con, e: dict[str, Any]) -> None:
         con.print(f"  {m['kind']:<8} {m['name']:<40} {'answering' if m['ready'] else 'not answering yet'}")
     con.print("Ask it      akka training endpoints send " + e["endpointId"][:12] + " --input TEXT, or POST "
               "<server>/v1/chat/completions with model set to one of the names above")
+    if e.get("load"):
+        con.print(f"Load        {_load_line(e['load'])}", markup=False)
     con.print(f"Created     {age(e['createdAt'])}")
+
+
+def _load_line(load: dict[str, Any]) -> str:
+    """What the worker last reported: requests served, in flight and queued; tokens/s and latency over a minute."""
+    def seconds(value):
+        return DASH if value is None else f"{value:.2f}s"
+
+    return (f"{load.get('served', 0)} served, {load.get('inFlight', 0)} in flight, {load.get('queued', 0)} queued; "
+            f"last minute {load.get('tokensPerSecond', 0):g} tokens/s, latency p50 "
+            f"{seconds(load.get('latencyP50Seconds'))} p95 {seconds(load.get('latencyP95Seconds'))}; "
+            f"{load.get('tokens', 0):,} tokens generated")
 
 
 def _render_list(con, data) -> None:
