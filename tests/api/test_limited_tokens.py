@@ -140,3 +140,10 @@ def test_limits_are_named_checked_and_shown(sqlite_server, capsys):
     whoami = httpx.get(f"{sqlite_server.url}/v1/auth/whoami",
                        headers={"Authorization": f"Bearer {made['token']}"}).json()
     assert whoami["projects"] == ["shop"] and whoami["namespaces"] == ["data"]
+
+
+def test_a_limited_token_cannot_read_the_deployment_s_metrics(server, two_projects):
+    limited = issue(server, "reader", projects=[two_projects["mine"]])
+    refused = get(server, "/metrics", limited)
+    assert refused.status_code == 403 and "cannot read the deployment's metrics" in refused.json()["detail"]
+    assert get(server, "/metrics", issue(server, "reader")).status_code == 200

@@ -97,6 +97,10 @@ def test_every_public_operation_documents_its_answer(document):
                         or not binary.get("description"):
                     problems.append(f"{method} {path} {code}: a file answer documents only described binary bytes")
                 continue
+            if set(content) == {"text/plain"}:  # a text format of its own (Prometheus'): a described string
+                if not (content["text/plain"].get("schema") or {}).get("description"):
+                    problems.append(f"{method} {path} {code}: a text answer documents a described string")
+                continue
             schema = (content.get("application/json") or {}).get("schema")
             if schema is None or not described(schema):
                 problems.append(f"{method} {path} {code}: the JSON answer has no schema ({schema!r})")

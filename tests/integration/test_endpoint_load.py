@@ -2,8 +2,9 @@
 Retry-After, a client that abandons its stream frees its row, a parameter the engine cannot honour is refused
 naming it, `/v1/completions` echoes a prompt with each token's log-probability (what log-likelihood evaluation
 reads), stop strings cut answers, seeds reproduce them, `GET /v1/models/{id}` finds a served model, and a route
-the server does not have answers 404 in OpenAI's shape. The endpoint batches one request and queues none
-(OPTIMIZE_ENDPOINT_BATCH=1, OPTIMIZE_ENDPOINT_QUEUE=0), so a second request finds it full."""
+the server does not have answers 404 in OpenAI's shape, max_tokens past the deployment's cap is refused, and
+`GET /metrics` gives jobs, devices and the endpoint's load in Prometheus' format. The endpoint batches one request
+and queues none (OPTIMIZE_ENDPOINT_BATCH=1, OPTIMIZE_ENDPOINT_QUEUE=0), so a second request finds it full."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def served(tmp_path_factory):
     from tests.conftest import start_server
 
     proc = start_server(tmp_path_factory.mktemp("load"), env={"OPTIMIZE_ENDPOINT_BATCH": "1",
-                                                              "OPTIMIZE_ENDPOINT_QUEUE": "0"})
+                                                              "OPTIMIZE_ENDPOINT_QUEUE": "0",
+                                                              "OPTIMIZE_ENDPOINT_MAX_TOKENS": "4000"})
     client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=120)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "load"}).raise_for_status()
@@ -119,3 +121,24 @@ def test_the_openai_client_gets_what_it_asks_or_a_refusal_naming_the_parameter(s
     missing = client.post("/v1/responses", json={"model": MODEL, "input": "hi"})
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
     assert missing.json()["error"]["message"].startswith("no route POST /v1/responses")
+
+
+def test_max_tokens_past_the_deployment_s_cap_is_refused_and_metrics_are_scraped(served):
+    proc, client, endpoint = served
+    capped = client.post("/v1/chat/completions", json={"model": MODEL, "messages": ASK, "max_tokens": 4001})
+    assert capped.status_code == 400 and capped.json()["error"]["param"] == "max_tokens"
+    assert "at most 4,000 (this deployment's cap on one answer" in capped.json()["error"]["message"]
+
+    scraped = client.get("/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
+    lines = scraped.text.splitlines()
+    assert "# TYPE optimize_jobs gauge" in lines
+    assert any(line.startswith('optimize_jobs{kind="endpoint",phase="READY"} ') and not line.endswith(" 0")
+               for line in lines)
+    assert 'optimize_devices{profile="cpu",pool="serving",state="granted"} 1' in lines
+    deadline = time.monotonic() + 20
+    while not any(line.startswith(f'optimize_endpoint_requests_served_total{{endpoint="{endpoint}"')
+                  for line in client.get("/metrics").text.splitlines()):
+        assert time.monotonic() < deadline, "no endpoint series"
+        time.sleep(0.2)
+    assert "# TYPE optimize_endpoint_tokens_generated_total counter" in client.get("/metrics").text

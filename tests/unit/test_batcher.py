@@ -142,3 +142,19 @@ def test_a_model_whose_cache_cannot_be_merged_answers_one_request_at_a_time(tmp_
         assert concurrently(engine, [(None, prompt) for prompt in PROMPTS[:4]], 8) == lone
     finally:
         engine.close()
+
+
+def test_a_request_past_the_time_limit_is_cut_and_told_so(engine):
+    from optimize.serving.batcher import RequestTimedOut
+
+    before = engine.batcher.request_seconds
+    engine.batcher.request_seconds = 0.2
+    try:
+        got = []
+        with pytest.raises(RequestTimedOut, match="ran past this endpoint's limit of 0.2 s"):
+            for step in engine.stream(None, PROMPTS[3], 4000):
+                got.append(step)
+        assert 0 < len(got) < 4000  # what was generated in time was handed over
+    finally:
+        engine.batcher.request_seconds = before
+    assert engine.batcher.load == {"running": 0, "waiting": 0}

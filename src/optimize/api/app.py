@@ -20,6 +20,7 @@ from optimize.api.routers import (
     health,
     info,
     internal,
+    metrics,
     models,
     namespaces,
     projects,
@@ -72,7 +73,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
                                            bundles, base_models, projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
-    for router in (*shared, *job_kinds.routers(), chat.router, internal.router):
+    for router in (*shared, *job_kinds.routers(), chat.router, metrics.router, internal.router):
         app.include_router(router)
     return app
 

@@ -32,6 +32,10 @@ class QueueFull(Exception):
     """Every slot of the batch and of the queue is taken."""
 
 
+class RequestTimedOut(Exception):
+    """A request ran past the endpoint's time limit; what it generated so far was handed over."""
+
+
 @dataclass(frozen=True)
 class Step:
     """One generated token, with its log-probability and the likeliest alternatives when asked for."""
@@ -64,9 +68,10 @@ class Sequence:
 
 
 class Batcher:
-    def __init__(self, engine, max_running: int = 16, max_waiting: int = 64) -> None:
+    def __init__(self, engine, max_running: int = 16, max_waiting: int = 64, request_seconds: float = 600.0) -> None:
         self.engine = engine
         self.max_running, self.max_waiting = max_running, max_waiting
+        self.request_seconds = request_seconds
         self.waiting: queue.Queue[Sequence] = queue.Queue()
         self.running: list[Sequence] = []
         self.cache = None
@@ -166,6 +171,9 @@ class Batcher:
             if sequence.cancelled.is_set():
                 self._finish(sequence, None)
                 continue
+            if self._late(sequence):
+                self._finish(sequence, self._timed_out())
+                continue
             try:
                 self._prefill(sequence)
             except Exception as error:  # noqa: BLE001 - this request fails; the batch goes on
@@ -239,11 +247,13 @@ class Batcher:
             sequence.last = token
             sequence.steps.put(step)
             if (token in self.engine.stop_ids or sequence.generated >= sequence.max_new_tokens
-                    or sequence.cancelled.is_set()):
+                    or sequence.cancelled.is_set() or self._late(sequence)):
                 leaving.append(sequence)
         cancelled = [s for s in self.running if s.cancelled.is_set() and s not in leaving]
         for sequence in leaving + cancelled:
-            self._finish(sequence, None)
+            done = (sequence.cancelled.is_set() or sequence.last in self.engine.stop_ids
+                    or sequence.generated >= sequence.max_new_tokens)
+            self._finish(sequence, None if done else self._timed_out())
         if leaving or cancelled:
             self._leave({id(s) for s in leaving + cancelled})
 
@@ -257,6 +267,13 @@ class Batcher:
             kept = ordered.cumsum(0) - ordered < sequence.top_p  # the smallest set whose mass reaches top_p
             probabilities = torch.zeros_like(probabilities).scatter(0, order[kept], ordered[kept])
         return int(torch.multinomial(probabilities, 1, generator=sequence.generator))
+
+    def _late(self, sequence: Sequence) -> bool:
+        return time.monotonic() - sequence.submitted > self.request_seconds
+
+    def _timed_out(self) -> RequestTimedOut:
+        return RequestTimedOut(f"the request ran past this endpoint's limit of {self.request_seconds:g} s "
+                               "(OPTIMIZE_ENDPOINT_REQUEST_SECONDS); ask for fewer tokens")
 
     def _finish(self, sequence: Sequence, error: BaseException | None) -> None:
         if error is not None:

@@ -16,16 +16,19 @@ API does not define.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.serving.batcher import RequestTimedOut
 from optimize.serving.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
-MOST_MAX_TOKENS = 32_768  # the server's cap on one answer (an endpoint still cuts it to the model's context)
+# the deployment's cap on one answer (an endpoint still cuts it to the model's context)
+MOST_MAX_TOKENS = int(os.environ.get("OPTIMIZE_ENDPOINT_MAX_TOKENS", "32768"))
 
 
 CHAT_FIELDS = frozenset({
@@ -94,7 +97,8 @@ def read_request(body: Any) -> ChatRequest:
     if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
         max_tokens = DEFAULT_MAX_TOKENS
     if type(max_tokens) is not int or not 1 <= max_tokens <= MOST_MAX_TOKENS:
-        raise RequestError(f"{field} must be a positive integer of at most {MOST_MAX_TOKENS:,}")
+        raise RequestError(f"{field} must be a positive integer of at most {MOST_MAX_TOKENS:,} (this deployment's "
+                           "cap on one answer, OPTIMIZE_ENDPOINT_MAX_TOKENS)", field)
     temperature = 1.0 if body.get("temperature") is None else body["temperature"]
     top_p = 1.0 if body.get("top_p") is None else body["top_p"]
     for name, value, high in (("temperature", temperature, 2.0), ("top_p", top_p, 1.0)):
@@ -243,6 +247,9 @@ class Completer:
                 if safe > len(sent) and not text[:safe].endswith("\ufffd"):  # hold back a half-decoded character
                     yield event({"content": text[len(sent):safe]}, logprobs=self._logprobs(steps[logged:], request))
                     sent, logged = text[:safe], len(steps)
+        except RequestTimedOut as late:  # what was generated was sent; the stream ends with OpenAI's error object
+            yield timed_out_event(late)
+            return
         finally:
             generated.close()  # a client that went away, or a stop string: the row is freed
         tokens = [step.token for step in steps]
@@ -297,6 +304,12 @@ class Completer:
     def _token_entry(self, token: int, logprob: float | None) -> dict[str, Any]:
         text = self.renderer.tokenizer.decode([token])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def timed_out_event(late: Exception) -> str:
+    """A stream's last event when its request ran past the endpoint's time limit, then `[DONE]`."""
+    error = {"error": {"message": str(late), "type": "timeout", "param": None, "code": "request_timeout"}}
+    return f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n"
 
 
 def _held_back(text: str, stops: tuple[str, ...]) -> int:

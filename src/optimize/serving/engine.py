@@ -20,6 +20,7 @@ from optimize.serving.batcher import Batcher, Sequence, Step
 
 MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
 MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests that wait for a row; then 429
+REQUEST_SECONDS = float(os.environ.get("OPTIMIZE_ENDPOINT_REQUEST_SECONDS", "600"))  # then the request is cut
 
 
 class ServingModel:
@@ -35,7 +36,7 @@ class ServingModel:
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
         self.lock = threading.Lock()
         self.stop_ids, self.pad_id = stop_and_pad_ids(self.base, self.tokenizer)
-        self.batcher = Batcher(self, MAX_RUNNING, MAX_WAITING)
+        self.batcher = Batcher(self, MAX_RUNNING, MAX_WAITING, REQUEST_SECONDS)
 
     def close(self) -> None:
         self.batcher.close()

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from optimize.serving.completions import MOST_MAX_TOKENS, RequestError, read_seed, read_stop
+from optimize.serving.batcher import RequestTimedOut
+from optimize.serving.completions import MOST_MAX_TOKENS, RequestError, read_seed, read_stop, timed_out_event
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this endpoint
 MOST_LOGPROBS = 5
@@ -158,6 +159,9 @@ class TextCompleter:
                 if len(text) > len(sent) and not text.endswith("\ufffd") and not request.stop:
                     yield event(text[len(sent):])
                     sent = text
+        except RequestTimedOut as late:
+            yield timed_out_event(late)
+            return
         finally:
             generated.close()
         text = self._text([s.token for s in steps])[:cut]

@@ -88,14 +88,14 @@ RETRY_AFTER_SECONDS = 1
 
 def _app(completer, texts, base_name: str, engine) -> FastAPI:
     """The worker's OpenAI routes; every error in OpenAI's shape (`error`: message, type, param, code)."""
-    from optimize.serving.batcher import QueueFull
+    from optimize.serving.batcher import QueueFull, RequestTimedOut
     from optimize.serving.text_completions import read_text_request
 
     app = FastAPI()
 
     def refuse(message: str, status: int = 400, param: str | None = None, code: str | None = None,
                headers: dict[str, str] | None = None) -> JSONResponse:
-        kind = {404: "not_found_error", 429: "rate_limit_error"}.get(status, "invalid_request_error")
+        kind = {404: "not_found_error", 429: "rate_limit_error", 504: "timeout"}.get(status, "invalid_request_error")
         return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
                             status_code=status, headers=headers)
 
@@ -116,6 +116,8 @@ def _app(completer, texts, base_name: str, engine) -> FastAPI:
             return JSONResponse(await run_in_threadpool(answerer.complete, adapter, asked))
         except RequestError as error:
             return refuse(str(error), param=error.param)
+        except RequestTimedOut as late:
+            return refuse(str(late), 504, code="request_timeout")
         except QueueFull as full:
             return refuse(f"the endpoint is at capacity ({full}); try again shortly", 429, code="queue_full",
                           headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
