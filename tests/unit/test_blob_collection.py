@@ -283,7 +283,8 @@ def test_a_referenced_blob_is_never_lost_while_jobs_and_registrations_go_on(regi
 NOT_BLOBS = {
     "analyses.examples_digest", "analyses.report", "analyses.progress", "api_tokens.digest", "api_tokens.projects",
     "api_tokens.namespaces", "base_model_additions.entry", "base_model_selections.content_digest", "events.data",
-    "job_leases.devices", "endpoints.base", "endpoints.devices", "endpoints.load", "evaluations.dataset_digest", "evaluations.devices",
+    "job_leases.devices", "endpoints.base", "endpoints.devices", "endpoints.load", "evaluations.dataset_digest",
+    "evaluations.devices",
     "evaluations.progress", "evaluations.report", "runs.submission_digest", "runs.plan", "runs.resolved",
     "runs.sources", "runs.dataset_digest", "runs.validation_digest", "runs.warnings", "runs.progress", "runs.checks",
     "runs.length_check", "runs.results", "runs.cost", "runs.phase_times", "runs.prediction", "runs.memory",

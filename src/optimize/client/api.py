@@ -237,6 +237,15 @@ class Endpoints(_Resource):
         """Stop serving one attached adapter; the endpoint goes on serving its other models."""
         return self._http.post(self._path(endpoint, "detach"), json={"model": model})
 
+    def disable(self, endpoint: str, *, model: str) -> Json:
+        """Requests for `model` (the base model or an attached adapter) through the server are answered 409 until
+        it is enabled; the endpoint keeps its device and the model stays loaded."""
+        return self._http.post(self._path(endpoint, "disable"), json={"model": model})
+
+    def enable(self, endpoint: str, *, model: str) -> Json:
+        """Undo `disable`: the model answers through the server again."""
+        return self._http.post(self._path(endpoint, "enable"), json={"model": model})
+
     def info(self) -> Json:
         """What endpoints here can do: idle timeout, adapters at once, devices, engine, tool-call parsers."""
         return self._http.get(f"{self.ROOT}/info")

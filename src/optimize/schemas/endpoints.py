@@ -31,13 +31,23 @@ class DetachRequest(RequestModel):
     model: str = Field(min_length=1, description="The attached model reference to stop serving")
 
 
+class EnableRequest(RequestModel):
+    """`POST /v1/training/endpoints/{id}/disable` and `…/enable`."""
+
+    model: str = Field(min_length=1, description="The model to disable or enable at the endpoint: the base model's "
+                                                 "id, or an attached adapter's name (NS/NAME selects each of its "
+                                                 "versions attached)")
+
+
 # --- answers ------------------------------------------------------------------------------------------------
 
 
 class EndpointModel(Answer):
     name: str = Field(description="The name a request's model selects it by: the base model's entry id or NS/NAME:vN")
     kind: str = Field(description="base or adapter")
-    ready: bool = Field(description="Whether it answers now")
+    ready: bool = Field(description="Whether its worker answers for it now")
+    enabled: bool = Field(description="False while it is disabled at the endpoint: requests through the server are "
+                                      "answered 409 (it stays loaded; akka training endpoints enable undoes it)")
     instructions: str | None = Field(description="The system instructions the adapter was trained with, if any")
 
 

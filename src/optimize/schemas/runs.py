@@ -122,7 +122,8 @@ class RunTiming(Answer):
     finished_at: str | None = Field(description="When it ended (ISO 8601, UTC); null while it has not")
     preparing: dict[str, Number | None] | None = Field(
         default=None, description="Seconds of PREPARING's parts in the latest attempt, as its worker measured them: "
-                                  "workerStart (the process's start to its spec), downloads (saves, bundles, judge "
+                                  "workerStart (the process's start to its spec), imports (the engine's, where the "
+                                  "worker did not start with them), downloads (saves, bundles, judge "
                                   "adapters), rows (read and rendered), smoke, modelLoad (what was left of the "
                                   "engine's imports and the model's load once the rows were ready), modelLoadAhead "
                                   "(their whole "

@@ -1,12 +1,15 @@
-"""Endpoints as users and workers see them: create (or attach to a served base), read, list, detach, delete;
-the worker's spec, readiness, heartbeats and end.
+"""Endpoints as users and workers see them: create (or attach to a served base), read, list, detach,
+disable/enable, delete; the worker's spec, readiness, heartbeats and end.
 
 An endpoint is one resident base model plus the LoRA adapters attached to it. It waits in AWAITING_CAPACITY for
 a device of its profile (the scheduler grants it: `optimize.jobs.scheduler`), loads in STARTING and answers in READY
 until it is deleted (DELETED; also when it answered no request for the deployment's idle timeout, since it holds
 its device while idle) or fails (FAILED, with the reason). A candidate whose base model and commit an
 active endpoint of its project already serves attaches to it without new devices; its worker loads the adapter
-at its next heartbeat, and the model answers once the worker says it is loaded.
+at its next heartbeat, and the model answers once the worker says it is loaded. A model disabled at an endpoint
+stays loaded on its device but is refused (409) to requests through the server until it is enabled again; the
+flag lives in the endpoint's JSON columns (`"disabled": true` on an adapter's entry, or in `base` for the base
+model), and the worker is never told (callers of the worker itself are unaffected).
 """
 
 from __future__ import annotations
@@ -104,9 +107,10 @@ LOAD_KEYS = ("served", "inFlight", "queued", "tokens", "tokensPerSecond", "laten
 def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     base_id = endpoint.base["baseEntryId"]
     started = endpoint.phase == "READY"
-    models = [{"name": base_id, "kind": "base", "ready": started, "instructions": None}] + [
+    models = [{"name": base_id, "kind": "base", "ready": started, "enabled": not endpoint.base.get("disabled"),
+               "instructions": None}] + [
         {"name": a["name"], "kind": "adapter", "ready": started and bool(a.get("loaded")),
-         "instructions": a.get("instructions")} for a in endpoint.adapters]
+         "enabled": not a.get("disabled"), "instructions": a.get("instructions")} for a in endpoint.adapters]
     return {"endpointId": endpoint.id, "project": endpoint.project, "model": endpoint.model_reference,
             "baseModel": {"id": base_id, "commit": endpoint.base["baseCommit"]}, "models": models,
             "phase": endpoint.phase, "attempt": endpoint.attempt, "deviceProfile": endpoint.device_profile,
@@ -158,6 +162,41 @@ def detach(training: Deployment, endpoint_id: str, model: str) -> dict[str, Any]
         endpoint.adapters = kept
         record(session, ENDPOINT.subject(endpoint.id), "detached", model=model)
         return endpoint_json(endpoint)
+
+
+def set_enabled(training: Deployment, endpoint_id: str, model: str, enabled: bool) -> dict[str, Any]:
+    """Disable a model at an endpoint (requests through the server are answered 409; it stays loaded on the device
+    the endpoint keeps) or enable it again. `model` is the base model's id or an attached adapter's name (NS/NAME
+    selects each of its versions attached). Asking for what already holds changes nothing."""
+    verb = "enable" if enabled else "disable"
+    with training.store.transaction() as session:
+        endpoint = find_endpoint(session, endpoint_id)
+        if endpoint.phase in TERMINAL:
+            raise Refused(f"endpoint {endpoint.id[:12]} is {endpoint.phase}; it serves nothing to {verb}")
+        changed = False
+        if model == endpoint.base["baseEntryId"]:
+            if bool(endpoint.base.get("disabled")) == enabled:
+                endpoint.base = _flagged(endpoint.base, enabled)
+                changed = True
+        else:
+            chosen = [a for a in endpoint.adapters if a["name"] == model or a["name"].startswith(model + ":")]
+            if not chosen:
+                names = ", ".join([endpoint.base["baseEntryId"], *(a["name"] for a in endpoint.adapters)])
+                raise NotFound(f"endpoint {endpoint.id[:12]} serves no model {model!r} (it serves: {names})",
+                               hint=f"{verb} one of those: akka training endpoints {verb} {endpoint.id[:12]} MODEL")
+            if any(bool(a.get("disabled")) == enabled for a in chosen):
+                names = {a["name"] for a in chosen}
+                endpoint.adapters = [_flagged(a, enabled) if a["name"] in names else a for a in endpoint.adapters]
+                changed = True
+        if changed:
+            record(session, ENDPOINT.subject(endpoint.id), "enabled" if enabled else "disabled", model=model)
+        return endpoint_json(endpoint)
+
+
+def _flagged(entry: dict[str, Any], enabled: bool) -> dict[str, Any]:
+    """A copy of a model's entry, disabled or not (an enabled one carries no flag)."""
+    kept = {key: value for key, value in entry.items() if key != "disabled"}
+    return kept if enabled else {**kept, "disabled": True}
 
 
 def delete_endpoint(training: Deployment, endpoint_id: str) -> dict[str, Any]:
@@ -234,10 +273,14 @@ def route(training: Deployment, requested: str | None, endpoint_id: str | None =
         if not wanted:
             raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
         name = _served_name(training, session, wanted)
+        disabled_at = None  # the first endpoint that serves the model disabled, if no other answers for it
         for endpoint in candidates:
             served = {endpoint.base["baseEntryId"]: True, **{a["name"]: bool(a.get("loaded"))
                                                              for a in endpoint.adapters}}
             if name not in served:
+                continue
+            if _disabled(endpoint, name):
+                disabled_at = disabled_at or endpoint
                 continue
             if endpoint.phase != "READY" or not served[name]:
                 state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
@@ -245,9 +288,19 @@ def route(training: Deployment, requested: str | None, endpoint_id: str | None =
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
             endpoint.last_request_at = utcnow()  # its idle time starts again
             return endpoint.address, name
+        if disabled_at is not None:
+            raise Conflict(f"model {name} is disabled at endpoint {disabled_at.id[:12]}",
+                           hint=f"enable it with: akka training endpoints enable {disabled_at.id[:12]} {name}")
         where = f"endpoint {candidates[0].id[:12]}" if endpoint_id is not None else "any endpoint"
         raise NotFound(f"model {wanted!r} is not served by {where}",
                        hint=f"serve it with: akka training endpoints create --model {wanted}")
+
+
+def _disabled(endpoint: Endpoint, name: str) -> bool:
+    """Whether the model the endpoint serves under `name` is disabled there."""
+    if name == endpoint.base["baseEntryId"]:
+        return bool(endpoint.base.get("disabled"))
+    return any(a["name"] == name and a.get("disabled") for a in endpoint.adapters)
 
 
 def _served_name(training: Deployment, session, wanted: str) -> str:
@@ -277,7 +330,7 @@ def served_models(training: Deployment) -> list[dict[str, Any]]:
         for endpoint in ready:
             created = int(as_utc(endpoint.ready_at or endpoint.created_at).timestamp())
             for item in endpoint_json(endpoint)["models"]:
-                if item["ready"] and item["name"] not in models:
+                if item["ready"] and item["enabled"] and item["name"] not in models:
                     models[item["name"]] = {"id": item["name"], "object": "model", "created": created,
                                             "owned_by": endpoint.project, "endpoint": endpoint.id}
         return list(models.values())

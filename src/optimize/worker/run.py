@@ -66,9 +66,11 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     config = spec["config"]
     method = method_for(config["method"])  # what differs by method: rows, recipe, results
     smoke = config.get("smoke") if not (spec.get("resume") or spec.get("branch")) else None  # passed already
-    # the engine's imports and the model's load go on beside the downloads and the rows (a smoke check loads its
-    # own copy first, so then only the imports do)
+    # the engine's imports first, then the model's load beside the downloads and the rows (a smoke check loads
+    # its own copy first, so then only the imports are done ahead)
+    started = time.monotonic()
     preload = harness.Preload(spec["model"]["path"], config, model=not smoke) if _model_cached(spec) else None
+    preparing["imports"] = round(time.monotonic() - started, 2)
     try:
         return _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload)
     finally:

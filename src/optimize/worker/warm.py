@@ -9,8 +9,8 @@ is padding that keeps room for it), so the executor, `ps` and a restarted server
 Only jobs without GPUs come here: this process never initialises CUDA, so a fork of it is safe. Forking a process
 whose threads hold locks can leave a lock held forever in the child, so this process runs no Python thread and
 reports its native threads: the few that numpy's OpenBLAS and pyarrow's jemalloc start on import (both re-arm
-themselves in a forked child) are its baseline; one more — torch's OpenMP pool, say — and the server does not
-use it.
+themselves in a forked child) are its baseline — and scipy's own OpenBLAS where scipy is installed, since
+Transformers imports it when it can; one more — torch's OpenMP pool, say — and the server does not use it.
 
 Protocol, one JSON object per line: the server writes `{"id", "command", "env", "log"}` on stdin; this process
 answers `{"ready", "threads", "baseline", "pythonThreads"}` once, `{"id", "pid"}` per request, and
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
 import json
 import os
 import select
@@ -42,6 +43,8 @@ def main() -> int:
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what a library prints goes to the log, never into the answers
     importlib.import_module("numpy")
+    if importlib.util.find_spec("scipy") is not None:  # its BLAS starts a pool as numpy's does
+        importlib.import_module("scipy.linalg")
     importlib.import_module("pyarrow")
     baseline = _native_threads()
     for module in PRELOADED:

@@ -1,7 +1,7 @@
 """Endpoints: `POST /v1/training/endpoints`, `GET …[?project=&phase=&model=]`, `GET …/info`, `GET …/{id}`,
-`DELETE …/{id}`,
-`POST …/{id}/detach`, `GET …/{id}/events` (server-sent events) and `POST …/{id}/chat/completions` (one endpoint's
-OpenAI chat completions, what `akka training endpoints proxy` forwards to)."""
+`DELETE …/{id}`, `POST …/{id}/detach`, `POST …/{id}/disable` and `…/enable` (`{model}`: refused 409 through the
+server, or answering again), `GET …/{id}/events` (server-sent events) and `POST …/{id}/chat/completions` (one
+endpoint's OpenAI chat completions, what `akka training endpoints proxy` forwards to)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
+from optimize.core.errors import Invalid
 from optimize.schemas.common import event_stream
 from optimize.schemas.endpoints import (
     DetachRequest,
+    EnableRequest,
     Endpoint,
     EndpointCreated,
     EndpointList,
@@ -64,10 +66,30 @@ def delete(endpoint_id: str, training: TrainingDep) -> dict:
 def detach(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
-        from optimize.core.errors import Invalid
-
         raise Invalid("detach needs model: the attached model reference to stop serving")
     return service.detach(training, endpoint_id, model)
+
+
+@router.post("/{endpoint_id}/disable", response_model=Endpoint)
+def disable(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
+            ) -> dict:
+    """Requests for the model through the server are answered 409 until it is enabled; the endpoint keeps its
+    device and the model stays loaded."""
+    return service.set_enabled(training, endpoint_id, _model(body, "disable"), enabled=False)
+
+
+@router.post("/{endpoint_id}/enable", response_model=Endpoint)
+def enable(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
+           ) -> dict:
+    """The model answers through the server again."""
+    return service.set_enabled(training, endpoint_id, _model(body, "enable"), enabled=True)
+
+
+def _model(body: Any, verb: str) -> str:
+    model = body.get("model") if isinstance(body, dict) else None
+    if not isinstance(model, str) or not model:
+        raise Invalid(f"{verb} needs model: the base model or an attached model the endpoint serves")
+    return model
 
 
 @router.post("/{endpoint_id}/chat/completions", responses=CHAT_RESPONSES,

@@ -1,4 +1,4 @@
-"""`akka training endpoints create|get|list|wait|logs|send|proxy|detach|info|delete`."""
+"""`akka training endpoints create|get|list|wait|logs|send|proxy|detach|disable|enable|info|delete`."""
 
 from __future__ import annotations
 
@@ -138,6 +138,31 @@ def detach(out: Output, endpoint: Endpoint,
     out.emit(answer, _render)
 
 
+@command(app, "disable")
+def disable(out: Output, endpoint: Endpoint,
+            model: Annotated[str, typer.Argument(help="The base model or an attached model (NS/NAME[:vN]).")]
+            ) -> None:
+    """Refuse a model's requests through the server (HTTP 409) until it is enabled; the endpoint keeps its device
+    and the model stays loaded (callers of the endpoint's worker itself are unaffected)."""
+    with client_for(out) as api:
+        answer = api.endpoints.disable(endpoint, model=model)
+    out.emit(answer, lambda con, e: con.print(
+        f"Model {model} disabled at endpoint {e['endpointId'][:12]}: requests through the server answer 409; "
+        f"enable it with: akka training endpoints enable {e['endpointId'][:12]} {model}", markup=False))
+
+
+@command(app, "enable")
+def enable(out: Output, endpoint: Endpoint,
+           model: Annotated[str, typer.Argument(help="The base model or an attached model (NS/NAME[:vN]).")]
+           ) -> None:
+    """Answer a disabled model's requests through the server again."""
+    with client_for(out) as api:
+        answer = api.endpoints.enable(endpoint, model=model)
+    out.emit(answer, lambda con, e: con.print(
+        f"Model {model} enabled at endpoint {e['endpointId'][:12]}: it answers through the server again.",
+        markup=False))
+
+
 @command(app, "info")
 def info(out: Output) -> None:
     """What endpoints here can do: idle timeout, adapters loaded at once, devices, engine, tool-call parsers."""
@@ -189,7 +214,8 @@ def _render(con, e: dict[str, Any]) -> None:
     if e.get("failureReason"):
         con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
     for m in e["models"]:
-        con.print(f"  {m['kind']:<8} {m['name']:<40} {'answering' if m['ready'] else 'not answering yet'}")
+        state = "answering" if m["ready"] else "not answering yet"
+        con.print(f"  {m['kind']:<8} {m['name']:<40} {state}" + ("" if m.get("enabled", True) else " (disabled)"))
     con.print("Ask it      akka training endpoints send " + e["endpointId"][:12] + " --input TEXT, or POST "
               "<server>/v1/chat/completions with model set to one of the names above")
     if e.get("load"):

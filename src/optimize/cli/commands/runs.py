@@ -243,8 +243,8 @@ def _seconds(value: float | None) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-PREPARING_PARTS = {"workerStart": "worker start", "downloads": "downloads", "rows": "rows", "smoke": "smoke check",
-                   "modelLoad": "model load", "trainer": "trainer", "startCheck": "start check"}
+PREPARING_PARTS = {"workerStart": "worker start", "imports": "imports", "downloads": "downloads", "rows": "rows",
+                   "smoke": "smoke check", "modelLoad": "model load", "trainer": "trainer", "startCheck": "start check"}
 
 
 def _preparing_line(parts: dict[str, Any]) -> str:
@@ -252,7 +252,7 @@ def _preparing_line(parts: dict[str, Any]) -> str:
     line = ", ".join(f"{label} {parts[key]:.1f}s" for key, label in PREPARING_PARTS.items()
                      if parts.get(key) is not None)
     if parts.get("modelLoadAhead") is not None:
-        line += f" (the imports and the model's load took {parts['modelLoadAhead']:.1f}s beside the rows)"
+        line += f" (the model's load took {parts['modelLoadAhead']:.1f}s beside the rows)"
     return line
 
 

@@ -66,12 +66,22 @@ class Outcome:
 
 
 class Preload:
-    """The engine's imports (torch, Transformers, PEFT, TRL) and the base model's load, on a thread of their own
-    while the worker downloads what the attempt needs and renders its rows: PREPARING waits only for what is left
-    of them once the rows are ready. With `model` False (an attempt that runs a smoke check first, which loads its
-    own copy) only the imports are done ahead."""
+    """The base model's load on a thread of its own while the worker downloads what the attempt needs and renders
+    its rows: PREPARING waits only for what is left of it once the rows are ready. The engine's imports (torch,
+    Transformers, PEFT, TRL, the model's own class) are done first, on the caller's thread: two threads resolving
+    Transformers' lazy names at once can fail ("cannot import name …"). With `model` False (an attempt that runs a
+    smoke check first, which loads its own copy) only the imports are done."""
 
     def __init__(self, model_dir: str, config: dict[str, Any], model: bool = True) -> None:
+        import peft  # noqa: F401 - imported here, ahead, on this thread
+        import trl  # noqa: F401
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+
+        if model:
+            try:  # the model's class, and with it its modeling module
+                AutoModelForCausalLM._model_mapping[type(AutoConfig.from_pretrained(model_dir))]
+            except Exception:  # noqa: BLE001 - from_pretrained says what is wrong, where the model is taken
+                pass
         self.model_dir, self.config, self.wanted = model_dir, config, model
         self._model, self._error, self.seconds = None, None, 0.0
         self._thread = threading.Thread(target=self._load, name="preload", daemon=True)
@@ -80,9 +90,6 @@ class Preload:
     def _load(self) -> None:
         started = time.monotonic()
         try:
-            import peft  # noqa: F401 - imported here, ahead, for the time it takes
-            import trl  # noqa: F401
-
             if self.wanted:
                 self._model = load_model(self.model_dir, self.config)
         except BaseException as error:  # noqa: BLE001 - raised again where the model is taken
@@ -137,8 +144,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     spanning its own updates at its own learning rate.
 
     `preparing` receives the seconds of the engine's parts of PREPARING before `hooks.started` is called:
-    modelLoad (what was left of the imports and the load), modelLoadAhead (the preload's whole time), trainer
-    (its construction: the adapter, the datasets) and startCheck."""
+    modelLoad (what was left of the load), modelLoadAhead (the preload's whole time), trainer (its construction:
+    the adapter, the datasets) and startCheck."""
     preparing = {} if preparing is None else preparing
     clock = {"start": 0.0, "prepare": time.monotonic()}
     preloaded = preload.take() if preload is not None else None
@@ -233,7 +240,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     model = preloaded if preloaded is not None else load(dtype)
     preparing["modelLoad"] = round(time.monotonic() - clock["prepare"], 2)  # what was left of it
     if preload is not None:
-        preparing["modelLoadAhead"] = preload.seconds  # its whole time, mostly while rows were rendered
+        preparing["modelLoadAhead"] = preload.seconds  # its whole time, while the rows were rendered
     clock["prepare"] = time.monotonic()
     if start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
         from peft import PeftModel

@@ -1,0 +1,176 @@
+"""Third-party clients that speak the OpenAI API work unchanged against an endpoint (the tiny Llama stand-in):
+
+- the official `openai` package's AsyncOpenAI: concurrent chat completions, some streamed, each answered as when it
+  is asked alone (greedy and seeded answers alike); models listed; a bad token refused as AuthenticationError;
+- EleutherAI's evaluation harness `lm-eval`, through its OpenAI-compatible model classes and no task or dataset:
+  `LocalCompletionsAPI.loglikelihood` (echoed prompts' log-probabilities over `requests` and, concurrently, over
+  `aiohttp`; string prompts and token-id prompts; the tokenizer it counts context tokens with is the stand-in's
+  own, read from disk, so nothing is downloaded) and `LocalChatCompletion.generate_until` (answers cut at its
+  `until` stop strings by the server);
+- httpx as a curl-like client: a streamed chat completion and a streamed text completion read line by line as
+  server-sent events, ending with `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import built_standin, from_standin
+
+pytestmark = pytest.mark.integration
+MODEL = "optimize/tiny-llama-3.2"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from tests.conftest import start_server
+
+    proc = start_server(tmp_path_factory.mktemp("clients"))
+    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=120)
+    try:
+        client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+        client.post("/v1/training/projects", json={"name": "clients"}).raise_for_status()
+        created = client.post("/v1/training/endpoints", json={"model": MODEL, "project": "clients"}).json()
+        deadline = time.monotonic() + 300
+        while client.get(f"/v1/training/endpoints/{created['endpointId']}").json()["phase"] != "READY":
+            assert time.monotonic() < deadline, "the endpoint did not become ready"
+            time.sleep(0.2)
+        yield proc, client
+        client.delete(f"/v1/training/endpoints/{created['endpointId']}")
+    finally:
+        client.close()
+        proc.stop()
+
+
+def _ask(index: int) -> dict:
+    """The i-th request of the concurrent batch: the first two greedy, the others sampled with a seed of their own
+    (so that their answers differ, and one mixed up with another would show)."""
+    return {"model": MODEL, "messages": [{"role": "user", "content": f"Question {index}: what is {index} plus 2?"}],
+            "max_tokens": 16, **({"temperature": 0} if index < 2 else {"temperature": 1.0, "seed": index})}
+
+
+def test_async_openai_answers_concurrent_requests_as_it_answers_each_alone(served):
+    from openai import AsyncOpenAI, AuthenticationError
+
+    proc, _ = served
+
+    async def answer(openai: AsyncOpenAI, request: dict, stream: bool) -> tuple[str, str]:
+        if not stream:
+            whole = await openai.chat.completions.create(**request)
+            return whole.choices[0].message.content, whole.choices[0].finish_reason
+        parts, finish = [], None
+        async for chunk in await openai.chat.completions.create(**request, stream=True):
+            for choice in chunk.choices:
+                parts.append(choice.delta.content or "")
+                finish = choice.finish_reason or finish
+        return "".join(parts), finish
+
+    async def main() -> None:
+        async with AsyncOpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0) as openai:
+            assert MODEL in [model.id async for model in openai.models.list()]
+            together = await asyncio.gather(*(answer(openai, _ask(i), stream=i % 2 == 1) for i in range(8)))
+            for i, (text, finish) in enumerate(together):
+                assert text and finish in ("stop", "length"), (i, text, finish)
+                assert (text, finish) == await answer(openai, _ask(i), stream=False), i  # the same, asked alone
+            assert len({text for text, _ in together[2:]}) > 1  # the seeded answers differ: none was mixed up
+        async with AsyncOpenAI(base_url=f"{proc.url}/v1", api_key="not-a-token", max_retries=0) as stranger:
+            with pytest.raises(AuthenticationError) as refused:
+                await stranger.chat.completions.create(**_ask(0))
+            assert "not valid" in refused.value.message
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def lm_eval_env(served, monkeypatch):
+    """lm-eval's local OpenAI-compatible classes read the API key from OPENAI_API_KEY."""
+    pytest.importorskip("lm_eval")
+    proc, _ = served
+    monkeypatch.setenv("OPENAI_API_KEY", proc.token)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return proc
+
+
+@pytest.mark.parametrize("tokenized", [False, True], ids=["text-prompts", "token-prompts"])
+def test_lm_eval_computes_log_likelihoods_from_echoed_prompts(served, lm_eval_env, tokenized):
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+    from openai import OpenAI
+
+    proc, _ = served
+    openai = OpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0)
+    context = "The cat sat on the"
+    greedy = openai.completions.create(model=MODEL, prompt=context, max_tokens=3, temperature=0).choices[0].text
+    pairs = [(context, greedy), (context, " mat"), ("Paris is the capital of", " France and Italy"),
+             ("One, two,", " three")]
+    requests = [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)]
+
+    lm = LocalCompletionsAPI(base_url=f"{proc.url}/v1/completions", model=MODEL, tokenizer_backend="huggingface",
+                             tokenizer=str(built_standin(MODEL)), tokenized_requests=tokenized, max_retries=1)
+    answers = lm.loglikelihood(requests)
+    concurrent = LocalCompletionsAPI(base_url=f"{proc.url}/v1/completions", model=MODEL, num_concurrent=3,
+                                     tokenizer_backend="huggingface", tokenizer=str(built_standin(MODEL)),
+                                     tokenized_requests=tokenized, max_retries=1).loglikelihood(requests)
+    assert len(answers) == len(pairs)
+    for (prefix, continuation), (loglikelihood, is_greedy), (again, greedy_again) in zip(
+            pairs, answers, concurrent, strict=True):
+        assert math.isfinite(loglikelihood) and loglikelihood < 0 and isinstance(is_greedy, bool)
+        assert again == pytest.approx(loglikelihood, abs=1e-4) and greedy_again == is_greedy
+        # what lm-eval computed: the continuation's tokens' log-probabilities in the echoed prompt
+        echoed = openai.completions.create(model=MODEL, prompt=prefix + continuation, max_tokens=0, echo=True,
+                                           logprobs=1).choices[0].logprobs
+        expected = sum(lp for lp, offset in zip(echoed.token_logprobs, echoed.text_offset, strict=True)
+                       if offset >= len(prefix))
+        assert loglikelihood == pytest.approx(expected, abs=1e-3), (prefix, continuation)
+    assert answers[0][1] is True  # the greedy continuation is the greedy one
+
+
+def test_lm_eval_generations_are_cut_at_its_stop_strings(served, lm_eval_env):
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.api_models import JsonChatStr
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    proc, _ = served
+    lm = LocalChatCompletion(base_url=f"{proc.url}/v1/chat/completions", model=MODEL, max_retries=1)
+    chat = JsonChatStr(json.dumps([{"role": "user", "content": "Tell me a story."}]))
+
+    def generate(*until: str) -> list[str]:  # sampled: lm-eval sends its seed (1234) with every request
+        return lm.generate_until([Instance("generate_until", {}, (chat, {"until": [stop], "max_gen_toks": 16,
+                                                                         "temperature": 1.0}), i)
+                                  for i, stop in enumerate(until)])
+
+    [whole] = generate("\x1e")  # a stop string the answer does not hold
+    assert whole
+    stop = next((whole[i:i + 2] for i in [*range(len(whole) // 2, len(whole) - 1), *range(1, len(whole) // 2)]
+                 if whole[i:i + 2].isascii() and whole[i:i + 2].isalnum()), None)  # from the answer's second half
+    if stop is None:
+        pytest.skip(f"no stop string to cut this answer at: {whole!r}")
+    cut, uncut = generate(stop, "\x1e")
+    assert cut == whole[:whole.index(stop)] and uncut == whole
+
+
+def test_httpx_reads_streams_as_server_sent_events_ending_with_done(served):
+    proc, client = served
+    ask = _ask(3)
+    whole = client.post("/v1/chat/completions", json=ask).json()["choices"][0]["message"]["content"]
+    for path, body in (("/v1/chat/completions", {**ask, "stream": True}),
+                       ("/v1/completions", {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8,
+                                            "stream": True})):
+        with client.stream("POST", path, json=body) as stream:
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+            events = [line for line in stream.iter_lines() if line]
+        assert all(line.startswith("data: ") for line in events) and events[-1] == "data: [DONE]", events
+        chunks = [json.loads(line.removeprefix("data: ")) for line in events[:-1]]
+        assert len({chunk["id"] for chunk in chunks}) == 1 and chunks[-1]["choices"][0]["finish_reason"] == "length"
+        if path == "/v1/chat/completions":
+            assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
+            assert "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks) == whole
+        else:
+            assert {chunk["object"] for chunk in chunks} == {"text_completion"}
+            assert "".join(chunk["choices"][0]["text"] for chunk in chunks)
