@@ -82,7 +82,7 @@ def test_endpoints_get_shows_the_load(served, capsys):
 
 
 def test_the_openai_client_gets_what_it_asks_or_a_refusal_naming_the_parameter(served):
-    from openai import BadRequestError, NotFoundError, OpenAI
+    from openai import BadRequestError, NotFoundError, OpenAI, RateLimitError
 
     proc, client, _ = served
     openai = OpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0)
@@ -114,6 +114,9 @@ def test_the_openai_client_gets_what_it_asks_or_a_refusal_naming_the_parameter(s
     assert "".join(choice.logprobs.tokens) == choice.text and echoed.usage.completion_tokens == 0
     continued = openai.completions.create(model=MODEL, prompt="The cat sat on the", max_tokens=5, temperature=0)
     assert continued.choices[0].finish_reason in ("stop", "length") and continued.object == "text_completion"
+
+    with pytest.raises(RateLimitError):  # two prompts need two rows; this endpoint has one and no queue
+        openai.completions.create(model=MODEL, prompt=["The cat sat on the", "A dog ran"], max_tokens=5)
 
     assert openai.models.retrieve(MODEL).id == MODEL
     with pytest.raises(NotFoundError):

@@ -117,6 +117,11 @@ def test_lm_eval_computes_log_likelihoods_from_echoed_prompts(served, lm_eval_en
     concurrent = LocalCompletionsAPI(base_url=f"{proc.url}/v1/completions", model=MODEL, num_concurrent=3,
                                      tokenizer_backend="huggingface", tokenizer=str(built_standin(MODEL)),
                                      tokenized_requests=tokenized, max_retries=1).loglikelihood(requests)
+    # its batches: several prompts in one request, one choice each
+    batched = LocalCompletionsAPI(base_url=f"{proc.url}/v1/completions", model=MODEL, batch_size=4,
+                                  tokenizer_backend="huggingface", tokenizer=str(built_standin(MODEL)),
+                                  tokenized_requests=tokenized, max_retries=1).loglikelihood(requests)
+    assert [b[0] for b in batched] == pytest.approx([a[0] for a in answers], abs=1e-4)
     assert len(answers) == len(pairs)
     for (prefix, continuation), (loglikelihood, is_greedy), (again, greedy_again) in zip(
             pairs, answers, concurrent, strict=True):

@@ -270,7 +270,11 @@ def test_a_prompt_as_long_as_the_context_is_refused_before_any_generation(smollm
 def test_streamed_text_concatenates_to_the_complete_content_and_ends_with_usage_then_done(smollm2):
     completer, _ = completer_for(smollm2, TEXT_ANSWER)
     whole = completer.complete(None, read_request(body()))
-    chunks = events(completer.chunks(None, read_request(body(stream=True))))
+    plain = events(completer.chunks(None, read_request(body(stream=True))))
+    assert not any("usage" in c for c in plain[:-1])  # as OpenAI: usage only when stream_options asks for it
+    chunks = events(completer.chunks(None, read_request(body(stream=True, stream_options={"include_usage": True}))))
+    usage = chunks.pop(-2)
+    assert usage["choices"] == [] and usage["usage"] == whole["usage"] and usage["id"] == chunks[0]["id"]
     assert chunks[-1] == "[DONE]" and "[DONE]" not in chunks[:-1]
     chunks = chunks[:-1]
     assert len(chunks) > 3  # text arrives as it is decoded, not in one piece
@@ -281,13 +285,13 @@ def test_streamed_text_concatenates_to_the_complete_content_and_ends_with_usage_
     assert all(c["choices"][0]["finish_reason"] is None and "usage" not in c for c in chunks[:-1])
     last = chunks[-1]
     assert last["choices"][0]["delta"] == {} and last["choices"][0]["finish_reason"] == "stop"
-    assert last["usage"] == whole["usage"]
 
 
 def test_a_stream_cut_at_max_tokens_finishes_with_length(smollm2):
     completer, _ = completer_for(smollm2, TEXT_ANSWER)
-    chunks = events(completer.chunks(None, read_request(body(max_tokens=4, stream=True))))
-    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    chunks = events(completer.chunks(None, read_request(body(max_tokens=4, stream=True,
+                                                             stream_options={"include_usage": True}))))
+    assert chunks[-3]["choices"][0]["finish_reason"] == "length"
     assert chunks[-2]["usage"]["completion_tokens"] == 4
 
 
@@ -301,9 +305,10 @@ def test_streamed_text_matches_the_complete_content_around_whitespace(smollm2):
 def test_a_stream_with_tools_carries_tool_call_deltas_with_an_index(smollm2):
     completer, _ = completer_for(smollm2, CALLS_ANSWER)
     whole = completer.complete(None, read_request(body(tools=TOOLS)))
-    chunks = events(completer.chunks(None, read_request(body(tools=TOOLS, stream=True))))
-    assert chunks[-1] == "[DONE]"
-    chunks = chunks[:-1]
+    chunks = events(completer.chunks(None, read_request(body(tools=TOOLS, stream=True,
+                                                             stream_options={"include_usage": True}))))
+    assert chunks[-1] == "[DONE]" and chunks[-2]["usage"] == whole["usage"]
+    chunks = chunks[:-2]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert streamed_content(chunks) == whole["choices"][0]["message"]["content"] == "Let me look that up."
     deltas = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
@@ -311,7 +316,7 @@ def test_a_stream_with_tools_carries_tool_call_deltas_with_an_index(smollm2):
     assert [(d["type"], d["function"]["name"], json.loads(d["function"]["arguments"])) for d in deltas] == [
         ("function", "get_weather", {"city": "Paris, France"}), ("function", "get_time", {"zone": "CET"})]
     assert len({d["id"] for d in deltas}) == 2
-    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[-1]["usage"] == whole["usage"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_a_stream_with_tools_and_a_text_answer_streams_the_text(smollm2):
@@ -337,6 +342,7 @@ UNSUPPORTED = {  # id: (fields, the param named)
     "store": ({"store": True}, "store"),
     "unknown": ({"guided_json": {}}, "guided_json"),
     "stop-empty": ({"stop": ""}, "stop"),
+    "stop-empty-string-in-list": ({"stop": ["END", ""]}, "stop"),
     "stop-five": ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
     "stop-number": ({"stop": [1]}, "stop"),
     "seed-float": ({"seed": 1.5}, "seed"),
@@ -359,6 +365,7 @@ def test_accepted_parameters_are_read():
                                 user="u1", tool_choice="auto", tools=TOOLS, stream_options={"include_usage": True}))
     assert request.stop == ("END",) and request.seed == 2**63 - 3 and request.top_logprobs == 3
     assert read_request(body(logprobs=True)).top_logprobs == 0 and read_request(body()).top_logprobs is None
+    assert read_request(body(stop=[])).stop == ()  # what harnesses send when they have no stop string
 
 
 def test_a_stop_string_cuts_the_answer_whole_and_streamed(smollm2):
@@ -394,8 +401,11 @@ def test_text_completion_requests_are_read_or_refused_naming_the_parameter():
 
     request = read_text_request({"model": "m", "prompt": ["The sky is"], "max_tokens": 0, "echo": True,
                                  "logprobs": 1, "temperature": 0})
-    assert (request.prompt, request.max_tokens, request.echo, request.logprobs) == ("The sky is", 0, True, 1)
-    for fields, param in (({"prompt": ""}, "prompt"), ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    assert (request.prompts, request.max_tokens, request.echo, request.logprobs) == (("The sky is",), 0, True, 1)
+    assert read_text_request({"model": "m", "prompt": ["a", [1, 2]]}).prompts == ("a", [1, 2])  # a batch
+    for fields, param in (({"prompt": ""}, "prompt"), ({"prompt": ["a", ""]}, "prompt"),
+                          ({"prompt": ["a"] * 65}, "prompt"), ({"prompt": ["a", "b"], "stream": True}, "stream"),
+                          ({"prompt": "x", "max_tokens": 0}, "max_tokens"),
                           ({"prompt": "x", "suffix": "y"}, "suffix"), ({"prompt": "x", "best_of": 2}, "best_of"),
                           ({"prompt": "x", "logprobs": 9}, "logprobs"), ({"prompt": "x", "echo": 1}, "echo"),
                           ({"prompt": "x", "stream": True, "echo": True}, "stream"), ({"prompt": "x", "n": 3}, "n"),
@@ -426,3 +436,16 @@ def test_an_echoed_prompt_comes_back_with_each_token_s_log_probability(smollm2):
     assert continued["choices"][0]["text"] == " blue" and continued["choices"][0]["finish_reason"] == "stop"
     chunks = events(texts.chunks(None, read_text_request({"model": "m", "prompt": "The sky is", "stream": True})))
     assert "".join(c["choices"][0]["text"] for c in chunks if c != "[DONE]") == " blue."
+
+
+def test_several_prompts_are_answered_as_one_choice_each(smollm2):
+    from optimize.serving.text_completions import TextCompleter, read_text_request
+
+    renderer, _ = smollm2
+    _, engine = completer_for(smollm2, " blue.")
+    texts = TextCompleter(engine, renderer.tokenizer, 4096)
+    answer = texts.complete(None, read_text_request({"model": "m", "prompt": ["The sky is", "The sea is"],
+                                                     "max_tokens": 8}))
+    assert [c["index"] for c in answer["choices"]] == [0, 1] and len(engine.asked) == 2
+    assert all(c["text"] == " blue." and "_generated" not in c for c in answer["choices"])
+    assert answer["usage"]["prompt_tokens"] == sum(len(a["prompt"]) for a in engine.asked)

@@ -95,7 +95,9 @@ def _bearer(scope: Scope) -> str | None:
 async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, code: str, detail: str,
                   hint: str) -> None:
     extra = {}
-    if OPENAI.search(scope["path"]):  # what OpenAI clients read an error from
-        extra["error"] = {"message": f"{detail} ({hint})", "type": code, "code": code, "param": None}
+    if OPENAI.search(scope["path"]):  # what OpenAI clients read an error from, in OpenAI's own words
+        kind, openai_code = ("invalid_request_error", "invalid_api_key") if status == 401 else \
+            ("permission_error", code)
+        extra["error"] = {"message": f"{detail} ({hint})", "type": kind, "code": openai_code, "param": None}
     headers = {"www-authenticate": 'Bearer realm="optimize"'} if status == 401 else None
     await send_problem(scope, receive, send, status, code, detail, headers=headers, hint=hint, **extra)

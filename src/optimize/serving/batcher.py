@@ -67,6 +67,33 @@ class Sequence:
         self.cancelled.set()
 
 
+class Steps:
+    """The steps of one submitted sequence, as an iterator; `close` (a client gone, a stop string found, a request
+    refused after its first prompts were submitted) cancels the sequence, whether it was read from or not."""
+
+    def __init__(self, batcher: Batcher, sequence: Sequence) -> None:
+        self.batcher, self.sequence, self._ended = batcher, sequence, False
+
+    def __iter__(self) -> Steps:
+        return self
+
+    def __next__(self) -> Step:
+        if self._ended:
+            raise StopIteration
+        step = self.sequence.steps.get()
+        if step is None or isinstance(step, BaseException):
+            self._ended = True
+            if step is not None:
+                raise step
+            raise StopIteration
+        return step
+
+    def close(self) -> None:
+        if not self.sequence.cancelled.is_set():
+            self.sequence.cancel()
+            self.batcher._wake.set()
+
+
 class Batcher:
     def __init__(self, engine, max_running: int = 16, max_waiting: int = 64, request_seconds: float = 600.0) -> None:
         self.engine = engine
@@ -106,16 +133,9 @@ class Batcher:
         self._wake.set()
         return sequence
 
-    def steps(self, sequence: Sequence):
-        """A submitted sequence's steps as they are generated; closing the iterator early cancels the sequence."""
-        try:
-            while (step := sequence.steps.get()) is not None:
-                if isinstance(step, BaseException):
-                    raise step
-                yield step
-        finally:
-            sequence.cancel()
-            self._wake.set()
+    def steps(self, sequence: Sequence) -> Steps:
+        """A submitted sequence's steps as they are generated; closing them early (read or not) cancels it."""
+        return Steps(self, sequence)
 
     @property
     def load(self) -> dict[str, int]:

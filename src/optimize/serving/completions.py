@@ -59,6 +59,7 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     top_logprobs: int | None = None  # None: no log-probabilities; 0: each token's own only
+    include_usage: bool = False  # a stream's last chunk before [DONE] carries the usage (stream_options)
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -108,7 +109,7 @@ def read_request(body: Any) -> ChatRequest:
         temperature, top_p = 0.0, 1.0
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
-                       _top_logprobs(body))
+                       _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")))
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -135,13 +136,14 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
 
 
 def read_stop(stop: Any) -> tuple[str, ...]:
-    """`stop`: a string or a list of at most four; each non-empty."""
-    if stop is None:
+    """`stop`: a string or a list of at most four; each non-empty. An empty list (what some harnesses send when
+    they have none) is none."""
+    if stop is None or stop == []:
         return ()
     stops = [stop] if isinstance(stop, str) else stop
     if (not isinstance(stops, list) or not 1 <= len(stops) <= MOST_STOPS
             or not all(isinstance(item, str) and item for item in stops)):
-        raise RequestError(f"stop must be a non-empty string or a list of 1 to {MOST_STOPS} of them", "stop")
+        raise RequestError(f"stop must be a non-empty string or a list of at most {MOST_STOPS} of them", "stop")
     return tuple(stops)
 
 
@@ -224,12 +226,9 @@ class Completer:
     def _chunks(self, request: ChatRequest, prompt: list[int], generated) -> Iterator[str]:
         ident, created = _completion_id(), int(time.time())
 
-        def event(delta: dict[str, Any], finish: str | None = None, usage: dict | None = None,
-                  logprobs: dict | None = None) -> str:
+        def event(delta: dict[str, Any], finish: str | None = None, logprobs: dict | None = None) -> str:
             chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": request.model,
                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
-            if usage is not None:
-                chunk["usage"] = usage
             return f"data: {json.dumps(chunk)}\n\n"
 
         yield event({"role": "assistant", "content": ""})
@@ -264,8 +263,12 @@ class Completer:
                 yield event(delta, logprobs=self._logprobs(steps, request))
         elif len(message["content"]) > len(sent):  # what was held back
             yield event({"content": message["content"][len(sent):]}, logprobs=self._logprobs(steps[logged:], request))
-        yield event({}, finish, {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
-                                 "total_tokens": len(prompt) + len(tokens)})
+        yield event({}, finish)
+        if request.include_usage:  # as OpenAI sends it: a chunk of its own, with no choices
+            yield "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
+                                         "model": request.model, "choices": [],
+                                         "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
+                                                   "total_tokens": len(prompt) + len(tokens)}}) + "\n\n"
         yield "data: [DONE]\n\n"
 
     def _text(self, tokens: list[int], skip_special: bool) -> str:

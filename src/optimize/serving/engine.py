@@ -12,11 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
-from optimize.serving.batcher import Batcher, Sequence, Step
+from optimize.serving.batcher import Batcher, Sequence, Step, Steps
 
 MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
 MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests that wait for a row; then 429
@@ -60,7 +59,7 @@ class ServingModel:
                 self.peft.delete_adapter(key)
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
-               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Iterator[Step]:
+               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Steps:
         """The answer's steps as they are generated, the stop token included; `adapter` None is the base. Raises
         `QueueFull` at once when the endpoint has no room for it; closing the iterator early frees its row."""
         sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs)

@@ -3,8 +3,10 @@ continued by the same batched engine as chat completions, with `echo` and `logpr
 evaluation works (a harness sends context and continuation with `max_tokens: 0, echo: true, logprobs: N` and reads
 each prompt token's log-probability).
 
-Parameters are honoured or refused naming them, as for chat completions: `suffix`, `best_of` above 1, penalties
-and a logit bias are refused; `stream` streams text without `echo` or `logprobs`.
+A request may carry several prompts (a harness batches them): each gets a choice, with its index, all answered in
+the same running batch. Parameters are honoured or refused naming them, as for chat completions: `suffix`,
+`best_of` above 1, penalties and a logit bias are refused; `stream` streams one prompt's text without `echo` or
+`logprobs`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from optimize.serving.completions import MOST_MAX_TOKENS, RequestError, read_see
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this endpoint
 MOST_LOGPROBS = 5
+MOST_PROMPTS = 64  # prompts one request may batch
 FIELDS = frozenset({"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
                     "logprobs", "echo", "stop", "seed", "suffix", "best_of", "frequency_penalty", "presence_penalty",
                     "logit_bias", "user"})
@@ -29,7 +32,7 @@ FIELDS = frozenset({"model", "prompt", "max_tokens", "temperature", "top_p", "n"
 @dataclass(frozen=True)
 class TextRequest:
     model: str
-    prompt: str | list[int]
+    prompts: tuple[str | list[int], ...]
     max_tokens: int
     temperature: float
     top_p: float
@@ -46,13 +49,7 @@ def read_text_request(body: Any) -> TextRequest:
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise RequestError(f"unrecognized request argument(s): {', '.join(unknown)}", unknown[0])
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-        prompt = prompt[0]  # one prompt in a list
-    token_ids = isinstance(prompt, list) and prompt and all(type(t) is int and t >= 0 for t in prompt)
-    if not (isinstance(prompt, str) and prompt) and not token_ids:
-        raise RequestError("prompt must be a non-empty string, or a list of token ids (one prompt a request)",
-                           "prompt")
+    prompts = _prompts(body.get("prompt"))
     for name, allowed in (("n", (None, 1)), ("best_of", (None, 1)), ("suffix", (None,)),
                           ("frequency_penalty", (None, 0, 0.0)), ("presence_penalty", (None, 0, 0.0))):
         if body.get(name) not in allowed:
@@ -79,10 +76,25 @@ def read_text_request(body: Any) -> TextRequest:
     if top_p == 0:
         temperature, top_p = 0.0, 1.0
     stream = bool(body.get("stream"))
-    if stream and (echo or logprobs is not None):
-        raise RequestError("stream cannot be combined with echo or logprobs here; leave stream out", "stream")
-    return TextRequest(str(body.get("model") or ""), prompt, max_tokens, float(temperature), float(top_p), stream,
+    if stream and (echo or logprobs is not None or len(prompts) > 1):
+        raise RequestError("stream takes one prompt, without echo or logprobs here; leave stream out", "stream")
+    return TextRequest(str(body.get("model") or ""), prompts, max_tokens, float(temperature), float(top_p), stream,
                        logprobs, echo, read_stop(body.get("stop")), read_seed(body.get("seed")))
+
+
+def _prompts(prompt: Any) -> tuple[str | list[int], ...]:
+    """`prompt`: a string, a list of token ids, or a list of either (a batch)."""
+    def one(item: Any) -> bool:
+        return (isinstance(item, str) and bool(item)) or (
+            isinstance(item, list) and bool(item) and all(type(t) is int and t >= 0 for t in item))
+
+    if one(prompt):
+        return (prompt,)
+    if isinstance(prompt, list) and 1 <= len(prompt) <= MOST_PROMPTS and all(
+            isinstance(item, (str, list)) and one(item) for item in prompt):
+        return tuple(prompt)
+    raise RequestError(f"prompt must be a non-empty string or list of token ids, or a list of 1 to {MOST_PROMPTS} "
+                       "of them", "prompt")
 
 
 class TextCompleter:
@@ -91,9 +103,8 @@ class TextCompleter:
     def __init__(self, engine, tokenizer, context_length: int | None) -> None:
         self.engine, self.tokenizer, self.context_length = engine, tokenizer, context_length
 
-    def _ids(self, request: TextRequest) -> list[int]:
-        ids = list(request.prompt) if isinstance(request.prompt, list) else \
-            self.tokenizer(request.prompt)["input_ids"]
+    def _ids(self, request: TextRequest, prompt: str | list[int]) -> list[int]:
+        ids = list(prompt) if isinstance(prompt, list) else self.tokenizer(prompt)["input_ids"]
         if self.context_length and len(ids) + request.max_tokens > self.context_length:
             room = self.context_length - len(ids)
             if room < (0 if request.max_tokens == 0 else 1):
@@ -106,35 +117,48 @@ class TextCompleter:
         return max(1, min(request.max_tokens, room))
 
     def complete(self, adapter: str | None, request: TextRequest) -> dict[str, Any]:
-        ids = self._ids(request)
+        """Every prompt's choice; the prompts join the running batch together (each is submitted before any is
+        read), and a refusal of one (a full endpoint) lets go of the others."""
+        prompts = [self._ids(request, prompt) for prompt in request.prompts]
+        streams: list[Any] = []
+        try:
+            if request.max_tokens:
+                for ids in prompts:
+                    streams.append(self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature,
+                                                      request.top_p, request.seed, request.logprobs))
+            choices = [self._choice(index, adapter, request, ids, streams[index] if streams else None)
+                       for index, ids in enumerate(prompts)]
+        finally:
+            for stream in streams:
+                stream.close()
+        generated = sum(choice.pop("_generated") for choice in choices)
+        prompt_tokens = sum(len(ids) for ids in prompts)
+        return {"id": _completion_id(), "object": "text_completion", "created": int(time.time()),
+                "model": request.model, "choices": choices,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": generated,
+                          "total_tokens": prompt_tokens + generated}}
+
+    def _choice(self, index: int, adapter: str | None, request: TextRequest, ids: list[int], generated):
         steps: list[Any] = []
         cut, finish = None, "length"
-        if request.max_tokens:
-            generated = self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature,
-                                           request.top_p, request.seed, request.logprobs)
-            try:
-                for step in generated:
-                    steps.append(step)
-                    if request.stop and (cut := self._stop_at(steps, request)) is not None:
-                        break
-            finally:
-                generated.close()
+        if generated is not None:
+            for step in generated:
+                steps.append(step)
+                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+                    break
+            generated.close()
             stopped = cut is not None or steps[-1].token in self.engine.stop_ids
             finish = "stop" if stopped else "length"
         text = self._text([s.token for s in steps])[:cut]
-        prompt_text = self.tokenizer.decode(ids)
-        choice = {"index": 0, "text": (prompt_text + text) if request.echo else text, "finish_reason": finish,
-                  "logprobs": None}
+        choice = {"index": index, "text": (self.tokenizer.decode(ids) + text) if request.echo else text,
+                  "finish_reason": finish, "logprobs": None, "_generated": len(steps)}
         if request.logprobs is not None:
             scored = self.engine.score(adapter, ids, request.logprobs) if request.echo else []
             choice["logprobs"] = self._logprobs(ids[0] if request.echo else None, scored + steps)
-        return {"id": _completion_id(), "object": "text_completion", "created": int(time.time()),
-                "model": request.model, "choices": [choice],
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(steps),
-                          "total_tokens": len(ids) + len(steps)}}
+        return choice
 
     def chunks(self, adapter: str | None, request: TextRequest) -> Iterator[str]:
-        ids = self._ids(request)
+        ids = self._ids(request, request.prompts[0])
         generated = self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature, request.top_p,
                                        request.seed, None)
         return self._chunks(request, ids, generated)
