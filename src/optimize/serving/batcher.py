@@ -2,12 +2,12 @@
 resident base model, each row with its own adapter (PEFT's mixed-adapter batches: `adapter_names`, `__base__` for
 the base model).
 
-A request joins by a prefill of its own (so its first token is what it would be alone), whose key/value cache is
-then merged into the batch's: every layer's keys and values left-padded to a common length, the padding masked
-out of attention and each row's positions counted from its own first token. A row leaves when it stops, reaches
-its token limit, or is cancelled (a client that disconnects, a stop string found): its row is cut out of the
-cache, and the columns no row uses any more with it. Sampling is per row — greedy, or temperature and top-p with
-the row's own seeded generator — so an answer does not depend on what else is in the batch.
+Requests join by a prefill (those waiting together, in one forward pass, left-padded to the longest prompt), whose
+key/value cache is then merged into the batch's: every layer's keys and values left-padded to a common length, the
+padding masked out of attention and each row's positions counted from its own first token. A row leaves when it
+stops, reaches its token limit, or is cancelled (a client that disconnects, a stop string found): its row is cut
+out of the cache, and the columns no row uses any more with it. Sampling is per row — greedy, or temperature and
+top-p with the row's own seeded generator — so an answer does not depend on what else is in the batch.
 
 Models whose cache is not made of plain dynamic layers (sliding-window attention) cannot be merged that way: they
 answer one request at a time through the same loop. At most `max_running` rows decode together; at most
@@ -108,6 +108,7 @@ class Batcher:
         self._pending = 0  # waiting and running
         self._wake = threading.Event()
         self._closed = False
+        self.started = time.monotonic()
         self.served = 0  # requests finished (answered, stopped or cancelled)
         self.tokens = 0  # tokens generated
         self.recent: deque[tuple[float, float, int]] = deque()  # (finished at, seconds it took, tokens) of a minute
@@ -144,7 +145,8 @@ class Batcher:
 
     def statistics(self) -> dict[str, Any]:
         """What the endpoint reports: requests served, in flight and queued, tokens generated, and over the last
-        minute tokens/s and the 50th and 95th percentile of a request's time from submission to its end."""
+        minute (or since it started, when that is shorter) tokens/s and the 50th and 95th percentile of a request's
+        time from submission to its end."""
         with self._count:
             cutoff = time.monotonic() - MINUTE
             while self.recent and self.recent[0][0] < cutoff:
@@ -153,7 +155,8 @@ class Batcher:
             load = self.load
         seconds = sorted(item[1] for item in recent)
         return {"served": self.served, "inFlight": load["running"], "queued": load["waiting"],
-                "tokens": self.tokens, "tokensPerSecond": round(sum(item[2] for item in recent) / MINUTE, 2),
+                "tokens": self.tokens, "tokensPerSecond": round(sum(item[2] for item in recent) / max(
+                    1.0, min(MINUTE, time.monotonic() - self.started)), 2),
                 "latencyP50Seconds": _percentile(seconds, 0.50), "latencyP95Seconds": _percentile(seconds, 0.95)}
 
     # --- the loop
@@ -180,45 +183,57 @@ class Batcher:
             self._finish(self.waiting.get_nowait(), stopped)
 
     def _admit(self) -> None:
-        """Prefill waiting sequences into free rows (one at a time where the cache cannot be merged)."""
-        while len(self.running) < (self.max_running if self.mergeable is not False else 1):
-            if self.running and self.mergeable is False:
-                return
+        """Prefill the waiting sequences that fit into free rows, together in one forward pass (one at a time where
+        the cache cannot be merged, and for the first, which tells whether it can)."""
+        joining: list[Sequence] = []
+        room = self.max_running if self.mergeable else 1
+        while len(self.running) + len(joining) < room:
+            if (self.running or joining) and not self.mergeable:
+                break
             try:
                 sequence = self.waiting.get_nowait()
             except queue.Empty:
-                return
+                break
             if sequence.cancelled.is_set():
                 self._finish(sequence, None)
-                continue
-            if self._late(sequence):
+            elif self._late(sequence):
                 self._finish(sequence, self._timed_out())
-                continue
-            try:
-                self._prefill(sequence)
-            except Exception as error:  # noqa: BLE001 - this request fails; the batch goes on
+            else:
+                joining.append(sequence)
+        if not joining:
+            return
+        try:
+            self._prefill(joining)
+        except Exception as error:  # noqa: BLE001 - these requests fail; the batch goes on
+            for sequence in joining:
                 self._finish(sequence, error)
 
-    def _prefill(self, sequence: Sequence) -> None:
+    def _prefill(self, joining: list[Sequence]) -> None:
+        """One forward pass over the joining prompts, left-padded to the longest, then their caches join the
+        batch's."""
         torch = self.engine.torch
         from transformers import DynamicCache
 
         device = self.engine.device
-        if sequence.seed is not None or sequence.temperature > 0:
-            sequence.generator = torch.Generator(device=device)
-            sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
-        ids = torch.tensor([sequence.prompt], device=device)
+        for sequence in joining:
+            if sequence.seed is not None or sequence.temperature > 0:
+                sequence.generator = torch.Generator(device=device)
+                sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
+        longest = max(len(s.prompt) for s in joining)
+        pad = self.engine.pad_id if self.engine.pad_id is not None else 0
+        ids = torch.tensor([[pad] * (longest - len(s.prompt)) + s.prompt for s in joining], device=device)
+        mask = torch.tensor([[0] * (longest - len(s.prompt)) + [1] * len(s.prompt) for s in joining], device=device)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.engine.base.config)
         with torch.inference_mode():
-            logits = self._forward(ids, torch.ones_like(ids), torch.arange(ids.shape[1], device=device)[None],
-                                   cache, [sequence.adapter])
+            logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining])
         if self.mergeable is None:
             from transformers.cache_utils import DynamicLayer
 
             self.mergeable = all(type(layer) is DynamicLayer for layer in cache.layers)
-        self._merge(cache, ids.shape[1])
-        self.running.append(sequence)
-        self._emit([sequence], logits[:, -1])
+        self._merge(cache, mask)
+        self.running.extend(joining)
+        self._emit(joining, logits[:, -1])
 
     def _decode(self) -> None:
         torch = self.engine.torch
@@ -308,18 +323,18 @@ class Batcher:
 
     # --- the cache
 
-    def _merge(self, cache, length: int) -> None:
-        """Add a prefilled row's cache (one row, `length` columns) to the batch's, left-padding the shorter."""
+    def _merge(self, cache, mask) -> None:
+        """Add prefilled rows (their cache, and their mask: 0 over their own left padding) to the batch's,
+        left-padding the narrower of the two."""
         torch = self.engine.torch
-        row_mask = torch.ones((1, length), dtype=torch.long, device=self.engine.device)
         if self.cache is None or not self.running:
-            self.cache, self.mask = cache, row_mask
+            self.cache, self.mask = cache, mask
             return
-        width = max(self.mask.shape[1], length)
+        width = max(self.mask.shape[1], mask.shape[1])
         for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
             mine.keys = torch.cat([_left_pad(mine.keys, width), _left_pad(theirs.keys, width)], dim=0)
             mine.values = torch.cat([_left_pad(mine.values, width), _left_pad(theirs.values, width)], dim=0)
-        self.mask = torch.cat([_left_pad(self.mask, width, dim=1), _left_pad(row_mask, width, dim=1)], dim=0)
+        self.mask = torch.cat([_left_pad(self.mask, width, dim=1), _left_pad(mask, width, dim=1)], dim=0)
 
     def _leave(self, gone: set[int]) -> None:
         """Cut the rows that left out of the batch, and the leading columns no remaining row uses."""

@@ -8,6 +8,7 @@ is deleted (the lease is gone) the worker stops serving and exits.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import tempfile
@@ -17,6 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -91,7 +93,14 @@ def _app(completer, texts, base_name: str, engine) -> FastAPI:
     from optimize.serving.batcher import QueueFull, RequestTimedOut
     from optimize.serving.text_completions import read_text_request
 
-    app = FastAPI()
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        # a request waits for the engine on a thread of the pool: room for every row and every queued request
+        anyio.to_thread.current_default_thread_limiter().total_tokens = \
+            engine.batcher.max_running + engine.batcher.max_waiting + 8
+        yield
+
+    app = FastAPI(lifespan=lifespan)
 
     def refuse(message: str, status: int = 400, param: str | None = None, code: str | None = None,
                headers: dict[str, str] | None = None) -> JSONResponse:
