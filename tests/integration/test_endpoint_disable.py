@@ -5,41 +5,22 @@ has one serving slot, which the endpoint holds until the last test deletes it)."
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
-from tests.conftest import Cli, from_standin, start_server
+from tests.conftest import Cli
+from tests.endpoint_fixtures import ENDPOINTS, server_with_endpoint
 
 pytestmark = pytest.mark.integration
 LLAMA = "optimize/tiny-llama-3.2"
-ENDPOINTS = "/v1/training/endpoints"
 HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(the server, a client as its administrator, the READY endpoint's id); the endpoint is deleted at the end."""
-    proc = start_server(tmp_path_factory.mktemp("endpoint-disable"))
-    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
-    endpoint_id = None
-    try:
-        client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
-        client.post("/v1/training/projects", json={"name": "serve"}).raise_for_status()
-        created = client.post(ENDPOINTS, json={"model": LLAMA, "project": "serve"})
-        assert created.status_code == 202, created.text
-        endpoint_id = created.json()["endpointId"]
-        deadline = time.monotonic() + 300
-        while (endpoint := client.get(f"{ENDPOINTS}/{endpoint_id}").json())["phase"] != "READY":
-            assert not endpoint["terminal"] and time.monotonic() < deadline, endpoint
-            time.sleep(0.2)
-        yield proc, client, endpoint_id
-    finally:
-        if endpoint_id is not None:
-            client.delete(f"{ENDPOINTS}/{endpoint_id}")
-        client.close()
-        proc.stop()
+    with server_with_endpoint(tmp_path_factory.mktemp("endpoint-disable"), LLAMA, "serve") as served:
+        yield served
 
 
 def _chat(client: httpx.Client, path: str = "/v1/chat/completions") -> httpx.Response:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 
-from tests.conftest import from_standin
+from tests.endpoint_fixtures import server_with_endpoint
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/tiny-llama-3.2"
@@ -22,22 +21,9 @@ ASK = [{"role": "user", "content": "Count to a thousand."}]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.conftest import start_server
-
-    proc = start_server(tmp_path_factory.mktemp("load"), env={"OPTIMIZE_ENDPOINT_BATCH": "1",
-                                                              "OPTIMIZE_ENDPOINT_QUEUE": "0",
-                                                              "OPTIMIZE_ENDPOINT_MAX_TOKENS": "4000"})
-    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=120)
-    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
-    client.post("/v1/training/projects", json={"name": "load"}).raise_for_status()
-    created = client.post("/v1/training/endpoints", json={"model": MODEL, "project": "load"}).json()
-    deadline = time.monotonic() + 300
-    while client.get(f"/v1/training/endpoints/{created['endpointId']}").json()["phase"] != "READY":
-        assert time.monotonic() < deadline, "the endpoint did not become ready"
-        time.sleep(0.2)
-    yield proc, client, created["endpointId"]
-    client.delete(f"/v1/training/endpoints/{created['endpointId']}")
-    proc.stop()
+    env = {"OPTIMIZE_ENDPOINT_BATCH": "1", "OPTIMIZE_ENDPOINT_QUEUE": "0", "OPTIMIZE_ENDPOINT_MAX_TOKENS": "4000"}
+    with server_with_endpoint(tmp_path_factory.mktemp("load"), MODEL, "load", env) as served:
+        yield served
 
 
 def test_a_full_endpoint_answers_429_and_an_abandoned_stream_frees_its_row(served):

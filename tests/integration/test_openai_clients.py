@@ -16,12 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import time
 
-import httpx
 import pytest
 
-from tests.conftest import built_standin, from_standin
+from tests.conftest import built_standin
+from tests.endpoint_fixtures import server_with_endpoint
 
 pytestmark = pytest.mark.integration
 MODEL = "optimize/tiny-llama-3.2"
@@ -29,23 +28,8 @@ MODEL = "optimize/tiny-llama-3.2"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.conftest import start_server
-
-    proc = start_server(tmp_path_factory.mktemp("clients"))
-    client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=120)
-    try:
-        client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
-        client.post("/v1/training/projects", json={"name": "clients"}).raise_for_status()
-        created = client.post("/v1/training/endpoints", json={"model": MODEL, "project": "clients"}).json()
-        deadline = time.monotonic() + 300
-        while client.get(f"/v1/training/endpoints/{created['endpointId']}").json()["phase"] != "READY":
-            assert time.monotonic() < deadline, "the endpoint did not become ready"
-            time.sleep(0.2)
+    with server_with_endpoint(tmp_path_factory.mktemp("clients"), MODEL, "clients") as (proc, client, _):
         yield proc, client
-        client.delete(f"/v1/training/endpoints/{created['endpointId']}")
-    finally:
-        client.close()
-        proc.stop()
 
 
 def _ask(index: int) -> dict:
