@@ -101,6 +101,7 @@ def _profile(training: Deployment, asked: Any, entry) -> str:
     return asked
 
 
+REQUEST_TIME_GRAIN = 10.0  # seconds: last_request_at moves at most this often (or a quarter of the idle timeout)
 LOAD_KEYS = ("served", "inFlight", "queued", "tokens", "tokensPerSecond", "latencyP50Seconds", "latencyP95Seconds")
 
 
@@ -286,7 +287,11 @@ def route(training: Deployment, requested: str | None, endpoint_id: str | None =
                 state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
                 raise Conflict(f"model {name} is not answering yet: endpoint {endpoint.id[:12]} is {state}",
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
-            endpoint.last_request_at = utcnow()  # its idle time starts again
+            now = utcnow()
+            grain = min(REQUEST_TIME_GRAIN, training.endpoint_idle_seconds / 4)
+            if endpoint.last_request_at is None or (now - as_utc(endpoint.last_request_at)).total_seconds() > grain:
+                # its idle time starts again (moved at most every `grain` seconds: a write each request costs)
+                endpoint.last_request_at = now
             return endpoint.address, name
         if disabled_at is not None:
             raise Conflict(f"model {name} is disabled at endpoint {disabled_at.id[:12]}",
