@@ -68,14 +68,14 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime
 from pathlib import Path
+
+from local_server import start_server, stop_server  # a module beside this file
 
 AKKA = [sys.executable, "-m", "optimize"]
 PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, datasheet
@@ -276,38 +276,6 @@ def akka(url: str, *args: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"akka {' '.join(args)} failed: {(done.stderr or done.stdout).strip()[-1500:]}")
     return done.stdout
-
-
-def start_server(data_dir: Path, catalog: Path | None, import_root: Path) -> tuple[subprocess.Popen, str]:
-    command = [*AKKA, "server", "start", "--port", "0", "--data-dir", str(data_dir)]
-    if catalog is not None:
-        command += ["--catalog", str(catalog)]
-    log = open(data_dir.parent / "server.log", "w")  # noqa: SIM115 - kept open for the server's life
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                              env={**os.environ, "OPTIMIZE_IMPORT_ROOTS": str(import_root)})
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            sys.exit(f"the server exited with {server.returncode}; see {data_dir.parent / 'server.log'}")
-        if (data_dir / "server.json").exists():
-            url = json.loads((data_dir / "server.json").read_text())["url"]
-            try:
-                with urllib.request.urlopen(f"{url}/v1/health", timeout=2):
-                    return server, url
-            except OSError:
-                pass
-        time.sleep(0.1)
-    stop_server(server)
-    sys.exit("the server did not start within 90 s")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 # --- rows that fill 88-97% of maxSeqLength under the model's own tokenizer and template --------------------------
@@ -692,7 +660,8 @@ def main() -> None:
                              else (None, entry.id))
 
         (work / "data").mkdir()
-        server, url = start_server(work / "data", catalog, work)
+        server, url = start_server(work / "data", ("--catalog", str(catalog)) if catalog is not None else (),
+                                   {"OPTIMIZE_IMPORT_ROOTS": str(work)})
         clock = time.monotonic()
         akka(url, "training", "base-models", "select", entry_id, "--from", str(work / "model"))
         selected = json.loads(akka(url, "training", "base-models", "get", entry_id, "-o", "json"))

@@ -46,12 +46,13 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from local_server import start_server, stop_server  # a module beside this file
 
 AKKA = [sys.executable, "-m", "optimize"]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -81,42 +82,6 @@ def say(text: str = "") -> None:
 
 
 # --- the server ---------------------------------------------------------------------------------------------
-
-
-def start_server(data_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log = data_dir.parent / "server.log"
-    with log.open("ab") as sink:
-        server = subprocess.Popen([*AKKA, "server", "start", "--port", "0", "--data-dir", str(data_dir)],
-                                  stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **env})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            sys.exit(f"the server exited with {server.returncode}: {log.read_text()[-3000:]}")
-        if (data_dir / "server.json").exists():
-            try:
-                url = json.loads((data_dir / "server.json").read_text())["url"]
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    return server, url
-            except (ValueError, KeyError, OSError, httpx.HTTPError):
-                pass
-        time.sleep(0.1)
-    stop_server(server)
-    sys.exit("the server did not start within 60 s")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    """The server this benchmark started (its endpoint and run workers stop with it)."""
-    if server.poll() is not None:
-        return
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 def akka(url: str, *args: str) -> str:
@@ -508,7 +473,7 @@ def main() -> None:
     server = None
     try:
         began = time.monotonic()
-        server, url = start_server(work / "data", env)
+        server, url = start_server(work / "data", env=env, seconds=60)
         token = (work / "data" / "admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
