@@ -91,6 +91,52 @@ def test_mixed_adapters_in_one_batch_each_answer_as_their_own(engine):
     assert len({tuple(answer(engine, adapter, first)) for adapter in (None, "one", "two")}) == 3
 
 
+def test_stacked_adapters_compute_what_peft_computes_for_each_row(engine, model_dir):
+    """The engine's stacked LoRA (one product over every adapter, rows masked to their own) against PEFT itself:
+    a PEFT model of each adapter alone, on the same rows."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    assert engine.stacked is not None  # plain LoRA on linear layers: stacked
+    ids = torch.tensor([PROMPTS[3][:10]] * 3)
+    with torch.inference_mode():
+        mixed = engine.forward(["one", None, "two"], input_ids=ids, attention_mask=torch.ones_like(ids))
+        for row, adapter in enumerate(("adapter1", None, "adapter2")):
+            alone = AutoModelForCausalLM.from_pretrained(model_dir / "model")
+            if adapter is not None:
+                alone = PeftModel.from_pretrained(alone, model_dir / adapter)
+            expected = alone.eval()(input_ids=ids[row:row + 1]).logits[0]
+            assert torch.allclose(mixed[row], expected, atol=1e-4), adapter
+
+
+def test_adapters_that_do_not_stack_answer_through_peft_mixed_batches(model_dir, tmp_path):
+    """An adapter with a LoRA bias cannot be stacked: the engine keeps PEFT's mixed batches, same answers as each
+    adapter alone."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from optimize.serving.engine import ServingModel
+
+    torch.manual_seed(3)
+    biased = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir / "model"),
+                            LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False, lora_bias=True))
+    biased.save_pretrained(tmp_path / "biased")
+    engine = ServingModel(model_dir / "model")
+    try:
+        engine.load_adapter("one", model_dir / "adapter1")
+        assert engine.stacked is not None
+        engine.load_adapter("biased", tmp_path / "biased")
+        assert engine.stacked is None
+        asks = [("one", PROMPTS[1]), ("biased", PROMPTS[2]), (None, PROMPTS[3])]
+        lone = [answer(engine, adapter, prompt) for adapter, prompt in asks]
+        assert concurrently(engine, asks) == lone
+        engine.unload_adapter("biased")
+        assert engine.stacked is not None  # stacks again once the odd one is gone
+        assert answer(engine, "one", PROMPTS[1]) == lone[0]
+    finally:
+        engine.close()
+
+
 def test_a_request_that_goes_away_frees_its_row(engine):
     steps = engine.stream(None, PROMPTS[1], 4000)
     next(steps)

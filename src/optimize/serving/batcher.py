@@ -1,6 +1,6 @@
 """Continuous batching for an endpoint: requests join and leave one running batch between decoding steps, over one
-resident base model, each row with its own adapter (PEFT's mixed-adapter batches: `adapter_names`, `__base__` for
-the base model).
+resident base model, each row with its own adapter (the engine's `forward`: stacked LoRA weights, or PEFT's
+mixed-adapter batches).
 
 Requests join by a prefill (those waiting together, in one forward pass, left-padded to the longest prompt), whose
 key/value cache is then merged into the batch's: every layer's keys and values left-padded to a common length, the
@@ -21,10 +21,12 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-BASE = "__base__"  # PEFT's name for "no adapter" in a mixed batch
+from optimize.serving.prefix_cache import BLOCK
+
 MINUTE = 60.0
 
 
@@ -60,6 +62,7 @@ class Sequence:
     cancelled: threading.Event = field(default_factory=threading.Event)
     generated: int = 0
     generator: Any = None
+    cached: int = 0  # prompt tokens taken from a kept prefix, not computed
     last: int = 0  # the token the next decoding step feeds
     submitted: float = 0.0
 
@@ -87,6 +90,27 @@ class Steps:
                 raise step
             raise StopIteration
         return step
+
+    def batches(self) -> Iterator[list[Step]]:
+        """The steps as they come, each time all of those generated so far: a reader slower than the batch (an
+        endpoint under load) takes several at once, and a stream sends them as one chunk, instead of waking and
+        writing for each token."""
+        while not self._ended:
+            item, batch = self.sequence.steps.get(), []
+            while item is not None and not isinstance(item, BaseException):
+                batch.append(item)
+                try:
+                    item = self.sequence.steps.get_nowait()
+                except queue.Empty:
+                    break
+            else:
+                self._ended = True
+                if batch:
+                    yield batch
+                if item is not None:
+                    raise item
+                return
+            yield batch
 
     def close(self) -> None:
         if not self.sequence.cancelled.is_set():
@@ -210,30 +234,55 @@ class Batcher:
 
     def _prefill(self, joining: list[Sequence]) -> None:
         """One forward pass over the joining prompts, left-padded to the longest, then their caches join the
-        batch's."""
+        batch's. A prompt whose start is a kept prefix (`serving.prefix_cache`) computes only the rest: its row's
+        cache starts as that prefix's keys and values, left-padded to the longest prefix among the joiners."""
         torch = self.engine.torch
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        from optimize.serving.kv_room import RoomyLayer
 
         device = self.engine.device
         for sequence in joining:
             if sequence.seed is not None or sequence.temperature > 0:
                 sequence.generator = torch.Generator(device=device)
                 sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
-        longest = max(len(s.prompt) for s in joining)
+        prefixes = self.engine.prefixes if self.mergeable else None
+        found = [prefixes.find(s.adapter, s.prompt) if prefixes is not None else (None, 0) for s in joining]
+        for sequence, (_, length) in zip(joining, found, strict=True):
+            sequence.cached = length
+        rests = [s.prompt[length:] for s, (_, length) in zip(joining, found, strict=True)]
+        kept, longest = max(length for _, length in found), max(len(rest) for rest in rests)
         pad = self.engine.pad_id if self.engine.pad_id is not None else 0
-        ids = torch.tensor([[pad] * (longest - len(s.prompt)) + s.prompt for s in joining], device=device)
-        mask = torch.tensor([[0] * (longest - len(s.prompt)) + [1] * len(s.prompt) for s in joining], device=device)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        ids = torch.tensor([[pad] * (longest - len(rest)) + rest for rest in rests], device=device)
+        mask = torch.tensor([[0] * (kept - length) + [1] * length + [0] * (longest - len(rest)) + [1] * len(rest)
+                             for (_, length), rest in zip(found, rests, strict=True)], device=device)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, kept:]
         cache = DynamicCache(config=self.engine.base.config)
+        if self.mergeable is not False and all(type(layer) is DynamicLayer for layer in cache.layers):
+            cache.layers = [RoomyLayer() for _ in cache.layers]
+        if kept:
+            for layer, (keys, values) in enumerate(_stacked_prefixes(found, kept)):
+                cache.update(keys, values, layer)
         with torch.inference_mode():
-            logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining])
+            logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining], last_only=True)
         if self.mergeable is None:
-            from transformers.cache_utils import DynamicLayer
-
-            self.mergeable = all(type(layer) is DynamicLayer for layer in cache.layers)
+            self.mergeable = all(type(layer) is RoomyLayer for layer in cache.layers)
+        if self.mergeable and self.engine.prefixes is not None:
+            self._keep_prefixes(joining, found, cache, mask)
         self._merge(cache, mask)
         self.running.extend(joining)
         self._emit(joining, logits[:, -1])
+
+    def _keep_prefixes(self, joining: list[Sequence], found, cache, mask) -> None:
+        """Keep each joining prompt's start for the requests after it, where it is longer than what was found."""
+        for row, (sequence, (_, length)) in enumerate(zip(joining, found, strict=True)):
+            if len(sequence.prompt) // BLOCK * BLOCK <= length:
+                continue
+            columns = mask[row].nonzero()[:, 0]  # the row's own tokens, in order
+            self.engine.prefixes.keep(sequence.adapter, sequence.prompt, [
+                (layer.keys[row:row + 1].index_select(2, columns), layer.values[row:row + 1].index_select(2, columns))
+                for layer in cache.layers])
 
     def _decode(self) -> None:
         torch = self.engine.torch
@@ -254,22 +303,21 @@ class Batcher:
             logits = self._forward(ids, self.mask, positions, self.cache, [s.adapter for s in self.running])
         self._emit(list(self.running), logits[:, -1])
 
-    def _forward(self, ids, mask, positions, cache, adapters: list[str | None]):
-        engine = self.engine
+    def _forward(self, ids, mask, positions, cache, adapters: list[str | None], last_only: bool = False):
         arguments = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                          use_cache=True)
-        if engine.peft is None:
-            return engine.base(**arguments).logits
-        names = [engine.adapters[a] if a is not None else BASE for a in adapters]
-        return engine.peft(**arguments, adapter_names=names).logits
+        if last_only:  # a prefill needs the last position's logits only (the vocabulary's product is no small part)
+            arguments["logits_to_keep"] = 1
+        return self.engine.forward(adapters, **arguments)
 
     def _emit(self, sequences: list[Sequence], logits) -> None:
         """Sample each row's next token, hand it over, and let finished or cancelled rows leave."""
         torch = self.engine.torch
         logits = logits.float()
+        greedy = logits.argmax(dim=-1).tolist() if any(s.temperature <= 0 for s in sequences) else None
         leaving = []
         for row, sequence in enumerate(sequences):
-            token = self._sample(sequence, logits[row])
+            token = greedy[row] if sequence.temperature <= 0 else self._sample(sequence, logits[row])
             step = Step(token)
             if sequence.top_logprobs is not None:
                 logprobs = torch.log_softmax(logits[row], dim=-1)
@@ -294,8 +342,6 @@ class Batcher:
 
     def _sample(self, sequence: Sequence, logits) -> int:
         torch = self.engine.torch
-        if sequence.temperature <= 0:
-            return int(logits.argmax())
         probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
         if sequence.top_p < 1.0:
             ordered, order = probabilities.sort(descending=True)
@@ -357,6 +403,22 @@ def _percentile(ordered: list[float], share: float) -> float | None:
     if not ordered:
         return None
     return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 3)
+
+
+def _stacked_prefixes(found: list[tuple[Any, int]], width: int):
+    """Per layer, the joiners' kept prefixes (keys, values) stacked as rows, each left-padded to `width` tokens
+    (zeros where a joiner has none)."""
+    import torch
+
+    like = next(prefix for prefix, _ in found if prefix is not None).layers
+    for layer, pair in enumerate(like):
+        stacked = []
+        for which, tensor in enumerate(pair):
+            empty = torch.zeros((1, tensor.shape[1], width, tensor.shape[3]), dtype=tensor.dtype, device=tensor.device)
+            stacked.append(torch.cat([
+                _left_pad(prefix.layers[layer][which][:, :, :length], width) if prefix is not None else empty
+                for prefix, length in found], dim=0))
+        yield tuple(stacked)
 
 
 def _left_pad(tensor, width: int, dim: int = 2):

@@ -203,9 +203,8 @@ class Completer:
         cut = None
         generated = self._steps(adapter, request, prompt)
         try:
-            for step in generated:
-                steps.append(step)
-                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+            for batch in generated.batches():
+                if (cut := take(batch, steps, self._stops(request))) is not None:
                     break  # the rest is not generated: closing the stream frees the row
         finally:
             generated.close()
@@ -235,9 +234,8 @@ class Completer:
         steps: list[Any] = []
         sent, logged, cut = "", 0, None
         try:
-            for step in generated:
-                steps.append(step)
-                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+            for batch in generated.batches():  # under load several tokens come at once: one chunk
+                if (cut := take(batch, steps, self._stops(request))) is not None:
                     break
                 if request.tools:
                     continue  # calls are parsed from the whole answer
@@ -270,6 +268,9 @@ class Completer:
                                          "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
                                                    "total_tokens": len(prompt) + len(tokens)}}) + "\n\n"
         yield "data: [DONE]\n\n"
+
+    def _stops(self, request: ChatRequest):
+        return (lambda steps: self._stop_at(steps, request)) if request.stop else None
 
     def _text(self, tokens: list[int], skip_special: bool) -> str:
         kept = [t for t in tokens if t not in self.engine.stop_ids]
@@ -307,6 +308,16 @@ class Completer:
     def _token_entry(self, token: int, logprob: float | None) -> dict[str, Any]:
         text = self.renderer.tokenizer.decode([token])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def take(batch: list[Any], steps: list[Any], stop_at) -> int | None:
+    """Add a batch's steps to `steps`, up to the one whose text completes a stop string (`stop_at(steps)`: where
+    it begins, or None; `stop_at` None: the request has no stops); where it begins, or None."""
+    for step in batch:
+        steps.append(step)
+        if stop_at is not None and (cut := stop_at(steps)) is not None:
+            return cut
+    return None
 
 
 def timed_out_event(late: Exception) -> str:

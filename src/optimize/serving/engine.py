@@ -16,9 +16,12 @@ from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
 from optimize.serving.batcher import Batcher, Sequence, Step, Steps
+from optimize.serving.prefix_cache import PrefixCache
 
 MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
 MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests that wait for a row; then 429
+# prompt tokens kept for requests that begin the same way (serving.prefix_cache); 0 keeps none
+PREFIX_TOKENS = int(os.environ.get("OPTIMIZE_ENDPOINT_PREFIX_TOKENS", "8192"))
 REQUEST_SECONDS = float(os.environ.get("OPTIMIZE_ENDPOINT_REQUEST_SECONDS", "600"))  # then the request is cut
 
 
@@ -33,8 +36,10 @@ class ServingModel:
         self.base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
         self.peft = None  # the PeftModel around the base, once an adapter is loaded
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
+        self.stacked = None  # the loaded adapters' LoRA weights stacked (`serving.stacked_lora`), where they stack
         self.lock = threading.Lock()
         self.stop_ids, self.pad_id = stop_and_pad_ids(self.base, self.tokenizer)
+        self.prefixes = PrefixCache(PREFIX_TOKENS) if PREFIX_TOKENS > 0 else None
         self.batcher = Batcher(self, MAX_RUNNING, MAX_WAITING, REQUEST_SECONDS)
 
     def close(self) -> None:
@@ -50,6 +55,7 @@ class ServingModel:
             else:
                 self.peft.load_adapter(str(directory), adapter_name=key)
             self.adapters[name] = key
+            self._restack()
 
     def unload_adapter(self, name: str) -> None:
         with self.lock:
@@ -57,6 +63,26 @@ class ServingModel:
             if key is not None and self.adapters:  # PEFT keeps at least one adapter; the last one stays unserved
                 self.peft.set_adapter(next(iter(self.adapters.values())))
                 self.peft.delete_adapter(key)
+            self._restack()
+
+    def _restack(self) -> None:
+        from optimize.serving.stacked_lora import stack
+
+        if self.prefixes is not None:  # kept prefixes were computed with the adapters loaded then
+            self.prefixes.clear()
+        if self.stacked is not None:
+            self.stacked.remove()
+        self.stacked = stack(self.torch, self.base, list(self.adapters.values())) if self.adapters else None
+
+    def forward(self, adapters: list[str | None], **arguments):
+        """The model's logits for a batch whose rows each answer as their own adapter (None: the base model)."""
+        if self.peft is None:
+            return self.base(**arguments).logits
+        keys = [self.adapters[a] if a is not None else None for a in adapters]
+        if self.stacked is not None:
+            with self.stacked.rows(keys):
+                return self.base(**arguments).logits
+        return self.peft(**arguments, adapter_names=[key or "__base__" for key in keys]).logits
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
                top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Steps:
@@ -72,12 +98,7 @@ class ServingModel:
         torch = self.torch
         with self.lock, torch.inference_mode():
             tensor = torch.tensor([ids], device=self.device)
-            arguments = dict(input_ids=tensor, attention_mask=torch.ones_like(tensor))
-            if self.peft is None:
-                logits = self.base(**arguments).logits
-            else:
-                names = [self.adapters[adapter] if adapter is not None else "__base__"]
-                logits = self.peft(**arguments, adapter_names=names).logits
+            logits = self.forward([adapter], input_ids=tensor, attention_mask=torch.ones_like(tensor))
             logprobs = torch.log_softmax(logits[0, :-1].float(), dim=-1)
             chosen = logprobs.gather(1, tensor[0, 1:, None])[:, 0].tolist()
             tops = logprobs.topk(top, dim=-1) if top else None

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimize.serving.batcher import RequestTimedOut
-from optimize.serving.completions import MOST_MAX_TOKENS, RequestError, read_seed, read_stop, timed_out_event
+from optimize.serving.completions import (
+    MOST_MAX_TOKENS,
+    RequestError,
+    read_seed,
+    read_stop,
+    take,
+    timed_out_event,
+)
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this endpoint
 MOST_LOGPROBS = 5
@@ -142,9 +149,8 @@ class TextCompleter:
         steps: list[Any] = []
         cut, finish = None, "length"
         if generated is not None:
-            for step in generated:
-                steps.append(step)
-                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+            for batch in generated.batches():
+                if (cut := take(batch, steps, self._stops(request))) is not None:
                     break
             generated.close()
             stopped = cut is not None or steps[-1].token in self.engine.stop_ids
@@ -175,9 +181,8 @@ class TextCompleter:
         steps: list[Any] = []
         sent, cut = "", None
         try:
-            for step in generated:
-                steps.append(step)
-                if request.stop and (cut := self._stop_at(steps, request)) is not None:
+            for batch in generated.batches():  # under load several tokens come at once: one chunk
+                if (cut := take(batch, steps, self._stops(request))) is not None:
                     break
                 text = self._text([s.token for s in steps])
                 if len(text) > len(sent) and not text.endswith("\ufffd") and not request.stop:
@@ -192,6 +197,9 @@ class TextCompleter:
         stopped = cut is not None or (bool(steps) and steps[-1].token in self.engine.stop_ids)
         yield event(text[len(sent):], "stop" if stopped else "length")
         yield "data: [DONE]\n\n"
+
+    def _stops(self, request: TextRequest):
+        return (lambda steps: self._stop_at(steps, request)) if request.stop else None
 
     def _text(self, tokens: list[int]) -> str:
         return self.tokenizer.decode([t for t in tokens if t not in self.engine.stop_ids], skip_special_tokens=True)

@@ -9,6 +9,7 @@ is deleted (the lease is gone) the worker stops serving and exits.
 from __future__ import annotations
 
 import contextlib
+import gc
 import shutil
 import socket
 import tempfile
@@ -65,6 +66,8 @@ def _serve(spec: dict[str, Any], beat: _Heartbeat) -> int:
     beat.engine = engine
     beat.sync(spec["adapters"])  # the adapters attached at creation answer from the first request
     completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"))
+    gc.collect()
+    gc.freeze()  # what is loaded stays: the collector's full passes no longer walk it (pauses in the decoding loop)
     texts = TextCompleter(engine, renderer.tokenizer, spec.get("contextLength"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
