@@ -3,7 +3,8 @@ Retry-After, a client that abandons its stream frees its row, a parameter the en
 naming it, `/v1/completions` echoes a prompt with each token's log-probability (what log-likelihood evaluation
 reads), stop strings cut answers, seeds reproduce them, `GET /v1/models/{id}` finds a served model, and a route
 the server does not have answers 404 in OpenAI's shape, max_tokens past the deployment's cap is refused, and
-`GET /metrics` gives jobs, devices and the endpoint's load in Prometheus' format. The endpoint batches one request
+`GET /metrics` gives jobs, devices and the endpoint's load in Prometheus' format, an endpoint's own
+`/completions` answers without a model named, and a repeated prompt reports its kept prefix as cached tokens. The endpoint batches one request
 and queues none (OPTIMIZE_ENDPOINT_BATCH=1, OPTIMIZE_ENDPOINT_QUEUE=0), so a second request finds it full."""
 
 from __future__ import annotations
@@ -110,6 +111,21 @@ def test_the_openai_client_gets_what_it_asks_or_a_refusal_naming_the_parameter(s
     missing = client.post("/v1/responses", json={"model": MODEL, "input": "hi"})
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
     assert missing.json()["error"]["message"].startswith("no route POST /v1/responses")
+
+
+def test_an_endpoint_s_own_completions_route_and_a_repeated_prompt_s_cached_tokens(served):
+    proc, client, endpoint_id = served
+    own = client.post(f"/v1/training/endpoints/{endpoint_id}/completions",
+                      json={"prompt": "The cat sat on the", "max_tokens": 3, "temperature": 0})  # no model: its own
+    assert own.status_code == 200 and own.json()["model"] == MODEL and own.json()["object"] == "text_completion"
+    long_ask = [{"role": "system", "content": "You answer questions about cats in one short sentence, kindly."},
+                {"role": "user", "content": "Why do cats sit in boxes when there is a soft bed right next to them?"}]
+    usages = [client.post("/v1/chat/completions", json={"model": MODEL, "messages": long_ask, "max_tokens": 2,
+                                                        "temperature": 0}).json()["usage"] for _ in range(2)]
+    first, again = (usage["prompt_tokens_details"]["cached_tokens"] for usage in usages)
+    # the first shares only the template's opening with earlier requests; the same prompt again is taken whole,
+    # but for the blocks of 16 that hold its last token
+    assert first < again and usages[1]["prompt_tokens"] - 16 <= again < usages[1]["prompt_tokens"]
 
 
 def test_max_tokens_past_the_deployment_s_cap_is_refused_and_metrics_are_scraped(served):

@@ -10,6 +10,7 @@ the response shaping, not generation.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -144,11 +145,31 @@ class ScriptedEngine:
         return self._steps(max_new_tokens, top_logprobs)
 
     def _steps(self, max_new_tokens, top_logprobs):
+        steps = []
         for token in self.ids[:max_new_tokens]:
-            yield Step(token, -0.5, ((token, -0.5),) if top_logprobs else ()) if top_logprobs is not None \
-                else Step(token)
+            steps.append(Step(token, -0.5, ((token, -0.5),) if top_logprobs else ()) if top_logprobs is not None
+                         else Step(token))
             if token in self.stop_ids:
-                return
+                break
+        return ScriptedSteps(steps)
+
+
+class ScriptedSteps:
+    """The steps as `Steps.batches` hands them over to a reader slower than the batch: one, then two, then three
+    at a time (a stream sends each batch as one chunk)."""
+
+    def __init__(self, steps) -> None:
+        self.steps = steps
+        self.sequence = SimpleNamespace(cached=0)
+
+    def batches(self):
+        at, size = 0, 1
+        while at < len(self.steps):
+            yield self.steps[at:at + size]
+            at, size = at + size, size + 1
+
+    def close(self) -> None:
+        pass
 
 
 def completer_for(smollm2, answer: str, stop: bool = True, context_length: int | None = 4096):
@@ -229,7 +250,8 @@ def test_usage_counts_the_stop_token_and_the_answer_ends_at_it(smollm2):
     assert answer["choices"][0]["message"]["content"] == TEXT_ANSWER
     assert answer["choices"][0]["finish_reason"] == "stop"
     assert answer["usage"] == {"prompt_tokens": len(engine.asked[0]["prompt"]), "completion_tokens": answered,
-                               "total_tokens": len(engine.asked[0]["prompt"]) + answered}
+                               "total_tokens": len(engine.asked[0]["prompt"]) + answered,
+                               "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def test_an_answer_cut_at_max_tokens_finishes_with_length(smollm2):

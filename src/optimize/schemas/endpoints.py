@@ -166,6 +166,9 @@ class ChatUsage(OpenAIAnswer):
     prompt_tokens: int = Field(description="Tokens in the rendered prompt")
     completion_tokens: int = Field(description="Tokens generated")
     total_tokens: int = Field(description="Both together")
+    prompt_tokens_details: dict[str, int] | None = Field(
+        default=None, description="cached_tokens: prompt tokens taken from a kept prefix of an earlier request "
+                                  "(not computed again)")
 
 
 class TextChoice(OpenAIAnswer):

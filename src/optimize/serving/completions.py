@@ -213,8 +213,7 @@ class Completer:
         return {"id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
                 "model": request.model, "choices": [{"index": 0, "message": message, "finish_reason": finish,
                                                      "logprobs": self._logprobs(steps, request)}],
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
-                          "total_tokens": len(prompt) + len(tokens)}}
+                "usage": usage(prompt, len(tokens), generated.sequence.cached)}
 
     def chunks(self, adapter: str | None, request: ChatRequest) -> Iterator[str]:
         """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`. The prompt is checked and the request
@@ -265,8 +264,7 @@ class Completer:
         if request.include_usage:  # as OpenAI sends it: a chunk of its own, with no choices
             yield "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
                                          "model": request.model, "choices": [],
-                                         "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
-                                                   "total_tokens": len(prompt) + len(tokens)}}) + "\n\n"
+                                         "usage": usage(prompt, len(tokens), generated.sequence.cached)}) + "\n\n"
         yield "data: [DONE]\n\n"
 
     def _stops(self, request: ChatRequest):
@@ -308,6 +306,12 @@ class Completer:
     def _token_entry(self, token: int, logprob: float | None) -> dict[str, Any]:
         text = self.renderer.tokenizer.decode([token])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def usage(prompt: list[int], generated: int, cached: int) -> dict[str, Any]:
+    """OpenAI's usage of one answer; `cached`: the prompt's tokens taken from a kept prefix."""
+    return {"prompt_tokens": len(prompt), "completion_tokens": generated, "total_tokens": len(prompt) + generated,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def take(batch: list[Any], steps: list[Any], stop_at) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from optimize.api.deps import TrainingDep
@@ -62,10 +62,13 @@ async def chat(request: Request, training: TrainingDep):
     return await forward(request, training, None)
 
 
-@router.post("/completions", responses={200: {
+TEXT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
     "model": TextCompletion, "description": "OpenAI's text_completion (legacy completions: a raw prompt, with echo "
                                             "and logprobs); with stream: true, server-sent events, then [DONE]",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+    "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+@router.post("/completions", responses=TEXT_RESPONSES)
 async def completions(request: Request, training: TrainingDep):
     return await forward(request, training, None, "completions")
 
@@ -109,4 +112,6 @@ async def forward(request: Request, training, endpoint_id: str | None, route: st
     content = await answer.aread()
     await close()
     kept = {"retry-after": answer.headers["retry-after"]} if "retry-after" in answer.headers else None
-    return JSONResponse(json.loads(content), status_code=answer.status_code, headers=kept)
+    # the worker's JSON as it sent it (parsing and writing it again cost the server's event loop for nothing)
+    return Response(content, status_code=answer.status_code, headers=kept,
+                    media_type=answer.headers.get("content-type", "application/json"))

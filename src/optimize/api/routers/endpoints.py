@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
-from optimize.api.routers.chat import CHAT_RESPONSES, chat_request_body, forward
+from optimize.api.routers.chat import CHAT_RESPONSES, TEXT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
 from optimize.core.errors import Invalid
 from optimize.schemas.common import event_stream
@@ -96,6 +96,12 @@ def _model(body: Any, verb: str) -> str:
              openapi_extra=chat_request_body())
 async def chat(endpoint_id: str, request: Request, training: TrainingDep):
     return await forward(request, training, endpoint_id)
+
+
+@router.post("/{endpoint_id}/completions", responses=TEXT_RESPONSES)
+async def completions(endpoint_id: str, request: Request, training: TrainingDep):
+    """`POST /v1/completions` at this endpoint: the model may be left out (the endpoint's own answers)."""
+    return await forward(request, training, endpoint_id, "completions")
 
 
 @router.get("/{endpoint_id}/events", response_class=StreamingResponse,
