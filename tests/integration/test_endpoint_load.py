@@ -4,8 +4,9 @@ naming it, `/v1/completions` echoes a prompt with each token's log-probability (
 reads), stop strings cut answers, seeds reproduce them, `GET /v1/models/{id}` finds a served model, and a route
 the server does not have answers 404 in OpenAI's shape, max_tokens past the deployment's cap is refused, and
 `GET /metrics` gives jobs, devices and the endpoint's load in Prometheus' format, an endpoint's own
-`/completions` answers without a model named, and a repeated prompt reports its kept prefix as cached tokens. The endpoint batches one request
-and queues none (OPTIMIZE_ENDPOINT_BATCH=1, OPTIMIZE_ENDPOINT_QUEUE=0), so a second request finds it full."""
+`/completions` answers without a model named, and a repeated prompt reports its kept prefix as cached tokens.
+The endpoint batches one request and queues none (OPTIMIZE_ENDPOINT_BATCH=1, OPTIMIZE_ENDPOINT_QUEUE=0), so a
+second request finds it full."""
 
 from __future__ import annotations
 

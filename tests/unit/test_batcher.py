@@ -71,7 +71,7 @@ def test_concurrent_answers_equal_lone_answers_under_greedy_decoding(engine):
 
     def watch():  # the batch really held several rows at once
         while not watching.is_set():
-            seen.append(len(engine.batcher.running))
+            seen.append(len(engine.batcher.rows))
             time.sleep(0.001)
 
     watcher = threading.Thread(target=watch)

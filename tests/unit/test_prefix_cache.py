@@ -58,7 +58,8 @@ def test_a_room_layer_appends_in_place_and_moves_when_replaced():
     assert layer._key_room.data_ptr() == room  # written into the room: no copy
     layer.keys, layer.values = layer.keys[:1], layer.values[:1]  # a row left (the batcher's cut)
     keys, _ = layer.update(torch.ones(1, 3, 1, 4), torch.ones(1, 3, 1, 4))
-    assert keys.shape == (1, 3, 10, 4) and layer._key_room.shape[0] == 1 and torch.equal(keys[:, :, -1], torch.ones(1, 3, 4))
+    assert keys.shape == (1, 3, 10, 4) and layer._key_room.shape[0] == 1
+    assert torch.equal(keys[:, :, -1], torch.ones(1, 3, 4))
 
 
 @pytest.fixture(scope="module")

@@ -20,18 +20,15 @@ import queue
 import secrets
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimize.serving.load import EndpointLoad, QueueFull
 from optimize.serving.prefix_cache import BLOCK
 
-MINUTE = 60.0
+__all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 
-
-class QueueFull(Exception):
-    """Every slot of the batch and of the queue is taken."""
 
 
 class RequestTimedOut(Exception):
@@ -118,24 +115,18 @@ class Steps:
             self.batcher._wake.set()
 
 
-class Batcher:
+class Batcher(EndpointLoad):
     def __init__(self, engine, max_running: int = 16, max_waiting: int = 64, request_seconds: float = 600.0) -> None:
+        super().__init__(max_running, max_waiting)
         self.engine = engine
-        self.max_running, self.max_waiting = max_running, max_waiting
         self.request_seconds = request_seconds
         self.waiting: queue.Queue[Sequence] = queue.Queue()
-        self.running: list[Sequence] = []
+        self.rows: list[Sequence] = []
         self.cache = None
         self.mask = None  # (rows, columns): 1 where a row has a token in that cache column
         self.mergeable: bool | None = None  # known after the first prefill
-        self._count = threading.Lock()
-        self._pending = 0  # waiting and running
         self._wake = threading.Event()
         self._closed = False
-        self.started = time.monotonic()
-        self.served = 0  # requests finished (answered, stopped or cancelled)
-        self.tokens = 0  # tokens generated
-        self.recent: deque[tuple[float, float, int]] = deque()  # (finished at, seconds it took, tokens) of a minute
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
 
@@ -149,10 +140,7 @@ class Batcher:
     # --- the request side
 
     def submit(self, sequence: Sequence) -> Sequence:
-        with self._count:
-            if self._pending >= self.max_running + self.max_waiting:
-                raise QueueFull(f"{self._pending} requests are running or waiting on this endpoint")
-            self._pending += 1
+        self.admit()
         sequence.submitted = time.monotonic()
         self.waiting.put(sequence)
         self._wake.set()
@@ -162,46 +150,28 @@ class Batcher:
         """A submitted sequence's steps as they are generated; closing them early (read or not) cancels it."""
         return Steps(self, sequence)
 
-    @property
-    def load(self) -> dict[str, int]:
-        running = len(self.running)
-        return {"running": running, "waiting": max(0, self._pending - running)}
-
-    def statistics(self) -> dict[str, Any]:
-        """What the endpoint reports: requests served, in flight and queued, tokens generated, and over the last
-        minute (or since it started, when that is shorter) tokens/s and the 50th and 95th percentile of a request's
-        time from submission to its end."""
-        with self._count:
-            cutoff = time.monotonic() - MINUTE
-            while self.recent and self.recent[0][0] < cutoff:
-                self.recent.popleft()
-            recent = list(self.recent)
-            load = self.load
-        seconds = sorted(item[1] for item in recent)
-        return {"served": self.served, "inFlight": load["running"], "queued": load["waiting"],
-                "tokens": self.tokens, "tokensPerSecond": round(sum(item[2] for item in recent) / max(
-                    1.0, min(MINUTE, time.monotonic() - self.started)), 2),
-                "latencyP50Seconds": _percentile(seconds, 0.50), "latencyP95Seconds": _percentile(seconds, 0.95)}
+    def running(self) -> int:
+        return len(self.rows)
 
     # --- the loop
 
     def _loop(self) -> None:
         while not self._closed:
-            if not self.running and self.waiting.empty():
+            if not self.rows and self.waiting.empty():
                 self._wake.wait()
                 self._wake.clear()
                 continue
             try:
                 with self.engine.lock:  # an adapter loads between steps, never under one
                     self._admit()
-                    if self.running:
+                    if self.rows:
                         self._decode()
             except Exception as error:  # noqa: BLE001 - every row in the batch is told, then the batch restarts
-                for sequence in self.running:
+                for sequence in self.rows:
                     self._finish(sequence, error)
-                self.running, self.cache, self.mask = [], None, None
+                self.rows, self.cache, self.mask = [], None, None
         stopped = RuntimeError("the endpoint stopped")
-        for sequence in self.running:
+        for sequence in self.rows:
             self._finish(sequence, stopped)
         while not self.waiting.empty():
             self._finish(self.waiting.get_nowait(), stopped)
@@ -211,8 +181,8 @@ class Batcher:
         the cache cannot be merged, and for the first, which tells whether it can)."""
         joining: list[Sequence] = []
         room = self.max_running if self.mergeable else 1
-        while len(self.running) + len(joining) < room:
-            if (self.running or joining) and not self.mergeable:
+        while len(self.rows) + len(joining) < room:
+            if (self.rows or joining) and not self.mergeable:
                 break
             try:
                 sequence = self.waiting.get_nowait()
@@ -271,7 +241,7 @@ class Batcher:
         if self.mergeable and self.engine.prefixes is not None:
             self._keep_prefixes(joining, found, cache, mask)
         self._merge(cache, mask)
-        self.running.extend(joining)
+        self.rows.extend(joining)
         self._emit(joining, logits[:, -1])
 
     def _keep_prefixes(self, joining: list[Sequence], found, cache, mask) -> None:
@@ -287,21 +257,21 @@ class Batcher:
     def _decode(self) -> None:
         torch = self.engine.torch
         device = self.engine.device
-        detached = {id(s) for s in self.running if s.adapter is not None and s.adapter not in self.engine.adapters}
+        detached = {id(s) for s in self.rows if s.adapter is not None and s.adapter not in self.engine.adapters}
         if detached:  # its adapter was detached while it was answered
-            for sequence in self.running:
+            for sequence in self.rows:
                 if id(sequence) in detached:
                     self._finish(sequence, RuntimeError(f"adapter {sequence.adapter} was detached from the endpoint"))
             self._leave(detached)
-            if not self.running:
+            if not self.rows:
                 return
-        ids = torch.tensor([[s.last] for s in self.running], device=device)
+        ids = torch.tensor([[s.last] for s in self.rows], device=device)
         positions = self.mask.sum(dim=1, keepdim=True)
-        self.mask = torch.cat([self.mask, torch.ones((len(self.running), 1), dtype=self.mask.dtype, device=device)],
+        self.mask = torch.cat([self.mask, torch.ones((len(self.rows), 1), dtype=self.mask.dtype, device=device)],
                               dim=1)
         with torch.inference_mode():
-            logits = self._forward(ids, self.mask, positions, self.cache, [s.adapter for s in self.running])
-        self._emit(list(self.running), logits[:, -1])
+            logits = self._forward(ids, self.mask, positions, self.cache, [s.adapter for s in self.rows])
+        self._emit(list(self.rows), logits[:, -1])
 
     def _forward(self, ids, mask, positions, cache, adapters: list[str | None], last_only: bool = False):
         arguments = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
@@ -332,7 +302,7 @@ class Batcher:
             if (token in self.engine.stop_ids or sequence.generated >= sequence.max_new_tokens
                     or sequence.cancelled.is_set() or self._late(sequence)):
                 leaving.append(sequence)
-        cancelled = [s for s in self.running if s.cancelled.is_set() and s not in leaving]
+        cancelled = [s for s in self.rows if s.cancelled.is_set() and s not in leaving]
         for sequence in leaving + cancelled:
             done = (sequence.cancelled.is_set() or sequence.last in self.engine.stop_ids
                     or sequence.generated >= sequence.max_new_tokens)
@@ -360,12 +330,7 @@ class Batcher:
         if error is not None:
             sequence.steps.put(error)
         sequence.steps.put(None)
-        finished = time.monotonic()
-        with self._count:
-            self._pending -= 1
-            self.served += 1
-            self.tokens += sequence.generated
-            self.recent.append((finished, finished - sequence.submitted, sequence.generated))
+        self.finished(sequence.submitted, sequence.generated)
 
     # --- the cache
 
@@ -373,7 +338,7 @@ class Batcher:
         """Add prefilled rows (their cache, and their mask: 0 over their own left padding) to the batch's,
         left-padding the narrower of the two."""
         torch = self.engine.torch
-        if self.cache is None or not self.running:
+        if self.cache is None or not self.rows:
             self.cache, self.mask = cache, mask
             return
         width = max(self.mask.shape[1], mask.shape[1])
@@ -385,9 +350,9 @@ class Batcher:
     def _leave(self, gone: set[int]) -> None:
         """Cut the rows that left out of the batch, and the leading columns no remaining row uses."""
         torch = self.engine.torch
-        keep = [i for i, s in enumerate(self.running) if id(s) not in gone]
-        self.running = [self.running[i] for i in keep]
-        if not self.running:
+        keep = [i for i, s in enumerate(self.rows) if id(s) not in gone]
+        self.rows = [self.rows[i] for i in keep]
+        if not self.rows:
             self.cache, self.mask = None, None
             return
         index = torch.tensor(keep, device=self.engine.device)
@@ -397,12 +362,6 @@ class Batcher:
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(0, index)[:, :, unused:]
             layer.values = layer.values.index_select(0, index)[:, :, unused:]
-
-
-def _percentile(ordered: list[float], share: float) -> float | None:
-    if not ordered:
-        return None
-    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))], 3)
 
 
 def _stacked_prefixes(found: list[tuple[Any, int]], width: int):
