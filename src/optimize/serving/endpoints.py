@@ -36,6 +36,7 @@ from optimize.projects.quotas import check_new_work
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.jobs import EndpointSpec
+from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.phases import ACTIVE as OPEN_PHASES
 from optimize.serving.phases import ENDPOINT, TERMINAL, EndpointPhase
 from optimize.store.db import find_by_id_prefix
@@ -44,7 +45,6 @@ from optimize.store.tables import Endpoint
 from optimize.training.server.instructions import trained_instructions
 
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
-MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint
 
 
 def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
 from optimize.serving.batcher import Batcher, Sequence, Step, Steps
+from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.prefix_cache import PrefixCache
 
 MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
@@ -23,6 +24,23 @@ MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests t
 # prompt tokens kept for requests that begin the same way (serving.prefix_cache); 0 keeps none
 PREFIX_TOKENS = int(os.environ.get("OPTIMIZE_ENDPOINT_PREFIX_TOKENS", "8192"))
 REQUEST_SECONDS = float(os.environ.get("OPTIMIZE_ENDPOINT_REQUEST_SECONDS", "600"))  # then the request is cut
+ENGINES = ("auto", "transformers", "vllm")
+
+
+def engine_for(model_dir: str | Path):
+    """The endpoint's engine (OPTIMIZE_ENDPOINT_ENGINE): vllm, or auto where vLLM is installed and a GPU is visible
+    (`serving.vllm_serving`); else this module's Transformers engine with continuous batching."""
+    choice = os.environ.get("OPTIMIZE_ENDPOINT_ENGINE", "auto")
+    if choice not in ENGINES:
+        raise ValueError(f"OPTIMIZE_ENDPOINT_ENGINE is {choice!r}: set it to one of {', '.join(ENGINES)}")
+    from optimize.serving import vllm_serving
+
+    if choice == "vllm" and not vllm_serving.available():
+        raise RuntimeError("OPTIMIZE_ENDPOINT_ENGINE is vllm, but vLLM is not installed here or no GPU is visible; "
+                           "install vllm in the GPU deployment's environment, or set it to auto")
+    if choice == "vllm" or (choice == "auto" and vllm_serving.available()):
+        return vllm_serving.VLLMServingModel(model_dir, MAX_RUNNING, MAX_WAITING, REQUEST_SECONDS, MAX_ADAPTERS)
+    return ServingModel(model_dir)
 
 
 class ServingModel:

@@ -1,7 +1,8 @@
 """What an endpoint's engine counts, whichever engine it is (the Transformers batcher, vLLM): its room — at most
 `max_running` requests decoding and `max_waiting` more waiting, past which a request is refused at once
-(`QueueFull`, HTTP 429) — and what its heartbeat reports: requests served, in flight and queued, tokens generated,
-and over the last minute tokens/s and the 50th and 95th percentile of a request's time from submission to its end.
+(`QueueFull`, HTTP 429), and `MAX_ADAPTERS` adapters loaded at once — and what its heartbeat reports: requests
+served, in flight and queued, tokens generated, and over the last minute tokens/s and the 50th and 95th percentile
+of a request's time from submission to its end.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import deque
 from typing import Any
 
 MINUTE = 60.0
+MAX_ADAPTERS = 8  # adapters loaded at once on one endpoint (the server refuses a ninth; vLLM reserves as many slots)
 
 
 class QueueFull(Exception):

@@ -58,11 +58,11 @@ def _serve(spec: dict[str, Any], beat: _Heartbeat) -> int:
     import uvicorn
 
     from optimize.serving.completions import Completer
-    from optimize.serving.engine import ServingModel
+    from optimize.serving.engine import engine_for
     from optimize.serving.text_completions import TextCompleter
 
     renderer = renderer_for(spec["model"])
-    engine = ServingModel(spec["model"]["path"])
+    engine = engine_for(spec["model"]["path"])
     beat.engine = engine
     beat.sync(spec["adapters"])  # the adapters attached at creation answer from the first request
     completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"))
