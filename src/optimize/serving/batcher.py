@@ -30,7 +30,6 @@ from optimize.serving.prefix_cache import BLOCK
 __all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 
 
-
 class RequestTimedOut(Exception):
     """A request ran past the endpoint's time limit; what it generated so far was handed over."""
 
