@@ -20,28 +20,31 @@ def test_the_longest_kept_prefix_is_found_leaving_the_last_token_to_compute():
     cache = PrefixCache(budget=1000)
     prompt = list(range(3 * BLOCK + 5))
     cache.keep("m", prompt, layers(len(prompt)))
-    assert cache.size == 3 * BLOCK  # whole blocks only
+    assert cache.size == len(prompt)
     found, length = cache.find("m", prompt)
-    assert length == 3 * BLOCK and found.layers[0][0].shape[2] == 3 * BLOCK
-    assert cache.find("m", prompt[:3 * BLOCK])[1] == 2 * BLOCK  # its last token is computed, not taken
-    assert cache.find("m", prompt[:BLOCK + 3] + [999] * 40)[1] == BLOCK  # shares the first block only
+    assert length == len(prompt) - 1 and found.layers[0][0].shape[2] == len(prompt)  # all but the last token
+    assert cache.find("m", prompt[:3 * BLOCK])[1] == 3 * BLOCK - 1
+    assert cache.find("m", prompt[:BLOCK + 3] + [999] * 40)[1] == BLOCK + 3  # on, token by token, to where it parts
+    assert cache.find("m", prompt + [7, 8, 9])[1] == len(prompt)  # a conversation that goes on: the whole kept one
+    assert cache.find("m", prompt[:BLOCK])[1] == 0  # less than a block before its last token: nothing to find
     assert cache.find("other", prompt) == (None, 0)  # another model's prefix is not this one's
     assert cache.find("m", [7] + prompt) == (None, 0)
+    assert PrefixCache.holds(found, prompt[:20]) and not PrefixCache.holds(found, prompt + [1])
 
 
 def test_the_budget_drops_the_least_recently_used_prefix():
-    cache = PrefixCache(budget=4 * BLOCK)
+    cache = PrefixCache(budget=4 * BLOCK + 2)
     first, second, third = ([n] * (2 * BLOCK + 1) for n in (1, 2, 3))
     cache.keep(None, first, layers(len(first)))
     cache.keep(None, second, layers(len(second)))
     assert cache.find(None, first)[1] == 2 * BLOCK  # used: now the second is the least recent
     cache.keep(None, third, layers(len(third)))
-    assert cache.size == 4 * BLOCK
+    assert cache.size == 4 * BLOCK + 2
     assert cache.find(None, second) == (None, 0)
     assert cache.find(None, first)[1] == cache.find(None, third)[1] == 2 * BLOCK
     assert all(entry in cache.entries for entry in cache.index.values())  # no index key points at a dropped one
     cache.keep(None, [5] * (5 * BLOCK), layers(5 * BLOCK))  # longer than the whole budget: not kept
-    assert cache.size == 4 * BLOCK
+    assert cache.size == 4 * BLOCK + 2
 
 
 def test_a_room_layer_appends_in_place_and_moves_when_replaced():
@@ -96,11 +99,11 @@ def test_a_repeated_prompt_is_answered_from_its_kept_prefix_with_the_same_answer
         for adapter in (None, "one"):
             first = engine.stream(adapter, prompt, 12)
             assert [s.token for s in first] == expected[adapter] and first.sequence.cached == 0
-            again = engine.stream(adapter, prompt, 12)
+            again = engine.stream(adapter, prompt, 12)  # kept but for its last token: joins with no prefill
             assert [s.token for s in again] == expected[adapter]
-            assert again.sequence.cached == 3 * BLOCK  # the kept blocks; the rest was computed
+            assert again.sequence.cached == len(prompt) - 1
         longer = engine.stream(None, prompt + [321, 654], 4)  # a conversation that goes on: its start is kept
-        assert len(list(longer)) == 4 and longer.sequence.cached == 3 * BLOCK
+        assert len(list(longer)) == 4 and longer.sequence.cached == len(prompt)
         engine.load_adapter("two", model_dir / "adapter")  # kept prefixes were computed with other adapters
         assert engine.prefixes.size == 0
     finally:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.serving.load import EndpointLoad, QueueFull
-from optimize.serving.prefix_cache import BLOCK
 
 __all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 
@@ -196,30 +195,64 @@ class Batcher(EndpointLoad):
         if not joining:
             return
         try:
-            self._prefill(joining)
+            self._seed(joining)
+            prefixes = self.engine.prefixes if self.mergeable else None
+            found = {id(s): prefixes.find(s.adapter, s.prompt) if prefixes is not None else (None, 0) for s in joining}
+            for sequence in joining:
+                sequence.cached = found[id(sequence)][1]
+            # a prompt kept but for its last token joins the batch as it is: the next step computes that token
+            ready = [s for s in joining if s.cached == len(s.prompt) - 1]
+            if ready:
+                self._join(ready, [found[id(s)] for s in ready])
+            rest = [s for s in joining if s.cached != len(s.prompt) - 1]
+            if rest:
+                self._prefill(rest, [found[id(s)] for s in rest])
         except Exception as error:  # noqa: BLE001 - these requests fail; the batch goes on
             for sequence in joining:
-                self._finish(sequence, error)
+                if sequence not in self.rows:
+                    self._finish(sequence, error)
 
-    def _prefill(self, joining: list[Sequence]) -> None:
-        """One forward pass over the joining prompts, left-padded to the longest, then their caches join the
-        batch's. A prompt whose start is a kept prefix (`serving.prefix_cache`) computes only the rest: its row's
-        cache starts as that prefix's keys and values, left-padded to the longest prefix among the joiners."""
+    def _seed(self, joining: list[Sequence]) -> None:
         torch = self.engine.torch
+        for sequence in joining:
+            if sequence.seed is not None or sequence.temperature > 0:
+                sequence.generator = torch.Generator(device=self.engine.device)
+                sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
+
+    def _new_cache(self):
+        """An empty cache for joiners: layers with room to grow where the model's are plain dynamic layers."""
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
         from optimize.serving.kv_room import RoomyLayer
 
+        cache = DynamicCache(config=self.engine.base.config)
+        if self.mergeable is not False and all(type(layer) is DynamicLayer for layer in cache.layers):
+            cache.layers = [RoomyLayer() for _ in cache.layers]
+        return cache
+
+    def _join(self, ready: list[Sequence], found: list[tuple[Any, int]]) -> None:
+        """Rows whose prompts are kept but for their last token: their kept keys and values join the batch's cache,
+        and the last token is what the next decoding step feeds (no forward pass of their own)."""
+        torch = self.engine.torch
+        kept = max(length for _, length in found)
+        cache = self._new_cache()
+        for layer, (keys, values) in enumerate(_stacked_prefixes(found, kept)):
+            cache.update(keys, values, layer)
+        mask = torch.tensor([[0] * (kept - length) + [1] * length for _, length in found], device=self.engine.device)
+        for sequence in ready:
+            sequence.last = sequence.prompt[-1]
+        self._merge(cache, mask)
+        self.rows.extend(ready)
+
+    def _prefill(self, joining: list[Sequence], found: list[tuple[Any, int]]) -> None:
+        """One forward pass over the joining prompts, left-padded to the longest, then their caches join the
+        batch's. A prompt whose start is a kept prefix (`serving.prefix_cache`) computes only the rest: its row's
+        cache starts as that prefix's keys and values, left-padded to the longest prefix among the joiners."""
+        from optimize.serving.kv_room import RoomyLayer
+
+        torch = self.engine.torch
         device = self.engine.device
-        for sequence in joining:
-            if sequence.seed is not None or sequence.temperature > 0:
-                sequence.generator = torch.Generator(device=device)
-                sequence.generator.manual_seed(sequence.seed if sequence.seed is not None else secrets.randbits(63))
-        prefixes = self.engine.prefixes if self.mergeable else None
-        found = [prefixes.find(s.adapter, s.prompt) if prefixes is not None else (None, 0) for s in joining]
-        for sequence, (_, length) in zip(joining, found, strict=True):
-            sequence.cached = length
         rests = [s.prompt[length:] for s, (_, length) in zip(joining, found, strict=True)]
         kept, longest = max(length for _, length in found), max(len(rest) for rest in rests)
         pad = self.engine.pad_id if self.engine.pad_id is not None else 0
@@ -227,9 +260,7 @@ class Batcher(EndpointLoad):
         mask = torch.tensor([[0] * (kept - length) + [1] * length + [0] * (longest - len(rest)) + [1] * len(rest)
                              for (_, length), rest in zip(found, rests, strict=True)], device=device)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, kept:]
-        cache = DynamicCache(config=self.engine.base.config)
-        if self.mergeable is not False and all(type(layer) is DynamicLayer for layer in cache.layers):
-            cache.layers = [RoomyLayer() for _ in cache.layers]
+        cache = self._new_cache()
         if kept:
             for layer, (keys, values) in enumerate(_stacked_prefixes(found, kept)):
                 cache.update(keys, values, layer)
@@ -244,9 +275,9 @@ class Batcher(EndpointLoad):
         self._emit(joining, logits[:, -1])
 
     def _keep_prefixes(self, joining: list[Sequence], found, cache, mask) -> None:
-        """Keep each joining prompt's start for the requests after it, where it is longer than what was found."""
-        for row, (sequence, (_, length)) in enumerate(zip(joining, found, strict=True)):
-            if len(sequence.prompt) // BLOCK * BLOCK <= length:
+        """Keep each joining prompt for the requests after it, unless a kept one already holds it."""
+        for row, (sequence, (prefix, _)) in enumerate(zip(joining, found, strict=True)):
+            if self.engine.prefixes.holds(prefix, sequence.prompt):
                 continue
             columns = mask[row].nonzero()[:, 0]  # the row's own tokens, in order
             self.engine.prefixes.keep(sequence.adapter, sequence.prompt, [

@@ -4,11 +4,12 @@ and values computed then, and only the rest of its prompt is prefilled. On an en
 joining requests are most of the work (a prompt is often longer than its answer), and each one holds up every row
 of the batch; vLLM and SGLang keep prefixes the same way.
 
-Prefixes are matched in blocks of `BLOCK` tokens (a prompt's last token is always computed: its logits give the
-first answer token). Each kept prompt is one entry holding its block-aligned keys and values per layer; every block
-boundary of it is indexed by the model (adapter) and a hash of the tokens up to there, checked against the entry's
-tokens on a hit. At most `budget` tokens are kept in all, the least recently used entry dropped first; the engine
-clears it when an adapter loads or unloads.
+Prefixes are found by blocks of `BLOCK` tokens, then token by token within the entry found, and always leave a
+prompt's last token to compute (its logits give the first answer token): a prompt kept whole and asked again
+takes all but that token — the batcher then lets it join the batch with no prefill at all. Each kept prompt is
+one entry holding its keys and values per layer; every block boundary of it is indexed by the model (adapter) and
+a hash of the tokens up to there, checked against the entry's tokens on a hit. At most `budget` tokens are kept
+in all, the least recently used entry dropped first; the engine clears it when an adapter loads or unloads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ BLOCK = 16
 
 @dataclass(eq=False)
 class Prefix:
-    tokens: tuple[int, ...]  # a whole number of blocks
+    tokens: tuple[int, ...]
     layers: list[tuple[Any, Any]]  # per layer (keys, values), each (1, heads, tokens, head size)
 
 
@@ -48,19 +49,27 @@ class PrefixCache:
             found, length = entry, (block + 1) * BLOCK
         if found is None or list(self.entries[found].tokens[:length]) != prompt[:length]:  # a hash's collision
             return None, 0
+        entry = self.entries[found]
+        most = min(len(entry.tokens), len(prompt) - 1)
+        while length < most and entry.tokens[length] == prompt[length]:  # on within the entry, token by token
+            length += 1
         self.entries.move_to_end(found)
-        return self.entries[found], length
+        return entry, length
+
+    @staticmethod
+    def holds(entry: Prefix | None, prompt: list[int]) -> bool:
+        """Whether `entry` already holds all of `prompt` (keeping it again would add nothing)."""
+        return entry is not None and len(entry.tokens) >= len(prompt) and entry.tokens[:len(prompt)] == tuple(prompt)
 
     def keep(self, model: str | None, prompt: list[int], layers: list[tuple[Any, Any]]) -> None:
-        """Keep the block-aligned start of `prompt` with its keys and values (`layers`: each (1, heads, at least
-        that many tokens, head size)), unless it is longer than the whole budget."""
-        length = len(prompt) // BLOCK * BLOCK
-        if not length or length > self.budget:
+        """Keep `prompt` with its keys and values (`layers`: each (1, heads, its length, head size)), unless it is
+        shorter than a block or longer than the whole budget."""
+        length = len(prompt)
+        if length < BLOCK or length > self.budget:
             return
         entry_id = next(self._ids)
-        self.entries[entry_id] = Prefix(tuple(prompt[:length]),
-                                        [(keys[:, :, :length].clone(), values[:, :, :length].clone())
-                                         for keys, values in layers])
+        self.entries[entry_id] = Prefix(tuple(prompt), [(keys[:, :, :length].clone(), values[:, :, :length].clone())
+                                                        for keys, values in layers])
         self.size += length
         chain = 0
         for block in range(length // BLOCK):
