@@ -27,6 +27,7 @@ class Deployment:
     analysis_wait_seconds: float = 1800.0  # how long a queued run waits for its datasets' analyses
     endpoint_idle_seconds: float = 3600.0  # how long an endpoint holds its device without a request
     quotas: Quotas = field(default_factory=Quotas)  # what each project may hold at once
+    routes: dict = field(default_factory=dict)  # serving.endpoints.route's answers, kept a moment
 
     def __post_init__(self) -> None:
         from optimize.jobs.effects import Effects

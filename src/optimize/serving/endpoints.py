@@ -14,6 +14,7 @@ model), and the worker is never told (callers of the worker itself are unaffecte
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlalchemy import select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model
+from optimize.core.access import current as current_limits
 from optimize.core.access import only_visible, visible_projects
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -77,6 +79,7 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                                       hint=f"detach one: akka training endpoints detach {endpoint.id[:12]} MODEL")
                     endpoint.adapters = [*endpoint.adapters, adapter]
                     record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
+                    forget_routes(training)
                 return {**endpoint_json(endpoint), "attached": True}
         check_new_work(session, project.name, "endpoint", training.quotas)
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
@@ -162,6 +165,7 @@ def detach(training: Deployment, endpoint_id: str, model: str) -> dict[str, Any]
                            hint="the base model is detached by deleting the endpoint")
         endpoint.adapters = kept
         record(session, ENDPOINT.subject(endpoint.id), "detached", model=model)
+        forget_routes(training)
         return endpoint_json(endpoint)
 
 
@@ -191,6 +195,7 @@ def set_enabled(training: Deployment, endpoint_id: str, model: str, enabled: boo
                 changed = True
         if changed:
             record(session, ENDPOINT.subject(endpoint.id), "enabled" if enabled else "disabled", model=model)
+            forget_routes(training)
         return endpoint_json(endpoint)
 
 
@@ -206,6 +211,7 @@ def delete_endpoint(training: Deployment, endpoint_id: str) -> dict[str, Any]:
         if endpoint.phase == "DELETED":
             return endpoint_json(endpoint)
         # its worker, if any, is stopped once this commits
+        forget_routes(training)
         moved(end(session, endpoint, EndpointPhase.DELETED, endpoint.failure_reason), f"endpoint {endpoint.id[:12]}")
         return endpoint_json(endpoint)
 
@@ -220,6 +226,8 @@ def take_down_idle(training: Deployment) -> list[str]:
     with training.store.transaction() as session:
         ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY")).all()
         stale = [e for e in ready if as_utc(e.last_request_at or e.ready_at or e.created_at) + idle < now]
+        if stale:
+            forget_routes(training)
         return [e.id for e in stale if end(
             session, e, EndpointPhase.DELETED, f"taken down after {_duration(training.endpoint_idle_seconds)} "
                                                "without a request, to free its device; create it again to serve")]
@@ -253,10 +261,45 @@ def requeue(session, endpoint: Endpoint, reason: str) -> bool:
 # --- routing a request ---------------------------------------------------------------------------------------
 
 
+ROUTE_SECONDS = 1.0  # a resolved route is kept this long (or a quarter of the idle timeout, when that is shorter)
+
+
 def route(training: Deployment, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
     """(the worker's address, the served model name) for a request's `model`: a base model, or a registered
     model reference (`NS/NAME`, `NS/NAME:vN`, `NS/NAME:ALIAS`) resolved to the exact version served. With an
-    endpoint named, the request may leave the model out (the endpoint's own model answers)."""
+    endpoint named, the request may leave the model out (the endpoint's own model answers).
+
+    An answer is kept for a moment per model, endpoint and caller's limits (resolving it is a transaction and a
+    registry lookup: a third of the server's work a request under load); what this server changes about an
+    endpoint (attach, detach, disable, enable, delete, idle take-down) forgets them at once, and a request whose
+    worker does not answer resolves again (`forget_routes`). Only answers are kept, never refusals."""
+    if requested is not None and not isinstance(requested, str):
+        return _route(training, requested, endpoint_id)
+    kept = kept_route(training, requested, endpoint_id)
+    if kept is not None:
+        return kept
+    now = time.monotonic()
+    key = (requested, endpoint_id, current_limits())
+    address, name = _route(training, requested, endpoint_id)
+    if len(training.routes) > 1024:
+        training.routes.clear()
+    training.routes[key] = (address, name, now + min(ROUTE_SECONDS, training.endpoint_idle_seconds / 4))
+    return address, name
+
+
+def kept_route(training: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str] | None:
+    """The route kept for this request, if one is (no store access: the server's event loop may ask)."""
+    if requested is not None and not isinstance(requested, str):
+        return None
+    kept = training.routes.get((requested, endpoint_id, current_limits()))
+    return (kept[0], kept[1]) if kept is not None and kept[2] > time.monotonic() else None
+
+
+def forget_routes(training: Deployment) -> None:
+    training.routes.clear()
+
+
+def _route(training: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str]:
     with training.store.transaction() as session:
         if endpoint_id is not None:
             candidates = [find_endpoint(session, endpoint_id)]

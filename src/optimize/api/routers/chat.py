@@ -84,6 +84,16 @@ def _client(request: Request) -> httpx.AsyncClient:
     return client
 
 
+async def _send(client: httpx.AsyncClient, address: str, route: str, body: dict, name: str) -> httpx.Response:
+    outgoing = client.build_request("POST", f"http://{address}/v1/{route}", json={**body, "model": name})
+    return await client.send(outgoing, stream=True)
+
+
+def _unanswered(name: str, error: Exception) -> Unavailable:
+    return Unavailable(f"the endpoint serving {name} did not answer: {error}",
+                       hint="see its phase with: akka training endpoints list")
+
+
 async def forward(request: Request, training, endpoint_id: str | None, route: str = "chat/completions") -> Response:
     try:
         body = json.loads(await request.body() or b"null")
@@ -94,18 +104,25 @@ async def forward(request: Request, training, endpoint_id: str | None, route: st
                       hint="send a chat completion request: an object with model and messages") from None
     if not isinstance(body, dict):
         raise Invalid("the request body must be a JSON object with model and messages")
-    address, name = await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
+    kept = endpoints.kept_route(training, body.get("model"), endpoint_id)  # no thread needed for a kept one
+    address, name = kept or await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
     client = _client(request)
 
     async def close() -> None:
         await answer.aclose()
 
     try:
-        outgoing = client.build_request("POST", f"http://{address}/v1/{route}", json={**body, "model": name})
-        answer = await client.send(outgoing, stream=True)
+        answer = await _send(client, address, route, body, name)
     except httpx.HTTPError as error:
-        raise Unavailable(f"the endpoint serving {name} did not answer: {error}",
-                          hint="see its phase with: akka training endpoints list") from None
+        endpoints.forget_routes(training)  # a kept route may name a worker that is gone: resolve it again
+        again = await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
+        if again == (address, name) or not isinstance(error, httpx.ConnectError):
+            raise _unanswered(name, error) from None
+        address, name = again
+        try:  # nothing reached the old address: the request goes to the endpoint that serves the model now
+            answer = await _send(client, address, route, body, name)
+        except httpx.HTTPError as retried:
+            raise _unanswered(name, retried) from None
     if answer.headers.get("content-type", "").startswith("text/event-stream"):
         return StreamingResponse(answer.aiter_raw(), status_code=answer.status_code, media_type="text/event-stream",
                                  background=BackgroundTask(close))
