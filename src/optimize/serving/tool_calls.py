@@ -43,6 +43,39 @@ def parse(parser: str | None, text: str, offered: set[str] | None = None) -> Par
     return Parsed(content.strip() or None, [_openai_call(name, arguments) for name, arguments in calls])
 
 
+@dataclass
+class Reading:
+    """What an answer holds, read more closely than `parse` does (a distillation tells why it refuses one): its
+    text before any calls, its calls as written (name, arguments), and whether it carries a call's markers that
+    cannot be read."""
+
+    content: str
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    unreadable: bool = False
+
+
+_MARKERS = {"hermes": ("<tool_call>",), "llama3_json": ("<|python_tag|>",), "gemma4": ("<|tool_call>",),
+            "mistral": ("[TOOL_CALLS]",)}
+
+
+def read(parser: str | None, text: str) -> Reading:
+    """The answer's text and its calls; `unreadable` where it has a call's markers (or, for llama3_json, is a JSON
+    object naming a function) but its calls cannot be read."""
+    reader = _READERS.get(parser or "")
+    if reader is None:
+        return Reading(text)
+    try:
+        found = reader(text)
+    except (ValueError, TypeError, KeyError, IndexError):
+        found = None
+    if found:
+        return Reading(found[0].strip(), list(found[1]))
+    marked = any(marker in text for marker in _MARKERS.get(parser, ()))
+    if parser == "llama3_json" and text.strip().startswith("{") and '"name"' in text:
+        marked = True
+    return Reading(text, unreadable=marked)
+
+
 def _openai_call(name: str, arguments: Any) -> dict[str, Any]:
     return {"id": f"call_{secrets.token_hex(12)}", "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments if arguments is not None else {})}}
