@@ -9,6 +9,7 @@ from typing import Any
 
 from optimize.blobs.local import LocalBlobStore
 from optimize.catalog.catalog import Catalog
+from optimize.core.limits import DatasetLimits
 from optimize.core.quotas import Quotas
 from optimize.jobs.devices import DeviceProfile
 from optimize.store.db import Store
@@ -28,6 +29,7 @@ class Deployment:
     endpoint_idle_seconds: float = 3600.0  # how long an endpoint holds its device without a request
     quotas: Quotas = field(default_factory=Quotas)  # what each project may hold at once
     routes: dict = field(default_factory=dict)  # serving.endpoints.route's answers, kept a moment
+    dataset_limits: DatasetLimits = field(default_factory=DatasetLimits)  # what a version a job registers may hold
 
     def __post_init__(self) -> None:
         from optimize.jobs.effects import Effects

@@ -293,6 +293,8 @@ NOT_BLOBS = {
     "evaluation_predictions.chat_template_sha256", "model_versions.digest", "model_versions.lineage",
     "run_attempts.devices", "run_metrics.values", "snapshots.pinned", "snapshots.registered",
     "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members", "run_rollouts.items",
+    "dataset_versions.lineage", "distillations.source_digest", "distillations.settings", "distillations.devices",
+    "distillations.progress", "distillations.smoke", "distillations.registered", "distillation_answers.row",
 }
 
 

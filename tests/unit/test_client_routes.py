@@ -44,6 +44,7 @@ BY_ANNOTATION: dict[str, Any] = {
     "str": ODD,
     "str | None": ODD,
     "bool": True,
+    "bool | None": True,
     "int": 2,
     "int | None": 2,
     "float | None": 0.5,

@@ -39,4 +39,5 @@ def test_the_server_mounts_every_router_the_registry_names(tmp_path):
 
 
 def test_project_work_is_what_an_archive_waits_for():
-    assert [kind.name for kind in registry.kinds() if kind.project_work] == ["run", "evaluation", "endpoint"]
+    assert [kind.name for kind in registry.kinds() if kind.project_work] == ["run", "evaluation", "distillation",
+                                                                             "endpoint"]

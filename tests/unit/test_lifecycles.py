@@ -16,6 +16,7 @@ from optimize.registry.upload_phases import UPLOAD
 from optimize.store.tables import (
     Analysis,
     DeviceHold,
+    Distillation,
     Endpoint,
     Evaluation,
     Event,
@@ -68,6 +69,10 @@ def _row(session, lifecycle, phase: str):
         row = Evaluation(id=f"ev{n}", project="p", model_reference="m", model={}, dataset_reference="r",
                          dataset_digest="d", dataset_rows=1, grader="g", device_profile="cpu", phase=phase,
                          attempt=1, progress={}, created_at=now)
+    elif table is Distillation:
+        row = Distillation(id=f"di{n}", project="p", teacher_reference="m", teacher={}, source_reference="r",
+                           source_digest="d", source_rows=1, target="n/t", settings={}, device_profile="cpu",
+                           phase=phase, attempt=1, progress={}, created_at=now)
     elif table is Endpoint:
         row = Endpoint(id=f"ep{n}", project="p", model_reference="m", base={}, adapters=[], device_profile="cpu",
                        phase=phase, attempt=1, created_at=now)

@@ -61,7 +61,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.state.training = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                     settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
                                     analysis_wait_seconds=settings.analysis_wait_seconds,
-                                    endpoint_idle_seconds=settings.endpoint_idle_seconds, quotas=settings.quotas)
+                                    endpoint_idle_seconds=settings.endpoint_idle_seconds, quotas=settings.quotas,
+                                    dataset_limits=settings.limits)
     problems.install(app)
     docs_page.install(app)
     # the operator's first credential: issued at the first start, shown once by `server start`

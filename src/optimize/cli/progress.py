@@ -1,6 +1,6 @@
 """What a followed item's status means while it is followed (`wait`, `--wait`): how far it is (steps of a run,
-answers of an evaluation, rows an analysis measured), its loss and tokens/s, and an
-ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
+answers of an evaluation, rows an analysis measured, decisions a distillation answered), its loss and tokens/s,
+and an ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
 
 Everything here takes status dicts (what `GET …/{id}` and its `/events` stream answer) and a clock reading, so
 it is tested without a server. `follow.py` feeds it and chooses where the result goes: a Rich view on a terminal
@@ -19,8 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
-ID_KEYS = {"runs": "runId", "evaluations": "evaluationId", "endpoints": "endpointId", "analyses": "analysisId"}
-ITEMS = {"runs": "run", "evaluations": "evaluation", "endpoints": "endpoint", "analyses": "analysis"}
+ID_KEYS = {"runs": "runId", "evaluations": "evaluationId", "endpoints": "endpointId", "analyses": "analysisId",
+           "distillations": "distillationId"}
+ITEMS = {"runs": "run", "evaluations": "evaluation", "endpoints": "endpoint", "analyses": "analysis",
+         "distillations": "distillation"}
 
 
 @dataclass
@@ -34,11 +36,12 @@ class Reading:
     at: float
     done: int | None = None
     total: int | None = None
-    unit: str = ""  # steps, rows prepared, answers, rows measured, models answering
+    unit: str = ""  # steps, rows prepared, answers, rows measured, decisions answered, models answering
     loss: float | None = None
     tokens_per_second: float | None = None
     eta_seconds: float | None = None
     eta_basis: str | None = None
+    accepted: int | None = None  # a distillation's answers accepted so far
 
     def eta_now(self, now: float) -> float | None:
         if self.eta_seconds is None:
@@ -46,11 +49,12 @@ class Reading:
         return max(self.eta_seconds - (now - self.at), 0.0)
 
     def as_json(self) -> dict[str, Any]:
-        """The figures of a JSON event, camelCase as the API's."""
-        return {"done": self.done, "total": self.total, "unit": self.unit, "loss": self.loss,
-                "tokensPerSecond": None if self.tokens_per_second is None else round(self.tokens_per_second, 1),
-                "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
-                "etaBasis": self.eta_basis}
+        """The figures of a JSON event, camelCase as the API's (`accepted` only where the kind counts any)."""
+        figures = {"done": self.done, "total": self.total, "unit": self.unit, "loss": self.loss,
+                   "tokensPerSecond": None if self.tokens_per_second is None else round(self.tokens_per_second, 1),
+                   "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
+                   "etaBasis": self.eta_basis}
+        return figures if self.accepted is None else {**figures, "accepted": self.accepted}
 
 
 @dataclass
@@ -114,6 +118,12 @@ class Tracker:
             progress = status.get("progress") or {}
             reading.done, reading.total, reading.unit = progress.get("answered", 0), progress.get("total"), "answers"
             self._measured(reading, now, "answers", active=status.get("phase") == "RUNNING")
+        elif self.kind == "distillations":
+            progress = status.get("progress") or {}
+            if progress.get("decisions"):  # 0 until its worker has read the source: nothing to count yet
+                reading.done, reading.total = progress.get("answered", 0), progress["decisions"]
+                reading.unit, reading.accepted = "decisions answered", progress.get("accepted", 0)
+                self._measured(reading, now, "answers", active=status.get("phase") == "RUNNING")
         elif self.kind == "analyses":
             progress = status.get("progress") or {}
             if progress.get("rowsTotal") or progress.get("rowsMeasured") is not None:
@@ -177,8 +187,8 @@ def duration(seconds: float) -> str:
 
 
 def figures(reading: Reading, now: float | None = None, count: bool = True) -> list[str]:
-    """The measured parts of a line: count of total (unless `count` is False), loss, tokens/s, ETA with its
-    basis."""
+    """The measured parts of a line: count of total (unless `count` is False), answers accepted, loss, tokens/s,
+    ETA with its basis."""
     parts = []
     if not count:
         pass
@@ -187,6 +197,8 @@ def figures(reading: Reading, now: float | None = None, count: bool = True) -> l
         parts.append(f"{reading.unit} {reading.done or 0}/{reading.total} ({share:.0f}%)")
     elif reading.done is not None and reading.unit:
         parts.append(f"{reading.unit} {reading.done}")
+    if reading.accepted is not None:
+        parts.append(f"{reading.accepted} accepted")
     if reading.loss is not None:
         parts.append(f"loss {reading.loss:.4f}")
     if reading.tokens_per_second is not None:

@@ -197,6 +197,61 @@ class Evaluations(_Resource):
         return self._logs(evaluation, attempt, offset)
 
 
+class Distillations(_Resource):
+    """Distillations: a teacher answers a chat dataset's decisions; the accepted answers become a dataset version."""
+
+    ROOT = "/v1/training/distillations"
+
+    def create(self, *, teacher: str, source: str, target: str, project: str | None = None,
+               replicas: int | None = None, max_tokens: int | None = None, max_model_length: int | None = None,
+               temperature: float | None = None, top_p: float | None = None, seed: int | None = None,
+               smoke: str | None = None, thinking: bool | None = None, device_profile: str | None = None) -> Json:
+        """Start a distillation; only the settings given are sent (the server fills in its defaults)."""
+        return self._http.post(self.ROOT, json=distillation_body(
+            teacher=teacher, source=source, target=target, project=project, replicas=replicas,
+            max_tokens=max_tokens, max_model_length=max_model_length, temperature=temperature, top_p=top_p,
+            seed=seed, smoke=smoke, thinking=thinking, device_profile=device_profile))
+
+    def get(self, distillation: str) -> Json:
+        return self._http.get(self._path(distillation))
+
+    def list(self, *, project: str | None = None, phase: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase, archived=archived))
+
+    def pause(self, distillation: str) -> Json:
+        return self._http.post(self._path(distillation, "pause"))
+
+    def resume(self, distillation: str) -> Json:
+        return self._http.post(self._path(distillation, "resume"))
+
+    def cancel(self, distillation: str) -> Json:
+        return self._http.post(self._path(distillation, "cancel"))
+
+    def rejections(self, distillation: str, *, reason: str | None = None, limit: int | None = None) -> Json:
+        """The rejected answers by decision (the first `limit`; only those rejected for `reason`)."""
+        return self._http.get(self._path(distillation, "rejections"),
+                              params=_given(reason=reason, limit=limit) or None)
+
+    def follow(self, distillation: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(distillation, "events"), deadline)
+
+    def logs(self, distillation: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`."""
+        return self._logs(distillation, attempt, offset)
+
+
+def distillation_body(*, teacher: str, source: str, target: str, project: str | None = None,
+                      replicas: int | None = None, max_tokens: int | None = None,
+                      max_model_length: int | None = None, temperature: float | None = None,
+                      top_p: float | None = None, seed: int | None = None, smoke: str | None = None,
+                      thinking: bool | None = None, device_profile: str | None = None) -> Json:
+    """The body of `POST /v1/training/distillations`, camelCase as on the wire: the settings left None are left
+    out (a 0 or a False given is sent)."""
+    given = {"project": project, "teacher": teacher, "source": source, "target": target, "replicas": replicas,
+             "maxTokens": max_tokens, "maxModelLength": max_model_length, "temperature": temperature,
+             "topP": top_p, "seed": seed, "smoke": smoke, "thinking": thinking, "deviceProfile": device_profile}
+    return {key: value for key, value in given.items() if value is not None}
+
 class Endpoints(_Resource):
     """Endpoints serving a base model and its adapters over an OpenAI-compatible API."""
 
@@ -539,6 +594,7 @@ class OptimizeApi:
         self.runs = Runs(http)
         self.snapshots = Snapshots(http)
         self.evaluations = Evaluations(http)
+        self.distillations = Distillations(http)
         self.endpoints = Endpoints(http)
         self.projects = Projects(http)
         self.base_models = BaseModels(http)

@@ -28,6 +28,7 @@ REASONS = {
     "arguments_not_object": "a tool call's arguments are not a JSON object",
     "row_refused": "the row the answer makes breaks the registry's row rule",
     "template_refused": "the teacher's chat template refuses the row",
+    "prompt_too_long": "the prompt leaves no room for an answer within max-model-length",
 }
 SMOKE = re.compile(r"^\d+:\d+$")
 

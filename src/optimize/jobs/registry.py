@@ -48,6 +48,10 @@ KINDS: dict[str, Entry] = {
         "optimize.evaluation.job", "optimize.worker.evaluation:run_evaluation",
         routers=("optimize.api.routers.evaluations",),
         commands=(Command("evaluations", "optimize.cli.commands.evaluations"),)),
+    "distillation": Entry(
+        "optimize.distillation.job", "optimize.worker.distillation:run_distillation",
+        routers=("optimize.api.routers.distillations",),
+        commands=(Command("distillations", "optimize.cli.commands.distillations"),)),
     "endpoint": Entry(
         "optimize.serving.job", "optimize.worker.endpoint:run_endpoint",
         routers=("optimize.api.routers.endpoints",),

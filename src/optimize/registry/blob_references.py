@@ -34,6 +34,7 @@ from optimize.core.clock import as_utc
 from optimize.store.tables import (
     Analysis,
     BundleVersion,
+    Distillation,
     Endpoint,
     Evaluation,
     Event,
@@ -48,7 +49,7 @@ from optimize.store.tables import (
 COLUMNS = frozenset({
     "shards.sha256", "dataset_objects.sha256", "upload_sessions.manifest", "snapshots.artifacts", "snapshots.swept",
     "runs.branch", "runs.resumed", "runs.pause", "model_versions.descriptor", "evaluations.model",
-    "endpoints.adapters", "analyses.lengths_sha256", "bundle_versions.sha256",
+    "distillations.teacher", "endpoints.adapters", "analyses.lengths_sha256", "bundle_versions.sha256",
 })
 MANIFEST_KEYS = ("manifestDigest", "manifestSha256")
 
@@ -75,7 +76,7 @@ def references(session: Session, blobs: Any, now: datetime, grace: timedelta) ->
     manifests = set(_snapshot_manifests(session, now, grace))
     for branch, in session.execute(select(Run.branch).where(Run.finished_at.is_(None), Run.branch.is_not(None))):
         manifests.update(_named_manifests(branch))
-    for column in (ModelVersion.descriptor, Evaluation.model, Endpoint.adapters):
+    for column in (ModelVersion.descriptor, Evaluation.model, Distillation.teacher, Endpoint.adapters):
         for value in session.scalars(select(column)):
             manifests.update(_named_manifests(value))
     found.blobs.update(session.scalars(select(Analysis.lengths_sha256).where(Analysis.lengths_sha256.is_not(None))))

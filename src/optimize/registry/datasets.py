@@ -1,4 +1,8 @@
-"""Datasets: resolving references to versions, reading versions, listing, and moving aliases."""
+"""Datasets: resolving references to versions, reading versions, listing, and moving aliases.
+
+A version's JSON carries its `lineage`: what produced it when a job did (`registry/produced.py`), null for an
+uploaded version.
+"""
 
 from __future__ import annotations
 
@@ -139,6 +143,24 @@ def content_digest(session: Session, blobs: LocalBlobStore, digest: str) -> str:
     return found
 
 
+def dataset_version_json(
+    dataset: Dataset,
+    version: DatasetVersion,
+    *,
+    archived: bool,
+    aliases: list[str],
+    objects: list[DatasetObject] | None = None,
+    location: Locator | None = None,
+) -> dict[str, Any]:
+    """A dataset version's JSON (`views.version_json`) with its `lineage` after `conversion`, before any objects."""
+    body = version_json(dataset, version, archived=archived, aliases=aliases, objects=objects, location=location)
+    listed = body.pop("objects", None)
+    body["lineage"] = version.lineage
+    if listed is not None:
+        body["objects"] = listed
+    return body
+
+
 def describe_version(
     session: Session, dataset: Dataset, version: DatasetVersion, locate: Locator, with_objects: bool = True
 ) -> dict[str, Any]:
@@ -149,7 +171,7 @@ def describe_version(
                 select(DatasetObject).where(DatasetObject.version_id == version.id).order_by(DatasetObject.position)
             )
         )
-    return version_json(
+    return dataset_version_json(
         dataset,
         version,
         archived=is_archived(session, dataset.namespace),
@@ -182,7 +204,8 @@ def list_versions(store: Store, namespace: str, name: str) -> list[dict[str, Any
         archived = is_archived(session, dataset.namespace)
         aliases = aliases_by_version(session, dataset)
         return [
-            version_json(dataset, item, archived=archived, aliases=aliases.get(item.id, [])) for item in versions
+            dataset_version_json(dataset, item, archived=archived, aliases=aliases.get(item.id, []))
+            for item in versions
         ]
 
 
@@ -210,7 +233,7 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
                     "kind": dataset.kind,
                     "versions": count,
                     "archived": space.archived,
-                    "latest": version_json(
+                    "latest": dataset_version_json(
                         dataset, latest, archived=space.archived,
                         aliases=aliases_by_version(session, dataset).get(latest.id, []),
                     ),

@@ -3,12 +3,16 @@
 A session is keyed by its content (dataset name and version digest), so running the same `register` again
 reaches the same session and sends only the shards the registry does not hold. A shard is stored under its
 sha256 only once every row passed the row rules; `commit` turns held shards into a version.
+
+The same functions serve rows a job produced (`registry/produced.py`): it opens a session, hands each shard's bytes
+to `receive_shard` and commits with the version's `lineage`, so those rows pass every check an upload passes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -247,18 +251,40 @@ def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver 
         return ShardReceiver(registry, upload, index)
 
 
-def commit_upload(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
-    """Register the held shards as a version, or return the version the same content already is."""
+def receive_shard(registry: Registry, upload_id: str, index: int, chunks: Iterable[bytes]) -> dict[str, Any]:
+    """Receive one shard's bytes in process, as `PUT .../shards/{index}` does over HTTP: the shard's description
+    when the registry holds it already (the chunks are not read), else the received shard, or the refusal naming
+    its bad lines (the session is then closed as refused)."""
+    receiver = open_shard(registry, upload_id, index)
+    if isinstance(receiver, dict):
+        return receiver
+    try:
+        for chunk in chunks:
+            receiver.feed(chunk)
+        return receiver.finish()
+    except BaseException:
+        receiver.abort()
+        raise
+
+
+def commit_upload(
+    registry: Registry, upload_id: str, alias: str | None, *, lineage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Register the held shards as a version, or return the version the same content already is. `lineage`
+    (what produced the rows, when a job did) is recorded on a version this commit creates; a version that
+    already was keeps its own."""
     for attempt in range(10):
         try:
-            return _commit_once(registry, upload_id, alias)
+            return _commit_once(registry, upload_id, alias, lineage)
         except IntegrityError:
             # Another commit took the same row at the same moment; read again.
             time.sleep(0.01 * (attempt + 1))
     raise Conflict(f"upload {upload_id} could not be committed under concurrent registrations", hint="retry")
 
 
-def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[str, Any]:
+def _commit_once(
+    registry: Registry, upload_id: str, alias: str | None, lineage: dict[str, Any] | None
+) -> dict[str, Any]:
     with registry.store.transaction() as session:
         upload = _open_upload(session, upload_id)
         if upload.phase == REFUSED:
@@ -297,7 +323,7 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
         )
         created = version is None
         if created:
-            version = _insert_version(session, dataset, upload, shards, now)
+            version = _insert_version(session, dataset, upload, shards, now, lineage)
         if alias:
             move_alias(session, dataset, alias, version)
         if upload.phase == OPEN and not transition(session, UPLOAD, upload, UploadPhase.COMMITTED,
@@ -309,7 +335,8 @@ def _commit_once(registry: Registry, upload_id: str, alias: str | None) -> dict[
 
 
 def _insert_version(
-    session: Session, dataset: Dataset, upload: UploadSession, shards: list[Shard], now
+    session: Session, dataset: Dataset, upload: UploadSession, shards: list[Shard], now,
+    lineage: dict[str, Any] | None = None,
 ) -> DatasetVersion:
     number = (session.scalar(
         select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
@@ -318,7 +345,7 @@ def _insert_version(
         dataset_id=dataset.id, version=number, digest=upload.digest, format=upload.format,
         rows=sum(s.rows for s in shards), tool_rows=sum(s.tool_rows for s in shards),
         size_bytes=sum(s.size_bytes for s in shards), object_count=len(shards), created_at=now,
-        conversion=upload.conversion,
+        conversion=upload.conversion, lineage=lineage,
     )
     session.add(version)
     session.flush()

@@ -131,3 +131,25 @@ class EndpointSpec(Spec):
     tool_call_parser: str | None = Field(description="How tool calls are read from answers")
     context_length: int | None = Field(description="The base model's context length")
     adapters: list[AdapterSpec] = Field(description="The adapters to serve")
+
+
+class DistillationSettingsSpec(Spec):
+    max_tokens: int = Field(description="Most tokens of one answer")
+    max_model_length: int = Field(description="Most tokens of a prompt and its answer")
+    temperature: float = Field(description="Sampling temperature (0: greedy)")
+    top_p: float = Field(description="Nucleus sampling's probability mass")
+    seed: int = Field(description="Seed of the sampled answers (each decision's own seed derives from it)")
+    thinking: bool = Field(description="Whether a Gemma 4 teacher thinks")
+
+
+class DistillationSpec(Spec):
+    distillation_id: str = Field(description="The distillation")
+    lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
+    source: EvaluationDatasetSpec = Field(description="The source dataset version, its shards")
+    model: BaseModelSpec = Field(description="The teacher's base model")
+    adapter_manifest: str | None = Field(description="The teacher adapter's weights manifest, for an adapter")
+    tool_call_parser: str | None = Field(description="How the teacher's tool calls are read")
+    settings: DistillationSettingsSpec = Field(description="How it answers")
+    smoke: list[str] | None = Field(description="The smoke's named decisions, ROW:MESSAGE; null: the first 16")
+    smoke_passed: bool = Field(description="Whether the smoke passed in an earlier attempt")
+    answered: list[str] = Field(description="Decisions whose answers are saved already (not asked again)")

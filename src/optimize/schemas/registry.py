@@ -107,6 +107,10 @@ class DatasetVersion(Answer):
     created_at: str = Field(description="When the version was registered (ISO 8601, UTC)")
     conversion: Conversion | None = Field(default=None, description="How a file of another format became this "
                                                                    "version; null when it was registered as it is")
+    lineage: dict[str, Any] | None = Field(
+        default=None,
+        description="What produced the version when a job did: producedBy {kind, id} (e.g. a distillation), "
+                    "teacher {reference, commit}, source {reference, digest}; null for an uploaded version")
 
 
 class DatasetVersionDetail(DatasetVersion):

@@ -78,6 +78,9 @@ class DatasetVersion(Base):
     # How a file of another format became this version (source format, rules applied); None when it was
     # registered as it is.
     conversion: Mapped[dict | None] = mapped_column(JSON)
+    # What produced it, when a job did (a distillation: its id, the teacher and its commit, the source version);
+    # None for an upload.
+    lineage: Mapped[dict | None] = mapped_column(JSON)
 
 
 class DatasetObject(Base):
@@ -390,6 +393,49 @@ class Evaluation(Base):
     failure_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Distillation(Base):
+    """One distillation: a teacher's answers to a source chat dataset's decisions, as a job on a device; the
+    accepted answers registered as a version of the target dataset."""
+
+    __tablename__ = "distillations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    teacher_reference: Mapped[str] = mapped_column(String(200))  # as resolved: NS/NAME:vN or the base model id
+    teacher: Mapped[dict] = mapped_column(JSON)  # base entry and commit, and the adapter's weights manifest
+    source_reference: Mapped[str] = mapped_column(String(200))
+    source_digest: Mapped[str] = mapped_column(String(71))
+    source_rows: Mapped[int] = mapped_column(BigInteger)
+    target: Mapped[str] = mapped_column(String(200))  # NS/NAME the accepted rows are registered under
+    settings: Mapped[dict] = mapped_column(JSON)  # replicas, maxTokens, maxModelLength, sampling, smoke, thinking
+    device_profile: Mapped[str] = mapped_column(String(64))
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    devices: Mapped[list | None] = mapped_column(JSON)
+    progress: Mapped[dict] = mapped_column(JSON, default=dict)  # decisions, answered, accepted, rejected by reason
+    smoke: Mapped[dict | None] = mapped_column(JSON)  # the smoke's decisions, accepted, and the lines it failed on
+    registered: Mapped[dict | None] = mapped_column(JSON)  # the dataset version registered: reference, digest
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class DistillationAnswer(Base):
+    """One decision answered by a distillation's teacher: accepted (with the row it makes) or rejected (with the
+    reason and the output). Saved in chunks as the worker answers, so a resumed distillation answers none twice."""
+
+    __tablename__ = "distillation_answers"
+
+    distillation_id: Mapped[str] = mapped_column(ForeignKey("distillations.id"), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    message: Mapped[int] = mapped_column(Integer, primary_key=True)
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(String(32), index=True)
+    detail: Mapped[str | None] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)  # the teacher's answer as generated
+    row: Mapped[dict | None] = mapped_column(JSON)  # the accepted row: history + the answer
 
 
 class EvaluationPrediction(Base):

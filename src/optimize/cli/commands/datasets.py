@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -228,10 +228,36 @@ def _render_version(con, item) -> None:
         con.print(f"Converted {_conversion_line(item['conversion'])}")
         for rule in item["conversion"]["rules"]:
             con.print(f"            {rule['rule']} ({_rows(rule['rows'])})")
+    lineage = lineage_line(item.get("lineage"))
+    if lineage:
+        con.print(f"Lineage   {lineage}")
     grid = table("OBJECT", "ROWS", "SIZE", "DIGEST")
     for obj in item.get("objects", []):
         grid.add_row(obj["path"], str(obj["rows"]), human_size(obj["bytes"]), obj["digest"][:19])
     con.print(grid)
+
+
+def lineage_line(lineage: Any) -> str | None:
+    """What produced a version, in words, from its `lineage`: `producedBy` {kind, id}, `teacher` {reference, commit}
+    and `source` {reference, digest} (other keys are not shown); None for an uploaded version (no lineage)."""
+    if not isinstance(lineage, dict):
+        return None
+
+    def part(key: str) -> dict[str, Any]:
+        value = lineage.get(key)
+        return value if isinstance(value, dict) else {}
+
+    producer, teacher, source = part("producedBy"), part("teacher"), part("source")
+    head = " ".join(str(producer[key]) for key in ("kind", "id") if producer.get(key))
+    tail = []
+    if teacher.get("reference"):
+        commit = f" (commit {str(teacher['commit'])[:12]})" if teacher.get("commit") else ""
+        tail.append(f"teacher {teacher['reference']}{commit}")
+    if source.get("reference") or source.get("digest"):
+        tail.append(f"from {source.get('reference') or str(source['digest'])[:19]}")
+    if head and tail:
+        return f"{head}: {', '.join(tail)}"
+    return head or ", ".join(tail) or None
 
 
 def _render_versions(con, data) -> None:

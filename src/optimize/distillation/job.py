@@ -1,0 +1,54 @@
+"""Distillations as a job kind of the kernel: one device of their profile from the training pool. A server restart
+or a lost worker queues a distillation again, and it goes on from the answers it saved; the scheduler's
+housekeeping registers the rows of those that reached ASSEMBLING."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from optimize.distillation import service
+from optimize.distillation.phases import DISTILLATION, DistillationPhase
+from optimize.jobs.kinds import JobKind, Readable, Recovery
+from optimize.registry.datasets import examples_objects
+from optimize.store.tables import Distillation
+
+
+class DistillationKind(JobKind):
+    name = "distillation"
+    project_work = True
+    lifecycle = DISTILLATION
+    waiting = DistillationPhase.QUEUED
+    granted = DistillationPhase.RUNNING
+    pool = "training"
+    on_restart = Recovery.REQUEUE
+    on_lost = Recovery.REQUEUE
+    restart_reason = "the server restarted; the distillation goes on from the answers it saved"
+
+    def requeue(self, deployment: Any, session: Session, row: Distillation, reason: str) -> bool:
+        return service.requeue(session, row, reason)
+
+    def readable_blobs(self, deployment: Any, session: Session, row: Distillation) -> Readable:
+        """The shards of its source, and the teacher adapter's files."""
+        manifest = (row.teacher.get("manifestDigest") or "").removeprefix("sha256:")
+        return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.source_digest)),
+                        frozenset({manifest} if manifest else set()))
+
+    def housekeeping(self, deployment: Any) -> None:
+        service.assemble_waiting(deployment)
+
+    def worker_spec(self, deployment, job_id, token, body):
+        return service.job_spec(deployment, job_id, token)
+
+    def worker_answers(self, deployment, job_id, token, body):
+        return service.add_answers(deployment, job_id, token, body)
+
+    def worker_smoke(self, deployment, job_id, token, body):
+        return service.judge_smoke(deployment, job_id, token, body)
+
+    def worker_result(self, deployment, job_id, token, body):
+        return service.finish(deployment, job_id, token, body)
+
+
+KIND = DistillationKind()

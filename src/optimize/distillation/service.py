@@ -1,0 +1,389 @@
+"""Distillations as users and workers see them: create (every reference resolved and frozen), read, list, pause,
+resume, cancel, the rejections; the worker's spec, saved answers, smoke verdict and end; the assembling.
+
+A distillation waits in QUEUED for a device of its profile (the scheduler grants it), answers in RUNNING — first
+the smoke (the first 16 decisions, all but one accepted; or the decisions named, all accepted), then the rest —
+saving its answers in chunks (`distillation_answers`), so a pause, a lost worker or a server restart goes on from
+the chunks held and answers nothing twice. Its worker's end moves it to ASSEMBLING, which has released the device:
+the scheduler's housekeeping then registers the accepted rows, in decision order, as the target's next version
+(the registry's row rule applies; the same rows register the same digest), with the teacher, its commit, the
+source version and the distillation in the version's lineage, and ends it COMPLETED — or FAILED when no answer was
+accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+
+from optimize.catalog.catalog import check_replica_profile
+from optimize.catalog.selection import job_model
+from optimize.core.access import visible_projects
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.core.ids import new_id
+from optimize.core.refs import parse_reference
+from optimize.deployment import Deployment
+from optimize.distillation.decisions import REASONS, parse_smoke
+from optimize.distillation.phases import DISTILLATION, OPEN, TERMINAL, DistillationPhase
+from optimize.evaluation.service import resolve_model
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import extend, fence
+from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
+from optimize.jobs.waiting import waiting_for
+from optimize.projects.quotas import check_new_work, check_queue_room
+from optimize.projects.service import project_for_model, project_work
+from optimize.registry.datasets import examples_objects
+from optimize.schemas.jobs import DistillationSpec
+from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
+from optimize.store.events import record
+from optimize.store.tables import Distillation, DistillationAnswer
+from optimize.training.admission.resolve import pick_dataset
+
+P = DistillationPhase
+SMOKE_DECISIONS = 16  # the smoke's decisions by default: the first 16, all but one accepted
+DEFAULTS = {"replicas": 1, "maxTokens": 4096, "maxModelLength": 65536, "temperature": 1.0, "topP": 1.0, "seed": 0,
+            "thinking": False}
+FIELDS = {"project", "teacher", "source", "target", "replicas", "maxTokens", "maxModelLength", "temperature", "topP",
+          "seed", "smoke", "thinking", "deviceProfile"}
+
+
+def _settings(body: dict[str, Any]) -> dict[str, Any]:
+    settings = {key: body[key] if body.get(key) is not None else value for key, value in DEFAULTS.items()}
+    for name, low, high in (("replicas", 1, 8), ("maxTokens", 1, 32768), ("maxModelLength", 16, 10**7),
+                            ("seed", 0, 2**32 - 1)):
+        if type(settings[name]) is not int or not low <= settings[name] <= high:
+            raise Invalid(f"{name} must be an integer from {low} to {high}")
+    for name, low, high in (("temperature", 0.0, 2.0), ("topP", 0.0, 1.0)):
+        value = settings[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high \
+                or (name == "topP" and value == 0):
+            above = " (above 0)" if name == "topP" else ""
+            raise Invalid(f"{name} must be a number from {low:g} to {high:g}{above}")
+        settings[name] = float(value)
+    if not isinstance(settings["thinking"], bool):
+        raise Invalid("thinking must be true or false (--thinking on|off)")
+    if settings["maxTokens"] >= settings["maxModelLength"]:
+        raise Invalid(f"maxTokens {settings['maxTokens']} leaves no room for a prompt within maxModelLength "
+                      f"{settings['maxModelLength']}", hint="raise --max-model-length or lower --max-tokens")
+    smoke = body.get("smoke")
+    if smoke is not None:
+        if not isinstance(smoke, str):
+            raise Invalid("smoke must be a string of ROW:MESSAGE decisions, e.g. 0:1,3:1")
+        try:
+            settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(smoke)]
+        except ValueError as error:
+            raise Invalid(str(error)) from None
+    else:
+        settings["smoke"] = None
+    return settings
+
+
+def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise Invalid("a distillation needs teacher, source and target")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise Invalid(f"unknown field(s): {', '.join(unknown)}", hint="fields: " + ", ".join(sorted(FIELDS)))
+    for field in ("teacher", "source", "target"):
+        if not isinstance(body.get(field), str) or not body[field].strip():
+            raise Invalid(f"a distillation needs {field}" + {
+                "teacher": " (a base model or a registered model NS/NAME[:vN])",
+                "source": " (a chat dataset NS/NAME[:vN|:ALIAS])",
+                "target": " (NS/NAME the accepted rows are registered under)"}[field])
+    for field in ("project", "deviceProfile"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise Invalid(f"{field} must be a name (a string)")
+    settings = _settings(body)
+    if settings["replicas"] > 1:
+        raise Refused(f"replicas {settings['replicas']}: this deployment answers a distillation on one device for "
+                      "now", hint="leave --replicas out (1)")
+    with training.store.transaction() as session:
+        reference, teacher, owner = resolve_model(training, session, body["teacher"])
+        entry = training.catalog.find(teacher["baseEntryId"])
+        if settings["thinking"] and entry.family != "gemma4":
+            raise Refused(f"--thinking on is for Gemma 4 teachers; {entry.id} is a {entry.family} model",
+                          hint="leave --thinking out (off)")
+        if entry.context_length and settings["maxModelLength"] > entry.context_length:
+            if body.get("maxModelLength") is not None:
+                raise Refused(f"maxModelLength {settings['maxModelLength']} is above {entry.id}'s context of "
+                              f"{entry.context_length} tokens", hint=f"pass --max-model-length {entry.context_length}"
+                                                                     " or less")
+            settings["maxModelLength"] = entry.context_length  # the default, cut to what the teacher holds
+        profile = _profile(training, body.get("deviceProfile"), entry)
+        project = project_for_model(session, reference, owner, body.get("project"), "distillation")
+        target = _target(body["target"], project.name)
+        source = pick_dataset(session, body["source"], project.name, "source", None)
+        check_new_work(session, project.name, "distillation", training.quotas)
+        item = Distillation(
+            id=new_id(), project=project.name, teacher_reference=reference, teacher=teacher,
+            source_reference=source.reference, source_digest=source.digest, source_rows=source.rows,
+            target=target, settings=settings, device_profile=profile, phase=P.QUEUED.value, attempt=0,
+            progress=_progress(None, {}), created_at=utcnow())
+        session.add(item)
+        session.flush()
+        record(session, DISTILLATION.subject(item.id), "phase", phase=item.phase)
+        queue_wake(session)
+        return distillation_json(item)
+
+
+def _target(text: str, project: str) -> str:
+    """NS/NAME; a name without a namespace is the project's (as a source dataset's is)."""
+    text = text.strip()
+    try:
+        reference = parse_reference(text if "/" in text else f"{project}/{text}")
+    except Invalid as error:
+        raise Invalid(f"target: {error.message}", hint="name it NS/NAME") from None
+    if reference.version is not None or reference.alias is not None or reference.digest is not None:
+        raise Invalid(f"target {text!r} must be NS/NAME: the accepted rows become its next version",
+                      hint="leave out the version or alias")
+    return f"{reference.namespace}/{reference.name}"
+
+
+def _profile(training: Deployment, asked: Any, entry) -> str:
+    profiles = {p.name: p for p in training.profiles}
+    if asked is not None and asked not in profiles:
+        raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
+                      hint="profiles here: " + ", ".join(profiles))
+    if asked is None:  # where the catalog serves the teacher, else the CPU slot
+        asked = next((name for name in entry.served_on if name in profiles), "cpu")
+    check_replica_profile(entry, profiles[asked], training.profiles, "distillation")
+    return asked
+
+
+def _progress(decisions: int | None, by_reason: dict[str, int], accepted: int = 0) -> dict[str, Any]:
+    rejected = sum(by_reason.values())
+    return {"decisions": decisions or 0, "answered": accepted + rejected, "accepted": accepted,
+            "rejected": rejected, "rejectedByReason": dict(sorted(by_reason.items()))}
+
+
+def distillation_json(item: Distillation) -> dict[str, Any]:
+    running = item.phase == P.RUNNING
+    smoke = item.smoke
+    return {"distillationId": item.id, "project": item.project, "teacher": item.teacher_reference,
+            "baseModel": {"id": item.teacher["baseEntryId"], "commit": item.teacher["baseCommit"]},
+            "source": {"reference": item.source_reference, "digest": item.source_digest, "rows": item.source_rows},
+            "target": item.target, "settings": item.settings, "deviceProfile": item.device_profile,
+            "phase": item.phase,
+            "stage": (("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
+            "attempt": item.attempt, "devicesHeld": item.devices or [] if running else [],
+            "progress": item.progress, "smoke": smoke, "registered": item.registered,
+            "failureReason": item.failure_reason, "createdAt": iso(item.created_at),
+            "finishedAt": iso(item.finished_at), "terminal": item.phase in TERMINAL,
+            "settled": item.phase in DISTILLATION.settled}
+
+
+def find_distillation(session, distillation_id: str) -> Distillation:
+    return find_by_id_prefix(session, Distillation, distillation_id, "distillation",
+                             "list distillations with: akka training distillations list",
+                             visible_projects(Distillation.project))
+
+
+def get(training: Deployment, distillation_id: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item = find_distillation(session, distillation_id)
+        return {**distillation_json(item), "waitingFor": waiting_for(session, training, "distillation", item)}
+
+
+def list_distillations(training: Deployment, project: str | None, phase: str | None,
+                       include_archived: bool = False) -> list[dict[str, Any]]:
+    """Newest first; an archived project's distillations only with `include_archived` or when it is named."""
+    query = project_work(Distillation, project, include_archived)
+    if phase:
+        query = query.where(Distillation.phase.in_(phases_asked(DISTILLATION, phase, {"open": OPEN})))
+    with training.store.transaction() as session:
+        return [{**distillation_json(item), "projectArchived": archived}
+                for item, archived in session.execute(query.limit(500))]
+
+
+def _move(training: Deployment, distillation_id: str, to: DistillationPhase, verb: str,
+          allowed: frozenset[DistillationPhase], check_room: bool = False) -> dict[str, Any]:
+    def decide(session) -> dict[str, Any]:
+        item = find_distillation(session, distillation_id)
+        if item.phase == to:
+            return distillation_json(item)
+        if P(item.phase) not in allowed:
+            raise Conflict(f"distillation {item.id[:12]} is {item.phase}; there is nothing to {verb}",
+                           phase=item.phase)
+        if check_room:
+            check_queue_room(session, item.project, training.quotas)
+        # its worker, if any, is stopped once this commits; its saved answers stay
+        moved(transition(session, DISTILLATION, item, to, note=verb), f"distillation {item.id[:12]}")
+        return distillation_json(item)
+
+    return decided(training.store, decide)
+
+
+def pause(training: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(training, distillation_id, P.PAUSED, "pause", frozenset({P.QUEUED, P.RUNNING}))
+
+
+def resume(training: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(training, distillation_id, P.QUEUED, "resume", frozenset({P.PAUSED}), check_room=True)
+
+
+def cancel(training: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(training, distillation_id, P.CANCELLED, "cancel", frozenset({P.QUEUED, P.RUNNING, P.PAUSED}))
+
+
+def rejections(training: Deployment, distillation_id: str, reason: str | None = None, limit: int | None = None
+               ) -> dict[str, Any]:
+    if reason is not None and reason not in REASONS:
+        raise Invalid(f"reason {reason!r} is not one a distillation rejects for",
+                      hint="reasons: " + ", ".join(REASONS))
+    with training.store.transaction() as session:
+        item = find_distillation(session, distillation_id)
+        query = select(DistillationAnswer).where(DistillationAnswer.distillation_id == item.id,
+                                                 DistillationAnswer.accepted.is_(False))
+        if reason is not None:
+            query = query.where(DistillationAnswer.reason == reason)
+        query = query.order_by(DistillationAnswer.line, DistillationAnswer.message)
+        rows = session.scalars(query.limit(limit) if limit else query).all()
+        return {"distillationId": item.id, "rejectedByReason": item.progress.get("rejectedByReason", {}),
+                "rejections": [{"decision": f"{a.line}:{a.message}", "reason": a.reason, "detail": a.detail,
+                                "output": a.output} for a in rows]}
+
+
+# --- the worker's calls ------------------------------------------------------------------------------------
+
+
+def job_spec(training: Deployment, distillation_id: str, token: str) -> dict[str, Any]:
+    with training.store.transaction() as session:
+        item, _lease = fence(session, DISTILLATION, distillation_id, token)
+        answered = session.execute(select(DistillationAnswer.line, DistillationAnswer.message).where(
+            DistillationAnswer.distillation_id == item.id)).all()
+        entry = training.catalog.find(item.teacher["baseEntryId"])
+        settings = item.settings
+        return DistillationSpec.model_validate({
+            "distillationId": item.id, "leaseSeconds": training.lease_seconds,
+            "source": {"reference": item.source_reference, "digest": item.source_digest,
+                       "objects": examples_objects(session, item.source_digest)},
+            "model": job_model(training.store, entry, item.teacher["baseCommit"]),
+            "adapterManifest": (item.teacher.get("manifestDigest") or "").removeprefix("sha256:") or None,
+            "toolCallParser": entry.tool_call_parser,
+            "settings": {key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
+                                                        "seed", "thinking")},
+            "smoke": settings.get("smoke"), "smokePassed": bool((item.smoke or {}).get("passed")),
+            "answered": [f"{line}:{message}" for line, message in answered]}).wire()
+
+
+def add_answers(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A chunk of answers, saved as it comes (an answer already saved is kept as it was: nothing twice)."""
+    with training.store.transaction() as session:
+        item, lease = fence(session, DISTILLATION, distillation_id, token)
+        extend(lease, training.lease_seconds)
+        for answer in body.get("answers") or []:
+            line, message = (int(part) for part in answer["decision"].split(":"))
+            insert_ignoring_conflict(session, DistillationAnswer, {
+                "distillation_id": item.id, "line": line, "message": message, "accepted": bool(answer["accepted"]),
+                "reason": answer.get("reason"), "detail": answer.get("detail"), "output": answer.get("output") or "",
+                "row": answer.get("row")}, ["distillation_id", "line", "message"])
+        decisions = body.get("decisions", item.progress.get("decisions"))
+        item.progress = _counted(session, item.id, decisions)
+        record(session, DISTILLATION.subject(item.id), "progress", **{
+            key: item.progress[key] for key in ("decisions", "answered", "accepted", "rejected")})
+        return {"saved": len(body.get("answers") or [])}
+
+
+def _counted(session, distillation_id: str, decisions: int | None) -> dict[str, Any]:
+    counts = session.execute(select(DistillationAnswer.accepted, DistillationAnswer.reason, func.count()).where(
+        DistillationAnswer.distillation_id == distillation_id).group_by(DistillationAnswer.accepted,
+                                                                      DistillationAnswer.reason)).all()
+    accepted = sum(n for ok, _, n in counts if ok)
+    return _progress(decisions, {reason: n for ok, reason, n in counts if not ok}, accepted)
+
+
+def judge_smoke(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The smoke's verdict from its saved answers: the decisions named must all be accepted; the first 16 all but
+    one. A failed smoke ends the distillation FAILED naming the decisions it failed on."""
+    decisions = [str(d) for d in body.get("decisions") or []]
+    with training.store.transaction() as session:
+        item, _lease = fence(session, DISTILLATION, distillation_id, token)
+        answers = {f"{a.line}:{a.message}": a for a in session.scalars(select(DistillationAnswer).where(
+            DistillationAnswer.distillation_id == item.id)).all()}
+        failed = [d for d in decisions if d not in answers or not answers[d].accepted]
+        named = item.settings.get("smoke") is not None
+        passed = bool(decisions) and (not failed if named else len(failed) <= 1)
+        item.smoke = {"decisions": decisions, "accepted": len(decisions) - len(failed), "passed": passed,
+                      "failed": failed}
+        record(session, DISTILLATION.subject(item.id), "smoke", passed=passed, failed=failed)
+        if not passed:
+            why = ", ".join(f"{d} ({answers[d].reason})" if d in answers else f"{d} (not answered)" for d in failed)
+            rule = "all of the named decisions" if named else "all but one of the first 16 decisions"
+            transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
+                       failure_reason=(f"the smoke failed: {len(decisions) - len(failed)} of {len(decisions)} "
+                                       f"decisions accepted ({rule} must be); rejected: {why or 'none answered'}; "
+                                       f"read them with: akka training distillations rejections {item.id[:12]}"))
+        return {"passed": passed}
+
+
+def finish(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The worker's end: FAILED with its reason, or ASSEMBLING (the device is released; the scheduler's
+    housekeeping registers the rows)."""
+    with training.store.transaction() as session:
+        item, _lease = fence(session, DISTILLATION, distillation_id, token)
+        if body.get("failed"):
+            transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
+                       failure_reason=str(body["failed"])[:4000])
+        else:
+            transition(session, DISTILLATION, item, P.ASSEMBLING, lease=token, by_worker=True)
+            queue_wake(session)
+        return {"phase": item.phase}
+
+
+def requeue(session, item: Distillation, reason: str) -> bool:
+    """Queued again after its worker was lost or the server restarted: the answers saved are kept."""
+    return transition(session, DISTILLATION, item, P.QUEUED, note=reason)
+
+
+# --- assembling --------------------------------------------------------------------------------------------
+
+
+def assemble_waiting(training: Deployment) -> None:
+    """Register the accepted rows of every distillation in ASSEMBLING (its worker ended, its device released)."""
+    with training.store.transaction() as session:
+        waiting = session.scalars(select(Distillation.id).where(Distillation.phase == P.ASSEMBLING.value)).all()
+    for distillation_id in waiting:
+        assemble(training, distillation_id)
+
+
+def assemble(training: Deployment, distillation_id: str) -> None:
+    from optimize.registry.produced import register_rows
+    from optimize.registry.uploads import Registry
+
+    with training.store.transaction() as session:
+        item = session.get(Distillation, distillation_id)
+        if item is None or item.phase != P.ASSEMBLING:
+            return
+        rows = [a.row for a in session.scalars(select(DistillationAnswer).where(
+            DistillationAnswer.distillation_id == item.id, DistillationAnswer.accepted.is_(True)).order_by(
+            DistillationAnswer.line, DistillationAnswer.message)).all()]
+        lineage = {"producedBy": {"kind": "distillation", "id": item.id},
+                   "teacher": {"reference": item.teacher_reference, "commit": item.teacher["baseCommit"],
+                               "weightsDigest": item.teacher.get("weightsDigest")},
+                   "source": {"reference": item.source_reference, "digest": item.source_digest}}
+        target, progress = item.target, item.progress
+    registered, failure = None, None
+    if not rows:
+        failure = (f"no answer was accepted ({progress.get('rejected', 0)} rejected: "
+                   + ", ".join(f"{r} {n}" for r, n in progress.get("rejectedByReason", {}).items())
+                   + f"); read them with: akka training distillations rejections {distillation_id[:12]}")
+    else:
+        try:
+            registry = Registry(training.store, training.blobs, training.dataset_limits, training.quotas)
+            registered = register_rows(registry, target, rows, lineage)
+        except (Invalid, Refused, NotFound, Conflict) as error:
+            failure = f"the accepted rows could not be registered as {target}: {error.message}"
+
+    def decide(session) -> None:
+        item = session.get(Distillation, distillation_id)
+        if item is None or item.phase != P.ASSEMBLING:
+            return
+        if failure is not None:
+            transition(session, DISTILLATION, item, P.FAILED, failure_reason=failure)
+        else:
+            transition(session, DISTILLATION, item, P.COMPLETED, registered={
+                "reference": registered["reference"], "digest": registered["digest"], "rows": registered["rows"]})
+
+    decided(training.store, decide)

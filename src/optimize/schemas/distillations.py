@@ -1,0 +1,115 @@
+"""Distillations: `/v1/training/distillations` (create, read, list, pause, resume, cancel, rejections)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+
+# --- requests ----------------------------------------------------------------------------------------------
+
+
+class DistillationRequest(RequestModel):
+    """`POST /v1/training/distillations` (read as sent: the route refuses a bad body in its own words)."""
+
+    project: str | None = Field(default=None, description="The project it counts for (a registered teacher's own; "
+                                                          "needed for a base model)")
+    teacher: str = Field(description="The teacher: a base model (serving-only models included) or a registered "
+                                     "model NS/NAME[:vN|:ALIAS] (an adapter over its base)")
+    source: str = Field(description="The chat dataset whose decisions it answers: NS/NAME[:vN|:ALIAS|@sha256:HEX]")
+    target: str = Field(description="NS/NAME the accepted rows are registered under, as its next version")
+    replicas: int | None = Field(default=1, ge=1, le=8, description="Devices answering at once, one a replica")
+    max_tokens: int | None = Field(default=4096, ge=1, le=32768, description="Most tokens of one answer")
+    max_model_length: int | None = Field(default=65536, ge=16, description="Most tokens of a prompt and its answer")
+    temperature: float | None = Field(default=1.0, ge=0, le=2, description="Sampling temperature (0: greedy)")
+    top_p: float | None = Field(default=1.0, gt=0, le=1, description="Nucleus sampling's probability mass")
+    seed: int | None = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
+    smoke: str | None = Field(default=None, description="The smoke's decisions ROW:MESSAGE,... (zero-based; all must "
+                                                        "be accepted); default: the first 16, all but one accepted")
+    thinking: bool | None = Field(default=False, description="Let a Gemma 4 teacher think (its reasoning is "
+                                                             "stripped from the rows)")
+    device_profile: str | None = Field(default=None, description="The device profile it answers on (default: "
+                                                                 "where the catalog serves the teacher, else cpu)")
+
+
+# --- answers ------------------------------------------------------------------------------------------------
+
+
+class DistillationSettings(Answer):
+    replicas: int = Field(description="Devices answering at once")
+    max_tokens: int = Field(description="Most tokens of one answer")
+    max_model_length: int = Field(description="Most tokens of a prompt and its answer")
+    temperature: Number = Field(description="Sampling temperature")
+    top_p: Number = Field(description="Nucleus sampling's probability mass")
+    seed: int = Field(description="Seed of the sampled answers")
+    smoke: list[str] | None = Field(description="The smoke's named decisions; null: the first 16")
+    thinking: bool = Field(description="Whether a Gemma 4 teacher thinks")
+
+
+class DistillationProgress(Answer):
+    decisions: int = Field(description="Decisions in the source (assistant messages of its rows)")
+    answered: int = Field(description="Decisions answered so far (saved chunks of earlier attempts included)")
+    accepted: int = Field(description="Answers accepted")
+    rejected: int = Field(description="Answers rejected")
+    rejected_by_reason: dict[str, int] = Field(description="Rejected answers by reason")
+
+
+class DistillationSmoke(Answer):
+    decisions: list[str] = Field(description="The smoke's decisions, ROW:MESSAGE")
+    accepted: int = Field(description="Of them accepted")
+    passed: bool | None = Field(description="Whether it passed; null until it has been judged")
+    failed: list[str] = Field(description="The decisions it failed on")
+
+
+class RegisteredDataset(Answer):
+    reference: str = Field(description="The dataset version registered, NS/NAME:vN")
+    digest: str = Field(description="Its content digest")
+    rows: int = Field(description="Rows it holds")
+
+
+class Distillation(Answer):
+    """A distillation: a teacher answering a chat dataset's decisions; accepted answers become a dataset version."""
+
+    distillation_id: str = Field(description="The distillation's id")
+    project: str = Field(description="The project it counts for")
+    teacher: str = Field(description="The teacher, as resolved: NS/NAME:vN or a base model's entry id")
+    base_model: BaseModelPin = Field(description="The teacher's base model and commit")
+    source: DatasetPin = Field(description="The source dataset version")
+    target: str = Field(description="NS/NAME the accepted rows are registered under")
+    settings: DistillationSettings = Field(description="Its settings, defaults filled in")
+    device_profile: str = Field(description="Device profile it answers on")
+    phase: str = Field(description="QUEUED, RUNNING, PAUSED, ASSEMBLING, COMPLETED, FAILED or CANCELLED")
+    stage: str | None = Field(description="While RUNNING: smoke or answering; null otherwise")
+    attempt: int = Field(description="Attempts started")
+    devices_held: list[str] = Field(description="Devices it holds while RUNNING")
+    progress: DistillationProgress = Field(description="Decisions answered, accepted and rejected")
+    smoke: DistillationSmoke | None = Field(description="The smoke check; null before it starts")
+    registered: RegisteredDataset | None = Field(description="The dataset version registered once COMPLETED")
+    failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
+    created_at: str = Field(description="When it was created (ISO 8601, UTC)")
+    finished_at: str | None = Field(description="When it ended (ISO 8601, UTC); null while it has not")
+    terminal: bool = Field(description="Whether it has ended")
+    settled: bool = Field(description="Whether nothing changes any more (ended, or PAUSED)")
+    waiting_for: str | None = Field(default=None, description="What a QUEUED distillation waits for, in words")
+
+
+class DistillationListItem(Distillation):
+    project_archived: bool = Field(description="Whether the distillation's project is archived")
+
+
+class DistillationList(Answer):
+    distillations: list[DistillationListItem] = Field(description="Distillations, newest first (at most 500)")
+
+
+class Rejection(Answer):
+    decision: str = Field(description="The decision, ROW:MESSAGE (zero-based)")
+    reason: str = Field(description="Why it was rejected: empty, max_tokens, unreadable_tool_call, unknown_tool, "
+                                    "arguments_not_object, row_refused, template_refused or prompt_too_long")
+    detail: str | None = Field(description="What exactly, where there is more to say")
+    output: str = Field(description="The teacher's answer as generated")
+
+
+class Rejections(Answer):
+    distillation_id: str = Field(description="The distillation's id")
+    rejected_by_reason: dict[str, int] = Field(description="Rejected answers by reason")
+    rejections: list[Rejection] = Field(description="Rejected answers by decision (the first `limit`)")

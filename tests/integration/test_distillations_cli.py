@@ -1,0 +1,157 @@
+"""Distillations through the CLI against a real server, a real worker and real generation on the cpu: an adapter
+trained to answer capitals distils a source of questions (some rows with two decisions) into a registered chat
+dataset whose lineage names the teacher and the source, its rejections counted by reason and listed; the same
+distillation again registers the same digest; a teacher that cannot finish its answers fails the smoke, naming the
+decisions; a supervised run then trains on the distilled dataset."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import Cli, write_jsonl
+from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
+
+pytestmark = pytest.mark.integration
+
+
+def refused(cli: Cli, *args: str) -> str:
+    result = cli(*args)
+    assert result.code != 0, result.out
+    return result.err + result.out
+
+
+def followed(cli: Cli, *args: str) -> dict:
+    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
+
+
+def question_rows() -> list[dict]:
+    """Eight single questions and four conversations of two (two decisions each): 16 decisions."""
+    rows = [{"messages": [{"role": "user", "content": f"What is the capital of {country}?"},
+                          {"role": "assistant", "content": f"It is {city}."}]} for country, city in CAPITALS]
+    for (first, city), (second, other) in zip(CAPITALS[:4], CAPITALS[4:], strict=True):
+        rows.append({"messages": [
+            {"role": "user", "content": f"What is the capital of {first}?"},
+            {"role": "assistant", "content": f"It is {city}."},
+            {"role": "user", "content": f"What is the capital of {second}?"},
+            {"role": "assistant", "content": f"It is {other}."}]})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def teacher(sqlite_server, tmp_path_factory):
+    """A project, an adapter trained on capitals (it ends its answers), and a source of questions."""
+    tmp = tmp_path_factory.mktemp("distillations")
+    project = capitals_project(sqlite_server.url, tmp, "di", copies=4)
+    from optimize.cli.main import main
+
+    document = plan(project["name"], "chat", modelName="capitals")
+    document["config"]["hyperparams"] = {"optimizer": {"learningRate": 0.02},
+                                         "training": {"maxSteps": 60, "batchSize": 8}}
+    assert main(["training", "runs", "start", "-f", write_plan(tmp, document), "--force", "--wait",
+                 "--exit-status", "--server", sqlite_server.url]) == 0
+    client = project["client"]
+    model = client.get("/v1/training/runs", params={"project": project["name"]}).json()["runs"][0]["results"]["model"]
+    assert main(["registry", "datasets", "register", f"{project['name']}/questions", "-f",
+                 str(write_jsonl(tmp / "q.jsonl", question_rows())), "--server", sqlite_server.url]) == 0
+    assert main(["registry", "datasets", "register", f"{project['name']}/many", "-f",
+                 str(write_jsonl(tmp / "m.jsonl", question_rows() * 6)), "--server", sqlite_server.url]) == 0
+    return {**project, "model": model}
+
+
+def test_a_teacher_distils_a_source_into_a_registered_dataset_that_names_teacher_and_source(teacher, sqlite_server,
+                                                                                             capsys):
+    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
+    args = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions",
+            "--to", f"{name}/distilled", "--temperature", "0", "--max-tokens", "24", "--wait"]
+    done = followed(cli, *args)
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    progress = done["progress"]
+    assert progress["decisions"] == 16 and progress["answered"] == 16
+    assert progress["accepted"] + progress["rejected"] == 16 and progress["accepted"] >= 15
+    assert done["smoke"]["passed"] is True and len(done["smoke"]["decisions"]) == 16
+    registered = done["registered"]
+    assert registered["reference"] == f"{name}/distilled:v1" and registered["rows"] == progress["accepted"]
+
+    version = teacher["client"].get(f"/v1/registry/datasets/{name}/distilled/versions/v1").json()
+    assert version["lineage"]["producedBy"] == {"kind": "distillation", "id": done["distillationId"]}
+    assert version["lineage"]["teacher"]["reference"] == teacher["model"]
+    assert version["lineage"]["source"]["reference"] == f"{name}/questions:v1"
+    shown = cli.ok("registry", "datasets", "get", f"{name}/distilled:v1").out
+    assert "Lineage" in shown and done["distillationId"][:12] in shown
+
+    text = cli.ok("training", "distillations", "get", done["distillationId"][:12]).out
+    assert f"{name}/distilled:v1" in text and "16/16" in text
+    rejected = cli.json("training", "distillations", "rejections", done["distillationId"])
+    assert len(rejected["rejections"]) == progress["rejected"]
+    listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
+    assert done["distillationId"] in {d["distillationId"] for d in listed}
+
+    again = followed(cli, *args)  # seeded and greedy: the same rows, the same digest, the same version
+    assert again["phase"] == "COMPLETED" and again["registered"] == registered
+
+    # a supervised run trains on what was distilled
+    from optimize.cli.main import main
+
+    trained = plan(name, f"{name}/distilled:v1", modelName="distilled-student")
+    trained["config"]["hyperparams"]["training"] = {"maxSteps": 2, "batchSize": 4}
+    assert main(["training", "runs", "start", "-f", write_plan(teacher["tmp"], trained), "--force", "--wait",
+                 "--exit-status", "--server", sqlite_server.url]) == 0
+
+
+def test_a_teacher_that_cannot_finish_its_answers_fails_the_smoke_naming_the_decisions(teacher, sqlite_server,
+                                                                                        capsys):
+    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
+    done = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                    f"{name}/questions", "--to", f"{name}/cut", "--temperature", "0", "--max-tokens", "2",
+                    "--smoke", "0:1,8:3", "--wait")
+    assert done["phase"] == "FAILED" and done["registered"] is None
+    assert "the smoke failed: 0 of 2" in done["failureReason"] and "0:1 (max_tokens)" in done["failureReason"]
+    assert "8:3 (max_tokens)" in done["failureReason"]
+    assert done["smoke"] == {"decisions": ["0:1", "8:3"], "accepted": 0, "passed": False, "failed": ["0:1", "8:3"]}
+    rejected = cli.json("training", "distillations", "rejections", done["distillationId"], "--reason", "max_tokens")
+    assert [r["decision"] for r in rejected["rejections"]] == ["0:1", "8:3"]
+    assert all(r["output"] for r in rejected["rejections"])  # the cut answers are kept to read
+    assert teacher["client"].get(f"/v1/registry/datasets/{name}/cut").status_code == 404  # nothing registered
+
+
+def test_a_paused_distillation_resumes_from_its_saved_chunks_and_registers_what_an_unpaused_one_does(
+        teacher, sqlite_server, capsys):
+    cli, name, client = Cli(capsys, sqlite_server.url), teacher["name"], teacher["client"]
+    args = ["--teacher", teacher["model"], "--from", f"{name}/many", "--temperature", "0",
+            "--max-tokens", "24"]
+    whole = followed(cli, "training", "distillations", "create", *args, "--to", f"{name}/whole", "--wait")
+    assert whole["phase"] == "COMPLETED" and whole["progress"]["decisions"] == 96, whole["failureReason"]
+
+    started = cli.json("training", "distillations", "create", *args, "--to", f"{name}/paused")
+    ident = started["distillationId"]
+    deadline = time.monotonic() + 300
+    while client.get(f"/v1/training/distillations/{ident}").json()["progress"]["answered"] < 32:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    paused = cli.json("training", "distillations", "pause", ident)
+    assert paused["phase"] == "PAUSED" and paused["devicesHeld"] == []
+    held = paused["progress"]["answered"]
+    assert 32 <= held < 96  # saved chunks, not the whole
+    waited = cli.ok("training", "distillations", "wait", ident)  # a paused one has settled
+    assert f"resume it with: akka training distillations resume {ident[:12]}" in waited.err + waited.out
+    cli.ok("training", "distillations", "resume", ident)
+    done = followed(cli, "training", "distillations", "wait", ident)
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+    assert done["progress"]["answered"] == 96  # every decision once: none twice, none lost
+    # what was paused and resumed registers the rows the unpaused one did
+    assert done["registered"]["digest"] == whole["registered"]["digest"]
+
+
+def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsys):
+    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
+    base = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions"]
+    assert "'0-1' is not ROW:MESSAGE" in refused(cli, *base, "--to", f"{name}/x", "--smoke", "0-1")
+    assert "must be NS/NAME" in refused(cli, *base, "--to", f"{name}/x:v2")
+    assert "--thinking on is for Gemma 4 teachers" in refused(cli, *base, "--to", f"{name}/x", "--thinking", "on")
+    assert "leaves no room for a prompt" in refused(cli, *base, "--to", f"{name}/x", "--max-tokens", "600",
+                                                    "--max-model-length", "512")
+    listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
+    assert not [d for d in listed if d["target"] == f"{name}/x"]  # nothing was created by a refusal
