@@ -57,7 +57,7 @@ def teacher(sqlite_server, tmp_path_factory):
     assert main(["registry", "datasets", "register", f"{project['name']}/questions", "-f",
                  str(write_jsonl(tmp / "q.jsonl", question_rows())), "--server", sqlite_server.url]) == 0
     assert main(["registry", "datasets", "register", f"{project['name']}/many", "-f",
-                 str(write_jsonl(tmp / "m.jsonl", question_rows() * 6)), "--server", sqlite_server.url]) == 0
+                 str(write_jsonl(tmp / "m.jsonl", question_rows() * 30)), "--server", sqlite_server.url]) == 0
     return {**project, "model": model}
 
 
@@ -117,31 +117,64 @@ def test_a_teacher_that_cannot_finish_its_answers_fails_the_smoke_naming_the_dec
     assert teacher["client"].get(f"/v1/registry/datasets/{name}/cut").status_code == 404  # nothing registered
 
 
-def test_a_paused_distillation_resumes_from_its_saved_chunks_and_registers_what_an_unpaused_one_does(
-        teacher, sqlite_server, capsys):
-    cli, name, client = Cli(capsys, sqlite_server.url), teacher["name"], teacher["client"]
-    args = ["--teacher", teacher["model"], "--from", f"{name}/many", "--temperature", "0",
-            "--max-tokens", "24"]
-    whole = followed(cli, "training", "distillations", "create", *args, "--to", f"{name}/whole", "--wait")
-    assert whole["phase"] == "COMPLETED" and whole["progress"]["decisions"] == 96, whole["failureReason"]
+MANY = {"temperature": 0, "maxTokens": 24}  # the many-decision source's settings, greedy
 
-    started = cli.json("training", "distillations", "create", *args, "--to", f"{name}/paused")
-    ident = started["distillationId"]
-    deadline = time.monotonic() + 300
-    while client.get(f"/v1/training/distillations/{ident}").json()["progress"]["answered"] < 32:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+
+def _until(client, ident: str, done, seconds: float = 300) -> dict:
+    deadline = time.monotonic() + seconds
+    while not done(item := client.get(f"/v1/training/distillations/{ident}").json()):
+        assert time.monotonic() < deadline, item
+        time.sleep(0.1)
+    return item
+
+
+@pytest.fixture(scope="module")
+def whole(teacher) -> dict:
+    """The many-decision source distilled without interruption: what a paused or interrupted one must match."""
+    client, name = teacher["client"], teacher["name"]
+    started = client.post("/v1/training/distillations", json={
+        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/whole", **MANY}).json()
+    done = _until(client, started["distillationId"], lambda d: d["terminal"])
+    assert done["phase"] == "COMPLETED" and done["progress"]["decisions"] == 480, done["failureReason"]
+    return done
+
+
+def _started_and_answering(teacher, target: str) -> str:
+    """A distillation of the many-decision source that has saved its first chunks (and has more to answer)."""
+    client, name = teacher["client"], teacher["name"]
+    ident = client.post("/v1/training/distillations", json={
+        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/{target}", **MANY}).json()[
+        "distillationId"]
+    _until(client, ident, lambda d: d["progress"]["answered"] >= 32)
+    return ident
+
+
+def test_a_paused_distillation_resumes_from_its_saved_chunks_and_registers_what_an_unpaused_one_does(
+        teacher, whole, sqlite_server, capsys):
+    cli = Cli(capsys, sqlite_server.url)
+    ident = _started_and_answering(teacher, "paused")
     paused = cli.json("training", "distillations", "pause", ident)
     assert paused["phase"] == "PAUSED" and paused["devicesHeld"] == []
-    held = paused["progress"]["answered"]
-    assert 32 <= held < 96  # saved chunks, not the whole
+    assert 32 <= paused["progress"]["answered"] < 480  # saved chunks, not the whole
     waited = cli.ok("training", "distillations", "wait", ident)  # a paused one has settled
     assert f"resume it with: akka training distillations resume {ident[:12]}" in waited.err + waited.out
     cli.ok("training", "distillations", "resume", ident)
     done = followed(cli, "training", "distillations", "wait", ident)
     assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
-    assert done["progress"]["answered"] == 96  # every decision once: none twice, none lost
-    # what was paused and resumed registers the rows the unpaused one did
+    assert done["progress"]["answered"] == 480  # every decision once: none twice, none lost
+    assert done["registered"]["digest"] == whole["registered"]["digest"]  # the rows an unpaused one registered
+
+
+def test_a_killed_worker_s_distillation_goes_on_from_its_saved_chunks(teacher, whole, sqlite_server):
+    import psutil
+
+    client = teacher["client"]
+    ident = _started_and_answering(teacher, "killed")
+    [worker] = [p for p in psutil.process_iter(["cmdline"]) if ident in (p.info.get("cmdline") or [])]
+    worker.kill()  # a lost worker: queued again, it goes on as its next attempt from the chunks saved
+    done = _until(client, ident, lambda d: d["terminal"])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+    assert done["progress"]["answered"] == 480
     assert done["registered"]["digest"] == whole["registered"]["digest"]
 
 
