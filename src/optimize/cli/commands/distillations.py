@@ -305,6 +305,9 @@ def trim(text: str | None, width: int) -> str:
 def render_rejections(con, data: dict[str, Any]) -> None:
     counts = data.get("rejectedByReason") or {}
     total = sum(counts.values())
+    if not total and not data["rejections"]:
+        con.print(Text("No answer was rejected."))
+        return
     con.print(Text(f"Rejected {total} in all" + (f": {by_reason(counts)}" if total else "")))
     grid = table("DECISION", "REASON", "DETAIL", "OUTPUT")
     for r in data["rejections"]:
