@@ -27,11 +27,11 @@ from optimize.schemas.distillations import (
 )
 
 ID = "1a2b3c4d5e6f" + "0" * 20
-NOW = datetime.now(UTC)
 
 
 def stamp(minutes_ago: float) -> str:
-    return (NOW - timedelta(minutes=minutes_ago)).isoformat().replace("+00:00", "Z")
+    # from the time the sample is made (in the test), so the age rendered does not drift with the suite's run
+    return (datetime.now(UTC) - timedelta(minutes=minutes_ago, seconds=5)).isoformat().replace("+00:00", "Z")
 
 
 def sample(**changes) -> dict:

@@ -4,11 +4,11 @@ then the rest — saving the verdicts in chunks to the server as it goes. Decisi
 not asked again, and a smoke that passed before is not run again.
 
 Prompts are rendered through `optimize.chat` under the teacher's template, with the row's tools, exactly as a
-supervised run renders them. The teacher answers through the serving engine's continuous batching (the engine an
-endpoint answers with): each decision is sampled with its own generator, seeded from the distillation's seed and
-the decision's address, so an answer does not depend on which chunk or attempt asked it — the same distillation
-twice registers the same rows. A decision whose prompt leaves no room for an answer within max-model-length is
-rejected (`prompt_too_long`) without being asked.
+supervised run renders them. The teacher answers through the serving engine an endpoint answers with (vLLM where it
+is installed and a GPU is visible, else Transformers' continuous batching): each decision is sampled with its own
+generator, seeded from the distillation's seed and the decision's address, so an answer does not depend on which
+chunk or attempt asked it — the same distillation twice registers the same rows. A decision whose prompt leaves no
+room for an answer within max-model-length is rejected (`prompt_too_long`) without being asked.
 """
 
 from __future__ import annotations
@@ -111,9 +111,10 @@ def _answer(channel: Channel, base: str, ask, pending: list, decisions: int, rep
 
 
 def _engine(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
-    from optimize.serving.engine import ServingModel
+    """The endpoint's engine: vLLM where it is installed and a GPU is visible, else Transformers' batcher."""
+    from optimize.serving.engine import engine_for
 
-    engine = ServingModel(spec["model"]["path"])
+    engine = engine_for(spec["model"]["path"])
     if spec["adapterManifest"]:
         engine.load_adapter(TEACHER, channel.fetch_artifact(spec["adapterManifest"], adapter_dir))
     return engine
