@@ -23,12 +23,26 @@ def shipped_catalog_path() -> Path:
 
 
 def check_replica_profile(entry: Entry, profile: DeviceProfile, profiles: list[DeviceProfile], work: str) -> None:
-    """A model allowed for serving only runs on one GPU a replica: an endpoint or evaluation of it on another kind
-    of device is refused, naming the GPU profiles there are."""
+    """A model allowed for serving only runs on one GPU a replica: an endpoint, evaluation or distillation of it on
+    another kind of device is refused, naming the GPU profiles there are."""
     if entry.serving_only and profile.kind != "gpu":
         gpus = ", ".join(p.name for p in profiles if p.kind == "gpu") or "this deployment has none"
-        raise Refused(f"{entry.id} is allowed for serving only and runs on one GPU a replica; an {work} of it "
-                      f"cannot use profile {profile.name!r} ({profile.kind})", hint=f"pass a GPU profile: {gpus}")
+        article = "an" if work[:1] in "aeiou" else "a"
+        raise Refused(f"{entry.id} is allowed for serving only and runs on one GPU a replica; {article} {work} of "
+                      f"it cannot use profile {profile.name!r} ({profile.kind})", hint=f"pass a GPU profile: {gpus}")
+
+
+def replica_profile(entry: Entry, profiles: list[DeviceProfile], asked: Any, work: str) -> str:
+    """The device profile a replica of `entry` answers on (an endpoint, a distillation): the one asked for, else
+    the first the catalog serves the model on, else the CPU slot; checked by `check_replica_profile`."""
+    named = {p.name: p for p in profiles}
+    if asked is not None and asked not in named:
+        raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
+                      hint="profiles here: " + ", ".join(named))
+    if asked is None:
+        asked = next((name for name in entry.served_on if name in named), "cpu")
+    check_replica_profile(entry, named[asked], profiles, work)
+    return asked
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from optimize.catalog.catalog import check_replica_profile
+from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -111,7 +111,7 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                               f"{entry.context_length} tokens", hint=f"pass --max-model-length {entry.context_length}"
                                                                      " or less")
             settings["maxModelLength"] = entry.context_length  # the default, cut to what the teacher holds
-        profile = _profile(training, body.get("deviceProfile"), entry)
+        profile = replica_profile(entry, training.profiles, body.get("deviceProfile"), "distillation")
         project = project_for_model(session, reference, owner, body.get("project"), "distillation")
         target = _target(body["target"], project.name)
         source = pick_dataset(session, body["source"], project.name, "source", None)
@@ -139,17 +139,6 @@ def _target(text: str, project: str) -> str:
         raise Invalid(f"target {text!r} must be NS/NAME: the accepted rows become its next version",
                       hint="leave out the version or alias")
     return f"{reference.namespace}/{reference.name}"
-
-
-def _profile(training: Deployment, asked: Any, entry) -> str:
-    profiles = {p.name: p for p in training.profiles}
-    if asked is not None and asked not in profiles:
-        raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
-                      hint="profiles here: " + ", ".join(profiles))
-    if asked is None:  # where the catalog serves the teacher, else the CPU slot
-        asked = next((name for name in entry.served_on if name in profiles), "cpu")
-    check_replica_profile(entry, profiles[asked], training.profiles, "distillation")
-    return asked
 
 
 def _progress(decisions: int | None, by_reason: dict[str, int], accepted: int = 0) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.catalog.catalog import check_replica_profile
+from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
 from optimize.core.access import current as current_limits
 from optimize.core.access import only_visible, visible_projects
@@ -63,7 +63,7 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         if "serving" not in entry.allowed_for:
             raise Refused(f"base model {entry.id} is not allowed for serving on this deployment",
                           hint="serve a model whose catalog entry allows serving (akka training base-models get)")
-        profile = _profile(training, body.get("deviceProfile"), entry)
+        profile = replica_profile(entry, training.profiles, body.get("deviceProfile"), "endpoint")
         project = project_for_model(session, reference, owner, body.get("project"), "endpoint")
         adapter = None if model["kind"] == "base" else {
             "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
@@ -91,17 +91,6 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         record(session, ENDPOINT.subject(endpoint.id), "phase", phase=endpoint.phase)
         queue_wake(session)
         return {**endpoint_json(endpoint), "attached": False}
-
-
-def _profile(training: Deployment, asked: Any, entry) -> str:
-    profiles = {p.name: p for p in training.profiles}
-    if asked is not None and asked not in profiles:
-        raise Refused(f"deviceProfile {asked!r} is not a device profile of this deployment",
-                      hint="profiles here: " + ", ".join(profiles))
-    if asked is None:  # where the catalog says the model is served, else the CPU slot
-        asked = next((name for name in entry.served_on if name in profiles), "cpu")
-    check_replica_profile(entry, profiles[asked], training.profiles, "endpoint")
-    return asked
 
 
 REQUEST_TIME_GRAIN = 10.0  # seconds: last_request_at moves at most this often (or a quarter of the idle timeout)
