@@ -31,6 +31,7 @@ REASONS = {
     "prompt_too_long": "the prompt leaves no room for an answer within max-model-length",
 }
 SMOKE = re.compile(r"^\d+:\d+$")
+SMOKE_DECISIONS = 16  # the smoke's decisions by default: the first 16, all but one accepted
 
 
 @dataclass(frozen=True)

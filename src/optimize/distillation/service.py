@@ -42,7 +42,6 @@ from optimize.store.tables import Distillation, DistillationAnswer
 from optimize.training.admission.resolve import pick_dataset
 
 P = DistillationPhase
-SMOKE_DECISIONS = 16  # the smoke's decisions by default: the first 16, all but one accepted
 DEFAULTS = {"replicas": 1, "maxTokens": 4096, "maxModelLength": 65536, "temperature": 1.0, "topP": 1.0, "seed": 0,
             "thinking": False}
 FIELDS = {"project", "teacher", "source", "target", "replicas", "maxTokens", "maxModelLength", "temperature", "topP",

@@ -26,7 +26,6 @@ from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
 CHUNK = 32  # decisions answered and saved together
-SMOKE_DECISIONS = 16
 TEACHER = "teacher"  # the adapter's name in the engine
 
 
@@ -61,7 +60,7 @@ def run_distillation(channel: Channel, distillation_id: str) -> int:
 
 
 def _distill(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
-    from optimize.distillation.decisions import decisions
+    from optimize.distillation.decisions import SMOKE_DECISIONS, decisions
 
     renderer = renderer_for(spec["model"])
     found = [d for line, row in _rows(channel, spec) for d in decisions(row, line)]
