@@ -224,3 +224,32 @@ def test_a_lone_surrogate_is_refused_naming_where_on_either_store(server, body, 
     paired = call("POST", f"{server.url}/v1/training/projects", content=b'{"name": "pairproject", "description": '
                   b'"\\ud83d\\ude00"}', headers={"content-type": "application/json"})
     assert paired.status_code in (200, 201) and paired.json()["description"] == "\U0001F600"
+
+
+GOOD_DISTILLATION = {"teacher": "optimize/tiny-llama-3.2", "source": "a/b", "target": "a/c", "project": "p"}
+
+
+@pytest.mark.parametrize("body, status, words", [
+    (["x"], 422, "a distillation needs teacher, source and target"),
+    ({**GOOD_DISTILLATION, "teacher": 5}, 422, "a distillation needs teacher (a base model or a registered model"),
+    ({**GOOD_DISTILLATION, "colour": "red"}, 422, "unknown field(s): colour"),
+    ({**GOOD_DISTILLATION, "temperature": True}, 422, "temperature must be a number from 0 to 2"),
+    ({**GOOD_DISTILLATION, "maxTokens": 10**30}, 422, "maxTokens must be an integer from 1 to 32768"),
+    ({**GOOD_DISTILLATION, "smoke": "1-2"}, 422, "--smoke entry '1-2' is not ROW:MESSAGE"),
+    ({**GOOD_DISTILLATION, "thinking": "yes"}, 422, "thinking must be true or false"),
+    ({**GOOD_DISTILLATION, "maxTokens": 600, "maxModelLength": 512}, 422, "leaves no room for a prompt"),
+    ({**GOOD_DISTILLATION, "replicas": 2}, 400, "answers a distillation on one device for now"),
+])
+def test_a_distillation_request_is_refused_by_name_on_either_store_and_stores_nothing(server, body, status, words):
+    answer = call("POST", f"{server.url}/v1/training/distillations", json=body)
+    assert words in is_problem(answer, status)["detail"]
+    assert call("GET", f"{server.url}/v1/training/distillations").json() == {"distillations": []}
+
+
+@pytest.mark.parametrize("path, status, words", [
+    ("/v1/training/distillations/feedface/rejections?reason=bogus", 422, "reason 'bogus' is not one"),
+    ("/v1/training/distillations/feedface", 404, "feedface"),
+    ("/v1/training/distillations?phase=sleeping", 422, "sleeping"),
+])
+def test_distillation_reads_refuse_bad_input_by_name(server, path, status, words):
+    assert words in is_problem(call("GET", f"{server.url}{path}"), status)["detail"]
