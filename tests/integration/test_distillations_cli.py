@@ -78,6 +78,7 @@ def test_a_teacher_distils_a_source_into_a_registered_dataset_that_names_teacher
     version = teacher["client"].get(f"/v1/registry/datasets/{name}/distilled/versions/v1").json()
     assert version["lineage"]["producedBy"] == {"kind": "distillation", "id": done["distillationId"]}
     assert version["lineage"]["teacher"]["reference"] == teacher["model"]
+    assert len(version["lineage"]["teacher"]["chatTemplateSha256"]) == 64  # the template the prompts rendered with
     assert version["lineage"]["source"]["reference"] == f"{name}/questions:v1"
     shown = cli.ok("registry", "datasets", "get", f"{name}/distilled:v1").out
     assert "Lineage" in shown and done["distillationId"][:12] in shown

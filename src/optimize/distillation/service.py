@@ -267,6 +267,9 @@ def add_answers(training: Deployment, distillation_id: str, token: str, body: di
                 "distillation_id": item.id, "line": line, "message": message, "accepted": bool(answer["accepted"]),
                 "reason": answer.get("reason"), "detail": answer.get("detail"), "output": answer.get("output") or "",
                 "row": answer.get("row")}, ["distillation_id", "line", "message"])
+        template = body.get("chatTemplateSha256")
+        if isinstance(template, str) and item.teacher.get("chatTemplateSha256") != template:
+            item.teacher = {**item.teacher, "chatTemplateSha256": template}  # what the prompts were rendered with
         decisions = body.get("decisions", item.progress.get("decisions"))
         item.progress = _counted(session, item.id, decisions)
         record(session, DISTILLATION.subject(item.id), "progress", **{
@@ -349,7 +352,8 @@ def assemble(training: Deployment, distillation_id: str) -> None:
             DistillationAnswer.line, DistillationAnswer.message)).all()]
         lineage = {"producedBy": {"kind": "distillation", "id": item.id},
                    "teacher": {"reference": item.teacher_reference, "commit": item.teacher["baseCommit"],
-                               "weightsDigest": item.teacher.get("weightsDigest")},
+                               "weightsDigest": item.teacher.get("weightsDigest"),
+                               "chatTemplateSha256": item.teacher.get("chatTemplateSha256")},
                    "source": {"reference": item.source_reference, "digest": item.source_digest}}
         target, progress = item.target, item.progress
     registered, failure = None, None

@@ -106,7 +106,8 @@ def _answer(channel: Channel, base: str, ask, pending: list, decisions: int, rep
         if reporter.lost.is_set():
             return
         chunk = pending[start:start + CHUNK]
-        channel.post_json(f"{base}/answers", {"decisions": decisions, "answers": ask(chunk)})
+        channel.post_json(f"{base}/answers", {"decisions": decisions, "answers": ask(chunk),
+                                              "chatTemplateSha256": ask.renderer.chat_template_sha256})
 
 
 def _engine(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
