@@ -238,7 +238,7 @@ GOOD_DISTILLATION = {"teacher": "optimize/tiny-llama-3.2", "source": "a/b", "tar
     ({**GOOD_DISTILLATION, "smoke": "1-2"}, 422, "--smoke entry '1-2' is not ROW:MESSAGE"),
     ({**GOOD_DISTILLATION, "thinking": "yes"}, 422, "thinking must be true or false"),
     ({**GOOD_DISTILLATION, "maxTokens": 600, "maxModelLength": 512}, 422, "leaves no room for a prompt"),
-    ({**GOOD_DISTILLATION, "replicas": 2}, 400, "answers a distillation on one device for now"),
+    ({**GOOD_DISTILLATION, "replicas": 9}, 422, "replicas must be an integer from 1 to 8"),
 ])
 def test_a_distillation_request_is_refused_by_name_on_either_store_and_stores_nothing(server, body, status, words):
     answer = call("POST", f"{server.url}/v1/training/distillations", json=body)

@@ -2,7 +2,8 @@
 trained to answer capitals distils a source of questions (some rows with two decisions) into a registered chat
 dataset whose lineage names the teacher and the source, its rejections counted by reason and listed; the same
 distillation again registers the same digest; a teacher that cannot finish its answers fails the smoke, naming the
-decisions; a supervised run then trains on the distilled dataset."""
+decisions; a supervised run then trains on the distilled dataset. Its server's cpu profile has two slots, so two
+replicas split a distillation's decisions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import Cli, write_jsonl
+from tests.conftest import Cli, start_server, write_jsonl
 from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
@@ -38,6 +39,22 @@ def question_rows() -> list[dict]:
             {"role": "user", "content": f"What is the capital of {second}?"},
             {"role": "assistant", "content": f"It is {other}."}]})
     return rows
+
+
+@pytest.fixture(scope="module")
+def sqlite_server(tmp_path_factory):
+    """This module's server: the shipped catalog with a cpu profile of two slots (a replica each)."""
+    import yaml
+
+    from optimize.catalog.catalog import shipped_catalog_path
+
+    tmp = tmp_path_factory.mktemp("two-slots")
+    catalog = yaml.safe_load(shipped_catalog_path().read_text())
+    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
+    (tmp / "catalog.yaml").write_text(yaml.safe_dump(catalog))
+    proc = start_server(tmp / "data", extra_args=["--catalog", str(tmp / "catalog.yaml")])
+    yield proc
+    proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +157,12 @@ def whole(teacher) -> dict:
     return done
 
 
-def _started_and_answering(teacher, target: str) -> str:
+def _started_and_answering(teacher, target: str, replicas: int = 1) -> str:
     """A distillation of the many-decision source that has saved its first chunks (and has more to answer)."""
     client, name = teacher["client"], teacher["name"]
     ident = client.post("/v1/training/distillations", json={
-        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/{target}", **MANY}).json()[
+        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/{target}", "replicas": replicas,
+        **MANY}).json()[
         "distillationId"]
     _until(client, ident, lambda d: d["progress"]["answered"] >= 32)
     return ident
@@ -179,13 +197,69 @@ def test_a_killed_worker_s_distillation_goes_on_from_its_saved_chunks(teacher, w
     assert done["registered"]["digest"] == whole["registered"]["digest"]
 
 
+def test_two_replicas_on_the_cpu_pool_split_the_work_and_register_what_one_does(teacher, whole, sqlite_server,
+                                                                                 capsys):
+    cli, client, name = Cli(capsys, sqlite_server.url), teacher["client"], teacher["name"]
+    ident = client.post("/v1/training/distillations", json={
+        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/split", "replicas": 2,
+        **MANY}).json()["distillationId"]
+    running = _until(client, ident, lambda d: d["progress"]["answered"] > 16 or d["terminal"])
+    assert sorted(running["devicesHeld"]) == ["cpu:0", "cpu:1"]  # both slots, one replica on each
+    done = _until(client, ident, lambda d: d["terminal"])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 1, done["failureReason"]
+    assert done["progress"]["answered"] == 480 and done["smoke"]["passed"]
+    assert done["registered"]["digest"] == whole["registered"]["digest"]  # a replica answers as one device does
+    log = cli.ok("training", "distillations", "logs", ident).out
+    assert "replica 0 answered 232 decisions" in log and "replica 1 answered 232 decisions" in log, log[-2000:]
+
+
+def test_a_killed_replica_abandons_the_attempt_and_the_next_goes_on_from_the_saved_chunks(teacher, whole):
+    import psutil
+
+    client, name = teacher["client"], teacher["name"]
+    ident = client.post("/v1/training/distillations", json={
+        "teacher": teacher["model"], "source": f"{name}/many", "target": f"{name}/replica-killed", "replicas": 2,
+        **MANY}).json()["distillationId"]
+    _until(client, ident, lambda d: d["progress"]["answered"] >= 48 or d["terminal"])
+    [replica] = [p for p in psutil.process_iter(["cmdline"])
+                 if ident in (p.info.get("cmdline") or []) and "--replica" in p.info["cmdline"]]
+    replica.kill()
+    done = _until(client, ident, lambda d: d["terminal"])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+    assert done["progress"]["answered"] == 480  # nothing answered twice, nothing lost
+    assert done["registered"]["digest"] == whole["registered"]["digest"]
+    first = client.get(f"/v1/training/distillations/{ident}/logs", params={"attempt": 1}).json()
+    assert "replica 1 exited with status -9" in str(first), str(first)[-2000:]
+
+
 def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsys):
     cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
     base = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions"]
     assert "'0-1' is not ROW:MESSAGE" in refused(cli, *base, "--to", f"{name}/x", "--smoke", "0-1")
     assert "must be NS/NAME" in refused(cli, *base, "--to", f"{name}/x:v2")
+    assert "replicas 3 need 3 devices of profile cpu; this deployment has 2" in refused(
+        cli, *base, "--to", f"{name}/x", "--replicas", "3")
     assert "--thinking on is for Gemma 4 teachers" in refused(cli, *base, "--to", f"{name}/x", "--thinking", "on")
     assert "leaves no room for a prompt" in refused(cli, *base, "--to", f"{name}/x", "--max-tokens", "600",
                                                     "--max-model-length", "512")
     listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
     assert not [d for d in listed if d["target"] == f"{name}/x"]  # nothing was created by a refusal
+
+
+def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teacher, whole, sqlite_server, capsys):
+    """The module's last test: its server dies (kill -9) mid-distillation and the next server process on the same
+    data dir queues it again; its replicas' workers are stopped and the next attempt answers only what is left."""
+    import httpx
+
+    ident = _started_and_answering(teacher, "restarted", replicas=2)
+    sqlite_server.kill9()
+    catalog = sqlite_server.data_dir.parent / "catalog.yaml"
+    proc = start_server(sqlite_server.data_dir, extra_args=["--catalog", str(catalog)])
+    try:
+        client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
+        done = _until(client, ident, lambda d: d["terminal"])
+        assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+        assert done["progress"]["answered"] == 480
+        assert done["registered"]["digest"] == whole["registered"]["digest"]
+    finally:
+        proc.stop()

@@ -86,3 +86,13 @@ def test_smoke_decisions_are_read_or_refused_naming_the_entry():
         parse_smoke("0:1,3-2")
     with pytest.raises(ValueError, match="at least one"):
         parse_smoke(" , ")
+
+
+def test_a_thinking_teachers_reasoning_is_taken_out_of_its_answer():
+    from optimize.distillation.decisions import without_reasoning
+
+    opens, closes = 1, 2
+    assert without_reasoning([5, 1, 7, 8, 2, 9, 10], opens, closes) == [5, 9, 10]
+    assert without_reasoning([1, 7, 2, 1, 8, 2, 9], opens, closes) == [9]  # every span
+    assert without_reasoning([9, 1, 7, 8], opens, closes) == [9]  # an unclosed span runs to the end
+    assert without_reasoning([9, 2, 10], opens, closes) == [9, 2, 10]  # a closing marker alone is text

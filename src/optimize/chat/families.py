@@ -9,10 +9,23 @@ from typing import Any
 _LLAMA_DATE = {"date_string": "26 Jul 2024"}
 
 
-def template_kwargs(family: str | None) -> dict[str, Any]:
+# Where a family's model writes its reasoning when it thinks: between these two (special) tokens, before its answer.
+_REASONING = {"gemma4": ("<|channel>", "<channel|>")}
+
+
+def template_kwargs(family: str | None, thinking: bool = False) -> dict[str, Any]:
+    """`thinking`: the model is asked to think first (Gemma 4's `enable_thinking`; a distillation's
+    `--thinking on`)."""
     if family and family.startswith("llama3"):
         return dict(_LLAMA_DATE)
+    if thinking and family == "gemma4":
+        return {"enable_thinking": True}
     return {}
+
+
+def reasoning_markers(family: str | None) -> tuple[str, str] | None:
+    """The tokens a thinking model of the family opens and closes its reasoning with, or None."""
+    return _REASONING.get(family or "")
 
 
 def per_message_refusal(family: str | None, row: dict[str, Any]) -> str | None:

@@ -62,6 +62,20 @@ def decisions(row: dict[str, Any], line: int) -> list[Decision]:
             if message["role"] == "assistant"]
 
 
+def without_reasoning(tokens: list[int], opens: int, closes: int) -> list[int]:
+    """A thinking teacher's answer without its reasoning: every span from an opening marker through its closing one
+    (an unclosed one runs to the end) taken out, so the row keeps the answer alone."""
+    kept, inside = [], False
+    for token in tokens:
+        if token == opens:
+            inside = True
+        elif token == closes and inside:
+            inside = False
+        elif not inside:
+            kept.append(token)
+    return kept
+
+
 def parse_smoke(text: str) -> list[tuple[int, int]]:
     """`--smoke ROW:MSG,...` as (line, message) pairs; a bad entry is refused naming it."""
     items = [item.strip() for item in text.split(",") if item.strip()]

@@ -1,6 +1,7 @@
-"""Distillations as a job kind of the kernel: one device of their profile from the training pool. A server restart
-or a lost worker queues a distillation again, and it goes on from the answers it saved; the scheduler's
-housekeeping registers the rows of those that reached ASSEMBLING."""
+"""Distillations as a job kind of the kernel: a device of their profile per replica, from the training pool, all
+granted together to one worker (which runs a teacher on each). A server restart or a lost worker queues a
+distillation again, and it goes on from the answers it saved; the scheduler's housekeeping registers the rows of
+those that reached ASSEMBLING."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ class DistillationKind(JobKind):
     on_restart = Recovery.REQUEUE
     on_lost = Recovery.REQUEUE
     restart_reason = "the server restarted; the distillation goes on from the answers it saved"
+
+    def request(self, row: Distillation) -> tuple[str, int]:
+        return row.device_profile, row.settings.get("replicas", 1)
+
+    def never_fits(self, row: Distillation, profiles: list[Any]) -> str:
+        have = next((p.devices for p in profiles if p.name == row.device_profile), 0)
+        return (f"replicas {row.settings.get('replicas', 1)} need as many devices of profile {row.device_profile!r}; "
+                f"this deployment has {have}, so the distillation can never be scheduled")
 
     def requeue(self, deployment: Any, session: Session, row: Distillation, reason: str) -> bool:
         return service.requeue(session, row, reason)

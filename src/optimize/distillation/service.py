@@ -95,9 +95,6 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Invalid(f"{field} must be a name (a string)")
     settings = _settings(body)
-    if settings["replicas"] > 1:
-        raise Refused(f"replicas {settings['replicas']}: this deployment answers a distillation on one device for "
-                      "now", hint="leave --replicas out (1)")
     with training.store.transaction() as session:
         reference, teacher, owner = resolve_model(training, session, body["teacher"])
         entry = training.catalog.find(teacher["baseEntryId"])
@@ -111,6 +108,7 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                                                                      " or less")
             settings["maxModelLength"] = entry.context_length  # the default, cut to what the teacher holds
         profile = replica_profile(entry, training.profiles, body.get("deviceProfile"), "distillation")
+        _check_replicas(settings["replicas"], next(p for p in training.profiles if p.name == profile))
         project = project_for_model(session, reference, owner, body.get("project"), "distillation")
         target = _target(body["target"], project.name)
         source = pick_dataset(session, body["source"], project.name, "source", None)
@@ -125,6 +123,13 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         record(session, DISTILLATION.subject(item.id), "phase", phase=item.phase)
         queue_wake(session)
         return distillation_json(item)
+
+
+def _check_replicas(replicas: int, profile) -> None:
+    """A replica per device, all held at once: more replicas than the profile has devices could never start."""
+    if replicas > profile.devices:
+        raise Refused(f"replicas {replicas} need {replicas} devices of profile {profile.name}; this deployment has "
+                      f"{profile.devices}", hint=f"pass --replicas {profile.devices} or fewer")
 
 
 def _target(text: str, project: str) -> str:
@@ -252,6 +257,7 @@ def job_spec(training: Deployment, distillation_id: str, token: str) -> dict[str
             "toolCallParser": entry.tool_call_parser,
             "settings": {key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
                                                         "seed", "thinking")},
+            "replicas": len(item.devices or []) or 1,
             "smoke": settings.get("smoke"), "smokePassed": bool((item.smoke or {}).get("passed")),
             "answered": [f"{line}:{message}" for line, message in answered]}).wire()
 

@@ -150,6 +150,7 @@ class DistillationSpec(Spec):
     adapter_manifest: str | None = Field(description="The teacher adapter's weights manifest, for an adapter")
     tool_call_parser: str | None = Field(description="How the teacher's tool calls are read")
     settings: DistillationSettingsSpec = Field(description="How it answers")
+    replicas: int = Field(description="Devices held, one teacher replica on each")
     smoke: list[str] | None = Field(description="The smoke's named decisions, ROW:MESSAGE; null: the first 16")
     smoke_passed: bool = Field(description="Whether the smoke passed in an earlier attempt")
     answered: list[str] = Field(description="Decisions whose answers are saved already (not asked again)")

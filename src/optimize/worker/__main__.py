@@ -14,12 +14,21 @@ def main() -> int:
     parser.add_argument("kind", choices=list(KINDS))
     parser.add_argument("job_id")
     parser.add_argument("--server", required=True)
+    parser.add_argument("--replica", type=int, help="a replica process a distillation's worker started")
     args = parser.parse_args()
+    if args.replica is not None:
+        if args.kind != "distillation":
+            parser.error("--replica is for distillations")
+        from optimize.worker.distillation import run_replica
+
+        return run_job(args.kind, args.job_id, args.server,
+                       lambda channel, job_id: run_replica(channel, job_id, args.replica))
     return run_job(args.kind, args.job_id, args.server)
 
 
-def run_job(kind: str, job_id: str, server: str) -> int:
-    """The job's work, started as a process of its own or forked from a warm worker (`optimize.worker.warm`)."""
+def run_job(kind: str, job_id: str, server: str, entry=None) -> int:
+    """The job's work (its kind's worker entry unless `entry` is given), started as a process of its own or forked
+    from a warm worker (`optimize.worker.warm`)."""
     from optimize.jobs.registry import worker_entry
 
     token = os.environ.get("OPTIMIZE_LEASE_TOKEN")
@@ -29,7 +38,7 @@ def run_job(kind: str, job_id: str, server: str) -> int:
     from optimize.worker.channel import Channel
 
     with Channel(server, token, kind, job_id) as channel:
-        return worker_entry(kind)(channel, job_id)
+        return (entry or worker_entry(kind))(channel, job_id)
 
 
 if __name__ == "__main__":

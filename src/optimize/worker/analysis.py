@@ -9,35 +9,21 @@ from __future__ import annotations
 import json
 import resource
 import tempfile
-import traceback
 from pathlib import Path
 from typing import Any
 
 from optimize import __version__
 from optimize.schemas.jobs import AnalysisSpec
-from optimize.worker.channel import ApiError, Channel
+from optimize.worker.channel import Channel
+from optimize.worker.frame import run_framed
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
 
 def run_analysis(channel: Channel, analysis_id: str) -> int:
-    base = channel.base
-    try:
-        spec = channel.spec(AnalysisSpec)
-    except ApiError as error:
-        print(f"cannot start: {error.message}", flush=True)
-        return 3
-    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()  # heart-beats while the rows are measured
-    try:
-        result = _measure(channel, spec, reporter)
-    except _Refusal as refusal:
-        result = {"failed": str(refusal), "refused": True}
-    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the analysis
-        # not the rows (they were measured, or measuring never began): the host, its model cache or the
-        # connection, so another attempt can succeed
-        traceback.print_exc()
-        result = {"failed": f"{type(error).__name__}: {error}"}
-    return reporter.end(f"{base}/result", result)
+    # a refusal names a bad row (another attempt would fail the same way); any other failure is the host's, its
+    # model cache's or the connection's, so another attempt can succeed
+    return run_framed(channel, AnalysisSpec, _measure, refusals=(_Refusal,), refused={"refused": True})
 
 
 CHUNK_ROWS = 256  # rows measured per batch tokenizer call: fast, and memory stays bounded

@@ -3,25 +3,37 @@ find every decision, and have the teacher answer them — the smoke first (the d
 then the rest — saving the verdicts in chunks to the server as it goes. Decisions saved by an earlier attempt are
 not asked again, and a smoke that passed before is not run again.
 
+With replicas, the worker holds one device per replica: it starts a replica process per further device at once
+(`python -m optimize.worker distillation ID --replica N`, each seeing only its own device, loading its teacher while
+the smoke runs on the first), and once the smoke has passed hands each replica its share of the decisions left;
+every replica saves its own chunks under the job's lease. A replica that dies abandons the attempt (the worker
+exits non-zero): the kernel treats it as a lost worker and the next attempt goes on from the chunks saved.
+
 Prompts are rendered through `optimize.chat` under the teacher's template, with the row's tools, exactly as a
-supervised run renders them. The teacher answers through the serving engine an endpoint answers with (vLLM where it
-is installed and a GPU is visible, else Transformers' continuous batching): each decision is sampled with its own
-generator, seeded from the distillation's seed and the decision's address, so an answer does not depend on which
-chunk or attempt asked it — the same distillation twice registers the same rows. A decision whose prompt leaves no
-room for an answer within max-model-length is rejected (`prompt_too_long`) without being asked.
+supervised run renders them (a Gemma 4 teacher thinking where `--thinking on` asks; its reasoning is stripped
+before the answer is judged). The teacher answers through the serving engine an endpoint answers with (vLLM where
+it is installed and a GPU is visible, else Transformers' continuous batching): each decision is sampled with its
+own generator, seeded from the distillation's seed and the decision's address, so an answer depends neither on the
+chunk, the replica nor the attempt that asked it — the same distillation twice registers the same rows. A decision
+whose prompt leaves no room for an answer within max-model-length is rejected (`prompt_too_long`) unasked.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
+import os
+import subprocess
+import sys
 import tempfile
-import traceback
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import DistillationSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
+from optimize.worker.frame import Abandoned, Ended, run_framed
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
@@ -29,60 +41,74 @@ CHUNK = 32  # decisions answered and saved together
 TEACHER = "teacher"  # the adapter's name in the engine
 
 
-class SmokeFailed(Exception):
-    """The server judged the smoke failed and ended the distillation."""
-
-
 def run_distillation(channel: Channel, distillation_id: str) -> int:
-    base = channel.base
+    return run_framed(channel, DistillationSpec, _distill, refusals=(RowRefused,),
+                      failed_prefix="the distillation failed: ")
+
+
+def _distill(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None:
+    from optimize.distillation.decisions import SMOKE_DECISIONS
+
+    replicas = _Replicas(channel, spec["replicas"])  # they load their teachers while the smoke runs here
+    try:
+        found, by_address = _decisions(channel, spec)
+        smoke = spec["smoke"] or [d.address for d in found[:SMOKE_DECISIONS]]
+        missing = [address for address in smoke if address not in by_address]
+        if missing:
+            raise RowRefused(f"--smoke names {', '.join(missing)}, which {spec['source']['reference']} has no "
+                             "assistant message at (ROW:MESSAGE, both zero-based)")
+        done = set(spec["answered"])
+        with tempfile.TemporaryDirectory(prefix=f"distillation-{spec['distillationId'][:12]}-") as workdir:
+            ask = _Asker(channel, spec, Path(workdir))
+            try:
+                if not spec["smokePassed"]:
+                    _answer(channel, ask, [by_address[a] for a in smoke if a not in done], len(found), reporter.lost)
+                    if not channel.post_json(f"{channel.base}/smoke", {"decisions": smoke}).get("passed"):
+                        raise Ended("the smoke failed; the distillation has ended")
+                    done |= set(smoke)
+                pending = [d for d in found if d.address not in done]
+                shares = [pending[index::spec["replicas"]] for index in range(spec["replicas"])]
+                replicas.hand_out([[d.address for d in share] for share in shares[1:]])
+                _answer(channel, ask, shares[0], len(found), reporter.lost)
+                print(f"replica 0 answered {len(shares[0])} decisions", flush=True)
+            finally:
+                ask.engine.close()
+        replicas.wait(reporter)
+    finally:
+        replicas.stop()
+
+
+def run_replica(channel: Channel, distillation_id: str, index: int) -> int:
+    """A replica: its teacher loaded, it answers the share the worker hands it on its stdin (none when the smoke
+    failed or the worker gave up), then exits; it ends with the worker that started it."""
+    _end_with_parent()
     try:
         spec = channel.spec(DistillationSpec)
     except ApiError as error:
-        print(f"cannot start: {error.message}", flush=True)
+        print(f"replica {index} cannot start: {error.message}", flush=True)
         return 3
-    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
-    workdir = Path(tempfile.mkdtemp(prefix=f"distillation-{distillation_id[:12]}-"))
-    try:
-        _distill(channel, spec, base, workdir, reporter)
-        result: dict[str, Any] = {}
-    except SmokeFailed:
-        reporter.stop()
-        print("the smoke failed; the distillation has ended", flush=True)
-        return 0
-    except RowRefused as refusal:
-        result = {"failed": str(refusal)}
-    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the distillation
-        traceback.print_exc()
-        result = {"failed": f"the distillation failed: {type(error).__name__}: {error}"}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return reporter.end(f"{base}/result", result)
+    if not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        _share_cores(spec["replicas"])
+    found, by_address = _decisions(channel, spec)
+    with tempfile.TemporaryDirectory(prefix=f"distillation-{distillation_id[:12]}-{index}-") as workdir:
+        ask = _Asker(channel, spec, Path(workdir))
+        try:
+            line = sys.stdin.readline()
+            if not line.strip():
+                return 0
+            share = json.loads(line)
+            _answer(channel, ask, [by_address[address] for address in share], len(found), threading.Event())
+            print(f"replica {index} answered {len(share)} decisions", flush=True)
+        finally:
+            ask.engine.close()
+    return 0
 
 
-def _distill(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
-    from optimize.distillation.decisions import SMOKE_DECISIONS, decisions
+def _decisions(channel: Channel, spec: dict[str, Any]):
+    from optimize.distillation.decisions import decisions
 
-    renderer = renderer_for(spec["model"])
     found = [d for line, row in _rows(channel, spec) for d in decisions(row, line)]
-    by_address = {d.address: d for d in found}
-    smoke = spec["smoke"] or [d.address for d in found[:SMOKE_DECISIONS]]
-    missing = [address for address in smoke if address not in by_address]
-    if missing:
-        raise RowRefused(f"--smoke names {', '.join(missing)}, which {spec['source']['reference']} has no assistant "
-                         "message at (ROW:MESSAGE, both zero-based)")
-    done = set(spec["answered"])
-    engine = _engine(channel, spec, workdir / "adapter")
-    try:
-        ask = _Asker(engine, renderer, spec)
-        if not spec["smokePassed"]:
-            _answer(channel, base, ask, [by_address[a] for a in smoke if a not in done], len(found), reporter)
-            verdict = channel.post_json(f"{base}/smoke", {"decisions": smoke})
-            if not verdict.get("passed"):
-                raise SmokeFailed
-            done |= set(smoke)
-        _answer(channel, base, ask, [d for d in found if d.address not in done], len(found), reporter)
-    finally:
-        engine.close()
+    return found, {d.address: d for d in found}
 
 
 def _rows(channel: Channel, spec: dict[str, Any]):
@@ -101,32 +127,87 @@ def _rows(channel: Channel, spec: dict[str, Any]):
         yield line - 1, row
 
 
-def _answer(channel: Channel, base: str, ask, pending: list, decisions: int, reporter: Reporter) -> None:
+def _answer(channel: Channel, ask, pending: list, decisions: int, lost: threading.Event) -> None:
     for start in range(0, len(pending), CHUNK):
-        if reporter.lost.is_set():
+        if lost.is_set():
             return
-        chunk = pending[start:start + CHUNK]
-        channel.post_json(f"{base}/answers", {"decisions": decisions, "answers": ask(chunk),
-                                              "chatTemplateSha256": ask.renderer.chat_template_sha256})
+        channel.post_json(f"{channel.base}/answers", {
+            "decisions": decisions, "answers": ask(pending[start:start + CHUNK]),
+            "chatTemplateSha256": ask.renderer.chat_template_sha256})
 
 
-def _engine(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
-    """The endpoint's engine: vLLM where it is installed and a GPU is visible, else Transformers' batcher."""
-    from optimize.serving.engine import engine_for
+class _Replicas:
+    """The replica processes beyond this worker's own: one per further device, each seeing only its device (on a
+    cpu slot, each torch takes its part of the cores)."""
 
-    engine = engine_for(spec["model"]["path"])
-    if spec["adapterManifest"]:
-        engine.load_adapter(TEACHER, channel.fetch_artifact(spec["adapterManifest"], adapter_dir))
-    return engine
+    def __init__(self, channel: Channel, count: int) -> None:
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        if gpus:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # before anything here touches CUDA: the first is ours
+        elif count > 1:
+            _share_cores(count)
+        self.processes: list[subprocess.Popen] = []
+        for index in range(1, count):
+            env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": gpus[index]} if gpus else {})}
+            # the worker's command line with the replica's number: the executor finds (and stops) it as the job's
+            self.processes.append(subprocess.Popen(
+                [sys.executable, "-m", "optimize.worker", "distillation", channel.base.rsplit("/", 1)[1], "--server",
+                 channel.base_url, "--replica", str(index)], stdin=subprocess.PIPE, env=env, text=True))
+
+    def hand_out(self, shares: list[list[str]]) -> None:
+        for process, share in zip(self.processes, shares, strict=True):
+            process.stdin.write(json.dumps(share) + "\n")
+            process.stdin.close()
+
+    def wait(self, reporter: Reporter) -> None:
+        """Until every replica has answered its share; a replica that failed abandons the attempt."""
+        for index, process in enumerate(self.processes, start=1):
+            while process.poll() is None:
+                if reporter.lost.is_set():
+                    return
+                time.sleep(0.2)
+            if process.returncode != 0:
+                raise Abandoned(f"replica {index} exited with status {process.returncode}; the distillation goes "
+                                "on from the answers saved")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+def _share_cores(replicas: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // replicas))
+
+
+def _end_with_parent() -> None:
+    """A replica must not outlive the worker that started it (a killed worker's replicas stop with it)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class _Asker:
     """Asks the teacher a chunk of decisions at once (the engine batches them) and judges each answer."""
 
-    def __init__(self, engine, renderer, spec: dict[str, Any]) -> None:
-        self.engine, self.renderer, self.spec = engine, renderer, spec
-        self.settings = spec["settings"]
+    def __init__(self, channel: Channel, spec: dict[str, Any], workdir: Path) -> None:
+        from optimize.chat.families import reasoning_markers
+
+        self.spec, self.settings = spec, spec["settings"]
+        thinking = self.settings["thinking"]
+        self.renderer = renderer_for(spec["model"], thinking=thinking)
+        self.engine = _engine(channel, spec, workdir / "adapter")
         self.adapter = TEACHER if spec["adapterManifest"] else None
+        markers = reasoning_markers(spec["model"]["family"]) if thinking else None
+        self.reasoning = tuple(self.renderer.tokenizer.convert_tokens_to_ids(m) for m in markers) if markers else None
 
     def __call__(self, chunk: list) -> list[dict[str, Any]]:
         from optimize.distillation.decisions import Verdict
@@ -160,15 +241,28 @@ class _Asker:
         return self.renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS
 
     def _judge(self, decision, tokens: list[int]):
-        from optimize.distillation.decisions import judge
+        from optimize.distillation.decisions import judge, without_reasoning
 
         stopped = bool(tokens) and tokens[-1] in self.engine.stop_ids
         kept = [t for t in tokens if t not in self.engine.stop_ids]
+        answer = without_reasoning(kept, *self.reasoning) if self.reasoning else kept
         # special tokens stay where the row offers tools: a call's markers are special tokens in some families
-        output = self.renderer.tokenizer.decode(kept, skip_special_tokens=not decision.tools)
-        verdict = judge(decision, output, stopped, self.spec["toolCallParser"], self._renders)
-        return verdict, output
+        decode = self.renderer.tokenizer.decode
+        text = decode(answer, skip_special_tokens=not decision.tools)
+        verdict = judge(decision, text, stopped, self.spec["toolCallParser"], self._renders)
+        # the output kept to read is all the teacher wrote, its reasoning included
+        return verdict, (decode(kept, skip_special_tokens=False) if self.reasoning else text)
 
     def _renders(self, row: dict[str, Any]) -> None:
         """Raises where the teacher's template refuses the row (RenderError is a ValueError)."""
         self.renderer.text(row["messages"], row.get("tools"), generation_prompt=False)
+
+
+def _engine(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
+    """The endpoint's engine: vLLM where it is installed and a GPU is visible, else Transformers' batcher."""
+    from optimize.serving.engine import engine_for
+
+    engine = engine_for(spec["model"]["path"])
+    if spec["adapterManifest"]:
+        engine.load_adapter(TEACHER, channel.fetch_artifact(spec["adapterManifest"], adapter_dir))
+    return engine

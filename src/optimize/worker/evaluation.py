@@ -13,16 +13,15 @@ that example unscored, never the evaluation failed.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
-import traceback
 from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import EvaluationSpec
 from optimize.training.prep.data_fit import RowRefused
-from optimize.worker.channel import ApiError, Channel
+from optimize.worker.channel import Channel
+from optimize.worker.frame import run_framed
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
@@ -30,28 +29,16 @@ BATCH_ROWS = 32  # rows asked, graded and sent together
 
 
 def run_evaluation(channel: Channel, evaluation_id: str) -> int:
-    base = channel.base
-    try:
-        spec = channel.spec(EvaluationSpec)
-    except ApiError as error:
-        print(f"cannot start: {error.message}", flush=True)
-        return 3
-    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
-    workdir = Path(tempfile.mkdtemp(prefix=f"evaluation-{evaluation_id[:12]}-"))
-    try:
-        _evaluate(channel, spec, base, workdir, reporter)
-        result: dict[str, Any] = {}
-    except RowRefused as refusal:
-        result = {"failed": str(refusal)}
-    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the evaluation
-        traceback.print_exc()
-        result = {"failed": f"the evaluation failed: {type(error).__name__}: {error}"}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return reporter.end(f"{base}/result", result)
+    return run_framed(channel, EvaluationSpec, _evaluate, refusals=(RowRefused,),
+                      failed_prefix="the evaluation failed: ")
 
 
-def _evaluate(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
+def _evaluate(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None:
+    with tempfile.TemporaryDirectory(prefix=f"evaluation-{spec['evaluationId'][:12]}-") as workdir:
+        _evaluate_in(channel, spec, channel.base, Path(workdir), reporter)
+
+
+def _evaluate_in(channel: Channel, spec: dict[str, Any], base: str, workdir: Path, reporter: Reporter) -> None:
     renderer = renderer_for(spec["model"])
     prompts = list(_prompts(channel, spec, renderer))  # every row is checked before the model is loaded
     if spec.get("rows"):
