@@ -13,6 +13,8 @@ accepted.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from sqlalchemy import func, select
@@ -41,6 +43,7 @@ from optimize.store.events import record
 from optimize.store.tables import Distillation, DistillationAnswer
 from optimize.training.admission.resolve import pick_dataset
 
+log = logging.getLogger("optimize.distillations")
 P = DistillationPhase
 DEFAULTS = {"replicas": 1, "maxTokens": 4096, "maxModelLength": 65536, "temperature": 1.0, "topP": 1.0, "seed": 0,
             "thinking": False}
@@ -337,12 +340,33 @@ def requeue(session, item: Distillation, reason: str) -> bool:
 # --- assembling --------------------------------------------------------------------------------------------
 
 
+_assembling: set[str] = set()  # distillations whose rows a thread of this process is registering
+_assembling_lock = threading.Lock()
+
+
 def assemble_waiting(training: Deployment) -> None:
-    """Register the accepted rows of every distillation in ASSEMBLING (its worker ended, its device released)."""
+    """Register the accepted rows of every distillation in ASSEMBLING (its worker ended, its device released), each
+    in a thread of its own: a large dataset's registering must not hold the scheduler's tick. One that fails (or a
+    server that stops meanwhile) is taken up again at a later tick; the same rows register the same version."""
     with training.store.transaction() as session:
         waiting = session.scalars(select(Distillation.id).where(Distillation.phase == P.ASSEMBLING.value)).all()
     for distillation_id in waiting:
+        with _assembling_lock:
+            if distillation_id in _assembling:
+                continue
+            _assembling.add(distillation_id)
+        threading.Thread(target=_assemble_once, args=(training, distillation_id), daemon=True,
+                         name=f"assemble-{distillation_id[:8]}").start()
+
+
+def _assemble_once(training: Deployment, distillation_id: str) -> None:
+    try:
         assemble(training, distillation_id)
+    except Exception:  # noqa: BLE001 - a thread must not die silently; a later tick tries again
+        log.exception("assembling distillation %s failed", distillation_id)
+    finally:
+        with _assembling_lock:
+            _assembling.discard(distillation_id)
 
 
 def assemble(training: Deployment, distillation_id: str) -> None:
