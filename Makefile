@@ -11,7 +11,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	# torch first and in the same command: the pinned CPU build, never a CUDA one
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e ".[dev,train]"
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 -e ".[dev,train,cluster]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -30,8 +30,26 @@ class Deployment:
     quotas: Quotas = field(default_factory=Quotas)  # what each project may hold at once
     routes: dict = field(default_factory=dict)  # serving.endpoints.route's answers, kept a moment
     dataset_limits: DatasetLimits = field(default_factory=DatasetLimits)  # what a version a job registers may hold
+    # the devices of each profile a cluster's live nodes offer now; None: every device of `profiles` is there
+    online: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         from optimize.jobs.effects import Effects
 
         self.store.after_commit = Effects(self).apply
+        self.declared = list(self.profiles)  # the catalog's and the detected profiles, as the server started
+
+    def refresh_inventory(self) -> None:
+        """Take in what the executor's nodes offer now: a profile grows to what the cluster offers (a profile found
+        only on the cluster joins), and `online` says how many of its devices may be granted at this moment."""
+        offered = self.executor.online() if self.executor is not None else None
+        if offered is None:
+            return
+        found = {profile.name: profile for profile in offered}
+        profiles = []
+        for profile in self.declared:
+            extra = found.pop(profile.name, None)
+            grown = extra is not None and extra.devices > profile.devices
+            profiles.append(profile.model_copy(update={"devices": extra.devices}) if grown else profile)
+        self.profiles = sorted([*profiles, *found.values()], key=lambda p: (p.kind != "gpu", p.name))
+        self.online = {profile.name: profile.devices for profile in offered}

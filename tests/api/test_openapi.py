@@ -338,7 +338,7 @@ def test_a_wrong_answer_is_caught():
 def test_a_route_answers_what_its_service_built(client):
     limits = client.app.state.registry.limits
     answer = client.get("/v1/registry/info").json()
-    assert list(answer) == ["version", "datasets", "quotas"]
+    assert list(answer) == ["version", "datasets", "quotas", "blobs"]
     assert answer["datasets"] == {**limits.to_json(), "formats": answer["datasets"]["formats"]}
     assert list(answer["datasets"]) == [*limits.to_json(), "formats"]
     assert client.get("/v1/training/projects").json() == {"projects": []}

@@ -204,11 +204,11 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     proc = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": lease}, extra_args=["--catalog", str(two_profiles)])
     client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     setup(client, tmp_path)
-    # the engine limit holds whatever the deployment has: trl trains a supervised run on one device
-    refused = client.post("/v1/training/runs", json=long_plan(gpus=2))
+    # the devices a profile has hold at submission: two cpu slots, not three
+    refused = client.post("/v1/training/runs", json=long_plan(gpus=3))
     assert refused.status_code == 400, refused.text
-    assert "the trl engine trains sft runs on 1 device; execution.gpus 2 needs an engine" in refused.json()["detail"]
-    assert refused.json()["hint"] == "set execution.gpus: 1"
+    assert "execution.gpus 3 asks for more devices of profile 'cpu'" in refused.json()["detail"]
+    assert refused.json()["hint"] == "set execution.gpus to 2 or fewer"
     first = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()
     wait_for(client, first["runId"], {"PREPARING", "TRAINING"})
     waiting = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()

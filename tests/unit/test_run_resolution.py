@@ -214,20 +214,29 @@ def _profiles(**counts):
     return [DeviceProfile(name=name, kind="cpu" if name == "cpu" else "gpu", devices=n) for name, n in counts.items()]
 
 
-@pytest.mark.parametrize("profile, devices, words", [
-    ("a100", 1, "execution.deviceProfile 'a100' is not a device profile of this deployment; profiles here: "
-                "cpu (4 devices), h200 (8 devices)"),
-    ("h200", 9, "execution.gpus 9 asks for more devices of profile 'h200' than this deployment has"),
-    ("h200", 2, "the trl engine trains sft runs on 1 device; execution.gpus 2 needs an engine"),
-    ("cpu", 2, "the trl engine trains sft runs on 1 device"),
+@pytest.mark.parametrize("method, profile, devices, words", [
+    ("sft", "a100", 1, "execution.deviceProfile 'a100' is not a device profile of this deployment; profiles here: "
+                       "cpu (4 devices), h200 (8 devices)"),
+    ("sft", "h200", 9, "execution.gpus 9 asks for more devices of profile 'h200' than this deployment has"),
+    ("grpo", "h200", 2, "the trl engine trains grpo runs on 1 device; execution.gpus 2 needs an engine"),
+    ("grpo", "cpu", 2, "the trl engine trains grpo runs on 1 device"),
 ])
-def test_layout_limits_refuse_under_every_envelope_mode(profile, devices, words):
+def test_layout_limits_refuse_under_every_envelope_mode(method, profile, devices, words):
     from optimize.training.admission.layout import check_layout
 
     entry = load_catalog().find("optimize/tiny-llama-3.2")
     with pytest.raises(Refused) as refused:
-        check_layout(entry, "sft", "fp32", profile, devices, 256, _profiles(cpu=4, h200=8))
+        check_layout(entry, method, "fp32", profile, devices, 256, _profiles(cpu=4, h200=8))
     assert words in refused.value.message and refused.value.hint
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_supervised_and_preference_runs_train_data_parallel_on_the_devices_of_a_node(method):
+    from optimize.training.admission.layout import check_layout
+
+    entry = load_catalog().find("optimize/tiny-llama-3.2")
+    check_layout(entry, method, "bf16", "h200", 8, 256, _profiles(cpu=4, h200=8))  # no refusal
+    check_layout(entry, method, "fp32", "cpu", 2, 256, _profiles(cpu=4, h200=8))
 
 
 def test_a_measured_envelope_larger_than_this_node_is_refused():

@@ -87,7 +87,7 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
         body = analysis_json(item)
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
-            lengths = training.blobs.path_for(item.lengths_sha256)  # the per-row figures the worker stored
+            lengths = training.blobs.verified_path(item.lengths_sha256)  # the per-row figures the worker stored
             body["estimates"] = estimate(item.report, lengths, plan, entry)
     return body, bool(launch)
 

@@ -29,7 +29,7 @@ from optimize.api.routers import (
 )
 from optimize.api.text_guard import TextGuard
 from optimize.auth.tokens import ensure_admin_token
-from optimize.blobs.local import LocalBlobStore
+from optimize.blobs import open_blob_store
 from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
@@ -48,12 +48,12 @@ from optimize.store.migrate import upgrade
 
 def create_app(settings: ServerSettings) -> FastAPI:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    blobs = open_blob_store(settings.resolved_blob_store, settings.data_dir)  # a bucket that does not answer: no start
+    blobs.clear_staging()
     url = settings.resolved_database_url
     upgrade(url)
     app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False, docs_url=None, redoc_url=None)
     app.state.settings = settings
-    blobs = LocalBlobStore(settings.blob_dir)
-    blobs.clear_staging()
     store = Store(url)
     catalog = load_catalog(settings.catalog_path)
     load_additions(store, catalog)  # the models `base-models add` put in this deployment's catalog
@@ -89,7 +89,14 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
             return  # stopped with the server: the next server process recovers it
         worker_lost(deployment, kind, job_id, token, reason)
 
-    deployment.executor = LocalExecutor(server_url, deployment.data_dir, on_exit=worker_exited)
+    settings = app.state.settings
+    if settings.executor == "ray":
+        from optimize.jobs.ray_executor import RayExecutor
+
+        deployment.executor = RayExecutor(server_url, deployment.data_dir, worker_exited, settings.ray_address)
+    else:
+        deployment.executor = LocalExecutor(server_url, deployment.data_dir, on_exit=worker_exited)
+    deployment.refresh_inventory()
     recover_at_start(deployment)
     deployment.scheduler = Scheduler(deployment)
     deployment.scheduler.start()

@@ -19,8 +19,9 @@ from optimize.api.app import create_app, start_jobs, stop_jobs
 from optimize.api.connection_timeouts import protocol_from_env
 from optimize.api.stream_slots import stream_cap
 from optimize.auth.tokens import ADMIN_TOKEN_FILE, list_tokens
+from optimize.blobs import open_blob_store
 from optimize.core import local_servers
-from optimize.core.errors import Invalid
+from optimize.core.errors import Invalid, Unavailable
 from optimize.core.settings import ServerSettings
 
 
@@ -36,14 +37,31 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def check_blob_store(settings: ServerSettings) -> None:
+    """Refuse, before a port is bound, a blob store whose bucket does not answer: one line, no traceback."""
+    try:
+        open_blob_store(settings.resolved_blob_store, settings.data_dir)
+    except (Invalid, Unavailable) as error:
+        print(f"error: {error.message} ({error.hint})", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
 def serve(settings: ServerSettings, sock: socket.socket) -> None:
-    try:  # a bad connection or stream limit stops the start before anything is created
+    try:  # a bad connection or stream limit, or no cluster to join, stops the start before anything is created
         http = protocol_from_env()
         stream_cap()
+        if settings.executor == "ray":
+            from optimize.jobs.ray_executor import join_cluster
+
+            join_cluster(settings.ray_address)
     except Invalid as error:
         print(f"error: {error.message} ({error.hint})", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except (Invalid, Unavailable) as error:  # a blob store's bucket that does not answer: one line, no traceback
+        print(f"error: {error.message} ({error.hint})", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
     ready_file = settings.data_dir / "server.json"

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from optimize.core.digests import file_identity, file_sha256, is_sha256_hex, verified_chunks
@@ -25,8 +26,18 @@ from optimize.core.errors import ChecksumMismatch, Corrupt, Invalid, NotFound, S
 from optimize.core.ids import new_id
 
 log = logging.getLogger("optimize.blobs")
+ASIDE = "collecting"  # the store's folder where the collector's candidates wait for its second reading of references
 RESTORE_HINT = ("upload the same content again to restore it: registering the same file again sends what the "
                 "registry no longer holds")
+
+
+@dataclass(frozen=True, slots=True)
+class Aside:
+    """An object the collector moved out of reach while it reads references again (registry.collection)."""
+
+    sha256: str
+    written: float  # when the object was last written before it was moved (a timestamp)
+    place: str  # where it waits: a file (this store) or an object key (S3)
 
 
 class BlobWriter:
@@ -173,6 +184,64 @@ class LocalBlobStore:
 
     def location(self, sha256: str) -> str:
         return self.path_for(sha256).as_uri()
+
+    def download_url(self, sha256: str) -> str | None:
+        """Where a worker may read the object itself; None: through the server (this store is its own disk)."""
+        return None
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    # The collector's moves (registry.collection): list, set aside, put back or discard.
+
+    def listed(self) -> list[tuple[str, int, float]]:
+        """(sha256, bytes, mtime) of every object in the store."""
+        held = []
+        for path in (self.root / "sha256").glob("*/*/*"):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            if is_sha256_hex(path.name):
+                held.append((path.name, stat.st_size, stat.st_mtime))
+        return held
+
+    def set_aside(self, sha256: str, cutoff: float) -> Aside | None:
+        """Rename the object out of the store unless it was written again since it was listed (an atomic rename:
+        what the collector then judges is exactly the file it would remove); None when it was not moved."""
+        path, target = self.path_for(sha256), self.root / ASIDE / f"{sha256}.{new_id()}"
+        target.parent.mkdir(exist_ok=True)
+        try:
+            written = path.stat().st_mtime
+            if written >= cutoff:
+                return None
+            os.rename(path, target)
+        except FileNotFoundError:
+            return None
+        self._verified.pop(sha256, None)
+        return Aside(sha256, written, str(target))
+
+    def put_back(self, aside: Aside) -> None:
+        """Return a moved object under its name; a copy written there meanwhile holds the same bytes and stays."""
+        path = self.path_for(aside.sha256)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(aside.place, path)
+        except FileExistsError:
+            pass
+        Path(aside.place).unlink()
+
+    def discard(self, aside: Aside) -> None:
+        Path(aside.place).unlink()
+
+    def left_aside(self) -> list[Aside]:
+        """What a collector's pass that stopped midway had moved aside (it goes back first, then is judged)."""
+        left = []
+        for path in (self.root / ASIDE).glob("*.*"):
+            sha256 = path.name.split(".")[0]
+            if is_sha256_hex(sha256):
+                left.append(Aside(sha256, path.stat().st_mtime, str(path)))
+        return left
 
 
 def _fsync_dir(directory: Path) -> None:

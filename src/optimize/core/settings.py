@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from optimize.core.errors import Invalid
 from optimize.core.limits import DatasetLimits
 from optimize.core.quotas import Quotas, quotas_from_env
 
 DEFAULT_PORT = 9001
+EXECUTORS = ("local", "ray")
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
@@ -41,18 +44,39 @@ def limits_from_env() -> DatasetLimits:
     )
 
 
+# S3's rules for a bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens, a letter or digit at each end
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def parse_blob_store(url: str | None) -> tuple[str, str] | None:
+    """(bucket, prefix) of `s3://BUCKET[/PREFIX]`, the prefix without slashes at its ends; None (unset or empty):
+    the data dir's own `blobs` folder. Anything else is refused (Invalid), before the server binds a port."""
+    if not url:
+        return None
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    if not url.startswith("s3://") or not _BUCKET.fullmatch(bucket) or "//" in f"/{prefix}":
+        raise Invalid(f"the blob store {url!r} is not an s3://BUCKET[/PREFIX] URL",
+                      hint="pass --blob-store s3://BUCKET/PREFIX (or OPTIMIZE_BLOB_STORE), or leave it unset to keep "
+                           "blobs in the data dir")
+    return bucket, prefix.strip("/")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     """Everything one control-plane process is started with."""
 
     data_dir: Path
     database_url: str | None = None
+    blob_store: str | None = None  # s3://BUCKET/PREFIX; unset: the data dir's blobs folder
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: DatasetLimits = field(default_factory=limits_from_env)
     quotas: Quotas = field(default_factory=quotas_from_env)
     catalog_path: Path | None = None
     detect_gpus: bool = True
+    # where workers run: `local` (processes on this host) or `ray` (a Ray cluster's nodes, at `ray_address`)
+    executor: str = field(default_factory=lambda: os.environ.get("OPTIMIZE_EXECUTOR", "local"))
+    ray_address: str | None = field(default_factory=lambda: os.environ.get("OPTIMIZE_RAY_ADDRESS") or None)
     # How long a worker's attempt stays held without a heartbeat before it is failed as lost.
     lease_seconds: float = field(default_factory=lambda: float(os.environ.get("OPTIMIZE_LEASE_SECONDS", "60")))
     # How long a queued run waits for the analyses its length check reads before it goes on without the check.
@@ -61,6 +85,17 @@ class ServerSettings:
     # an endpoint holds its device while idle; after this long without a request it is taken down
     endpoint_idle_seconds: float = field(
         default_factory=lambda: float(os.environ.get("OPTIMIZE_ENDPOINT_IDLE_SECONDS", "3600")))
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            from optimize.core.errors import Invalid
+
+            raise Invalid(f"executor {self.executor!r} is not one of {', '.join(EXECUTORS)}",
+                          hint="--executor local (this host) or --executor ray [--ray-address ADDR]")
+
+    @property
+    def resolved_blob_store(self) -> str | None:
+        return self.blob_store or os.environ.get("OPTIMIZE_BLOB_STORE") or None
 
     @property
     def resolved_database_url(self) -> str:

@@ -3,14 +3,18 @@
 The scheduler decides what runs where (leases over pools of devices); an executor only carries it out:
 `launch` a worker for a grant, say whether a job's worker is `alive`, `kill` it (returning once none is left,
 so no device is granted while an earlier holder may still run on it), `reattach` to a worker started by an
-earlier server process, and report every exit through the `on_exit` callback it was built with.
+earlier server process, and report every exit through the `on_exit` callback it was built with. A cluster's
+executor also says which devices its live nodes offer now (`online`), which the scheduler grants from.
+
+Two executors: `local_executor` (worker processes on this host) and `ray_executor` (on a Ray cluster's nodes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
+from optimize.jobs.devices import DeviceProfile
 from optimize.jobs.leases import Grant
 
 # (kind, job id, lease token, why it ended) — called from the executor's own threads
@@ -28,6 +32,15 @@ class Executor(Protocol):
     def kill(self, kind: str, job_id: str) -> bool: ...
 
     def reattach(self, kind: str, job_id: str, token: str) -> None: ...
+
+    def online(self) -> list[DeviceProfile] | None:
+        """The profiles the executor's machines offer now (a cluster's live nodes), or None: every declared device
+        is there (one machine)."""
+        ...
+
+    def nodes(self) -> list[dict[str, Any]] | None:
+        """The machines of a cluster, for `training capacity`; None on one machine."""
+        ...
 
     def shutdown(self, keep: set[str]) -> None:
         """Stop the workers of every kind not in `keep` (kinds whose workers outlive the server)."""

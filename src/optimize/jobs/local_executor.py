@@ -46,17 +46,14 @@ class LocalExecutor:
                       if warm_start.enabled() else None)
 
     def _environment(self) -> dict[str, str]:
-        """What every worker of this server runs with; a job's lease token and devices are added to it."""
-        return {**os.environ, "OPTIMIZE_SERVER_FILE": str(self.data_dir / "server.json"),
-                "OPTIMIZE_WORKER_CACHE": str(self.data_dir / "worker-cache"),
-                "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
+        return worker_environment(self.data_dir)
 
     def launch(self, kind: str, job_id: str, grant: Grant) -> None:
         log_path = logs.log_path(self.log_dir, kind, job_id, grant.attempt)  # a log per attempt (jobs/logs.py)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**self._environment(), "OPTIMIZE_LEASE_TOKEN": grant.token,
                **device_environment(grant.devices, grant.profile_kind)}
-        command = [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", self.server_url]
+        command = worker_command(kind, job_id, self.server_url)
         with self._lock:
             self._launching.add((kind, job_id))
         process = None
@@ -105,6 +102,12 @@ class LocalExecutor:
             threading.Thread(target=self._watch_adopted, args=(kind, job_id, token, process), daemon=True,
                              name=f"adopt-{job_id[:8]}").start()
 
+    def online(self) -> None:
+        return None  # one machine: every declared device is here
+
+    def nodes(self) -> None:
+        return None
+
     def shutdown(self, keep: set[str]) -> None:
         self.stopping = True
         with self._lock:
@@ -135,16 +138,7 @@ class LocalExecutor:
         with self._lock:
             if self._launched.get((kind, job_id)) is process:
                 del self._launched[(kind, job_id)]
-        if code is None:  # a forked worker whose warm worker died before it: its code is unknown
-            reason = "its process ended"
-        elif code < 0:
-            reason = f"its process was killed by signal {-code} ({signal.Signals(-code).name})"
-        elif code != 0:
-            tail = _last_line(log_path)
-            reason = f"the worker exited with status {code}" + (f": {tail}" if tail else "")
-        else:
-            reason = "the worker exited without reporting a result"
-        self._report(kind, job_id, token, reason)
+        self._report(kind, job_id, token, exit_reason(code, log_path))
 
     def _watch_adopted(self, kind: str, job_id: str, token: str, process: psutil.Process) -> None:
         try:
@@ -166,6 +160,30 @@ def device_environment(devices: list[str], profile_kind: str) -> dict[str, str]:
     visible = ",".join(device.rsplit(":", 1)[1] for device in devices) if profile_kind == "gpu" else ""
     return {"CUDA_VISIBLE_DEVICES": visible,
             "PYTORCH_CUDA_ALLOC_CONF": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")}
+
+
+def worker_environment(data_dir: Path) -> dict[str, str]:
+    """What every worker of this server runs with; a job's lease token and devices are added to it."""
+    return {**os.environ, "OPTIMIZE_SERVER_FILE": str(data_dir / "server.json"),
+            "OPTIMIZE_WORKER_CACHE": str(data_dir / "worker-cache"),
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def worker_command(kind: str, job_id: str, server_url: str) -> list[str]:
+    """`python -m optimize.worker KIND JOB_ID --server URL`: how workers are started, and found again."""
+    return [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", server_url]
+
+
+def exit_reason(code: int | None, log_path: Path) -> str:
+    """Why a worker process ended, in the words its job's end reason carries."""
+    if code is None:  # a forked worker whose warm worker died before it: its code is unknown
+        return "its process ended"
+    if code < 0:
+        return f"its process was killed by signal {-code} ({signal.Signals(-code).name})"
+    if code != 0:
+        tail = _last_line(log_path)
+        return f"the worker exited with status {code}" + (f": {tail}" if tail else "")
+    return "the worker exited without reporting a result"
 
 
 def _last_line(path: Path) -> str:

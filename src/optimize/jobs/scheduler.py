@@ -56,6 +56,7 @@ class Scheduler:
             self._wake.clear()
 
     def tick(self) -> None:
+        self.deployment.refresh_inventory()  # a cluster's nodes come and go
         self.reap()
         for kind in registry.kinds():
             kind.housekeeping(self.deployment)
@@ -98,7 +99,7 @@ class Scheduler:
                     return None
                 chosen: list[str] = []
                 if count:
-                    free = free_devices(session, profile, kind.pool)
+                    free = free_devices(session, profile, kind.pool, self.deployment.online)
                     if len(free) < count:
                         return None  # waits for devices
                     chosen = free[:count]
@@ -114,9 +115,15 @@ class Scheduler:
             return None  # another grant took a device first, or the job moved on; the next tick looks again
 
 
-def free_devices(session, profile, pool: str | None) -> list[str]:
+def free_devices(session, profile, pool: str | None, online: dict[str, int] | None = None) -> list[str]:
+    """The device slots of the profile's pool no job holds; on a cluster (`online`), no more than its live nodes
+    offer beyond what is held (Ray places each worker on a node with room, so the slots name no node)."""
     held = set(session.scalars(select(DeviceHold.device_id)))
-    return [device for device in pool_devices(profile, pool or "") if device not in held]
+    slots = pool_devices(profile, pool or "")
+    free = [device for device in slots if device not in held]
+    if online is not None:
+        free = free[:max(0, online.get(profile.name, 0) - (len(slots) - len(free)))]
+    return free
 
 
 class _MovedOn(Exception):

@@ -31,6 +31,9 @@ def waiting_for(session: Session, deployment: Any, kind_name: str, row: Any) -> 
     if any(hold.subject == f"{kind_name}:{row.id}" for hold in holds):
         # granted a moment ago: the devices are its own until its worker starts and the phase moves on
         return "its devices are granted; its worker is starting"
+    if deployment.online is not None and deployment.online.get(profile.name, 0) < count:
+        return (f"waiting for nodes that offer {count} {profile.name} device(s): the cluster's live nodes offer "
+                f"{deployment.online.get(profile.name, 0)}")
     if len(devices) - len(holds) >= count:
         return "waiting for the scheduler to grant the free devices"
     noun = (f"the {profile.name} device" if len(devices) == 1

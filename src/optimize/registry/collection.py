@@ -15,10 +15,12 @@ Run by the server every OPTIMIZE_GC_SECONDS (default an hour) and by `akka serve
 Never a referenced blob. A new reference to an old blob nothing names is made either by uploading it again (the
 write replaces the file, so its mtime is fresh) or by copying a row's reference (then it was referenced: not a
 candidate; of the references that lapse, only a swept snapshot kind is ever copied from, after a check that it is
-not swept, so it is kept for the grace after its sweep). The collector moves each candidate aside (an atomic rename:
-what it then judges is exactly the file it would remove), reads every reference again, and puts back any that is
-referenced now or whose file is fresh (uploaded again just before the move); a copy uploaded after the move lands
-in the store beside it and is never touched. What is left of a race is a blob missing for that moment to a reader
+not swept, so it is kept for the grace after its sweep). The collector moves each candidate aside (the store's move:
+an atomic rename in a local folder, what it then judges being exactly the file it would remove; in a bucket, a copy
+the bucket makes only if the object was not written since the cutoff, then its deletion), reads every reference
+again, and puts back any that is referenced now or whose file is fresh (uploaded again just before the move); a copy
+uploaded after the move lands in the store beside it and is never touched (in a bucket, an upload refused because
+the object is there makes it fresh instead). What is left of a race is a blob missing for that moment to a reader
 of one nothing referenced: a commit checking it then is refused (a dataset client sends the shard again), never
 left naming a blob that is gone.
 """
@@ -29,21 +31,18 @@ import logging
 import os
 import threading
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, exists, select
 
+from optimize.blobs.local import ASIDE  # noqa: F401 - where the local store's candidates wait (tests read it)
 from optimize.core.clock import as_utc, utcnow
-from optimize.core.digests import is_sha256_hex
-from optimize.core.ids import new_id
 from optimize.registry.blob_references import References, references
 from optimize.registry.upload_phases import UploadPhase
 from optimize.store.tables import DatasetObject, Shard, UploadSession
 
 REFUSED_GRACE = timedelta(minutes=10)
 BLOB_GRACE_SECONDS = 3600.0
-ASIDE = "collecting"  # the blob store's folder where a candidate waits for the second reading of references
 _ONE_PASS = threading.Lock()  # the server's own passes and `akka server gc` take turns: what is aside is one pass's
 log = logging.getLogger("optimize.collector")
 
@@ -92,28 +91,26 @@ def _collect_uploads(registry, dry_run: bool) -> dict[str, Any]:
 
 
 def _collect_blobs(registry, grace: timedelta, dry_run: bool) -> dict[str, Any]:
-    blobs, aside = registry.blobs, registry.blobs.root / ASIDE
-    for left in aside.glob("*.*"):  # a pass that stopped midway: back first, then judged like every other
-        if is_sha256_hex(left.name.split(".")[0]):
-            _put_back(blobs, left)
+    blobs = registry.blobs  # the moves are the store's own: files renamed (local) or objects copied (S3)
+    for left in blobs.left_aside():  # a pass that stopped midway: back first, then judged like every other
+        blobs.put_back(left)
     found = _references(registry, grace)
     if found.unreadable:
         log.warning("no blob is collected while referenced manifests cannot be read: %s", ", ".join(found.unreadable))
         return {"blobs": 0, "blobBytes": 0, "unreadableManifests": [f"sha256:{d}" for d in found.unreadable]}
     cutoff = _written_before(found, grace)
-    candidates = [(sha, size) for sha, size, mtime in _held(blobs) if sha not in found.blobs and mtime < cutoff]
+    candidates = [(sha, size) for sha, size, mtime in blobs.listed() if sha not in found.blobs and mtime < cutoff]
     if dry_run or not candidates:
         return {"blobs": len(candidates), "blobBytes": sum(size for _, size in candidates), "unreadableManifests": []}
-    aside.mkdir(exist_ok=True)
-    moved = [(sha, size, path) for sha, size in candidates if (path := _move_aside(blobs, aside, sha, cutoff))]
+    moved = [(size, aside) for sha, size in candidates if (aside := blobs.set_aside(sha, cutoff))]
     found = _references(registry, grace)  # read again, once every candidate is out of reach
     cutoff = _written_before(found, grace)
     freed = []
-    for sha, size, path in moved:
-        if found.unreadable or sha in found.blobs or path.stat().st_mtime >= cutoff:
-            _put_back(blobs, path)
+    for size, aside in moved:
+        if found.unreadable or aside.sha256 in found.blobs or aside.written >= cutoff:
+            blobs.put_back(aside)
         else:
-            path.unlink()
+            blobs.discard(aside)
             freed.append(size)
     return {"blobs": len(freed), "blobBytes": sum(freed), "unreadableManifests": []}
 
@@ -127,42 +124,6 @@ def _written_before(found: References, grace: timedelta) -> float:
     """The mtime a blob must be older than to be collected: the grace, and the oldest live job's grant."""
     cutoff = (utcnow() - grace).timestamp()
     return cutoff if found.live_since is None else min(cutoff, as_utc(found.live_since).timestamp())
-
-
-def _held(blobs) -> list[tuple[str, int, float]]:
-    """(sha256, bytes, mtime) of every object in the store."""
-    held = []
-    for path in (blobs.root / "sha256").glob("*/*/*"):
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            continue
-        if is_sha256_hex(path.name):
-            held.append((path.name, stat.st_size, stat.st_mtime))
-    return held
-
-
-def _move_aside(blobs, aside: Path, sha256: str, cutoff: float) -> Path | None:
-    """Rename the object out of the store unless it was written again since it was listed; where it went."""
-    path, target = blobs.path_for(sha256), aside / f"{sha256}.{new_id()}"
-    try:
-        if path.stat().st_mtime >= cutoff:
-            return None
-        os.rename(path, target)
-    except FileNotFoundError:
-        return None
-    return target
-
-
-def _put_back(blobs, moved: Path) -> None:
-    """Return a moved object under its name; a copy written there meanwhile holds the same bytes and stays."""
-    path = blobs.path_for(moved.name.split(".")[0])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(moved, path)
-    except FileExistsError:
-        pass
-    moved.unlink()
 
 
 def _done_with(upload: UploadSession, now) -> bool:

@@ -144,6 +144,8 @@ class Pool(Answer):
     accelerator: str | None = Field(description="Accelerator model, e.g. NVIDIA H200")
     memory_gib: Number | None = Field(alias="memoryGiB", description="Memory per device, GiB")
     declared: int = Field(description="Devices declared")
+    online: int = Field(description="Devices the executor's machines offer now (a cluster's live nodes; on one "
+                                    "machine every declared device)")
     free: int = Field(description="Devices no one holds")
     granted: int = Field(description="Devices held")
     queued: int = Field(description="Devices queued runs wait for")
@@ -171,9 +173,21 @@ class Claim(Answer):
     since: str | None = Field(description="Since when (ISO 8601, UTC)")
 
 
+class Node(Answer):
+    """A machine of a cluster executor."""
+
+    node: str = Field(description="The cluster's node id")
+    address: str | None = Field(description="The node's address")
+    alive: bool = Field(description="Whether the node is in the cluster now")
+    profiles: dict[str, int] = Field(description="Devices the node offers, by device profile")
+    gpus: int = Field(description="GPUs on the node")
+
+
 class Capacity(Answer):
     """Pools, devices and claims, read from the store as the scheduler decides on them."""
 
+    executor: str | None = Field(description="Where workers run: local (this host) or ray (a cluster's nodes)")
+    nodes: list[Node] | None = Field(description="A cluster's nodes; null on one machine")
     pools: list[Pool] = Field(description="One per device profile")
     devices: list[Device] = Field(description="Every device and its holder")
     claims: list[Claim] = Field(description="Granted holds, then queued runs")

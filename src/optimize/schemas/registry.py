@@ -47,6 +47,8 @@ class RegistryInfo(Answer):
     datasets: DatasetLimitsInfo = Field(description="Dataset limits and formats")
     quotas: QuotaSettings = Field(description="Per-project quotas: open runs, queued work, upload sessions, stored "
                                               "bytes (each project's use: training capacity)")
+    blobs: str | None = Field(default=None, description="Where blobs live: the server's blobs folder, or "
+                                                        "s3://BUCKET/PREFIX")
 
 
 # --- namespaces ---------------------------------------------------------------------------------------------

@@ -14,13 +14,16 @@ def main() -> int:
     parser.add_argument("kind", choices=list(KINDS))
     parser.add_argument("job_id")
     parser.add_argument("--server", required=True)
-    parser.add_argument("--replica", type=int, help="a replica process a distillation's worker started")
+    parser.add_argument("--replica", type=int, help="a replica process (worker.replicas) the job's worker started")
     args = parser.parse_args()
     if args.replica is not None:
-        if args.kind != "distillation":
-            parser.error("--replica is for distillations")
-        from optimize.worker.distillation import run_replica
+        import importlib
 
+        from optimize.jobs.registry import worker_entry
+
+        run_replica = getattr(importlib.import_module(worker_entry(args.kind).__module__), "run_replica", None)
+        if run_replica is None:
+            parser.error(f"a {args.kind} worker starts no replicas")
         return run_job(args.kind, args.job_id, args.server,
                        lambda channel, job_id: run_replica(channel, job_id, args.replica))
     return run_job(args.kind, args.job_id, args.server)

@@ -115,22 +115,33 @@ class Channel(OptimizeClient):
         return target
 
     def _download(self, sha256: str, partial: Path):
+        """Stream the blob into `partial`, hashing it. A server whose blobs live in a bucket answers 307 with a
+        short-lived presigned URL: the bytes then come from the bucket, asked without the lease token (the
+        signature in the URL is the whole of its authority)."""
         digest = hashlib.sha256()
         try:
             with self._http.stream("GET", f"{self.base}/blobs/{sha256}") as response:
-                if response.status_code != 200:
+                if response.status_code == 307 and response.headers.get("location"):
                     response.read()
-                    problem = _problem(response)
-                    detail = f": {problem['detail']}" if problem.get("detail") else ""
-                    raise ApiError(f"the server could not provide blob sha256:{sha256} ({response.status_code})"
-                                   f"{detail}", status=response.status_code, code=problem.get("code", "error"))
-                with partial.open("wb") as sink:
-                    for chunk in response.iter_bytes(1024 * 1024):
-                        digest.update(chunk)
-                        sink.write(chunk)
+                    return self._download_from(response.headers["location"], sha256, partial)
+                _refuse_unless_ok(response, f"the server could not provide blob sha256:{sha256}")
+                _sink(response, partial, digest)
         except httpx.TransportError as error:
             raise ApiError(f"no Optimize server answers at {self.base_url} ({type(error).__name__})",
                            code="unreachable") from None
+        return digest
+
+    def _download_from(self, url: str, sha256: str, partial: Path):
+        digest = hashlib.sha256()
+        try:
+            with httpx.stream("GET", url, timeout=httpx.Timeout(300.0, connect=5.0)) as response:
+                _refuse_unless_ok(response, f"the blob store could not provide blob sha256:{sha256}")
+                _sink(response, partial, digest)
+        except httpx.TransportError as error:
+            # not the server: waiting for it would not help, and the worker's attempt ends (tried again later)
+            raise ApiError(f"the blob store does not answer at {httpx.URL(url).host} ({type(error).__name__}); "
+                           "workers must reach the endpoint the server uses", code="blob_store_unreachable"
+                           ) from None
         return digest
 
     def fetch_artifact(self, manifest_sha256: str, folder: Path) -> Path:
@@ -176,6 +187,23 @@ class Channel(OptimizeClient):
             print(f"cannot report: {error.message}", flush=True)
             return 3
         return 0
+
+
+def _refuse_unless_ok(response: httpx.Response, message: str) -> None:
+    if response.status_code == 200:
+        return
+    response.read()
+    problem = _problem(response)
+    detail = f": {problem['detail']}" if problem.get("detail") else ""
+    raise ApiError(f"{message} ({response.status_code}){detail}", status=response.status_code,
+                   code=problem.get("code", "error"))
+
+
+def _sink(response: httpx.Response, partial: Path, digest) -> None:
+    with partial.open("wb") as sink:
+        for chunk in response.iter_bytes(1024 * 1024):
+            digest.update(chunk)
+            sink.write(chunk)
 
 
 def _problem(response: httpx.Response) -> dict[str, Any]:

@@ -20,21 +20,19 @@ whose prompt leaves no room for an answer within max-model-length is rejected (`
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import DistillationSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
-from optimize.worker.frame import Abandoned, Ended, run_framed
+from optimize.worker.frame import Ended, run_framed
 from optimize.worker.rendering import renderer_for
+from optimize.worker.replicas import Replicas, end_with_parent, received, share_cores
 from optimize.worker.reporter import Reporter
 
 CHUNK = 32  # decisions answered and saved together
@@ -49,7 +47,8 @@ def run_distillation(channel: Channel, distillation_id: str) -> int:
 def _distill(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None:
     from optimize.distillation.decisions import SMOKE_DECISIONS
 
-    replicas = _Replicas(channel, spec["replicas"])  # they load their teachers while the smoke runs here
+    # the replicas load their teachers while the smoke runs here
+    replicas = Replicas(channel, spec["replicas"], _devices(spec["replicas"]))
     try:
         found, by_address = _decisions(channel, spec)
         smoke = spec["smoke"] or [d.address for d in found[:SMOKE_DECISIONS]]
@@ -73,7 +72,7 @@ def _distill(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None
                 print(f"replica 0 answered {len(shares[0])} decisions", flush=True)
             finally:
                 ask.engine.close()
-        replicas.wait(reporter)
+        replicas.wait(reporter.lost)
     finally:
         replicas.stop()
 
@@ -81,22 +80,21 @@ def _distill(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None
 def run_replica(channel: Channel, distillation_id: str, index: int) -> int:
     """A replica: its teacher loaded, it answers the share the worker hands it on its stdin (none when the smoke
     failed or the worker gave up), then exits; it ends with the worker that started it."""
-    _end_with_parent()
+    end_with_parent()
     try:
         spec = channel.spec(DistillationSpec)
     except ApiError as error:
         print(f"replica {index} cannot start: {error.message}", flush=True)
         return 3
     if not os.environ.get("CUDA_VISIBLE_DEVICES"):
-        _share_cores(spec["replicas"])
+        share_cores(spec["replicas"])
     found, by_address = _decisions(channel, spec)
     with tempfile.TemporaryDirectory(prefix=f"distillation-{distillation_id[:12]}-{index}-") as workdir:
         ask = _Asker(channel, spec, Path(workdir))
         try:
-            line = sys.stdin.readline()
-            if not line.strip():
+            share = received()
+            if share is None:
                 return 0
-            share = json.loads(line)
             _answer(channel, ask, [by_address[address] for address in share], len(found), threading.Event())
             print(f"replica {index} answered {len(share)} decisions", flush=True)
         finally:
@@ -136,63 +134,15 @@ def _answer(channel: Channel, ask, pending: list, decisions: int, lost: threadin
             "chatTemplateSha256": ask.renderer.chat_template_sha256})
 
 
-class _Replicas:
-    """The replica processes beyond this worker's own: one per further device, each seeing only its device (on a
-    cpu slot, each torch takes its part of the cores)."""
-
-    def __init__(self, channel: Channel, count: int) -> None:
-        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        if gpus:
-            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # before anything here touches CUDA: the first is ours
-        elif count > 1:
-            _share_cores(count)
-        self.processes: list[subprocess.Popen] = []
-        for index in range(1, count):
-            env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": gpus[index]} if gpus else {})}
-            # the worker's command line with the replica's number: the executor finds (and stops) it as the job's
-            self.processes.append(subprocess.Popen(
-                [sys.executable, "-m", "optimize.worker", "distillation", channel.base.rsplit("/", 1)[1], "--server",
-                 channel.base_url, "--replica", str(index)], stdin=subprocess.PIPE, env=env, text=True))
-
-    def hand_out(self, shares: list[list[str]]) -> None:
-        for process, share in zip(self.processes, shares, strict=True):
-            process.stdin.write(json.dumps(share) + "\n")
-            process.stdin.close()
-
-    def wait(self, reporter: Reporter) -> None:
-        """Until every replica has answered its share; a replica that failed abandons the attempt."""
-        for index, process in enumerate(self.processes, start=1):
-            while process.poll() is None:
-                if reporter.lost.is_set():
-                    return
-                time.sleep(0.2)
-            if process.returncode != 0:
-                raise Abandoned(f"replica {index} exited with status {process.returncode}; the distillation goes "
-                                "on from the answers saved")
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-
-
-def _share_cores(replicas: int) -> None:
-    import torch
-
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // replicas))
-
-
-def _end_with_parent() -> None:
-    """A replica must not outlive the worker that started it (a killed worker's replicas stop with it)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+def _devices(count: int) -> Callable[[int], dict[str, str]]:
+    """This worker takes the first device; replica n sees only the n-th (on a cpu slot, each torch takes its part
+    of the cores)."""
+    gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # before anything here touches CUDA
+    elif count > 1:
+        share_cores(count)
+    return lambda index: {"CUDA_VISIBLE_DEVICES": gpus[index]} if gpus else {}
 
 
 class _Asker:

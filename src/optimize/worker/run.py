@@ -22,7 +22,9 @@ from typing import Any
 from optimize.schemas.jobs import RunSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
+from optimize.worker.frame import ABANDONED_STATUS, Abandoned
 from optimize.worker.rendering import renderer_for
+from optimize.worker.replicas import Replicas, end_with_parent, received, share_cores
 from optimize.worker.reporter import Reporter
 from optimize.worker.upload_policy import Save, UploadPolicy
 from optimize.worker.uploads import SaveUploader
@@ -48,6 +50,10 @@ def run_training(channel: Channel, run_id: str) -> int:
     except PausedWhilePreparing:
         uploader.close(pausing=True)
         result = {"paused": {"step": None}}
+    except Abandoned as abandoned:  # a lost worker for the kernel: queued again from the newest save
+        reporter.stop()
+        print(abandoned, flush=True)
+        return ABANDONED_STATUS
     except RowRefused as refusal:
         result = {"failed": str(refusal)}
     except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the run
@@ -158,13 +164,28 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
         def pause(self) -> str | None:
             return reporter.pause
 
+    trained = {"modelDir": spec["model"]["path"], "config": config, "saveEvery": spec["execution"].get("saveEvery"),
+               "trainRows": str(train_rows), "rows": kept, "evalRows": str(eval_rows) if eval_rows else None,
+               "workdir": str(workdir), "resumeFrom": str(resume_from) if resume_from else None,
+               "start": {"restore": start.restore, "directory": str(start.directory), "step": start.step}
+               if start else None}
+    ranks = _ranks(channel, len(spec["devices"]), trained)
     try:
         outcome = harness.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
                                 kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing)
+        if ranks is not None:
+            ranks.wait(reporter.lost)
     except harness.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
         return {"failed": str(failed)}
+    except Exception:
+        if ranks is not None and ranks.failed():  # a rank died, and the collective this one was in failed
+            raise Abandoned(f"{ranks.failed()}; the run goes on from its newest save") from None
+        raise
+    finally:
+        if ranks is not None:
+            ranks.stop()
     uploader.close(pausing=outcome.stopped_at is not None)
     reporter.progress(progress=uploader.counts())
     if outcome.stopped_at is not None and not reporter.lost.is_set():
@@ -199,6 +220,59 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
             "hostMemoryGiB": outcome.host_gib,
         },
     }
+
+
+def _ranks(channel: Channel, devices: int, trained: dict[str, Any]) -> Replicas | None:
+    """On several devices, the other ranks of the data-parallel run, started with what they train (the rows and
+    saves this worker prepared, on this node); this worker becomes rank 0."""
+    if devices <= 1:
+        return None
+    from optimize.training.engines import distributed
+
+    port = distributed.free_port()
+    os.environ.update(distributed.environment(0, devices, port))
+    share_cores(devices)
+    ranks = Replicas(channel, devices, lambda index: distributed.environment(index, devices, port))
+    ranks.hand_out([trained] * (devices - 1))
+    return ranks
+
+
+def run_replica(channel: Channel, run_id: str, index: int) -> int:
+    """A rank of a data-parallel run: it trains its share of every batch and follows rank 0's decisions; rank 0
+    reports everything (a failed start check included)."""
+    end_with_parent()
+    work = received()
+    if work is None:
+        return 0
+    from optimize.training.engines import distributed, harness
+
+    share_cores(distributed.world()[1])
+    start = work["start"]
+    try:
+        harness.train(work["modelDir"], work["config"], work["saveEvery"], Path(work["trainRows"]), work["rows"],
+                      Path(work["evalRows"]) if work["evalRows"] else None, Path(work["workdir"]), _Following(),
+                      Path(work["resumeFrom"]) if work["resumeFrom"] else None,
+                      harness.Start(start["restore"], Path(start["directory"]), start["step"]) if start else None)
+    except harness.StartCheckFailed:
+        return 0
+    print(f"rank {index} trained its share", flush=True)
+    return 0
+
+
+class _Following:
+    """A follower rank's hooks: it reports nothing and decides nothing (rank 0's decisions reach it)."""
+
+    def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None: ...
+    def step(self, step: int, total_steps: int) -> None: ...
+    def metric(self, kind: str, step: int, values: dict[str, Any]) -> None: ...
+    def saved(self, step: int, directory: Path, epoch: float | None, final: bool, epoch_end: bool) -> None: ...
+    def rollouts(self, step: int, items: list[dict[str, Any]]) -> None: ...
+
+    def should_stop(self) -> bool:
+        return False
+
+    def pause(self) -> str | None:
+        return None
 
 
 def process_age() -> float | None:

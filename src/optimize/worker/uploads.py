@@ -107,6 +107,8 @@ class SaveUploader:
         kinds = (("weights", WEIGHT_FILES), ("trainingState", STATE_FILES))
         for kind, names in kinds if mode == FULL else kinds[:1]:
             files = [save.directory / name for name in names if (save.directory / name).is_file()]
+            if kind == "trainingState":  # on several devices each rank's random state is a file of its own
+                files += sorted(save.directory.glob("rng_state_*.pth"))
             if not files:
                 continue
             listed = [{"path": f.name, "sha256": self.channel.put_blob(f), "bytes": f.stat().st_size} for f in files]

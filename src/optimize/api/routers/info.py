@@ -18,4 +18,5 @@ def registry_info(registry: RegistryDep) -> dict:
         "version": __version__,
         "datasets": {**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
         "quotas": registry.quotas.to_json(),
+        "blobs": registry.blobs.describe(),
     }

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
 from optimize.core.errors import Forbidden, NotFound
@@ -53,12 +53,16 @@ def job_spec(kind: str, job_id: str, training: TrainingDep, lease: Lease) -> dic
 
 @router.get("/{kind}/{job_id}/blobs/{sha256}")
 def get_blob(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
-             lease: Lease) -> StreamingResponse:
+             lease: Lease) -> Response:
     """The blob's bytes, only as far as they match its name: a corrupt copy is quarantined and answered 410
     `corrupt` (or, when it changed after the check, cut short before its last chunk). Only a blob the job reads
-    (403 `forbidden` otherwise)."""
+    (403 `forbidden` otherwise). On a store in a bucket (S3): a 307 to a short-lived presigned GET, so that the
+    worker reads the bucket itself (and hashes what it reads)."""
     registry.blobs.path_for(sha256)  # refuses a malformed digest
     _fenced_reader(training, kind, job_id, lease, sha256)
+    url = registry.blobs.download_url(sha256)
+    if url is not None:
+        return RedirectResponse(url, status_code=307)
     size, chunks = registry.blobs.stream(sha256)
     return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 

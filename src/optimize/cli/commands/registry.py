@@ -31,5 +31,7 @@ def _render_info(con, data) -> None:
     con.print(f"  Shards        at most {limits['maxShards']} a version, {human_size(limits['maxShardBytes'])} each")
     con.print(f"  Lines         at most {human_size(limits['maxLineBytes'])}")
     con.print(f"  Uploads       resumable for {limits['uploadExpirySeconds'] // 3600}h")
+    if data.get("blobs"):  # a server before S3 stores does not say
+        con.print(f"  Blobs         {data['blobs']}")
     if "quotas" in data:  # a server before quotas does not say
         render_quota_settings(con, data["quotas"])

@@ -27,16 +27,32 @@ def start(
         typer.Option("--database-url", envvar="OPTIMIZE_DATABASE_URL",
                      help="SQL store URL, e.g. postgresql://user@host/db (default: SQLite in the data dir)."),
     ] = None,
+    blob_store: Annotated[
+        str | None,
+        typer.Option("--blob-store", envvar="OPTIMIZE_BLOB_STORE",
+                     help="Where blobs live: s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* "
+                          "variables; default: the data dir's blobs folder)."),
+    ] = None,
     catalog: Annotated[
         Path | None, typer.Option("--catalog", help="The applied base-model catalog (default: the shipped one).")
     ] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", envvar="OPTIMIZE_EXECUTOR", metavar="local|ray",
+                                 help="Where workers run: processes on this host (local, the default) or the nodes "
+                                      "of a Ray cluster (ray).")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", envvar="OPTIMIZE_RAY_ADDRESS",
+                                 help="The Ray cluster to join with --executor ray (default: RAY_ADDRESS, or a "
+                                      "cluster started on this host).")
+    ] = None,
 ) -> None:
     """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
-    from optimize.api.serve import bind, serve
+    from optimize.api.serve import bind, check_blob_store, serve
     from optimize.catalog.catalog import load_catalog
     from optimize.cli.output import print_error
     from optimize.core.errors import PlatformError
-    from optimize.core.settings import ServerSettings, default_home
+    from optimize.core.settings import ServerSettings, default_home, parse_blob_store
 
     try:
         load_catalog(catalog)  # refuse a bad catalog before binding anything
@@ -45,16 +61,22 @@ def start(
         raise typer.Exit(1) from None
     try:  # the OPTIMIZE_* settings are read here: a bad one is refused before a port is bound
         settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
-                                  database_url=database_url, host=host, port=port, catalog_path=catalog)
+                                  database_url=database_url, blob_store=blob_store, host=host, port=port,
+                                  catalog_path=catalog,
+                                  **({"executor": executor} if executor else {}),
+                                  **({"ray_address": ray_address} if ray_address else {}))
+        parse_blob_store(settings.resolved_blob_store)  # s3://BUCKET/PREFIX or nothing
     except PlatformError as error:
         print_error(error.message, error.hint or "fix the setting and start again")
         raise typer.Exit(1) from None
+    check_blob_store(settings)  # a bucket that does not answer refuses the start before a port is bound
     try:
         sock = bind(host, port)
     except OSError as error:
         print_error(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port or stop what holds it")
         raise typer.Exit(1) from None
-    print(f"Optimize server on http://{host}:{sock.getsockname()[1]} (data in {settings.data_dir})", flush=True)
+    blobs = f", blobs in {settings.resolved_blob_store}" if settings.resolved_blob_store else ""
+    print(f"Optimize server on http://{host}:{sock.getsockname()[1]} (data in {settings.data_dir}{blobs})", flush=True)
     serve(settings, sock)
 
 

@@ -162,6 +162,14 @@ def _render_capacity(con, data) -> None:
         grid.add_row(p["pool"], p["profile"], p["accelerator"] or p["kind"], str(p["free"]), str(p["granted"]),
                      str(p["declared"]), str(p["queued"]))
     con.print(grid)
+    if data.get("nodes") is not None:
+        con.print(f"[bold]Nodes[/] ({data['executor']} executor)")
+        nodes = table("NODE", "ADDRESS", "STATE", "PROFILES", "GPUS")
+        for n in data["nodes"]:
+            nodes.add_row(n["node"][:12], n["address"] or DASH, "alive" if n["alive"] else "gone",
+                          ", ".join(f"{name} x{count}" for name, count in n["profiles"].items()) or DASH,
+                          str(n["gpus"]))
+        con.print(nodes)
     if data["claims"]:
         con.print("[bold]Claims[/]")
         claims = table("KIND", "FOR", "PROJECT", "PROFILE", "DEVICES", "STATE", "SINCE")

@@ -32,8 +32,8 @@ def check_layout(entry: Entry, method: str, precision: str, profile_name: str, d
     if devices > profile.devices:
         raise Refused(f"execution.gpus {devices} asks for more devices of profile {profile_name!r} than this "
                       f"deployment has ({have})", hint=f"set execution.gpus to {profile.devices} or fewer")
-    # each method names its engine and the devices it trains one run on: TRL trains on one device; verl, which
-    # trains on several, is not part of this deployment
+    # each method names its engine and the devices it trains one run on: TRL's supervised and preference trainers
+    # run data-parallel on the devices of one node (a rank each); reinforcement runs train on one
     declaration = declared(method)
     engine, most = declaration.engine, declaration.devices
     if devices > most:

@@ -8,6 +8,10 @@ disk, memory-mapped rather than held in memory.
 
 A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data position) through TRL's own
 `resume_from_checkpoint`, so on CPU with a seed it continues exactly where the save was taken.
+
+On several devices the same loop runs in one process per device (`training.engines.distributed`): each trains
+its own batch of every update (the plan's batchSize is per device), rank 0's hooks decide and report, the others
+follow its decisions.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Protocol
 
 from optimize.schemas.plans import hyperparams_of, total_steps
 from optimize.training.adapters import weights_digest
+from optimize.training.engines import distributed
 from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.engines.profiling import profiled_updates, update_profiler
 from optimize.training.methods import method_for
@@ -120,7 +125,7 @@ def load_model(model_dir: str, config: dict[str, Any], dtype=None):
         config["model"]["precision"]]
     loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
                                                   attn_implementation=config["model"]["attentionImplementation"])
-    return loaded.to("cuda") if torch.cuda.is_available() else loaded
+    return loaded.to(f"cuda:{distributed.local_device()}") if torch.cuda.is_available() else loaded
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     hyperparams = hyperparams_of(config)  # rlHyperparams for a reinforcement run
     loop = hyperparams["training"]
     lora = hyperparams["lora"]
-    own_steps = total_steps(rows, loop)
+    rank, ranks = distributed.world()
+    own_steps = total_steps(rows, loop, ranks)  # batchSize is per device: an update takes a batch from each
     offset = start.step if start is not None and start.restore == "trainingState" else 0
     steps = offset + own_steps  # the engine's counter; hooks see updates from 0
     save_every = save_every or own_steps
@@ -183,6 +189,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
         gradient_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
+        # several ranks: gloo on the cpu; the adapter's weights are all used, so DDP need not search for unused ones
+        **({"ddp_backend": "nccl" if cuda else "gloo", "ddp_find_unused_parameters": False} if ranks > 1 else {}),
     )
     args = method.arguments(config, common, cuda)
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
@@ -203,10 +211,11 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 control.should_save = True
             if state.global_step >= steps:
                 return  # the last update: it completes and saves whatever was asked
-            if hooks.should_stop():  # the attempt is no longer this worker's: write nothing more
+            stop, pause = distributed.agreed((hooks.should_stop(), hooks.pause()))  # rank 0's, on every rank
+            if stop:  # the attempt is no longer this worker's: write nothing more
                 control.should_training_stop = True
                 control.should_save = False
-            elif (pause := hooks.pause()) is not None:
+            elif pause is not None:
                 # latest keeps a save that falls due on this update; save saves now; both then stop
                 control.should_training_stop = True
                 control.should_save = control.should_save or pause == "save"
@@ -230,6 +239,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 hooks.metric("train", state.global_step - offset, values)
 
         def on_save(self, args, state, control, **kwargs):
+            distributed.barrier()  # every rank has written its part of the save (its random state)
+            if rank:
+                return
             directory = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             final = state.global_step >= steps
             if final:
@@ -246,8 +258,9 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         from peft import PeftModel
 
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
-    datasets = (Dataset.from_parquet(str(train_rows), cache_dir=str(workdir / "arrow")),
-                Dataset.from_parquet(str(eval_rows), cache_dir=str(workdir / "arrow")) if eval_rows else None)
+    arrow = str(workdir / f"arrow{rank or ''}")  # a cache of each rank's own
+    datasets = (Dataset.from_parquet(str(train_rows), cache_dir=arrow),
+                Dataset.from_parquet(str(eval_rows), cache_dir=arrow) if eval_rows else None)
     extra = {}
     if getattr(hooks, "rollouts", None) is not None and "rollouts" in inspect.signature(method.trainer).parameters:
         extra["rollouts"] = lambda step, items: hooks.rollouts(step - offset, items)  # a branch's own updates
@@ -266,13 +279,27 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         return _finished(outcome, clock, cuda)
     clock["prepare"] = time.monotonic()
-    checks = _start_checks(trainer, load, dtype, config, cuda) if method.reference_check else summary([])
+    checks = _checked_by_rank_0(trainer, load, dtype, config, cuda, rank) if method.reference_check else summary([])
     preparing["startCheck"] = round(time.monotonic() - clock["prepare"], 2)
     checked_peak = _training_peak_from_here(cuda)
     outcome.start_check_peak_gib = checked_peak if method.reference_check else None
     hooks.started(own_steps, checks, 0)
     trainer.train()
     return _finished(outcome, clock, cuda)
+
+
+def _checked_by_rank_0(trainer, load, dtype, config: dict[str, Any], cuda: bool, rank: int) -> dict[str, Any]:
+    """The start checks on rank 0's first batch; every rank takes its verdict (a failed check stops them all)."""
+    checks, failure = None, None
+    if rank == 0:
+        try:
+            checks = _start_checks(trainer, load, dtype, config, cuda)
+        except StartCheckFailed as failed:
+            failure = (failed.checks, str(failed))
+    checks, failure = distributed.agreed((checks, failure))
+    if failure is not None:
+        raise StartCheckFailed(*failure)
+    return checks
 
 
 def _start_checks(trainer, load, dtype, config: dict[str, Any], cuda: bool) -> dict[str, Any]:

@@ -24,6 +24,7 @@ PREFERENCE_METRICS = {"rewards/accuracies": "preferenceAccuracy", "rewards/margi
 class Dpo(Method):
     name = "dpo"
     dataset_kind = "preference"
+    devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     section = "preference"
     columns = ("prompt_ids", "chosen_ids", "rejected_ids")
     metric_names = {**TRAINER_METRICS, **PREFERENCE_METRICS}

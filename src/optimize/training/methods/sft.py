@@ -21,6 +21,7 @@ from optimize.training.methods.base import Method
 class Sft(Method):
     name = "sft"
     dataset_kind = "chat"
+    devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     columns = ("input_ids", "labels")
 
     def fitter(self, renderer, config: dict[str, Any]):

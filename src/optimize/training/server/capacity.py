@@ -1,5 +1,6 @@
 """`training capacity`: pools with free, granted and queued devices, each device's holder, and the claims (granted
-holds and queued runs), read from the store so it shows what the scheduler decides on."""
+holds and queued runs), read from the store so it shows what the scheduler decides on; on a cluster, its nodes and
+the devices each offers (a pool's `online`: what the live nodes offer now)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
         for pool in purposes:
             names = pool_devices(profile, pool)
             busy = sum(1 for name in names if name in held_by)
-            pools.append({"pool": pool, "profile": profile.name, "kind": profile.kind,
+            online = training.online.get(profile.name, 0) if training.online is not None else len(names)
+            pools.append({"pool": pool, "profile": profile.name, "kind": profile.kind, "online": online,
                           "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
                           "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name] if pool != SERVING
                           else 0})
@@ -62,5 +64,8 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
     limits = current()
     claims = [c for c in claims if (project is None or c["project"] == project)
               and (limits is None or limits.sees_project(c["project"]))]
+    executor = training.executor
     return {"pools": pools, "devices": device_rows, "claims": claims, "projects": quotas,
+            "executor": executor.name if executor is not None else None,
+            "nodes": executor.nodes() if executor is not None else None,  # a cluster's machines; None on one
             "envelopes": "strict" if training.catalog.strict_envelopes else "advisory", "warnings": []}

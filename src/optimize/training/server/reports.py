@@ -242,11 +242,11 @@ def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[st
 
 
 def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
-    path = training.blobs.path_for(sha256)
     if not training.blobs.holds(sha256):  # a corrupt copy is quarantined: not held
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
     try:
-        manifest = json.loads(path.read_bytes())
+        # verified_path: a store in a bucket reads it through its local cache
+        manifest = json.loads(training.blobs.verified_path(sha256).read_bytes())
         files = manifest["files"]
         if not all(isinstance(f["path"], str) and isinstance(f["bytes"], int) for f in files):
             raise TypeError

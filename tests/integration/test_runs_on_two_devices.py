@@ -1,0 +1,108 @@
+"""Supervised and preference runs on two devices of one node, on the cpu with the gloo backend (a server whose cpu
+profile has two slots): a run with `execution.gpus: 2` trains data-parallel in two processes — rank 0 the worker,
+rank 1 following its decisions — and its loss matches the one-process run with the same global batch; paused and
+resumed on two processes it ends with the weights of the uninterrupted two-process run; a dpo run on two devices
+completes."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import start_server
+from tests.run_fixtures import capitals_project, plan
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    from optimize.catalog.catalog import shipped_catalog_path
+
+    tmp = tmp_path_factory.mktemp("two-devices")
+    catalog = yaml.safe_load(shipped_catalog_path().read_text())
+    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
+    (tmp / "catalog.yaml").write_text(yaml.safe_dump(catalog))
+    proc = start_server(tmp / "data", extra_args=["--catalog", str(tmp / "catalog.yaml")])
+    project = capitals_project(proc.url, tmp, "dp", copies=4)
+    yield project
+    proc.stop()
+
+
+def seeded(project: str, devices: int, batch: int, steps: int = 20) -> dict:
+    document = plan(project, "chat")
+    document["config"]["seed"] = 5
+    document["config"]["hyperparams"]["training"] = {"maxSteps": steps, "batchSize": batch}
+    document["execution"] |= {"gpus": devices, "saveEvery": 4, "resumableSaveEvery": 1}
+    return document
+
+
+def wait(client: httpx.Client, run_id: str, test, timeout: float = 300) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.get(f"/v1/training/runs/{run_id}").json()
+        if test(run):
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not get there: {run['phase']} {run.get('failureReason')}")
+
+
+def trained(client: httpx.Client, document: dict) -> dict:
+    run = client.post("/v1/training/runs", json=document).json()
+    assert "runId" in run, run
+    done = wait(client, run["runId"], lambda r: r["terminal"])
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    return done
+
+
+@pytest.fixture(scope="module")
+def two(deployment) -> dict:
+    """The seeded run on two devices (batch 2 on each), uninterrupted."""
+    return trained(deployment["client"], seeded(deployment["name"], 2, 2))
+
+
+def test_a_run_on_two_devices_trains_as_one_device_does_with_the_same_global_batch(deployment, two):
+    client = deployment["client"]
+    one = trained(client, seeded(deployment["name"], 1, 4))
+    logs = client.get(f"/v1/training/runs/{two['runId']}/logs", params={"attempt": 1}).json()["text"]
+    assert "rank 1 trained its share" in logs, logs[-2000:]
+    mean_one = one["results"]["trainingLoss"]["mean"]
+    mean_two = two["results"]["trainingLoss"]["mean"]
+    assert abs(mean_two - mean_one) / mean_one < 0.1, (mean_one, mean_two)  # other rows per update, same batch
+    assert two["results"]["steps"] == one["results"]["steps"] == 20
+
+
+def test_a_run_on_two_devices_paused_and_resumed_ends_with_the_uninterrupted_weights(deployment, two):
+    client = deployment["client"]
+    run = client.post("/v1/training/runs", json=seeded(deployment["name"], 2, 2)).json()
+    wait(client, run["runId"], lambda r: (r["progress"].get("savedStep") or 0) >= 4)
+    client.post(f"/v1/training/runs/{run['runId']}/pause", json={"checkpoint": "save"}).raise_for_status()
+    paused = wait(client, run["runId"], lambda r: r["phase"] == "PAUSED")
+    assert paused["progress"]["savedStep"] < 20
+    client.post(f"/v1/training/runs/{run['runId']}/resume").raise_for_status()
+    done = wait(client, run["runId"], lambda r: r["terminal"])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+    assert done["results"]["weightsDigest"] == two["results"]["weightsDigest"]
+
+
+def test_a_dpo_run_on_two_devices_completes_with_its_preference_results(deployment, tmp_path):
+    from optimize.cli.main import main
+    from tests.conftest import pair_row, write_jsonl
+    from tests.run_fixtures import CAPITALS, MODEL
+
+    client, name = deployment["client"], deployment["name"]
+    pairs = [pair_row(f"Capital of {country}?", city, "I do not know.") for country, city in CAPITALS] * 2
+    assert main(["registry", "datasets", "register", f"{name}/prefs", "-f", str(write_jsonl(tmp_path / "p.jsonl",
+                 pairs)), "--server", str(client.base_url)]) == 0
+    done = trained(client, {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "preferred",
+                            "config": {"method": "dpo", "dataset": "prefs", "maxSeqLength": 128, "seed": 5,
+                                       "hyperparams": {"optimizer": {"learningRate": 0.01},
+                                                       "training": {"maxSteps": 4, "batchSize": 2}}},
+                            "execution": {"deviceProfile": "cpu", "gpus": 2}})
+    assert done["method"] == "dpo" and done["results"]["steps"] == 4
+    assert "accuracy" in done["results"]["preference"]
+    logs = client.get(f"/v1/training/runs/{done['runId']}/logs", params={"attempt": 1}).json()["text"]
+    assert "rank 1 trained its share" in logs
