@@ -106,12 +106,17 @@ def test_a_runs_saves_land_in_the_bucket_and_its_adapter_downloads(s3, on_s3, tr
     assert run["phase"] == "COMPLETED"
     snapshots = cli.json("training", "runs", "snapshots", run["runId"])["snapshots"]
     assert [s["step"] for s in snapshots][-1] == 4
+    written: set[str] = set()
     for snapshot in snapshots:
         for artifact in snapshot["artifacts"]:
             manifest_hex = artifact["manifestDigest"].removeprefix("sha256:")
             assert in_bucket(s3, manifest_hex)
             manifest = json.loads(s3.client().get_object(Bucket=BUCKET, Key=key(manifest_hex))["Body"].read())
             assert manifest["files"] and all(in_bucket(s3, item["sha256"]) for item in manifest["files"])
+            written.update(item["sha256"] for item in manifest["files"])
+    cache = on_s3.data_dir / "blob-cache" / "sha256"
+    # the worker wrote its saves' files to the bucket itself (presigned PUTs): none passed through the server
+    assert written and not [h for h in written if (cache / h[:2] / h[2:4] / h).exists()]
     reference = run["results"]["model"]
     target = tmp_path / "adapter"
     cli.ok("registry", "models", "download", reference, "-d", str(target))

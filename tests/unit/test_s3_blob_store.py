@@ -295,3 +295,20 @@ def test_the_worker_route_redirects_to_a_presigned_get_that_the_channel_follows(
     assert fetched.read_bytes() == b"a worker's input" and seen == ["lease-1"]
     with pytest.raises(ApiError, match="arrived corrupted"):
         channel.fetch_blob("0" * 64, cache=tmp_path / "worker-cache")
+
+
+def test_a_worker_writes_through_a_presigned_put_that_takes_only_its_names_bytes(store):
+    data = b"a worker's save"
+    sha = hashlib.sha256(data).hexdigest()
+    target = store.upload_target(sha, len(data))
+    assert "X-Amz-Signature=" in target["url"]
+    wrong = httpx.put(target["url"], content=b"A worker's save", headers=target["headers"])  # as long, not the same
+    assert wrong.status_code >= 400  # the checksum signed into the URL refuses them
+    with pytest.raises(NotFound):
+        store.accept_upload(sha)  # nothing was written
+    assert httpx.put(target["url"], content=data, headers=target["headers"]).status_code == 200
+    assert store.accept_upload(sha) == len(data) and store.holds(sha)
+    assert store.verified_path(sha).read_bytes() == data
+    local = LocalBlobStore(store.root / "local")
+    assert local.upload_target(sha, len(data)) is None and not local.direct_writes
+    assert store.upload_target(sha, store.transfer.multipart_threshold) is None  # the server writes it in parts

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from optimize.core.digests import file_identity, file_sha256, is_sha256_hex, verified_chunks
 from optimize.core.errors import ChecksumMismatch, Corrupt, Invalid, NotFound, StorageFull
@@ -188,6 +189,16 @@ class LocalBlobStore:
     def download_url(self, sha256: str) -> str | None:
         """Where a worker may read the object itself; None: through the server (this store is its own disk)."""
         return None
+
+    direct_writes = False  # workers write their blobs through the server
+
+    def upload_target(self, sha256: str, size: int) -> dict[str, Any] | None:
+        """Where a worker may write the object itself (`url`, `headers`); None: through the server."""
+        return None
+
+    def accept_upload(self, sha256: str) -> int:
+        """The size of an object a worker wrote itself, once its bytes are known to be the name's."""
+        raise NotFound(f"blob sha256:{sha256} is written through the server on this deployment")
 
     def describe(self) -> str:
         return str(self.root)

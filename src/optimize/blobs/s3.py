@@ -134,6 +134,32 @@ class S3BlobStore(LocalBlobStore):
         return self.client.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": self.key_for(sha256)}, ExpiresIn=URL_SECONDS)
 
+    direct_writes = True  # workers write their blobs to the bucket, through presigned PUTs
+
+    def upload_target(self, sha256: str, size: int) -> dict[str, Any] | None:
+        """A short-lived presigned PUT of the object, for a worker to write it to the bucket itself: its sha256
+        checksum is signed into it, so the bucket takes those bytes and no others (writing the same bytes again
+        over a held object harms nothing). None for an object of `multipart_threshold` or more: the server writes
+        it in parts."""
+        if size >= self.transfer.multipart_threshold:
+            return None
+        checksum = _checksum(sha256)
+        url = self.client.generate_presigned_url("put_object", Params={
+            "Bucket": self.bucket, "Key": self.key_for(sha256), "ChecksumSHA256": checksum, "ContentLength": size},
+            ExpiresIn=URL_SECONDS)
+        return {"url": url, "headers": {"x-amz-checksum-sha256": checksum, "Content-Length": str(size)}}
+
+    def accept_upload(self, sha256: str) -> int:
+        """The size of an object a worker wrote through `upload_target`, once the bucket holds it under the
+        checksum of its name (a store that records none: read back and hashed). NotFound when it is not there."""
+        head = self._checked_head(sha256)  # Corrupt when its recorded checksum is another digest's
+        if head is None:
+            raise NotFound(f"blob sha256:{sha256} is not in the bucket", hint="upload it again")
+        if head.get("ChecksumSHA256") != _checksum(sha256) and not self._remote_matches(sha256):
+            raise Corrupt(f"the object written as sha256:{sha256} holds other bytes; it was quarantined",
+                          hint="upload it again")
+        return int(head["ContentLength"])
+
     def _fetch(self, sha256: str) -> Path:
         """Download the object into the cache through a staged write that keeps it only if it matches."""
         try:

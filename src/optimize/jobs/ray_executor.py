@@ -210,10 +210,14 @@ def _placement(grant: Grant) -> dict[str, Any]:
 
 
 def _why(error: Exception) -> str:
-    text = str(error)
-    if "node" in text.lower() and ("died" in text.lower() or "dead" in text.lower()):
+    """Ray's words for a dead actor, shortened: its node lost, or its process gone (the node unreachable)."""
+    text = " ".join(str(error).split())
+    lowered = text.lower()
+    if "node" in lowered and ("died" in lowered or "dead" in lowered):
         return "its node was lost"
-    return text.splitlines()[0][:300] if text else type(error).__name__
+    if "unavailable" in lowered or "socket closed" in lowered:
+        return "its node or its process cannot be reached"
+    return text[:300] if text else type(error).__name__
 
 
 class WorkerHost:

@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
-from optimize.core.errors import Forbidden, NotFound
+from optimize.core.errors import Forbidden, Invalid, NotFound
 from optimize.jobs import registry as job_kinds
 from optimize.jobs.leases import fence
 
@@ -82,6 +82,30 @@ async def put_blob(kind: str, job_id: str, sha256: str, request: Request, traini
         writer.abort()
         raise
     return JSONResponse({"sha256": sha256, "bytes": writer.size}, status_code=201)
+
+
+@router.post("/{kind}/{job_id}/blobs/{sha256}/target")
+def upload_target(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep, lease: Lease,
+                  body: Any = Body(default=None)) -> dict[str, Any]:
+    """Where the worker writes a blob of its output itself: on a store in a bucket (S3), a short-lived presigned
+    PUT with the checksum of its name signed in (`url`, `headers`), then `POST …/blobs/{sha256}/written`; `url`
+    null: PUT it to the server."""
+    registry.blobs.path_for(sha256)
+    _fenced(training, kind, job_id, lease)
+    size = (body or {}).get("bytes") if isinstance(body, dict) else None
+    if type(size) is not int or size < 0:
+        raise Invalid("bytes must be the blob's size (an integer)")
+    # direct: whether this deployment's workers write blobs themselves at all (then a too-large one still not)
+    return {"url": None, "direct": registry.blobs.direct_writes} | (registry.blobs.upload_target(sha256, size) or {})
+
+
+@router.post("/{kind}/{job_id}/blobs/{sha256}/written", status_code=201)
+def written(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
+            lease: Lease) -> dict[str, Any]:
+    """A blob the worker wrote to the bucket itself, accepted once the bucket holds its name's bytes."""
+    registry.blobs.path_for(sha256)
+    _fenced(training, kind, job_id, lease)
+    return {"sha256": sha256, "bytes": registry.blobs.accept_upload(sha256)}
 
 
 @router.post("/{kind}/{job_id}/{action}")

@@ -157,10 +157,12 @@ def _render_one(con, m) -> None:
 
 def _render_capacity(con, data) -> None:
     con.print("[bold]Pools[/]")
-    grid = table("POOL", "PROFILE", "ACCELERATOR", "FREE", "GRANTED", "DECLARED", "QUEUED")
+    cluster = data.get("nodes") is not None  # on a cluster, what its live nodes offer now
+    grid = table("POOL", "PROFILE", "ACCELERATOR", "FREE", "GRANTED", "DECLARED", *(("ONLINE",) if cluster else ()),
+                 "QUEUED")
     for p in data["pools"]:
         grid.add_row(p["pool"], p["profile"], p["accelerator"] or p["kind"], str(p["free"]), str(p["granted"]),
-                     str(p["declared"]), str(p["queued"]))
+                     str(p["declared"]), *((str(p["online"]),) if cluster else ()), str(p["queued"]))
     con.print(grid)
     if data.get("nodes") is not None:
         con.print(f"[bold]Nodes[/] ({data['executor']} executor)")

@@ -48,7 +48,8 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
             online = training.online.get(profile.name, 0) if training.online is not None else len(names)
             pools.append({"pool": pool, "profile": profile.name, "kind": profile.kind, "online": online,
                           "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
-                          "free": len(names) - busy, "granted": busy, "queued": waiting[profile.name] if pool != SERVING
+                          "free": max(0, min(len(names), online) - busy), "granted": busy,
+                          "queued": waiting[profile.name] if pool != SERVING
                           else 0})
     device_rows = [{"device": d.device_id, "profile": d.profile, "pool": d.pool,
                     "held": d.device_id in held_by,
