@@ -288,6 +288,20 @@ def ns() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
+def catalog_with_devices(folder: Path, devices: list[dict]) -> Path:
+    """The shipped catalog with these `devices:` (e.g. a cpu profile of two slots), written into `folder`: for a
+    server started with `--catalog`."""
+    import yaml
+
+    from optimize.catalog.catalog import shipped_catalog_path
+
+    catalog = yaml.safe_load(shipped_catalog_path().read_text())
+    catalog["devices"] = devices
+    path = folder / "catalog.yaml"
+    path.write_text(yaml.safe_dump(catalog))
+    return path
+
+
 def write_jsonl(path: Path, rows: list) -> Path:
     with path.open("w") as handle:
         for row in rows:

@@ -70,6 +70,19 @@ def prompts_project(url: str, tmp, prefix: str, questions: list[str] = YES_NO) -
     return {"url": url, "name": name, "tmp": tmp, "rows": rows}
 
 
+def wait_for(client: httpx.Client, path: str, test, timeout: float = 300) -> dict:
+    """GET `path` (a run, an evaluation, …) until `test` holds for what it answers."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        item = client.get(path).json()
+        if test(item):
+            return item
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not get there: {item.get('phase')} {item.get('failureReason')}")
+
+
 def write_plan(tmp_path, document: dict) -> str:
     path = tmp_path / f"plan-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(document))

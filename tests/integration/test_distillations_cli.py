@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import Cli, start_server, write_jsonl
+from tests.conftest import Cli, catalog_with_devices, start_server, write_jsonl
 from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
@@ -44,15 +44,9 @@ def question_rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def sqlite_server(tmp_path_factory):
     """This module's server: the shipped catalog with a cpu profile of two slots (a replica each)."""
-    import yaml
-
-    from optimize.catalog.catalog import shipped_catalog_path
-
     tmp = tmp_path_factory.mktemp("two-slots")
-    catalog = yaml.safe_load(shipped_catalog_path().read_text())
-    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
-    (tmp / "catalog.yaml").write_text(yaml.safe_dump(catalog))
-    proc = start_server(tmp / "data", extra_args=["--catalog", str(tmp / "catalog.yaml")])
+    catalog = catalog_with_devices(tmp, [{"name": "cpu", "kind": "cpu", "devices": 2}])
+    proc = start_server(tmp / "data", extra_args=["--catalog", str(catalog)])
     yield proc
     proc.stop()
 

@@ -8,14 +8,13 @@ named after the job) and the run completes as its first attempt."""
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import pytest
-import yaml
 
-from tests.conftest import Cli, chat_row, start_server, write_jsonl
+from tests.conftest import Cli, catalog_with_devices, chat_row, start_server, write_jsonl
 from tests.run_fixtures import capitals_project, plan
+from tests.run_fixtures import wait_for as wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 ray = pytest.importorskip("ray")
@@ -37,13 +36,10 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def server(cluster, tmp_path_factory):
-    from optimize.catalog.catalog import shipped_catalog_path
-
     tmp = tmp_path_factory.mktemp("ray")
-    catalog = yaml.safe_load(shipped_catalog_path().read_text())
-    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 1}, {"name": "alt", "kind": "cpu", "devices": 1}]
-    (tmp / "catalog.yaml").write_text(yaml.safe_dump(catalog))
-    args = ["--catalog", str(tmp / "catalog.yaml"), "--executor", "ray", "--ray-address", cluster["cluster"].address]
+    catalog = catalog_with_devices(tmp, [{"name": "cpu", "kind": "cpu", "devices": 1},
+                                         {"name": "alt", "kind": "cpu", "devices": 1}])
+    args = ["--catalog", str(catalog), "--executor", "ray", "--ray-address", cluster["cluster"].address]
     proc = start_server(tmp / "data", extra_args=args)
     project = capitals_project(proc.url, tmp, "ray", copies=3)
     held = {"proc": proc, "project": project, "client": project["client"], "args": args, "data": tmp / "data"}
@@ -67,16 +63,6 @@ def seeded(project: str, profile: str) -> dict:
     document["config"]["hyperparams"]["training"]["maxSteps"] = 30
     document["execution"] |= {"deviceProfile": profile, "saveEvery": 5, "resumableSaveEvery": 1}
     return document
-
-
-def wait(client: httpx.Client, path: str, test, timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        item = client.get(path).json()
-        if test(item):
-            return item
-        time.sleep(0.2)
-    raise AssertionError(f"{path} did not get there: {item}")
 
 
 def node_of(client: httpx.Client, path: str, attempt: int) -> str:

@@ -6,27 +6,20 @@ completes."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
-import yaml
 
-from tests.conftest import start_server
-from tests.run_fixtures import capitals_project, plan
+from tests.conftest import catalog_with_devices, start_server
+from tests.run_fixtures import capitals_project, plan, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    from optimize.catalog.catalog import shipped_catalog_path
-
     tmp = tmp_path_factory.mktemp("two-devices")
-    catalog = yaml.safe_load(shipped_catalog_path().read_text())
-    catalog["devices"] = [{"name": "cpu", "kind": "cpu", "devices": 2}]
-    (tmp / "catalog.yaml").write_text(yaml.safe_dump(catalog))
-    proc = start_server(tmp / "data", extra_args=["--catalog", str(tmp / "catalog.yaml")])
+    catalog = catalog_with_devices(tmp, [{"name": "cpu", "kind": "cpu", "devices": 2}])
+    proc = start_server(tmp / "data", extra_args=["--catalog", str(catalog)])
     project = capitals_project(proc.url, tmp, "dp", copies=4)
     yield project
     proc.stop()
@@ -40,14 +33,8 @@ def seeded(project: str, devices: int, batch: int, steps: int = 20) -> dict:
     return document
 
 
-def wait(client: httpx.Client, run_id: str, test, timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = client.get(f"/v1/training/runs/{run_id}").json()
-        if test(run):
-            return run
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not get there: {run['phase']} {run.get('failureReason')}")
+def wait(client: httpx.Client, run_id: str, test) -> dict:
+    return wait_for(client, f"/v1/training/runs/{run_id}", test)
 
 
 def trained(client: httpx.Client, document: dict) -> dict:
