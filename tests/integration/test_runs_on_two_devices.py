@@ -2,7 +2,7 @@
 profile has two slots): a run with `execution.gpus: 2` trains data-parallel in two processes — rank 0 the worker,
 rank 1 following its decisions — and its loss matches the one-process run with the same global batch; paused and
 resumed on two processes it ends with the weights of the uninterrupted two-process run; a dpo run on two devices
-completes."""
+completes; a trainingState branch of a two-device run trains on two devices from its save."""
 
 from __future__ import annotations
 
@@ -91,5 +91,20 @@ def test_a_dpo_run_on_two_devices_completes_with_its_preference_results(deployme
                             "execution": {"deviceProfile": "cpu", "gpus": 2}})
     assert done["method"] == "dpo" and done["results"]["steps"] == 4
     assert "accuracy" in done["results"]["preference"]
+    logs = client.get(f"/v1/training/runs/{done['runId']}/logs", params={"attempt": 1}).json()["text"]
+    assert "rank 1 trained its share" in logs
+
+
+def test_a_branch_of_a_two_device_run_trains_on_two_devices_from_its_save(deployment, two):
+    client = deployment["client"]
+    snapshots = client.get(f"/v1/training/runs/{two['runId']}/snapshots").json()["snapshots"]
+    middle = next(s for s in snapshots if s["step"] == 8)
+    branch = client.post(f"/v1/training/runs/{two['runId']}/branch", json={
+        "snapshotId": middle["snapshotId"], "overrides": {"hyperparams": {"optimizer": {"learningRate": 0.005}}}})
+    assert branch.status_code == 202, branch.text
+    child = branch.json()
+    done = wait(client, child["runId"], lambda r: r["terminal"])
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    assert done["branch"]["restore"] == "trainingState" and done["branch"]["step"] == 8
     logs = client.get(f"/v1/training/runs/{done['runId']}/logs", params={"attempt": 1}).json()["text"]
     assert "rank 1 trained its share" in logs
