@@ -33,6 +33,7 @@ from optimize.blobs import open_blob_store
 from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
 from optimize.core.settings import ServerSettings
+from optimize.dashboard import routes as dashboard_routes
 from optimize.deployment import Deployment
 from optimize.jobs import registry as job_kinds
 from optimize.jobs.devices import inventory
@@ -74,7 +75,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
                                            bundles, base_models, projects)]
     # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
-    for router in (*shared, *job_kinds.routers(), chat.router, metrics.router, internal.router):
+    for router in (*shared, *job_kinds.routers(), chat.router, metrics.router, internal.router,
+                   dashboard_routes.router):
         app.include_router(router)
     return app
 
