@@ -349,6 +349,63 @@ async function runView(runId) {
   });
 }
 
+// --- endpoints and the chat box ---------------------------------------------------------------------------------
+
+async function endpointsView() {
+  const { endpoints } = await api("/v1/training/endpoints");
+  const live = endpoints.filter((e) => !e.terminal);
+  const rows = live.map((e) => h("tr", {},
+    h("td", {}, h("a", { href: `#/endpoints/${e.endpointId}` }, short(e.endpointId))),
+    h("td", { class: `phase phase-${e.phase}` }, e.phase), h("td", {}, e.project),
+    h("td", {}, e.models.map((m) => m.name).join(", ")),
+    h("td", { class: "num" }, e.load?.inFlight ?? "—"), h("td", { class: "num" }, e.load?.queued ?? "—"),
+    h("td", { class: "num" }, fmt(e.load?.tokensPerSecond, 3)), h("td", {}, age(e.lastRequestAt))));
+  show(h("h1", {}, "Endpoints"), h("section", { class: "panel scroll" }, live.length ? h("table", {},
+    h("thead", {}, h("tr", {}, ["Endpoint", "Phase", "Project", "Models", "In flight", "Queued", "Tokens/s",
+                                "Last request"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows)) : h("p", { class: "muted" }, "No endpoint is up: akka training endpoints create MODEL")));
+}
+
+async function endpointView(endpointId) {
+  const endpoint = await api(`/v1/training/endpoints/${endpointId}`);
+  const model = h("select", { id: "chat-model", name: "model" },
+    endpoint.models.filter((m) => m.ready && m.enabled).map((m) => h("option", { value: m.name }, m.name)));
+  const said = h("ol", { class: "chat", id: "chat-log", "aria-live": "polite" });
+  const input = h("textarea", { id: "chat-input", name: "message", rows: 3, required: true });
+  const history = [];
+  const send = h("button", { type: "submit", id: "chat-send" }, "Send");
+  const form = h("form", {
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const text = input.value.trim();
+      if (!text) return;
+      history.push({ role: "user", content: text });
+      said.append(h("li", { class: "user" }, h("strong", {}, "You: "), text));
+      input.value = "";
+      send.disabled = true;
+      try {
+        const answer = await api("/v1/chat/completions", { method: "POST",
+          body: { model: model.value, messages: history, max_tokens: 128 } });
+        const reply = answer.choices?.[0]?.message?.content ?? "";
+        history.push({ role: "assistant", content: reply });
+        said.append(h("li", { class: "assistant" }, h("strong", {}, `${model.value}: `), reply));
+      } catch (error) {
+        said.append(h("li", { class: "error" }, error.message));
+      } finally {
+        send.disabled = false;
+      }
+    },
+  }, h("label", { for: "chat-model" }, "Model", model), h("label", { for: "chat-input" }, "Message", input), send);
+  show(h("h1", {}, `Endpoint ${short(endpoint.endpointId)} `, h("span", { class: "muted" }, `in ${endpoint.project}`)),
+       h("section", { class: "panel" }, facts([
+         ["Phase", h("span", { class: `phase phase-${endpoint.phase}` }, endpoint.phase)],
+         ["Base model", endpoint.baseModel?.id], ["Devices", (endpoint.devicesHeld || []).join(", ") || "—"],
+         ["Served", endpoint.load?.served ?? "—"], ["Tokens/s", fmt(endpoint.load?.tokensPerSecond, 3)],
+         ["Latency p95", endpoint.load?.latencyP95Seconds !== undefined ? `${fmt(endpoint.load.latencyP95Seconds, 3)} s` : "—"],
+       ])),
+       h("section", { class: "panel" }, h("h2", {}, "Chat"), said, form));
+}
+
 // --- routing ----------------------------------------------------------------------------------------------------
 
 const ROUTES = [
@@ -356,6 +413,8 @@ const ROUTES = [
   [/^#\/projects$/, projectsView, true],
   [/^#\/projects\/([^/]+)$/, (name) => runsView(decodeURIComponent(name)), true],
   [/^#\/runs\/([0-9a-f]+)$/, runView, true],
+  [/^#\/endpoints$/, endpointsView, true],
+  [/^#\/endpoints\/([0-9a-f]+)$/, endpointView, true],
 ];
 
 async function route() {
