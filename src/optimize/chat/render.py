@@ -75,12 +75,16 @@ class ChatRenderer:
 
     @classmethod
     def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None,
-                        corrected_family: str | None = None) -> ChatRenderer:
+                        corrected_family: str | None = None, light: bool = False) -> ChatRenderer:
         """Load the tokenizer at `directory`; with `corrected_family`, render under Optimize's corrected copy
-        of its template (the catalog's `chatTemplate: corrected`)."""
-        from transformers import AutoTokenizer
+        of its template (the catalog's `chatTemplate: corrected`). `light`: its fast tokenizer only, which imports
+        no torch (for the server, which stays light)."""
+        if light:
+            from transformers import PreTrainedTokenizerFast as loader
+        else:
+            from transformers import AutoTokenizer as loader
 
-        tokenizer = AutoTokenizer.from_pretrained(directory)
+        tokenizer = loader.from_pretrained(directory)
         if corrected_family:
             from optimize.chat.corrections import corrected_template
 

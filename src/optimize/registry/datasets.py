@@ -103,7 +103,7 @@ def aliases_by_version(session: Session, dataset: Dataset) -> dict[int, list[str
 def examples_objects(session: Session, digest: str) -> list[dict[str, Any]]:
     """The objects (shards) holding the examples of a version digest, in order, as a job reads them."""
     return [{"path": o.path, "sha256": o.sha256, "bytes": o.size_bytes, "rows": o.rows}
-            for o in _objects(session, _version_by_digest(session, digest))]
+            for o in version_objects(session, _version_by_digest(session, digest))]
 
 
 def _version_by_digest(session: Session, digest: str) -> DatasetVersion:
@@ -113,7 +113,7 @@ def _version_by_digest(session: Session, digest: str) -> DatasetVersion:
     return version
 
 
-def _objects(session: Session, version: DatasetVersion) -> list[DatasetObject]:
+def version_objects(session: Session, version: DatasetVersion) -> list[DatasetObject]:
     return list(session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
                                 .order_by(DatasetObject.position)))
 
@@ -129,7 +129,7 @@ def content_digest(session: Session, blobs: LocalBlobStore, digest: str) -> str:
     known = _CONTENT_DIGESTS.get(digest)
     if known is not None:
         return known
-    shas = [o.sha256 for o in _objects(session, _version_by_digest(session, digest))]
+    shas = [o.sha256 for o in version_objects(session, _version_by_digest(session, digest))]
     if len(shas) == 1:
         return f"sha256:{shas[0]}"
     hasher = hashlib.sha256()

@@ -12,6 +12,24 @@ from optimize.schemas.quotas import ProjectQuota
 # --- requests ----------------------------------------------------------------------------------------------
 
 
+class RenderLoss(BaseModel):
+    """Which tokens train, as a run's `config.loss` says (the defaults: the final answer, its calls included)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    assistant_turns: str = Field(default="final", alias="assistantTurns", pattern="^(final|all)$",
+                                 description="final or all: which assistant messages train")
+    train_on_tool_calls: bool = Field(default=True, alias="trainOnToolCalls",
+                                      description="Whether an earlier answer's tool calls train")
+
+
+class RenderRequest(BaseModel):
+    """`POST /v1/training/base-models/{id}/render`: a chat row, rendered as the model's template renders it."""
+
+    model_config = ConfigDict(extra="forbid")
+    row: dict[str, Any] = Field(description="A chat row (messages, and tools where it offers them)")
+    loss: RenderLoss = Field(default_factory=RenderLoss, description="Which tokens train")
+
+
 class SelectRequest(BaseModel):
     """`POST /v1/training/base-models/{id}/select` (the body may be left out)."""
 
@@ -130,6 +148,19 @@ class BaseModelDetail(BaseModelEntry):
 class BaseModelList(Answer):
     models: list[BaseModelEntry] = Field(description="Every catalog entry")
     envelopes: str = Field(description="strict (a run needs a measured envelope) or advisory")
+
+
+class RenderedRow(Answer):
+    """A row as the model sees it: its text, and each token with whether it trains."""
+
+    model: str = Field(description="The base model's entry id")
+    chat_template_sha256: str = Field(description="The digest of the chat template it was rendered with")
+    text: str = Field(description="The rendered text")
+    tokens: list[tuple[str, bool]] = Field(description="Each token's text and whether it trains, in order")
+    total_tokens: int = Field(description="Tokens in all")
+    trained_tokens: int = Field(description="Tokens that train")
+    tools: list[str | None] = Field(description="The names of the tools the row offers")
+    loss: dict[str, Any] = Field(description="The loss policy it was rendered under")
 
 
 # --- capacity -----------------------------------------------------------------------------------------------

@@ -146,6 +146,20 @@ class DatasetList(Answer):
     datasets: list[DatasetSummary] = Field(description="Datasets by namespace and name")
 
 
+class DatasetRow(Answer):
+    line: int = Field(description="The row's line in the version (1-based)")
+    row: dict[str, Any] = Field(description="The row as stored")
+
+
+class DatasetRows(Answer):
+    """A page of a version's rows: `GET …/versions/{selector}/rows?offset=&limit=`."""
+
+    reference: str = Field(description="NS/NAME:vN")
+    rows: int = Field(description="Rows in the version")
+    offset: int = Field(description="Rows skipped before the page")
+    items: list[DatasetRow] = Field(description="The page's rows, in order")
+
+
 class DatasetVersionList(Answer):
     versions: list[DatasetVersion] = Field(description="The dataset's versions, newest first")
 

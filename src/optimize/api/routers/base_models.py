@@ -1,5 +1,6 @@
 """Base models and capacity: `GET /v1/training/base-models[/{id}]`, `POST /v1/training/base-models` (add a hub
-model; an administrator's route once tokens with roles exist), `POST …/{id}/select`, `GET /v1/training/capacity`."""
+model; an administrator's route once tokens with roles exist), `POST …/{id}/select`, `POST …/{id}/render` (a row
+as the model sees it), `GET /v1/training/capacity`."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy import select
 
+from optimize.analysis.row_view import render_row
 from optimize.api.deps import TrainingDep
 from optimize.catalog import additions, downloads, selection
 from optimize.catalog.views import entry_json
-from optimize.schemas.catalog import AddRequest, BaseModelDetail, BaseModelList, Capacity, SelectRequest
+from optimize.schemas.catalog import (
+    AddRequest,
+    BaseModelDetail,
+    BaseModelList,
+    Capacity,
+    RenderedRow,
+    RenderRequest,
+    SelectRequest,
+)
 from optimize.store.tables import BaseModelSelection
 from optimize.training.server.capacity import capacity as capacity_view
 
@@ -45,6 +55,13 @@ def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest 
     chosen = selection.select(training.store, training.catalog, training.data_dir, model_id,
                               body.from_dir if body else None, body.revision if body else None)
     return entry_json(training.catalog.find(chosen.entry_id), chosen, full=True)
+
+
+@router.post("/base-models/{model_id:path}/render", response_model=RenderedRow)
+def render(model_id: str, body: RenderRequest, training: TrainingDep) -> dict:
+    """A chat row as the model's chat template renders it for a supervised run, each token marked trained or not
+    (the dashboard's row viewer)."""
+    return render_row(training, model_id, body.row, body.loss.model_dump(by_alias=True))
 
 
 @router.get("/capacity", response_model=Capacity)

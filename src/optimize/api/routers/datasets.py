@@ -1,16 +1,20 @@
-"""Registry datasets: list, get a version, versions, aliases."""
+"""Registry datasets: list, get a version, versions, a version's rows, aliases."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from optimize.api.deps import RegistryDep
 from optimize.registry import datasets
+from optimize.registry.rows import MOST_ROWS, read_rows
 from optimize.schemas.registry import (
     AliasMove,
     AliasMoved,
     DatasetAlias,
     DatasetList,
+    DatasetRows,
     DatasetVersionDetail,
     DatasetVersionList,
 )
@@ -36,6 +40,14 @@ def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=DatasetVersionDetail)
 def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
     return datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location)
+
+
+@router.get("/{namespace}/{name}/versions/{selector}/rows", response_model=DatasetRows)
+def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
+             offset: Annotated[int, Query(ge=0, description="Rows to skip")] = 0,
+             limit: Annotated[int, Query(ge=1, le=MOST_ROWS, description="Rows to answer")] = 20) -> dict:
+    """A page of the version's rows as stored (the dashboard's row viewer)."""
+    return read_rows(registry.store, registry.blobs, namespace, name, selector, offset, limit)
 
 
 @router.get("/{namespace}/{name}/aliases/{alias}", response_model=DatasetAlias)

@@ -222,12 +222,14 @@ const CURVES = [  // [title, [metric, label, kind]...]: a chart for each whose m
 ];
 
 function withRates(steps) {
-  // tokens/s between logged updates, from the tokens trained so far and when each update was logged
+  // tokens/s over the last few logged updates, from the tokens trained so far and when each update reached the
+  // server (metrics arrive in batches, so one update's own time would be noise)
+  const WINDOW = 8;
   return steps.map((point, i) => {
-    const before = steps[i - 1];
-    if (!before || point.tokens === undefined || before.tokens === undefined) return point;
+    const before = steps[Math.max(0, i - WINDOW)];
+    if (i === 0 || point.tokens === undefined || before.tokens === undefined) return point;
     const seconds = (Date.parse(point.at) - Date.parse(before.at)) / 1000;
-    return seconds > 0 ? { ...point, tokensPerSecond: (point.tokens - before.tokens) / seconds } : point;
+    return seconds >= 1 ? { ...point, tokensPerSecond: (point.tokens - before.tokens) / seconds } : point;
   });
 }
 
@@ -237,6 +239,7 @@ function drawCharts(box, metrics) {
   const rewardTerms = [...new Set(train.flatMap((p) => Object.keys(p).filter((k) => k.startsWith("reward/"))))];
   const curves = CURVES.map(([title, series]) => [title, title === "Reward"
     ? [...series, ...rewardTerms.map((k) => [k, k, "train"])] : series]);
+  const drawn = [];
   for (const [title, series] of curves) {
     const traces = series.map(([key, label, kind]) => {
       const points = (kind === "train" ? train : metrics.validation).filter((p) => typeof p[key] === "number");
@@ -245,14 +248,19 @@ function drawCharts(box, metrics) {
     }).filter((t) => t.x.length);
     const id = `chart-${title.replace(/\W+/g, "-").toLowerCase()}`;
     let node = document.getElementById(id);
-    if (!traces.length) { node?.remove(); continue; }
+    if (!traces.length) { node?.parentElement.remove(); continue; }
     if (!node) {
-      node = h("figure", { class: "panel chart", id, "aria-label": `${title} by update` });
-      box.append(node);
+      node = h("div", { class: "chart", id, role: "img", "aria-label": `${title} by update` });
+      box.append(h("section", { class: "panel" }, node));
     }
+    drawn.push([node, title, traces]);
+  }
+  // every chart's place is laid out before any is drawn: each is drawn at its own width
+  for (const [node, title, traces] of drawn) {
     node.dataset.points = String(traces[0].x.length);
-    Plotly.react(node, traces, { title: { text: title }, margin: { t: 40, r: 10, b: 40, l: 50 },
-                                 xaxis: { title: { text: "update" } }, legend: { orientation: "h" } },
+    Plotly.react(node, traces, { title: { text: title }, margin: { t: 40, r: 10, b: 40, l: 50 }, height: 300,
+                                 width: node.clientWidth || undefined, xaxis: { title: { text: "update" } },
+                                 legend: { orientation: "h" } },
                  { displaylogo: false, responsive: true });
   }
 }
@@ -320,33 +328,118 @@ async function runView(runId) {
   let run = await api(`/v1/training/runs/${runId}`);
   let metrics = await api(`/v1/training/runs/${runId}/metrics`);
   const charts = h("div", { class: "charts", id: "charts" });
-  const head = h("section", { class: "panel", id: "run-facts" }, runFacts(run));
+  const head = h("section", { class: "panel", id: "run-facts" });
+  let following = false;
+  let fetching = false;
   const render = async () => {
+    head.replaceChildren(runFacts(run));
     show(h("h1", {}, `Run ${short(run.runId)} `, h("span", { class: "muted" }, `in ${run.project}`)),
          head, actionsPanel(run, reload), charts, checksPanel(run), await snapshotsPanel(run));
     drawCharts(charts, metrics);
+  };
+  // the status stream ends once the run settles (paused or ended); a resume starts following it again
+  const watch = async () => {
+    if (following || run.settled) return;
+    following = true;
+    await follow(`/v1/training/runs/${runId}/events`, async (status) => {
+      const phaseChanged = status.phase !== run.phase;
+      run = status;
+      head.replaceChildren(runFacts(run));
+      if (fetching) return;
+      fetching = true;
+      try {
+        metrics = await api(`/v1/training/runs/${runId}/metrics`);
+        if (phaseChanged) await render(); else drawCharts(charts, metrics);
+      } finally {
+        fetching = false;
+      }
+    });
+    following = false;
   };
   const reload = async () => {
     run = await api(`/v1/training/runs/${runId}`);
     metrics = await api(`/v1/training/runs/${runId}/metrics`);
     await render();
+    watch();
   };
   await render();
-  let fetching = false;
-  follow(`/v1/training/runs/${runId}/events`, async (status) => {
-    const phaseChanged = status.phase !== run.phase;
-    run = status;
-    head.replaceChildren(runFacts(run));
-    if (fetching) return;
-    fetching = true;
+  watch();
+}
+
+// --- datasets and the row viewer --------------------------------------------------------------------------------
+
+async function datasetsView() {
+  const { datasets } = await api("/v1/registry/datasets");
+  show(h("h1", {}, "Datasets"), h("section", { class: "panel scroll" }, datasets.length ? h("table", {},
+    h("thead", {}, h("tr", {}, ["Dataset", "Kind", "Versions", "Latest", "Rows", "Registered"]
+      .map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, datasets.map((d) => h("tr", {},
+      h("td", {}, h("a", { href: `#/datasets/${d.namespace}/${d.name}` }, d.dataset)), h("td", {}, d.kind),
+      h("td", { class: "num" }, d.versions), h("td", {}, `v${d.latest.version}`),
+      h("td", { class: "num" }, d.latest.examples ?? d.latest.pairs ?? "—"), h("td", {}, age(d.latest.createdAt))))))
+    : h("p", { class: "muted" }, "No dataset yet: akka registry datasets register NS/NAME -f FILE")));
+}
+
+function lineageOf(version) {
+  const l = version.lineage;
+  if (!l) return "—";
+  const by = l.producedBy ? `${l.producedBy.kind} ${short(l.producedBy.id)}` : "";
+  const teacher = l.teacher ? `; teacher ${l.teacher.reference}` : "";
+  const source = l.source ? `; from ${l.source.reference}` : "";
+  return `${by}${teacher}${source}` || JSON.stringify(l);
+}
+
+async function datasetView(namespace, name) {
+  const base = `/v1/registry/datasets/${namespace}/${name}`;
+  const [{ versions }, models] = await Promise.all([api(`${base}/versions`), api("/v1/training/base-models")]);
+  const latest = versions[versions.length - 1];
+  const chat = latest.format.startsWith("chat");
+  const version = h("select", { id: "row-version", name: "version" },
+    [...versions].reverse().map((v) => h("option", { value: `v${v.version}` }, `v${v.version}`)));
+  const ready = models.models.filter((m) => m.status === "ready");
+  const model = h("select", { id: "row-model", name: "model" }, ready.map((m) => h("option", { value: m.id }, m.id)));
+  const line = h("input", { id: "row-line", name: "line", type: "number", min: 1, value: 1, inputmode: "numeric" });
+  const shown = h("div", { id: "row-view", "aria-live": "polite" });
+  const look = async () => {
+    const offset = Math.max(0, Number(line.value || 1) - 1);
     try {
-      const fresh = await api(`/v1/training/runs/${runId}/metrics`);
-      metrics = fresh;
-      if (phaseChanged) await render(); else drawCharts(charts, metrics);
-    } finally {
-      fetching = false;
+      const page = await api(`${base}/versions/${version.value}/rows?offset=${offset}&limit=1`);
+      const item = page.items[0];
+      if (!item) { shown.replaceChildren(h("p", { class: "muted" }, `${page.reference} has ${page.rows} rows.`)); return; }
+      if (!chat || !model.value) {
+        shown.replaceChildren(h("pre", { class: "row-json" }, JSON.stringify(item.row, null, 2)));
+        return;
+      }
+      const rendered = await api(`/v1/training/base-models/${model.value}/render`, { method: "POST", body: { row: item.row } });
+      shown.replaceChildren(
+        h("p", { id: "row-counts" }, `Line ${item.line} of ${page.rows}: ${rendered.totalTokens} tokens, `,
+          h("strong", {}, `${rendered.trainedTokens} trained`),
+          rendered.tools.length ? ` — tools: ${rendered.tools.join(", ")}` : ""),
+        h("pre", { class: "rendered", "aria-label": "The row as the model sees it; trained tokens are marked" },
+          rendered.tokens.map(([text, trains]) => trains ? h("mark", { class: "trained" }, text) : text)));
+    } catch (error) {
+      shown.replaceChildren(h("p", { class: "error", role: "alert" }, error.message, error.hint ? ` (${error.hint})` : ""));
     }
-  });
+  };
+  for (const control of [version, model, line]) control.addEventListener("change", look);
+  const step = (by) => { line.value = Math.max(1, Number(line.value || 1) + by); look(); };
+  show(h("h1", {}, `${namespace}/${name}`),
+       h("section", { class: "panel scroll" }, h("h2", {}, "Versions"), h("table", {},
+         h("thead", {}, h("tr", {}, ["Version", "Rows", "Tool rows", "Aliases", "Lineage", "Digest", "Registered"]
+           .map((c) => h("th", { scope: "col" }, c)))),
+         h("tbody", {}, [...versions].reverse().map((v) => h("tr", {},
+           h("td", {}, `v${v.version}`), h("td", { class: "num" }, v.examples ?? v.pairs),
+           h("td", { class: "num" }, v.toolRows), h("td", {}, v.aliases.join(", ") || "—"), h("td", {}, lineageOf(v)),
+           h("td", {}, short(v.digest.replace("sha256:", ""))), h("td", {}, age(v.createdAt))))))),
+       h("section", { class: "panel" }, h("h2", {}, "Row viewer"),
+         h("div", { class: "filters" }, h("label", { for: "row-version" }, "Version", version),
+           chat ? h("label", { for: "row-model" }, "Rendered by", model) : null,
+           h("label", { for: "row-line" }, "Line", line),
+           h("button", { type: "button", class: "quiet", onclick: () => step(-1) }, "Previous"),
+           h("button", { type: "button", class: "quiet", onclick: () => step(1) }, "Next")),
+         chat && !ready.length ? h("p", { class: "muted" }, "Select a base model to render rows: akka training base-models select ID") : null,
+         shown));
+  await look();
 }
 
 // --- endpoints and the chat box ---------------------------------------------------------------------------------
@@ -413,6 +506,8 @@ const ROUTES = [
   [/^#\/projects$/, projectsView, true],
   [/^#\/projects\/([^/]+)$/, (name) => runsView(decodeURIComponent(name)), true],
   [/^#\/runs\/([0-9a-f]+)$/, runView, true],
+  [/^#\/datasets$/, datasetsView, true],
+  [/^#\/datasets\/([^/]+)\/([^/]+)$/, datasetView, true],
   [/^#\/endpoints$/, endpointsView, true],
   [/^#\/endpoints\/([0-9a-f]+)$/, endpointView, true],
 ];

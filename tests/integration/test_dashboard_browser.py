@@ -1,0 +1,116 @@
+"""The dashboard in a real headless Chromium (tests/browser.py) against a real server, worker and training on the
+cpu: sign in with a token; a project's runs table; a run's page whose loss curve grows while it trains, then paused
+and resumed from the page (each after a confirmation); the row viewer highlighting the tokens that train, as many
+as the chat core counts; an endpoint's chat box answering. A screenshot of each page is written (the path is
+printed; tests/browser.py says where)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import browser_page, console_errors, screenshot
+from tests.conftest import chat_row, from_standin, start_server, write_jsonl
+from tests.run_fixtures import MODEL, capitals_project, plan, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dashboard")
+    proc = start_server(tmp / "data")
+    project = capitals_project(proc.url, tmp, "ui", copies=3)
+    yield {**project, "proc": proc}
+    proc.stop()
+
+
+@pytest.fixture
+def page(deployment):
+    with browser_page() as opened:
+        errors = console_errors(opened)
+        opened.on("dialog", lambda dialog: dialog.accept())  # every action asks for confirmation first
+        opened.goto(f"{deployment['proc'].url}/")
+        opened.locator("#token").fill(deployment["proc"].token)
+        opened.get_by_role("button", name="Sign in").click()
+        opened.get_by_role("heading", name="Projects").wait_for()
+        yield opened
+        assert not errors, errors
+
+
+def test_sign_in_then_a_projects_runs(deployment, page):
+    shot = screenshot(page, "dashboard-projects")
+    assert page.get_by_role("link", name=deployment["name"]).is_visible() and shot.stat().st_size > 0
+    page.get_by_role("link", name=deployment["name"]).click()
+    page.get_by_role("heading", name=f"Runs of {deployment['name']}").wait_for()
+    screenshot(page, "dashboard-runs")
+
+
+def test_a_wrong_token_is_refused_on_the_sign_in_page(deployment):
+    with browser_page() as opened:
+        opened.goto(f"{deployment['proc'].url}/")
+        opened.locator("#token").fill("not-a-token")
+        opened.get_by_role("button", name="Sign in").click()
+        opened.get_by_role("alert").filter(has_text="not accepted").wait_for()
+
+
+def test_a_runs_curve_grows_while_it_trains_and_it_pauses_and_resumes_from_the_page(deployment, page):
+    client, name = deployment["client"], deployment["name"]
+    document = plan(name, "chat")
+    document["config"]["hyperparams"]["training"]["maxSteps"] = 200
+    document["execution"] |= {"saveEvery": 20}
+    run = client.post("/v1/training/runs", json=document).json()
+    wait_for(client, f"/v1/training/runs/{run['runId']}", lambda r: (r["progress"].get("observedStep") or 0) >= 2)
+    page.goto(f"{deployment['proc'].url}/#/runs/{run['runId']}")
+    chart = page.locator("#chart-loss")
+    chart.wait_for()
+    first = int(chart.get_attribute("data-points"))
+    page.wait_for_function("(n) => Number(document.getElementById('chart-loss').dataset.points) > n + 3", arg=first)
+    screenshot(page, "dashboard-run")
+
+    page.locator("#pause").click()
+    page.locator("#run-phase", has_text="PAUSED").wait_for(timeout=60_000)
+    paused = client.get(f"/v1/training/runs/{run['runId']}").json()
+    assert paused["phase"] == "PAUSED" and paused["progress"]["observedStep"] < 200
+    page.locator("#resume").click()
+    page.locator("#run-phase").filter(has_text="QUEUED").or_(page.locator("#run-phase").filter(
+        has_text="PREPARING")).or_(page.locator("#run-phase").filter(has_text="TRAINING")).first.wait_for()
+    resumed = wait_for(client, f"/v1/training/runs/{run['runId']}", lambda r: r["attempt"] == 2)
+    assert resumed["phase"] != "PAUSED"
+    client.post(f"/v1/training/runs/{run['runId']}/cancel")
+
+
+def test_the_row_viewer_marks_the_tokens_that_train(deployment, page, tmp_path):
+    client, name = deployment["client"], deployment["name"]
+    rows = [chat_row("What is the capital of Peru?", "It is Lima."), chat_row("And of Chile?", "Santiago.")]
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", f"{name}/viewed", "-f", str(write_jsonl(tmp_path / "v.jsonl",
+                 rows)), "--server", deployment["proc"].url]) == 0
+    page.goto(f"{deployment['proc'].url}/#/datasets/{name}/viewed")
+    page.locator("#row-counts").wait_for()
+    expected = client.post(f"/v1/training/base-models/{MODEL}/render", json={"row": rows[0]}).json()
+    marked = page.locator("mark.trained").all_inner_texts()
+    assert "".join(marked) == "".join(text for text, trains in expected["tokens"] if trains)
+    assert len(marked) == expected["trainedTokens"] and "Lima" in "".join(marked)
+    assert f"{expected['trainedTokens']} trained" in page.locator("#row-counts").inner_text()
+    screenshot(page, "dashboard-row-viewer", full_page=True)
+    page.get_by_role("button", name="Next").click()
+    page.locator("#row-counts", has_text="Line 2 of 2").wait_for()
+    assert "Santiago" in "".join(page.locator("mark.trained").all_inner_texts())
+
+
+def test_the_chat_box_answers(deployment, page):
+    client = deployment["client"]
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+    endpoint = client.post("/v1/training/endpoints", json={"model": MODEL, "project": deployment["name"]}).json()
+    assert "endpointId" in endpoint, endpoint
+    wait_for(client, f"/v1/training/endpoints/{endpoint['endpointId']}",
+             lambda e: e["phase"] == "READY" or e["terminal"])
+    page.goto(f"{deployment['proc'].url}/#/endpoints/{endpoint['endpointId']}")
+    page.locator("#chat-input").fill("What is the capital of Peru?")
+    page.locator("#chat-send").click()
+    answer = page.locator("#chat-log li.assistant")
+    answer.wait_for(timeout=60_000)
+    assert answer.inner_text().startswith(f"{MODEL}: ")
+    screenshot(page, "dashboard-chat")
+    client.delete(f"/v1/training/endpoints/{endpoint['endpointId']}")
