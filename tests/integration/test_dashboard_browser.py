@@ -114,3 +114,73 @@ def test_the_chat_box_answers(deployment, page):
     assert answer.inner_text().startswith(f"{MODEL}: ")
     screenshot(page, "dashboard-chat")
     client.delete(f"/v1/training/endpoints/{endpoint['endpointId']}")
+
+
+@pytest.fixture(scope="module")
+def finished(deployment) -> dict:
+    """A short run trained to completion: saves at 4 and 8, its model registered."""
+    client, name = deployment["client"], deployment["name"]
+    document = plan(name, "chat", modelName="viewed")
+    document["config"]["hyperparams"]["training"]["maxSteps"] = 8
+    document["execution"] |= {"saveEvery": 4}
+    run = client.post("/v1/training/runs", json=document).json()
+    return wait_for(client, f"/v1/training/runs/{run['runId']}", lambda r: r["terminal"])
+
+
+def test_a_branch_from_a_snapshot_after_its_dry_run_and_an_evaluation_from_the_page(deployment, finished, tmp_path):
+    client, name, url = deployment["client"], deployment["name"], deployment["proc"].url
+    assert finished["phase"] == "COMPLETED", finished["failureReason"]
+    from optimize.cli.main import main
+
+    asked = [chat_row("What is the capital of Peru?", "Lima"), chat_row("And of Chile?", "Santiago")]
+    assert main(["registry", "datasets", "register", f"{name}/asked", "-f", str(write_jsonl(tmp_path / "a.jsonl",
+                 asked)), "--server", url]) == 0
+    with browser_page() as page:
+        errors = console_errors(page)
+        said: list[str] = []
+
+        def answer(dialog):
+            said.append(dialog.message)
+            dialog.accept(f"{name}/asked" if dialog.type == "prompt" else None)
+
+        page.on("dialog", answer)
+        page.goto(f"{url}/")
+        page.locator("#token").fill(deployment["proc"].token)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("heading", name="Projects").wait_for()
+        page.goto(f"{url}/#/runs/{finished['runId']}")
+        page.locator("#snapshots tr[data-step='4']").get_by_role("button", name="Branch…").click()
+        page.get_by_role("heading", name="Run").filter(has_not_text=finished["runId"][:12]).wait_for()
+        assert any("restores" in text and "from step 4" in text for text in said), said  # the dry run, confirmed
+        branches = [r for r in client.get("/v1/training/runs", params={"project": name}).json()["runs"]
+                    if r.get("parentRunId") == finished["runId"]]
+        assert len(branches) == 1 and branches[0]["branch"]["step"] == 4
+        screenshot(page, "dashboard-branch")
+
+        page.goto(f"{url}/#/runs/{finished['runId']}")
+        page.locator("#snapshots tr[data-step='8']").get_by_role("button", name="Evaluate…").click()
+        page.locator("#predictions").wait_for()
+        evaluation = page.url.rsplit("/", 1)[1]
+        wait_for(client, f"/v1/training/evaluations/{evaluation}", lambda e: e["terminal"])
+        page.reload()
+        page.locator("#predictions tbody tr").nth(1).wait_for()
+        assert "Lima" in page.locator("#predictions").inner_text()
+        screenshot(page, "dashboard-evaluation")
+        page.goto(f"{url}/#/projects/{name}/evaluations")
+        page.wait_for_function("() => Number(document.getElementById('chart-scores').dataset.bars) >= 1")
+        screenshot(page, "dashboard-scores")
+        assert not errors, errors
+
+
+def test_the_pages_fit_a_narrow_window(deployment, finished):
+    with browser_page(viewport={"width": 390, "height": 844}) as page:
+        page.goto(f"{deployment['proc'].url}/")
+        page.locator("#token").fill(deployment["proc"].token)
+        page.get_by_role("button", name="Sign in").click()
+        pages = ((f"#/projects/{deployment['name']}", "table"), (f"#/runs/{finished['runId']}", "#chart-loss"))
+        for route, ready in pages:
+            page.goto(f"{deployment['proc'].url}/{route}")
+            page.locator(ready).first.wait_for()
+            # wide tables scroll inside their panel; the page itself never scrolls sideways
+            assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1"), route
+        screenshot(page, "dashboard-narrow", full_page=True)

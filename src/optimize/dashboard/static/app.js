@@ -204,6 +204,7 @@ async function runsView(project) {
   phase.addEventListener("change", refresh);
   method.addEventListener("change", refresh);
   show(h("h1", {}, `Runs of ${project}`),
+       h("p", {}, h("a", { href: `#/projects/${encodeURIComponent(project)}/evaluations` }, "Evaluations and scores")),
        h("div", { class: "filters" }, h("label", { for: "phase" }, "Phase", phase),
          h("label", { for: "method" }, "Method", method)),
        h("section", { class: "panel scroll" }, table));
@@ -313,15 +314,50 @@ function actionsPanel(run, reload) {
       "Cancel")));
 }
 
+async function branchFrom(run, snapshot) {
+  // a dry run first: what the branch would restore and why, confirmed before anything starts
+  try {
+    const dry = await api(`/v1/training/runs/${run.runId}/branch?dryRun=true`, { method: "POST",
+                          body: { snapshotId: snapshot.snapshotId } });
+    const b = dry.branch || {};
+    if (!confirm(`Branch run ${short(run.runId)} from step ${b.step ?? snapshot.step}: restores ${b.restore} (${b.why || ""}). Start it?`)) return;
+    const started = await api(`/v1/training/runs/${run.runId}/branch`, { method: "POST",
+                              body: { snapshotId: snapshot.snapshotId } });
+    notice(`Branch ${short(started.runId)} started.`);
+    location.hash = `#/runs/${started.runId}`;
+  } catch (error) {
+    notice(`${error.message}${error.hint ? ` (${error.hint})` : ""}`);
+  }
+}
+
+async function evaluate(run, model) {
+  const dataset = prompt(`Evaluate ${model} on which dataset (NS/NAME[:vN])?`);
+  if (!dataset) return;
+  if (!confirm(`Start an evaluation of ${model} on ${dataset}?`)) return;
+  try {
+    const started = await api("/v1/training/evaluations", { method: "POST",
+                              body: { model, dataset: dataset.trim(), project: run.project } });
+    location.hash = `#/evaluations/${started.evaluationId}`;
+  } catch (error) {
+    notice(`${error.message}${error.hint ? ` (${error.hint})` : ""}`);
+  }
+}
+
 async function snapshotsPanel(run) {
   const { snapshots } = await api(`/v1/training/runs/${run.runId}/snapshots`);
   if (!snapshots.length) return null;
-  return h("section", { class: "panel scroll" }, h("h2", {}, "Snapshots"), h("table", {},
-    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Saved"].map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, snapshots.map((s) => h("tr", {},
+  const trainer = mayTrain();
+  return h("section", { class: "panel scroll" }, h("h2", {}, "Snapshots"), h("table", { id: "snapshots" },
+    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Saved", ...(trainer ? ["Actions"] : [])]
+      .map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, snapshots.map((s) => h("tr", { "data-step": s.step },
       h("td", {}, short(s.snapshotId)), h("td", { class: "num" }, s.step),
       h("td", {}, (s.kinds || []).join(", ")), h("td", {}, (s.registered || []).join(", ") || "—"),
-      h("td", {}, age(s.committedAt)))))));
+      h("td", {}, age(s.committedAt)),
+      trainer ? h("td", { class: "actions" },
+        h("button", { type: "button", class: "quiet", onclick: () => branchFrom(run, s) }, "Branch…"),
+        (s.registered || []).length ? h("button", { type: "button", class: "quiet",
+          onclick: () => evaluate(run, s.registered[0]) }, "Evaluate…") : null) : null)))));
 }
 
 async function runView(runId) {
@@ -364,6 +400,57 @@ async function runView(runId) {
   };
   await render();
   watch();
+}
+
+// --- evaluations ------------------------------------------------------------------------------------------------
+
+async function evaluationsView(project) {
+  const [scores, { evaluations }] = await Promise.all([
+    api(`/v1/training/projects/${encodeURIComponent(project)}/scores`),
+    api(`/v1/training/evaluations?project=${encodeURIComponent(project)}`)]);
+  const chart = h("div", { class: "chart", id: "chart-scores", role: "img",
+                           "aria-label": `Mean score of each model on ${scores.dataset || "no dataset yet"}` });
+  show(h("h1", {}, `Evaluations of ${project}`),
+       h("section", { class: "panel" }, chart),
+       h("section", { class: "panel scroll" }, h("table", {},
+         h("thead", {}, h("tr", {}, ["Evaluation", "Phase", "Model", "Dataset", "Grader", "Mean score", "Exact",
+                                     "Started"].map((c) => h("th", { scope: "col" }, c)))),
+         h("tbody", {}, evaluations.map((e) => h("tr", {},
+           h("td", {}, h("a", { href: `#/evaluations/${e.evaluationId}` }, short(e.evaluationId))),
+           h("td", { class: `phase phase-${e.phase}` }, e.phase), h("td", {}, e.model),
+           h("td", {}, e.dataset?.reference), h("td", {}, e.grader),
+           h("td", { class: "num" }, fmt(e.report?.meanScore, 3)), h("td", { class: "num" }, fmt(e.report?.exactMatchRate, 3)),
+           h("td", {}, age(e.createdAt))))))));
+  // the project's scores table as a chart: each base model's own score, then each configuration trained on it
+  const bars = scores.groups.flatMap((g) => [
+    ...(g.baseline ? [{ x: `${g.baseModel} (base)`, y: g.baseline.meanScore }] : []),
+    ...g.columns.map((c) => ({ x: `${c.model}`, y: c.meanScore }))]);
+  if (window.Plotly && bars.length) {
+    Plotly.react(chart, [{ type: "bar", x: bars.map((b) => b.x), y: bars.map((b) => b.y) }],
+                 { title: { text: `Mean score on ${scores.dataset} (${scores.grader})` }, height: 320,
+                   width: chart.clientWidth || undefined, yaxis: { range: [0, 1] }, margin: { t: 40, b: 80 } },
+                 { displaylogo: false, responsive: true });
+    chart.dataset.bars = String(bars.length);
+  } else {
+    chart.replaceChildren(h("p", { class: "muted" }, "No completed evaluation yet."));
+  }
+}
+
+async function evaluationView(evaluationId) {
+  const evaluation = await api(`/v1/training/evaluations/${evaluationId}`);
+  const { predictions } = await api(`/v1/training/evaluations/${evaluationId}/predictions?limit=200`);
+  show(h("h1", {}, `Evaluation ${short(evaluationId)} `, h("span", { class: "muted" }, `of ${evaluation.model}`)),
+       h("section", { class: "panel" }, facts([
+         ["Phase", h("span", { class: `phase phase-${evaluation.phase}` }, evaluation.phase)],
+         ["Dataset", evaluation.dataset?.reference], ["Grader", evaluation.grader],
+         ["Mean score", fmt(evaluation.report?.meanScore, 3)], ["Exact", fmt(evaluation.report?.exactMatchRate, 3)],
+         ["Scored", evaluation.report ? `${evaluation.report.scored} (${evaluation.report.unscored} unscored)` : "—"],
+         ["Failure", evaluation.failureReason || undefined]])),
+       h("section", { class: "panel scroll" }, h("h2", {}, "Predictions"), h("table", { id: "predictions" },
+         h("thead", {}, h("tr", {}, ["Line", "Expected", "Answer", "Score"].map((c) => h("th", { scope: "col" }, c)))),
+         h("tbody", {}, predictions.map((p) => h("tr", {},
+           h("td", { class: "num" }, p.line), h("td", { class: "wrap" }, p.expected), h("td", { class: "wrap" }, p.answer),
+           h("td", { class: "num" }, fmt(p.score, 3))))))));
 }
 
 // --- datasets and the row viewer --------------------------------------------------------------------------------
@@ -506,6 +593,8 @@ const ROUTES = [
   [/^#\/projects$/, projectsView, true],
   [/^#\/projects\/([^/]+)$/, (name) => runsView(decodeURIComponent(name)), true],
   [/^#\/runs\/([0-9a-f]+)$/, runView, true],
+  [/^#\/projects\/([^/]+)\/evaluations$/, (name) => evaluationsView(decodeURIComponent(name)), true],
+  [/^#\/evaluations\/([0-9a-f]+)$/, evaluationView, true],
   [/^#\/datasets$/, datasetsView, true],
   [/^#\/datasets\/([^/]+)\/([^/]+)$/, datasetView, true],
   [/^#\/endpoints$/, endpointsView, true],
