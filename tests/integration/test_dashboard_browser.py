@@ -156,6 +156,11 @@ def test_a_branch_from_a_snapshot_after_its_dry_run_and_an_evaluation_from_the_p
                     if r.get("parentRunId") == finished["runId"]]
         assert len(branches) == 1 and branches[0]["branch"]["step"] == 4
         screenshot(page, "dashboard-branch")
+        page.wait_for_function("() => Number(document.getElementById('chart-tree')?.dataset.runs) === 2")
+        assert "from step 4 (" in page.locator("#branch-tree").inner_text()  # the family, the parent's curve overlaid
+        page.locator("#settings summary").click()
+        assert "config.hyperparams.training.maxSteps" in page.locator("#settings").inner_text()
+        assert page.locator("#timeline .phase-bar").count() >= 1
 
         page.goto(f"{url}/#/runs/{finished['runId']}")
         page.locator("#snapshots tr[data-step='8']").get_by_role("button", name="Evaluate…").click()

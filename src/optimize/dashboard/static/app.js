@@ -360,6 +360,65 @@ async function snapshotsPanel(run) {
           onclick: () => evaluate(run, s.registered[0]) }, "Evaluate…") : null) : null)))));
 }
 
+function timelinePanel(run) {
+  // how long the run spent in each phase, in the order it went through them
+  const spent = Object.entries(run.timing?.phaseMillis || {}).filter(([, ms]) => ms > 0);
+  if (!spent.length) return null;
+  const total = spent.reduce((sum, [, ms]) => sum + ms, 0);
+  return h("section", { class: "panel" }, h("h2", {}, "Phases"), h("div", { class: "timeline", id: "timeline" },
+    spent.map(([phase, ms]) => h("span", { class: `phase-bar phase-${phase}`, style: `flex: ${ms / total}`,
+                                           title: `${phase}: ${(ms / 1000).toFixed(1)} s` },
+      `${phase} ${(ms / 1000).toFixed(1)} s`))));
+}
+
+async function settingsPanel(run) {
+  const { settings } = await api(`/v1/training/runs/${run.runId}?settings=true`);
+  if (!settings) return null;
+  return h("details", { class: "panel", id: "settings" }, h("summary", {}, h("strong", {}, "Settings and where each came from")),
+    h("div", { class: "scroll" }, h("table", {},
+      h("thead", {}, h("tr", {}, ["Setting", "Value", "Source"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, Object.entries(settings).map(([path, { value, source }]) => h("tr", {},
+        h("td", {}, path), h("td", { class: "wrap" }, typeof value === "object" ? JSON.stringify(value) : String(value)),
+        h("td", {}, source)))))));
+}
+
+async function drawTree(box, run) {
+  // the run's family (its root and every branch under it), each run's loss on the updates of its lineage
+  const { runs } = await api(`/v1/training/runs?project=${encodeURIComponent(run.project)}`);
+  const byId = Object.fromEntries(runs.map((r) => [r.runId, r]));
+  let root = run;
+  while (root.parentRunId && byId[root.parentRunId]) root = byId[root.parentRunId];
+  const family = [];
+  const walk = (r, depth) => {
+    family.push([r, depth]);
+    runs.filter((c) => c.parentRunId === r.runId).forEach((c) => walk(c, depth + 1));
+  };
+  walk(byId[root.runId] || root, 0);
+  if (family.length < 2) { box.hidden = true; return; }
+  box.hidden = false;
+  const list = h("ul", { class: "tree" }, family.map(([r, depth]) => h("li", { style: `margin-left: ${depth * 16}px` },
+    r.runId === run.runId ? h("strong", {}, short(r.runId)) : h("a", { href: `#/runs/${r.runId}` }, short(r.runId)),
+    ` ${r.phase}`, r.branch ? ` — from step ${r.branch.step} (${r.branch.restore})` : "")));
+  const chart = h("div", { class: "chart", id: "chart-tree", role: "img", "aria-label": "Loss of each run of the family" });
+  box.replaceChildren(h("h2", {}, "Branch tree"), list, chart);
+  // a branch's updates are drawn from the parent's update it started at
+  const offset = (r) => (r.branch ? r.branch.step : 0) + (r.branch && byId[r.parentRunId] ? offset(byId[r.parentRunId]) : 0);
+  const traces = [];
+  for (const [r] of family.slice(0, 8)) {
+    const m = await api(`/v1/training/runs/${r.runId}/metrics`);
+    const points = m.steps.filter((p) => typeof p.loss === "number");
+    traces.push({ x: points.map((p) => p.step + offset(r)), y: points.map((p) => p.loss), name: short(r.runId),
+                  mode: "lines", type: "scatter" });
+  }
+  chart.dataset.runs = String(traces.length);
+  if (window.Plotly) {
+    Plotly.react(chart, traces, { title: { text: "Loss across the branch tree" }, height: 300,
+                                  width: chart.clientWidth || undefined, margin: { t: 40, r: 10, b: 40, l: 50 },
+                                  xaxis: { title: { text: "update (from the root's start)" } } },
+                 { displaylogo: false, responsive: true });
+  }
+}
+
 async function runView(runId) {
   let run = await api(`/v1/training/runs/${runId}`);
   let metrics = await api(`/v1/training/runs/${runId}/metrics`);
@@ -367,11 +426,14 @@ async function runView(runId) {
   const head = h("section", { class: "panel", id: "run-facts" });
   let following = false;
   let fetching = false;
+  const tree = h("section", { class: "panel", id: "branch-tree" });
   const render = async () => {
     head.replaceChildren(runFacts(run));
     show(h("h1", {}, `Run ${short(run.runId)} `, h("span", { class: "muted" }, `in ${run.project}`)),
-         head, actionsPanel(run, reload), charts, checksPanel(run), await snapshotsPanel(run));
+         head, actionsPanel(run, reload), timelinePanel(run), charts, tree, checksPanel(run),
+         await snapshotsPanel(run), await settingsPanel(run));
     drawCharts(charts, metrics);
+    drawTree(tree, run);
   };
   // the status stream ends once the run settles (paused or ended); a resume starts following it again
   const watch = async () => {
