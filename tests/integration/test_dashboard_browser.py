@@ -86,13 +86,22 @@ def test_the_row_viewer_marks_the_tokens_that_train(deployment, page, tmp_path):
 
     assert main(["registry", "datasets", "register", f"{name}/viewed", "-f", str(write_jsonl(tmp_path / "v.jsonl",
                  rows)), "--server", deployment["proc"].url]) == 0
+    analysis = client.post("/v1/training/datasets/analyses", json={"dataset": f"{name}/viewed", "model": MODEL}).json()
+    analysis = wait_for(client, f"/v1/training/datasets/analyses/{analysis['analysisId']}",
+                        lambda a: a["phase"] in ("done", "failed"))
+    assert analysis["phase"] == "done", analysis["reason"]
     page.goto(f"{deployment['proc'].url}/#/datasets/{name}/viewed")
     page.locator("#row-counts").wait_for()
+    page.wait_for_function("(id) => Number(document.getElementById(`lengths-${id}`)?.dataset.rows) === 2",
+                           arg=analysis["analysisId"])  # the analysis' histogram counts every row
     expected = client.post(f"/v1/training/base-models/{MODEL}/render", json={"row": rows[0]}).json()
     marked = page.locator("mark.trained").all_inner_texts()
     assert "".join(marked) == "".join(text for text, trains in expected["tokens"] if trains)
     assert len(marked) == expected["trainedTokens"] and "Lima" in "".join(marked)
     assert f"{expected['trainedTokens']} trained" in page.locator("#row-counts").inner_text()
+    second = client.post(f"/v1/training/base-models/{MODEL}/render", json={"row": rows[1]}).json()
+    # the viewer counts the trained tokens the analysis counts (the same chat core, the same loss policy)
+    assert expected["trainedTokens"] + second["trainedTokens"] == analysis["report"]["trainedTokens"]["default"]
     screenshot(page, "dashboard-row-viewer", full_page=True)
     page.get_by_role("button", name="Next").click()
     page.locator("#row-counts", has_text="Line 2 of 2").wait_for()

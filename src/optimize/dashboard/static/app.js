@@ -571,6 +571,21 @@ async function datasetView(namespace, name) {
     }
   };
   for (const control of [version, model, line]) control.addEventListener("change", look);
+  const analyses = h("section", { class: "panel", id: "analyses" });
+  const showAnalyses = async () => {
+    const reference = `${namespace}/${name}:${version.value}`;
+    const { analyses: found } = await api(`/v1/training/datasets/analyses?dataset=${encodeURIComponent(reference)}`);
+    const done = found.filter((a) => a.phase === "done" && a.report);
+    if (!done.length) {
+      analyses.replaceChildren(h("h2", {}, "Analysis"), h("p", { class: "muted" },
+        `${reference} has no finished analysis: akka training datasets analyze ${reference} --base-model ID`));
+      return;
+    }
+    analyses.replaceChildren(h("h2", {}, "Analysis"), ...done.map((a) => analysisPart(a, (at) => {
+      line.value = at; look(); shown.scrollIntoView(); })));
+    for (const a of done) drawLengths(a);
+  };
+  version.addEventListener("change", showAnalyses);
   const step = (by) => { line.value = Math.max(1, Number(line.value || 1) + by); look(); };
   show(h("h1", {}, `${namespace}/${name}`),
        h("section", { class: "panel scroll" }, h("h2", {}, "Versions"), h("table", {},
@@ -587,8 +602,41 @@ async function datasetView(namespace, name) {
            h("button", { type: "button", class: "quiet", onclick: () => step(-1) }, "Previous"),
            h("button", { type: "button", class: "quiet", onclick: () => step(1) }, "Next")),
          chat && !ready.length ? h("p", { class: "muted" }, "Select a base model to render rows: akka training base-models select ID") : null,
-         shown));
+         shown),
+       analyses);
   await look();
+  await showAnalyses();
+}
+
+function analysisPart(analysis, toLine) {
+  const r = analysis.report;
+  const findings = r.findings || [];
+  return h("div", { class: "analysis", "data-model": analysis.baseModel },
+    h("p", {}, `Under ${analysis.baseModel}: median ${r.lengths.median}, p90 ${r.lengths.p90}, p99 ${r.lengths.p99}, `,
+      `longest ${r.lengths.max} tokens; suggested maxSeqLength ${r.suggestedMaxSeqLength}.`),
+    h("div", { class: "chart", id: `lengths-${analysis.analysisId}`, role: "img",
+               "aria-label": `Row lengths under ${analysis.baseModel}, against maxSeqLength limits` }),
+    findings.length ? h("div", { class: "scroll" }, h("h3", {}, `Template findings (${r.findingCount})`), h("table", { class: "findings" },
+      h("thead", {}, h("tr", {}, ["Line", "Finding"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, findings.map((f) => h("tr", {},
+        h("td", {}, h("button", { type: "button", class: "quiet", onclick: () => toLine(f.line) }, `line ${f.line}`)),
+        h("td", { class: "wrap" }, f.message)))))) : h("p", { class: "muted" }, "No template finding."));
+}
+
+function drawLengths(analysis) {
+  // rows per length bucket, the buckets' edges the common maxSeqLength limits (from the rows over each limit)
+  const node = document.getElementById(`lengths-${analysis.analysisId}`);
+  const limits = analysis.report.limits;
+  const rows = analysis.report.rows ?? analysis.report.pairs ?? 0;
+  const over = [rows, ...limits.map((l) => l.over)];
+  const labels = limits.map((l, i) => `${i ? limits[i - 1].limit + 1 : 1}–${l.limit}`).concat(`> ${limits[limits.length - 1].limit}`);
+  const counts = labels.map((_, i) => (i < limits.length ? over[i] - over[i + 1] : over[over.length - 1]));
+  node.dataset.rows = String(counts.reduce((a, b) => a + b, 0));
+  if (!window.Plotly) return;
+  Plotly.react(node, [{ type: "bar", x: labels, y: counts, name: "rows" }],
+               { title: { text: "Rows by length (tokens), against maxSeqLength limits" }, height: 280,
+                 width: node.clientWidth || undefined, margin: { t: 40, r: 10, b: 60, l: 50 } },
+               { displaylogo: false, responsive: true });
 }
 
 // --- endpoints and the chat box ---------------------------------------------------------------------------------
