@@ -180,6 +180,8 @@ def test_a_branch_from_a_snapshot_after_its_dry_run_and_an_evaluation_from_the_p
         page.locator("#predictions tbody tr").nth(1).wait_for()
         assert "Lima" in page.locator("#predictions").inner_text()
         screenshot(page, "dashboard-evaluation")
+        page.goto(f"{url}/#/runs/{finished['runId']}")  # the snapshot shows its model's score now
+        assert f"on {name}/asked:v1" in page.locator("#snapshots tr[data-step='8'] td.score").inner_text()
         page.goto(f"{url}/#/projects/{name}/evaluations")
         page.wait_for_function("() => Number(document.getElementById('chart-scores').dataset.bars) >= 1")
         screenshot(page, "dashboard-scores")

@@ -237,7 +237,9 @@ function withRates(steps) {
 function drawCharts(box, metrics) {
   if (!window.Plotly) return;
   const train = withRates(metrics.steps);
-  const rewardTerms = [...new Set(train.flatMap((p) => Object.keys(p).filter((k) => k.startsWith("reward/"))))];
+  // a reinforcement run's reward terms: reward:<term> (their spread, reward:<term>:std, is left out)
+  const rewardTerms = [...new Set(train.flatMap((p) => Object.keys(p).filter(
+    (k) => k.startsWith("reward:") && !k.endsWith(":std"))))];
   const curves = CURVES.map(([title, series]) => [title, title === "Reward"
     ? [...series, ...rewardTerms.map((k) => [k, k, "train"])] : series]);
   const drawn = [];
@@ -344,16 +346,23 @@ async function evaluate(run, model) {
 }
 
 async function snapshotsPanel(run) {
-  const { snapshots } = await api(`/v1/training/runs/${run.runId}/snapshots`);
+  const [{ snapshots }, { evaluations }] = await Promise.all([
+    api(`/v1/training/runs/${run.runId}/snapshots`),
+    api(`/v1/training/evaluations?project=${encodeURIComponent(run.project)}&phase=COMPLETED`)]);
   if (!snapshots.length) return null;
+  // each registered model's newest completed evaluation (the list is newest first)
+  const scored = {};
+  for (const e of evaluations) if (!(e.model in scored)) scored[e.model] = e;
+  const scoreOf = (s) => (s.registered || []).map((m) => scored[m]).filter(Boolean).map((e) =>
+    h("a", { href: `#/evaluations/${e.evaluationId}` }, `${fmt(e.report?.meanScore, 3)} on ${e.dataset?.reference}`));
   const trainer = mayTrain();
   return h("section", { class: "panel scroll" }, h("h2", {}, "Snapshots"), h("table", { id: "snapshots" },
-    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Saved", ...(trainer ? ["Actions"] : [])]
+    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Score", "Saved", ...(trainer ? ["Actions"] : [])]
       .map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, snapshots.map((s) => h("tr", { "data-step": s.step },
       h("td", {}, short(s.snapshotId)), h("td", { class: "num" }, s.step),
       h("td", {}, (s.kinds || []).join(", ")), h("td", {}, (s.registered || []).join(", ") || "—"),
-      h("td", {}, age(s.committedAt)),
+      h("td", { class: "score" }, scoreOf(s).length ? scoreOf(s) : "—"), h("td", {}, age(s.committedAt)),
       trainer ? h("td", { class: "actions" },
         h("button", { type: "button", class: "quiet", onclick: () => branchFrom(run, s) }, "Branch…"),
         (s.registered || []).length ? h("button", { type: "button", class: "quiet",
