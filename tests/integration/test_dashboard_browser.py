@@ -64,7 +64,7 @@ def test_a_runs_curve_grows_while_it_trains_and_it_pauses_and_resumes_from_the_p
     chart = page.locator("#chart-loss")
     chart.wait_for()
     first = int(chart.get_attribute("data-points"))
-    page.wait_for_function("(n) => Number(document.getElementById('chart-loss').dataset.points) > n + 3", arg=first)
+    page.wait_for_function("(n) => Number(document.getElementById('chart-loss')?.dataset.points) > n + 3", arg=first)
     screenshot(page, "dashboard-run")
 
     page.locator("#pause").click()
@@ -183,7 +183,7 @@ def test_a_branch_from_a_snapshot_after_its_dry_run_and_an_evaluation_from_the_p
         page.goto(f"{url}/#/runs/{finished['runId']}")  # the snapshot shows its model's score now
         assert f"on {name}/asked:v1" in page.locator("#snapshots tr[data-step='8'] td.score").inner_text()
         page.goto(f"{url}/#/projects/{name}/evaluations")
-        page.wait_for_function("() => Number(document.getElementById('chart-scores').dataset.bars) >= 1")
+        page.wait_for_function("() => Number(document.getElementById('chart-scores')?.dataset.bars) >= 1")
         screenshot(page, "dashboard-scores")
         assert not errors, errors
 
