@@ -104,6 +104,12 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
     deployment.scheduler.start()
     app.state.collector = Collector(app.state.registry, float(os.environ.get("OPTIMIZE_GC_SECONDS", "3600")))
     app.state.collector.start()
+    app.state.mlflow = None
+    if settings.resolved_mlflow:  # every run's metrics forwarded to MLflow, on a thread training never waits on
+        from optimize.trackers.mlflow_forwarder import MlflowForwarder
+
+        app.state.mlflow = MlflowForwarder(deployment.store, settings.resolved_mlflow)
+        app.state.mlflow.start()
 
 
 def stop_jobs(app: FastAPI) -> None:
@@ -111,5 +117,7 @@ def stop_jobs(app: FastAPI) -> None:
     and the next server process recovers them as their kinds declare."""
     deployment = app.state.training
     app.state.collector.stop()
+    if getattr(app.state, "mlflow", None) is not None:
+        app.state.mlflow.stop()
     deployment.scheduler.stop()
     deployment.executor.shutdown(keep={k.name for k in job_kinds.kinds() if k.on_restart is Recovery.REATTACH})

@@ -68,6 +68,7 @@ class ServerSettings:
     data_dir: Path
     database_url: str | None = None
     blob_store: str | None = None  # s3://BUCKET/PREFIX; unset: the data dir's blobs folder
+    mlflow: str | None = None  # an MLflow tracking URI every run's metrics are forwarded to; unset: none
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: DatasetLimits = field(default_factory=limits_from_env)
@@ -88,14 +89,16 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
-            from optimize.core.errors import Invalid
-
             raise Invalid(f"executor {self.executor!r} is not one of {', '.join(EXECUTORS)}",
                           hint="--executor local (this host) or --executor ray [--ray-address ADDR]")
 
     @property
     def resolved_blob_store(self) -> str | None:
         return self.blob_store or os.environ.get("OPTIMIZE_BLOB_STORE") or None
+
+    @property
+    def resolved_mlflow(self) -> str | None:
+        return self.mlflow or os.environ.get("OPTIMIZE_MLFLOW_URI") or None
 
     @property
     def resolved_database_url(self) -> str:

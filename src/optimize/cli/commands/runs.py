@@ -1,4 +1,4 @@
-"""`akka training runs start|get|list|metrics|rollouts|snapshots|wait|logs|pause|resume|cancel`."""
+"""`akka training runs start|get|list|metrics|rollouts|snapshots|wait|logs|tensorboard|pause|resume|cancel`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
+from optimize.cli.tensorboard import add_tensorboard_command
 
 app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
 FAILED_PHASES = ("FAILED", "CANCELLED")
@@ -137,6 +138,7 @@ def wait(
 
 
 add_logs_command(app, "runs", "run", status="akka training runs get")  # logs RUN [--attempt N] [--follow]
+add_tensorboard_command(app)  # tensorboard RUN [--dir DIR] [--port 6006] [--sync-only]
 
 
 @command(app, "pause")

@@ -33,6 +33,12 @@ def start(
                      help="Where blobs live: s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* "
                           "variables; default: the data dir's blobs folder)."),
     ] = None,
+    mlflow: Annotated[
+        str | None,
+        typer.Option("--mlflow", envvar="OPTIMIZE_MLFLOW_URI", metavar="URI",
+                     help="Forward every run's metrics, params and end status to this MLflow tracking server "
+                          "(docs/trackers.md; default: none)."),
+    ] = None,
     catalog: Annotated[
         Path | None, typer.Option("--catalog", help="The applied base-model catalog (default: the shipped one).")
     ] = None,
@@ -61,7 +67,8 @@ def start(
         raise typer.Exit(1) from None
     try:  # the OPTIMIZE_* settings are read here: a bad one is refused before a port is bound
         settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
-                                  database_url=database_url, blob_store=blob_store, host=host, port=port,
+                                  database_url=database_url, blob_store=blob_store, mlflow=mlflow, host=host,
+                                  port=port,
                                   catalog_path=catalog,
                                   **({"executor": executor} if executor else {}),
                                   **({"ray_address": ray_address} if ray_address else {}))
@@ -70,12 +77,20 @@ def start(
         print_error(error.message, error.hint or "fix the setting and start again")
         raise typer.Exit(1) from None
     check_blob_store(settings)  # a bucket that does not answer refuses the start before a port is bound
+    if settings.resolved_mlflow:
+        import importlib.util
+
+        if importlib.util.find_spec("mlflow") is None:  # refused before a port is bound
+            print_error("--mlflow needs MLflow's client, which is not installed",
+                        "install it with: pip install 'optimize[trackers]' (or pip install mlflow-skinny==3.18.0)")
+            raise typer.Exit(1) from None
     try:
         sock = bind(host, port)
     except OSError as error:
         print_error(f"cannot listen on {host}:{port}: {error.strerror}", "pick another --port or stop what holds it")
         raise typer.Exit(1) from None
     blobs = f", blobs in {settings.resolved_blob_store}" if settings.resolved_blob_store else ""
+    blobs += f", run metrics forwarded to MLflow at {settings.resolved_mlflow}" if settings.resolved_mlflow else ""
     print(f"Optimize server on http://{host}:{sock.getsockname()[1]} (data in {settings.data_dir}{blobs})", flush=True)
     serve(settings, sock)
 
