@@ -14,6 +14,7 @@ from optimize.registry.datasets import get_dataset, resolve_version, version_obj
 from optimize.store.db import Store
 
 MOST_ROWS = 100  # rows a page holds at most
+PAGE_ROWS = 20  # rows a page holds when the caller does not say
 
 
 def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, selector: str, offset: int,

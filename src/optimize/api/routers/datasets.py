@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from optimize.api.deps import RegistryDep
+from optimize.api.params import Limit
 from optimize.registry import datasets
-from optimize.registry.rows import MOST_ROWS, read_rows
+from optimize.registry.rows import MOST_ROWS, PAGE_ROWS, read_rows
 from optimize.schemas.registry import (
     AliasMove,
     AliasMoved,
@@ -44,10 +45,12 @@ def get_version(namespace: str, name: str, selector: str, registry: RegistryDep)
 
 @router.get("/{namespace}/{name}/versions/{selector}/rows", response_model=DatasetRows)
 def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
-             offset: Annotated[int, Query(ge=0, description="Rows to skip")] = 0,
-             limit: Annotated[int, Query(ge=1, le=MOST_ROWS, description="Rows to answer")] = 20) -> dict:
-    """A page of the version's rows as stored (the dashboard's row viewer)."""
-    return read_rows(registry.store, registry.blobs, namespace, name, selector, offset, limit)
+             offset: Annotated[int, Query(ge=0, le=10**12, description="Rows to skip")] = 0,
+             limit: Limit = None) -> dict:
+    """A page of the version's rows as stored (the dashboard's row viewer): `limit` rows (default 20), at most 100
+    a page whatever `limit` asks."""
+    return read_rows(registry.store, registry.blobs, namespace, name, selector, offset,
+                     min(limit or PAGE_ROWS, MOST_ROWS))
 
 
 @router.get("/{namespace}/{name}/aliases/{alias}", response_model=DatasetAlias)
