@@ -166,7 +166,9 @@ def worker_environment(data_dir: Path) -> dict[str, str]:
     """What every worker of this server runs with; a job's lease token and devices are added to it."""
     return {**os.environ, "OPTIMIZE_SERVER_FILE": str(data_dir / "server.json"),
             "OPTIMIZE_WORKER_CACHE": str(data_dir / "worker-cache"),
-            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false",
+            # a worker's log is read by people (`logs`): no progress bars redrawn into it
+            "HF_HUB_DISABLE_PROGRESS_BARS": os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "1")}
 
 
 def worker_command(kind: str, job_id: str, server_url: str) -> list[str]:
