@@ -140,8 +140,8 @@ def _devices(count: int) -> Callable[[int], dict[str, str]]:
     gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # before anything here touches CUDA
-    elif count > 1:
-        share_cores(count)
+    else:
+        share_cores(count)  # a no-op for one replica
     return lambda index: {"CUDA_VISIBLE_DEVICES": gpus[index]} if gpus else {}
 
 
