@@ -2,9 +2,13 @@
 profile has two slots): a run with `execution.gpus: 2` trains data-parallel in two processes — rank 0 the worker,
 rank 1 following its decisions — and its loss matches the one-process run with the same global batch; paused and
 resumed on two processes it ends with the weights of the uninterrupted two-process run; a dpo run on two devices
-completes; a trainingState branch of a two-device run trains on two devices from its save."""
+completes; a trainingState branch of a two-device run trains on two devices from its save. With
+`execution.sharding: fsdp` the two processes shard the model (FSDP2 over gloo): the loss is the data-parallel run's,
+and paused and resumed (its optimizer saved as a sharded run saves it) it ends with its uninterrupted weights."""
 
 from __future__ import annotations
+
+import re
 
 import httpx
 import pytest
@@ -108,3 +112,44 @@ def test_a_branch_of_a_two_device_run_trains_on_two_devices_from_its_save(deploy
     assert done["branch"]["restore"] == "trainingState" and done["branch"]["step"] == 8
     logs = client.get(f"/v1/training/runs/{done['runId']}/logs", params={"attempt": 1}).json()["text"]
     assert "rank 1 trained its share" in logs
+
+
+@pytest.fixture(scope="module")
+def sharded(deployment) -> dict:
+    """The seeded run on two devices with its weights, adapter and optimizer state sharded (fsdp), uninterrupted."""
+    document = seeded(deployment["name"], 2, 2)
+    document["execution"]["sharding"] = "fsdp"
+    return trained(deployment["client"], document)
+
+
+def test_a_sharded_run_trains_as_the_data_parallel_one_does(deployment, two, sharded):
+    client = deployment["client"]
+    logs = client.get(f"/v1/training/runs/{sharded['runId']}/logs", params={"attempt": 1}).json()["text"]
+    units = re.search(r"sharding: fsdp, (\d+) FSDP units over 2 devices", logs)
+    assert units and int(units.group(1)) >= 3, logs[-2000:]  # its decoder layers, the embedding, the model
+    assert "rank 1 trained its share" in logs
+    assert sharded["execution"]["sharding"] == "fsdp" and two["execution"]["sharding"] == "ddp"
+    settings = client.get(f"/v1/training/runs/{two['runId']}", params={"settings": "true"}).json()["settings"]
+    assert settings["execution.sharding"] == {"value": "ddp", "source": "default"}
+    mean_ddp = two["results"]["trainingLoss"]["mean"]
+    mean_fsdp = sharded["results"]["trainingLoss"]["mean"]
+    assert abs(mean_fsdp - mean_ddp) / mean_ddp < 0.02, (mean_ddp, mean_fsdp)  # the same rows, the same updates
+    assert sharded["results"]["steps"] == 20 and sharded["checks"]["status"] == "passed"
+
+
+def test_a_sharded_run_paused_and_resumed_ends_with_the_uninterrupted_weights(deployment, sharded):
+    client = deployment["client"]
+    document = seeded(deployment["name"], 2, 2)
+    document["execution"]["sharding"] = "fsdp"
+    run = client.post("/v1/training/runs", json=document).json()
+    wait(client, run["runId"], lambda r: (r["progress"].get("savedStep") or 0) >= 4)
+    client.post(f"/v1/training/runs/{run['runId']}/pause", json={"checkpoint": "save"}).raise_for_status()
+    paused = wait(client, run["runId"], lambda r: r["phase"] == "PAUSED")
+    assert paused["progress"]["savedStep"] < 20
+    snapshots = client.get(f"/v1/training/runs/{run['runId']}/snapshots").json()["snapshots"]
+    state = [a for s in snapshots for a in s["artifacts"] if a["kind"] == "trainingState"]
+    assert state, snapshots
+    client.post(f"/v1/training/runs/{run['runId']}/resume").raise_for_status()
+    done = wait(client, run["runId"], lambda r: r["terminal"])
+    assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+    assert done["results"]["weightsDigest"] == sharded["results"]["weightsDigest"]

@@ -284,13 +284,13 @@ def llama_plan(**config) -> dict:
             "execution": {"deviceProfile": "h200", "gpus": 1}}
 
 
-def admitted_on(session, document, memory_gib):
+def admitted_on(session, document, memory_gib, devices=1):
     from optimize.jobs.devices import DeviceProfile
 
     entry = load_catalog().find(document["baseModel"])
     selection = BaseModelSelection(entry_id=entry.id, repository=entry.repository, commit="c" * 40,
                                    content_digest="d" * 64, source="import", path="/nowhere", selected_at=utcnow())
-    profiles = [DeviceProfile(name="h200", kind="gpu", devices=1, memoryGiB=memory_gib)]
+    profiles = [DeviceProfile(name="h200", kind="gpu", devices=devices, memoryGiB=memory_gib)]
     return admit(session, parse_plan(document), document, entry, selection, profiles)
 
 
@@ -305,6 +305,48 @@ def test_gradient_checkpointing_is_resolved_from_the_memory_estimate_on_a_gpu(se
     assert memory["predicted"]["gradientCheckpointing"] is checkpointing
     assert memory["predicted"]["peakGiB"] == pytest.approx(7.0 if checkpointing else 38.1, abs=0.1)
     assert "38.1 GiB" in memory["checkpointingReason"] and memory["deviceMemoryGiB"] == memory_gib
+
+
+@pytest.mark.parametrize("memory_gib, batch, sharding, checkpointing", [
+    (140, 16, "ddp", False), (9, 16, "ddp", True), (3.5, 4, "fsdp", True), (6, 16, "fsdp", True)])
+def test_sharding_on_several_gpus_is_fsdp_only_where_a_whole_copy_does_not_fit_one(session, memory_gib, batch,
+                                                                                     sharding, checkpointing,
+                                                                                     monkeypatch):
+    monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: False)
+    document = llama_plan(hyperparams={"training": {"batchSize": batch}})
+    document["execution"]["gpus"] = 2
+    result = admitted_on(session, document, memory_gib, devices=2)
+    assert result.resolved["execution"]["sharding"] == sharding
+    assert result.sources["execution.sharding"] == "memoryEstimate"
+    assert result.resolved["config"]["model"]["gradientCheckpointing"] is checkpointing
+    predicted, reason = result.memory["predicted"], result.memory["shardingReason"]
+    budget = round(memory_gib * 0.9, 1)
+    if sharding == "ddp":
+        assert predicted["shards"] == 1 and f"within {budget:g} GiB" in reason
+        return
+    # the weights (2.3 GiB at bf16) halved, plus the two layers gathered at a time
+    assert predicted["shards"] == 2 and 1.15 < predicted["weightsGiB"] < 1.15 + 0.3
+    assert f"past {budget:g} GiB" in reason and "sharded across the 2 devices" in reason
+    if batch == 4:
+        assert predicted["peakGiB"] < budget and "still past" not in reason
+    else:  # 16 rows of 1024 tokens keep more than 5.4 GiB on each device, sharded or not
+        assert predicted["peakGiB"] > budget and "still past 5.4 GiB" in reason and "smaller batchSize" in reason
+
+
+def test_a_stated_sharding_is_kept_and_one_device_refuses_it(session, monkeypatch):
+    monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: False)
+    document = llama_plan()
+    document["execution"] |= {"gpus": 2, "sharding": "fsdp"}
+    result = admitted_on(session, document, 140, devices=2)
+    assert result.resolved["execution"]["sharding"] == "fsdp" and result.sources["execution.sharding"] == "stated"
+    assert result.memory["shardingReason"] is None and result.memory["predicted"]["shards"] == 2
+    one = llama_plan()
+    one["execution"]["sharding"] = "ddp"
+    with pytest.raises(Refused, match=r"execution.sharding ddp .* this run has one \(execution.gpus 1\)") as refused:
+        admitted_on(session, one, 140)
+    assert refused.value.hint == "remove execution.sharding, or set execution.gpus to 2 or more"
+    cpu = admitted(session, plan_document(deviceProfile="cpu"))
+    assert cpu.resolved["execution"]["sharding"] is None  # one device: nothing to split
 
 
 def test_liger_defaults_join_the_estimate_and_a_stated_choice_is_kept(session, monkeypatch):

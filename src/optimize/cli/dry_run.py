@@ -71,8 +71,12 @@ def memory_line(m: dict[str, Any]) -> str:
     text = (f"predicted peak {p['peakGiB']:g} GiB per device{device} (weights {p['weightsGiB']:g}, adapter state "
             f"{p['adapterStateGiB']:g}, activations {p['activationsGiB']:g} for {p['tokensPerPass']:,} tokens a pass, "
             f"gradient checkpointing {'on' if p['gradientCheckpointing'] else 'off'}; {m['basis']})")
+    if (p.get("shards") or 1) > 1:
+        text = text.replace(" per device", f" per device, sharded over {p['shards']} devices", 1)
     if m.get("checkpointingReason"):
         text += f"; checkpointing {'on' if p['gradientCheckpointing'] else 'off'}: {m['checkpointingReason']}"
+    if m.get("shardingReason"):
+        text += f"; sharding {'fsdp' if (p.get('shards') or 1) > 1 else 'ddp'}: {m['shardingReason']}"
     if m.get("measuredGiB") is not None:
         text += f"; measured {m['measuredGiB']:g} GiB allocated"
         if m.get("reservedGiB") is not None:

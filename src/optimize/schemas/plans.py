@@ -219,6 +219,11 @@ class RunConfig(_Part):
 class Execution(_Part):
     device_profile: str = Field(default="cpu", alias="deviceProfile", description="Device profile, e.g. cpu or h200")
     gpus: int = Field(default=1, ge=0, le=1024, description="Devices per run (the cpu profile uses one slot)")
+    sharding: Literal["ddp", "fsdp"] | None = Field(
+        default=None, description="How a run on several devices splits its work: ddp (a whole copy of the model on "
+                                  "each device) or fsdp (its weights, adapter and optimizer state sharded across "
+                                  "them). Left out: fsdp only where the memory estimate says a whole copy does not fit "
+                                  "one device (ddp on the cpu)")
     save_every: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="saveEvery",
                                    description="Save every this many updates")
     keep_adapters: int | None = Field(default=None, ge=1, le=10_000, alias="keepAdapters",

@@ -114,6 +114,8 @@ class RunExecution(Answer):
     devices_held: list[str] = Field(description="Devices its current attempt holds (empty when none)")
     max_attempts: int | None = Field(default=None, description="Attempts it gets before it fails "
                                                                "(execution.maxAttempts)")
+    sharding: str | None = Field(default=None, description="How it splits its work across its devices: ddp or fsdp "
+                                                         "(execution.sharding); null on one device")
 
 
 class RunTiming(Answer):
@@ -185,6 +187,8 @@ class MemoryParts(Answer):
                                                                          "backward pass, logits included")
     tokens_per_pass: int = Field(description="Tokens one micro-batch forwards (sequences x maxSeqLength)")
     gradient_checkpointing: bool = Field(description="Whether the estimate recomputes activations")
+    shards: int = Field(default=1, description="The devices the weights and the adapter state are sharded over "
+                                              "(fsdp); 1: a whole copy on each device")
 
 
 class RunMemory(Answer):
@@ -196,6 +200,8 @@ class RunMemory(Answer):
                                               description="Memory per device of the run's profile, where known")
     checkpointing_reason: str | None = Field(description="Why gradient checkpointing was resolved as it was, where "
                                                          "the estimate chose it")
+    sharding_reason: str | None = Field(default=None, description="Why execution.sharding was resolved as it was, "
+                                                                "where the estimate chose it")
     measured_gi_b: Number | None = Field(alias="measuredGiB", description="The training peak measured (allocated, "
                                                                          "after the start checks); null on the cpu or "
                                                                          "before the run ends")

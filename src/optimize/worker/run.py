@@ -75,7 +75,9 @@ def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader:
     # the engine's imports first, then the model's load beside the downloads and the rows (a smoke check loads
     # its own copy first, so then only the imports are done ahead)
     started = time.monotonic()
-    preload = harness.Preload(spec["model"]["path"], config, model=not smoke) if _model_cached(spec) else None
+    sharded = len(spec["devices"]) > 1 and spec["execution"].get("sharding") == "fsdp"  # loaded on the host
+    preload = harness.Preload(spec["model"]["path"], config, model=not smoke, place=not sharded) \
+        if _model_cached(spec) else None
     preparing["imports"] = round(time.monotonic() - started, 2)
     try:
         return _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload)
@@ -168,11 +170,12 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
                "trainRows": str(train_rows), "rows": kept, "evalRows": str(eval_rows) if eval_rows else None,
                "workdir": str(workdir), "resumeFrom": str(resume_from) if resume_from else None,
                "start": {"restore": start.restore, "directory": str(start.directory), "step": start.step}
-               if start else None}
+               if start else None, "sharding": spec["execution"].get("sharding")}
     ranks = _ranks(channel, len(spec["devices"]), trained)
     try:
         outcome = harness.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
-                                kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing)
+                                kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
+                                sharding=trained["sharding"])
         if ranks is not None:
             ranks.wait(reporter.lost)
     except harness.StartCheckFailed as failed:
@@ -252,7 +255,8 @@ def run_replica(channel: Channel, run_id: str, index: int) -> int:
         harness.train(work["modelDir"], work["config"], work["saveEvery"], Path(work["trainRows"]), work["rows"],
                       Path(work["evalRows"]) if work["evalRows"] else None, Path(work["workdir"]), _Following(),
                       Path(work["resumeFrom"]) if work["resumeFrom"] else None,
-                      harness.Start(start["restore"], Path(start["directory"]), start["step"]) if start else None)
+                      harness.Start(start["restore"], Path(start["directory"]), start["step"]) if start else None,
+                      sharding=work.get("sharding"))
     except harness.StartCheckFailed:
         return 0
     print(f"rank {index} trained its share", flush=True)

@@ -22,7 +22,9 @@ from optimize.worker.channel import ApiError, Channel
 from optimize.worker.upload_policy import FULL, Save, UploadPolicy
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_config.json")
-STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json")
+# optimizer.bin and pytorch_model_fsdp.bin: the optimizer and the adapter as a sharded (fsdp) run saves them
+STATE_FILES = ("optimizer.pt", "optimizer.bin", "pytorch_model_fsdp.bin", "scheduler.pt", "rng_state.pth",
+               "trainer_state.json")
 
 __all__ = ["Save", "SaveUploader"]
 

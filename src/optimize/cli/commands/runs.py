@@ -385,7 +385,8 @@ def _render_run(con, r) -> None:
     estimate = " (estimate)" if cost.get("estimate") else ""
     con.print(f"  Devices      {_seconds(cost.get('deviceSeconds'))}{estimate} on {devices} "
               f"{r['execution']['deviceProfile']} "
-              f"device{'s' if devices != 1 else ''}")
+              f"device{'s' if devices != 1 else ''}"
+              + (f" ({r['execution']['sharding']})" if r["execution"].get("sharding") else ""))
     d = cost.get("duration") or {}
     ended = f", ended {age(r['timing']['finishedAt'])}" if r["timing"].get("finishedAt") else ""
     con.print(f"  Duration     waiting for devices {_seconds(d.get('waitingForDevices'))}, preparing "

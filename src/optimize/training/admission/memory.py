@@ -23,6 +23,12 @@ it gives that envelope's own measurement.
 A micro-batch holds `batchSize` sequences of `maxSeqLength` tokens (the longest a batch is padded to); a dpo pass
 holds a chosen and a rejected answer per row; a reinforcement update trains on `batchSize x generations`
 completions of at most `maxSeqLength` tokens. The estimate is what gradient checkpointing is resolved from.
+
+On several devices a run trains data-parallel (`ddp`: a whole copy of the model on each device) unless a whole copy
+would not fit one device, even with gradient checkpointing: then its base weights, its adapter and the adapter's
+optimizer state are sharded across the devices (`fsdp`, FSDP2 through accelerate), each device holding its share
+of them plus the full weights of the layers being gathered (the one computing and the one prefetched); the
+activations are each device's own micro-batch's, as under ddp.
 """
 
 from __future__ import annotations
@@ -105,15 +111,18 @@ class Calibration:
 
 
 def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
-             calibration: Calibration | None = None) -> dict[str, Any]:
-    """The predicted peak (GiB per device) and its parts, for the resolved config with checkpointing on or off."""
+             calibration: Calibration | None = None, shards: int = 1) -> dict[str, Any]:
+    """The predicted peak (GiB per device) and its parts, for the resolved config with checkpointing on or off,
+    with the weights and the adapter state sharded over `shards` devices (fsdp; 1: a whole copy on each)."""
     hyper = config.get("rlHyperparams") or config["hyperparams"]
     precision = config["model"]["precision"] or "bf16"
     width = BYTES.get(precision, 2) / 2  # activations are fitted at bf16
     liger = config.get("liger") or {}
     tokens = sequences_per_pass(config) * config["maxSeqLength"]
-    weights = shape.parameters * BYTES.get(precision, 2)
-    adapter = lora_parameters(shape, hyper["lora"]["rank"], hyper["lora"]["targets"]) * ADAPTER_STATE_BYTES
+    weights = shape.parameters * BYTES.get(precision, 2) / shards
+    adapter = lora_parameters(shape, hyper["lora"]["rank"], hyper["lora"]["targets"]) * ADAPTER_STATE_BYTES / shards
+    if shards > 1:  # a sharded layer's full weights while it computes, and the next one's, gathered ahead
+        weights += 2 * (shape.parameters - shape.vocab * shape.hidden) / shape.layers * BYTES.get(precision, 2)
     layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
     layer *= 1 - LIGER_LAYER_CUT * (bool(liger.get("rms_norm")) + bool(liger.get("swiglu") or liger.get("geglu")))
     logits = LOGIT_BYTES * width * shape.vocab
@@ -123,7 +132,7 @@ def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
     peak = weights + adapter + activations
     return {"peakGiB": round(peak / GIB, 2), "weightsGiB": round(weights / GIB, 2),
             "adapterStateGiB": round(adapter / GIB, 3), "activationsGiB": round(activations / GIB, 2),
-            "tokensPerPass": tokens, "gradientCheckpointing": checkpointing}
+            "tokensPerPass": tokens, "gradientCheckpointing": checkpointing, "shards": shards}
 
 
 def calibration_for(entry, shape: Shape, config: dict[str, Any]) -> Calibration | None:
@@ -156,17 +165,40 @@ def _envelope_config(config: dict[str, Any], envelope, conditions) -> dict[str, 
 
 
 def resolve_checkpointing(shape: Shape | None, config: dict[str, Any], device_gib: float | None,
-                          calibration: Calibration | None) -> tuple[bool, str]:
+                          calibration: Calibration | None, shards: int = 1) -> tuple[bool, str]:
     """Gradient checkpointing for a GPU run that leaves it out: on only where the run would not fit without it.
     Returns the choice and why."""
     if shape is None:
         return True, "the catalog gives no shape for this model, so its memory is not estimated; on to be safe"
     if device_gib is None:
         return True, "the device profile does not say its memory; on to be safe"
-    without = estimate(shape, config, False, calibration)["peakGiB"]
+    without = estimate(shape, config, False, calibration, shards)["peakGiB"]
     budget = round(device_gib * HEADROOM, 1)
     if without > budget:
         return True, (f"without it the run would peak at about {without:g} GiB, past {budget:g} GiB "
                       f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
     return False, (f"the run peaks at about {without:g} GiB without it, within {budget:g} GiB "
                    f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
+
+
+def resolve_sharding(shape: Shape | None, config: dict[str, Any], device_gib: float | None,
+                     calibration: Calibration | None, devices: int) -> tuple[str, str]:
+    """How a GPU run on several devices that leaves `execution.sharding` out splits its work: ddp where a whole copy
+    of the model fits one device with gradient checkpointing as the plan has it (on where it leaves it out: the
+    smallest the run can be), fsdp where it does not. Returns the choice and why."""
+    if shape is None:
+        return "ddp", "the catalog gives no shape for this model, so whether a whole copy fits one device is not known"
+    if device_gib is None:
+        return "ddp", "the device profile does not say its memory, so whether a whole copy fits one device is not known"
+    checkpointing = config["model"]["gradientCheckpointing"] is not False
+    whole = estimate(shape, config, checkpointing, calibration)["peakGiB"]
+    budget = round(device_gib * HEADROOM, 1)
+    if whole <= budget:
+        return "ddp", (f"a whole copy of the model on each device peaks at about {whole:g} GiB, within {budget:g} GiB "
+                       f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
+    sharded = estimate(shape, config, checkpointing, calibration, shards=devices)["peakGiB"]
+    still = (f", still past {budget:g} GiB: what a device keeps of its micro-batch is not sharded; a smaller batchSize "
+             "or maxSeqLength lowers it") if sharded > budget else ""
+    return "fsdp", (f"a whole copy of the model on each device would peak at about {whole:g} GiB, past {budget:g} GiB "
+                    f"({HEADROOM:.0%} of the device's {device_gib:g} GiB); sharded across the {devices} devices, "
+                    f"about {sharded:g} GiB{still}")

@@ -31,7 +31,13 @@ from optimize.schemas.plans import RunPlan
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
 from optimize.training.admission.kernels import default_kernels
-from optimize.training.admission.memory import calibration_for, estimate, resolve_checkpointing, shape_of
+from optimize.training.admission.memory import (
+    calibration_for,
+    estimate,
+    resolve_checkpointing,
+    resolve_sharding,
+    shape_of,
+)
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
 
 
@@ -124,7 +130,12 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         _set(resolved["config"], path, value)
     if model["attentionImplementation"] is None:
         model["attentionImplementation"] = "sdpa"
-    memory = memory_plan(entry, resolved["config"], method.gradient_checkpointing(on_cpu),
+    if plan.execution.sharding is not None and devices == 1:
+        raise Refused(f"execution.sharding {plan.execution.sharding} says how a run splits its work across several "
+                      "devices; this run has one (execution.gpus 1)",
+                      hint="remove execution.sharding, or set execution.gpus to 2 or more")
+    memory = memory_plan(entry, resolved["config"], resolved["execution"], devices,
+                         method.gradient_checkpointing(on_cpu),
                          profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
     stated = set(_leaves(document.get("config") or {}, "config.")) | set(_leaves(document.get("execution") or {},
                                                                                    "execution."))
@@ -132,6 +143,8 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                       else "default") for path in _leaves(resolved, "")}
     if memory.get("checkpointingReason") and "config.model.gradientCheckpointing" not in stated:
         sources["config.model.gradientCheckpointing"] = "memoryEstimate"
+    if memory.get("shardingReason") and "execution.sharding" not in stated:
+        sources["execution.sharding"] = "memoryEstimate"
     warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
                                on_cpu, config.max_seq_length, strict_envelopes) + method_warnings
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
@@ -140,25 +153,35 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                     warnings, memory)
 
 
-def memory_plan(entry: Entry, config: dict[str, Any], fixed: bool | None, device_gib: float | None,
-                on_cpu: bool) -> dict[str, Any]:
-    """Resolve `model.gradientCheckpointing` where the plan leaves it out (the method's fixed choice, or on a GPU
-    the memory estimate's: on only where the run would not fit without it), and predict the run's peak."""
+def memory_plan(entry: Entry, config: dict[str, Any], execution: dict[str, Any], devices: int, fixed: bool | None,
+                device_gib: float | None, on_cpu: bool) -> dict[str, Any]:
+    """Resolve `execution.sharding` on several devices where the plan leaves it out (ddp on the cpu; on a GPU the
+    memory estimate's: fsdp only where a whole copy of the model does not fit one device), then
+    `model.gradientCheckpointing` (the method's fixed choice, or on a GPU the estimate's: on only where the run
+    would not fit without it), and predict the run's peak per device."""
     model = config["model"]
-    reason = None
+    reason = sharding_reason = None
     shape = shape_of(entry)
     calibration = calibration_for(entry, shape, config) if shape is not None else None
+    if devices > 1 and execution.get("sharding") is None:
+        if on_cpu:
+            execution["sharding"] = "ddp"
+        else:
+            execution["sharding"], sharding_reason = resolve_sharding(shape, config, device_gib, calibration, devices)
+    shards = devices if execution.get("sharding") == "fsdp" else 1
     if model["gradientCheckpointing"] is None:
         if fixed is not None or on_cpu:
             model["gradientCheckpointing"] = bool(fixed)
         else:
-            model["gradientCheckpointing"], reason = resolve_checkpointing(shape, config, device_gib, calibration)
+            model["gradientCheckpointing"], reason = resolve_checkpointing(shape, config, device_gib, calibration,
+                                                                           shards)
     if shape is None:
-        return {"predicted": None, "checkpointingReason": reason,
+        return {"predicted": None, "checkpointingReason": reason, "shardingReason": sharding_reason,
                 "basis": f"the catalog gives no shape (hiddenSize, layers, heads, kvHeads, vocab, parameters) for "
                          f"{entry.id}, so its peak is not estimated"}
-    predicted = estimate(shape, config, bool(model["gradientCheckpointing"]), calibration)
+    predicted = estimate(shape, config, bool(model["gradientCheckpointing"]), calibration, shards)
     return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
+            "shardingReason": sharding_reason,
             "basis": calibration.basis if calibration else "fitted to peaks measured on one H200 (issue 20)"}
 
 

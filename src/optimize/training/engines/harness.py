@@ -11,7 +11,10 @@ A resumed attempt restores a save (adapter, optimizer, scheduler, RNG, data posi
 
 On several devices the same loop runs in one process per device (`training.engines.distributed`): each trains
 its own batch of every update (the plan's batchSize is per device), rank 0's hooks decide and report, the others
-follow its decisions.
+follow its decisions. With `execution.sharding: fsdp` the model's weights, the adapter and its optimizer state are
+sharded across the ranks (FSDP2 through accelerate, each decoder layer a unit); the model is loaded on the host and
+FSDP moves each rank's shard to its device; a save holds the whole adapter (FULL_STATE_DICT), so it serves and
+branches as any other, with the optimizer as accelerate saves a sharded one (`optimizer.bin`).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ class Preload:
     Transformers' lazy names at once can fail ("cannot import name …"). With `model` False (an attempt that runs a
     smoke check first, which loads its own copy) only the imports are done."""
 
-    def __init__(self, model_dir: str, config: dict[str, Any], model: bool = True) -> None:
+    def __init__(self, model_dir: str, config: dict[str, Any], model: bool = True, place: bool = True) -> None:
         import peft  # noqa: F401 - imported here, ahead, on this thread
         import trl  # noqa: F401
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401
@@ -87,7 +90,7 @@ class Preload:
                 AutoModelForCausalLM._model_mapping[type(AutoConfig.from_pretrained(model_dir))]
             except Exception:  # noqa: BLE001 - from_pretrained says what is wrong, where the model is taken
                 pass
-        self.model_dir, self.config, self.wanted = model_dir, config, model
+        self.model_dir, self.config, self.wanted, self.place = model_dir, config, model, place
         self._model, self._error, self.seconds = None, None, 0.0
         self._thread = threading.Thread(target=self._load, name="preload", daemon=True)
         self._thread.start()
@@ -96,7 +99,7 @@ class Preload:
         started = time.monotonic()
         try:
             if self.wanted:
-                self._model = load_model(self.model_dir, self.config)
+                self._model = load_model(self.model_dir, self.config, place=self.place)
         except BaseException as error:  # noqa: BLE001 - raised again where the model is taken
             self._error = error
         self.seconds = round(time.monotonic() - started, 2)
@@ -115,9 +118,9 @@ class Preload:
         self._model = None
 
 
-def load_model(model_dir: str, config: dict[str, Any], dtype=None):
+def load_model(model_dir: str, config: dict[str, Any], dtype=None, place: bool = True):
     """The base model under plain Transformers at the run's precision (or `dtype`) and attention, on the GPU when
-    one is visible."""
+    one is visible and `place` (a sharded run leaves it on the host: FSDP moves each rank's shard)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -125,7 +128,7 @@ def load_model(model_dir: str, config: dict[str, Any], dtype=None):
         config["model"]["precision"]]
     loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
                                                   attn_implementation=config["model"]["attentionImplementation"])
-    return loaded.to(f"cuda:{distributed.local_device()}") if torch.cuda.is_available() else loaded
+    return loaded.to(f"cuda:{distributed.local_device()}") if place and torch.cuda.is_available() else loaded
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ class Start:
 def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
           eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
           start: Start | None = None, preload: Preload | None = None,
-          preparing: dict[str, float] | None = None) -> Outcome:
+          preparing: dict[str, float] | None = None, sharding: str | None = None) -> Outcome:
     """Train by `config["method"]` on prepared rows memory-mapped from local disk; from the save in `resume_from`
     (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
 
@@ -172,9 +175,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     steps = offset + own_steps  # the engine's counter; hooks see updates from 0
     save_every = save_every or own_steps
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sharded = ranks > 1 and sharding == "fsdp"
 
     def load(at_dtype):
-        return load_model(model_dir, config, at_dtype)
+        return load_model(model_dir, config, at_dtype, place=not sharded)
 
     common = dict(
         output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
@@ -191,6 +195,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
         # several ranks: gloo on the cpu; the adapter's weights are all used, so DDP need not search for unused ones
         **({"ddp_backend": "nccl" if cuda else "gloo", "ddp_find_unused_parameters": False} if ranks > 1 else {}),
+        **({"fsdp": True, "fsdp_config": distributed.FSDP_CONFIG} if sharded else {}),
     )
     args = method.arguments(config, common, cuda)
     peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
@@ -198,8 +203,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
 
     class Bridge(TrainerCallback):
-        def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, model=None, **kwargs):
             clock["start"] = time.monotonic()
+            if sharded and not rank:
+                print(distributed.sharded_units(model, ranks), flush=True)
             if offset:
                 _own_schedule(optimizer, lr_scheduler, hyperparams["optimizer"]["learningRate"],
                               loop["warmupSteps"], offset, own_steps)
@@ -269,6 +276,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         callbacks.append(update_profiler(profiled_updates(), cuda))
     trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, callbacks, config=config,
                              workdir=workdir, **extra)
+    if sharded and not cuda:
+        distributed.shard_on_cpu(trainer)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:
