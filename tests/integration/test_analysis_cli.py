@@ -88,7 +88,7 @@ def independent_figures(path: Path, rows: list[dict]):
     return lengths, trained_final, trained_all
 
 
-def test_report_matches_an_independent_count(acli, ns, tmp_path):
+def test_report_matches_an_independent_count(acli, ns, tmp_path, analysis_server):
     rows = dataset_rows()
     path = write_jsonl(tmp_path / "d.jsonl", rows)
     acli.ok("registry", "datasets", "register", f"{ns}/d", "-f", str(path))
@@ -105,6 +105,18 @@ def test_report_matches_an_independent_count(acli, ns, tmp_path):
     over_512 = sum(1 for n in lengths if n > 512)
     assert report["limits"][0] == {"limit": 512, "over": over_512, "overTrimmed": report["limits"][0]["overTrimmed"]}
     assert report["suggestedMaxSeqLength"] >= ordered[-1]
+    # the histogram the dashboard draws, from the per-row lengths the worker stored
+    url = f"{analysis_server.url}/v1/training/datasets/analyses/{analysis['analysisId']}/histogram"
+    histogram = httpx.get(url, params={"bins": 4}, headers=analysis_server.headers).json()
+    assert histogram["rows"] == len(rows) and histogram["longest"] == ordered[-1] and len(histogram["bins"]) <= 4
+    assert [b["rows"] for b in histogram["bins"]] == [sum(1 for n in lengths if b["from"] <= n <= b["to"])
+                                                      for b in histogram["bins"]]
+    assert sum(b["rows"] for b in histogram["bins"]) == len(rows)
+    assert histogram["limits"][0] == {"limit": 512, "over": over_512}
+    refused = httpx.get(url, params={"bins": 0}, headers=analysis_server.headers)
+    assert refused.status_code == 422 and "bins" in refused.text
+    missing = httpx.get(url.replace(analysis["analysisId"], "ffffffffffff"), headers=analysis_server.headers)
+    assert missing.status_code == 404 and "does not exist" in missing.text
     assert report["tokenizer"]["commit"] == acli.json("training", "base-models", "get", MODEL)["commit"]
     template = (model_path(acli) / "chat_template.jinja").read_bytes()
     import hashlib

@@ -6,7 +6,6 @@ status; a run paused and resumed is still one MLflow run; a branch's is tagged w
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import start_server
-from tests.run_fixtures import capitals_project, plan
+from tests.run_fixtures import capitals_project
+from tests.tracker_runs import api_metrics, free_port, short_plan, wait_run
 
 pytest.importorskip("mlflow")
 pytest.importorskip("flask")
@@ -25,12 +25,6 @@ from mlflow.entities import ViewType  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -77,24 +71,6 @@ def forwarding(mlflow_server, tmp_path_factory):
     started["server"].stop()  # the one the tests left running
 
 
-def short_plan(project: str, steps: int) -> dict:
-    document = plan(project, "chat")
-    document["config"]["hyperparams"]["training"]["maxSteps"] = steps
-    document["execution"]["saveEvery"] = 2
-    return document
-
-
-def wait_run(client: httpx.Client, run_id: str, test, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = client.get(f"/v1/training/runs/{run_id}").json()
-        if test(run):
-            return run
-        assert run["phase"] not in ("FAILED", "CANCELLED"), run.get("failureReason")
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not get there: {run['phase']}")
-
-
 def mlflow_runs(forwarding, run_id: str) -> list:
     experiment = forwarding["mlflow"].get_experiment_by_name(f"optimize/{forwarding['project']['name']}")
     if experiment is None:
@@ -119,17 +95,13 @@ def history(forwarding, mlflow_id: str, key: str) -> list[tuple[int, float]]:
     return sorted((p.step, p.value) for p in points)
 
 
-def api_metrics(forwarding, run_id: str) -> dict:
-    return forwarding["project"]["client"].get(f"/v1/training/runs/{run_id}/metrics").json()
-
-
 def test_a_run_is_one_mlflow_run_with_its_metrics_params_and_end_status(forwarding):
     client, name = forwarding["project"]["client"], forwarding["project"]["name"]
     run_id = client.post("/v1/training/runs", json=short_plan(name, 6)).json()["runId"]
     done = wait_run(client, run_id, lambda r: r["phase"] == "COMPLETED")
 
     (found,) = wait_mlflow(forwarding, run_id, lambda r: r.info.status == "FINISHED")
-    steps = api_metrics(forwarding, run_id)["steps"]
+    steps = api_metrics(forwarding["project"]["client"], run_id)["steps"]
     assert [m["step"] for m in steps] == list(range(1, 7))
     assert history(forwarding, found.info.run_id, "loss") == [(m["step"], m["loss"]) for m in steps]
     assert history(forwarding, found.info.run_id, "learning_rate") == [(m["step"], m["learningRate"]) for m in steps]
@@ -154,7 +126,7 @@ def test_a_run_is_one_mlflow_run_with_its_metrics_params_and_end_status(forwardi
     assert child.data.tags["optimize.parent_run_id"] == run_id
     assert child.data.tags["mlflow.parentRunId"] == found.info.run_id
     assert history(forwarding, child.info.run_id, "loss") == \
-        [(m["step"], m["loss"]) for m in api_metrics(forwarding, branch_id)["steps"]]
+        [(m["step"], m["loss"]) for m in api_metrics(forwarding["project"]["client"], branch_id)["steps"]]
 
 
 def test_a_paused_and_resumed_run_is_still_one_mlflow_run(forwarding, mlflow_server):
@@ -181,7 +153,7 @@ def test_a_paused_and_resumed_run_is_still_one_mlflow_run(forwarding, mlflow_ser
     assert done["attempt"] == 2
     (found,) = wait_mlflow(forwarding, run_id, lambda r: r.info.status == "FINISHED")
     assert found.info.run_id == first.info.run_id
-    steps = api_metrics(forwarding, run_id)["steps"]
+    steps = api_metrics(forwarding["project"]["client"], run_id)["steps"]
     assert [m["step"] for m in steps] == list(range(1, 9))
     assert {m["attempt"] for m in steps} == {1, 2}
     assert history(forwarding, found.info.run_id, "loss") == [(m["step"], m["loss"]) for m in steps]
@@ -208,6 +180,6 @@ def test_training_goes_on_without_mlflow_and_a_server_started_again_catches_up(m
                  "mlflow": MlflowClient(tracking_uri=mlflow_server["uri"])}
         (found,) = wait_mlflow(again, run_id, lambda r: r.info.status == "FINISHED")
         assert history(again, found.info.run_id, "loss") == \
-            [(m["step"], m["loss"]) for m in api_metrics(again, run_id)["steps"]]
+            [(m["step"], m["loss"]) for m in api_metrics(again["project"]["client"], run_id)["steps"]]
     finally:
         server.stop()

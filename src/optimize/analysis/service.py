@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from optimize import __version__
 from optimize.analysis.estimates import estimate
+from optimize.analysis.histogram import histogram
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
@@ -107,6 +108,20 @@ def _base_model(training: Deployment, model: str | None, plan):
 def get_analysis(training: Deployment, analysis_id: str) -> dict[str, Any]:
     with training.store.transaction() as session:
         return analysis_json(_find(session, analysis_id))
+
+
+def length_histogram(training: Deployment, analysis_id: str, bins: int) -> dict[str, Any]:
+    """The analysis' row lengths in `bins` equal-width bins, against the common maxSeqLength limits."""
+    with training.store.transaction() as session:
+        item = _find(session, analysis_id)
+        phase, sha, found = item.phase, item.lengths_sha256, item.id
+    if phase != AnalysisPhase.DONE.value:
+        raise Conflict(f"analysis {found[:12]} is {phase}; its row lengths are there once it is done",
+                       hint=f"follow it with: akka training datasets analyses get {found[:12]} --wait")
+    if not sha:
+        raise NotFound(f"analysis {found[:12]} kept no per-row lengths (it ran before they were stored)",
+                       hint="analyze the dataset again under a newer Optimize")
+    return {"analysisId": found, **histogram(training.blobs.verified_path(sha), bins)}
 
 
 def _find(session, analysis_id: str) -> Analysis:

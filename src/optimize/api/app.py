@@ -110,6 +110,12 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
 
         app.state.mlflow = MlflowForwarder(deployment.store, settings.resolved_mlflow)
         app.state.mlflow.start()
+    app.state.wandb = None
+    if settings.resolved_wandb:  # and to W&B, on a thread of its own (wandb is imported there)
+        from optimize.trackers.wandb_forwarder import WandbForwarder
+
+        app.state.wandb = WandbForwarder(deployment.store, settings.resolved_wandb, settings.resolved_wandb_dir)
+        app.state.wandb.start()
 
 
 def stop_jobs(app: FastAPI) -> None:
@@ -119,5 +125,7 @@ def stop_jobs(app: FastAPI) -> None:
     app.state.collector.stop()
     if getattr(app.state, "mlflow", None) is not None:
         app.state.mlflow.stop()
+    if getattr(app.state, "wandb", None) is not None:
+        app.state.wandb.stop()  # its open runs finished, W&B's service process stopped
     deployment.scheduler.stop()
     deployment.executor.shutdown(keep={k.name for k in job_kinds.kinds() if k.on_restart is Recovery.REATTACH})

@@ -13,6 +13,7 @@ from optimize.core.quotas import Quotas, quotas_from_env
 
 DEFAULT_PORT = 9001
 EXECUTORS = ("local", "ray")
+WANDB_MODES = ("offline", "online")
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
@@ -61,6 +62,13 @@ def parse_blob_store(url: str | None) -> tuple[str, str] | None:
     return bucket, prefix.strip("/")
 
 
+def wandb_where(mode: str, root: Path) -> str:
+    """Where `--wandb` sends run metrics, as the start line and the forwarder's log lines say it."""
+    if mode == "offline":
+        return f"W&B (offline, in {root / 'wandb'})"
+    return f"W&B (online, {os.environ.get('WANDB_BASE_URL') or 'its default server'})"
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     """Everything one control-plane process is started with."""
@@ -69,6 +77,8 @@ class ServerSettings:
     database_url: str | None = None
     blob_store: str | None = None  # s3://BUCKET/PREFIX; unset: the data dir's blobs folder
     mlflow: str | None = None  # an MLflow tracking URI every run's metrics are forwarded to; unset: none
+    wandb: str | None = None  # offline | online: every run's metrics forwarded to W&B; unset: none
+    wandb_dir: Path | None = None  # W&B's dir (it writes in DIR/wandb); unset: OPTIMIZE_WANDB_DIR, else the data dir
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     limits: DatasetLimits = field(default_factory=limits_from_env)
@@ -91,6 +101,10 @@ class ServerSettings:
         if self.executor not in EXECUTORS:
             raise Invalid(f"executor {self.executor!r} is not one of {', '.join(EXECUTORS)}",
                           hint="--executor local (this host) or --executor ray [--ray-address ADDR]")
+        if self.resolved_wandb is not None and self.resolved_wandb not in WANDB_MODES:
+            raise Invalid(f"--wandb {self.resolved_wandb!r} is not offline or online",
+                          hint="--wandb offline (folders to send with `wandb sync`) or --wandb online (WANDB_API_KEY); "
+                               "leave it unset (and OPTIMIZE_WANDB) to forward nothing to W&B")
 
     @property
     def resolved_blob_store(self) -> str | None:
@@ -99,6 +113,16 @@ class ServerSettings:
     @property
     def resolved_mlflow(self) -> str | None:
         return self.mlflow or os.environ.get("OPTIMIZE_MLFLOW_URI") or None
+
+    @property
+    def resolved_wandb(self) -> str | None:
+        return self.wandb or os.environ.get("OPTIMIZE_WANDB") or None
+
+    @property
+    def resolved_wandb_dir(self) -> Path:
+        """W&B's `dir`: its offline runs are folders in DIR/wandb."""
+        chosen = self.wandb_dir or os.environ.get("OPTIMIZE_WANDB_DIR")
+        return Path(chosen).expanduser().resolve() if chosen else self.data_dir
 
     @property
     def resolved_database_url(self) -> str:

@@ -52,3 +52,26 @@ class Analysis(Answer):
 class AnalysisList(Answer):
     analyses: list[Analysis] = Field(description="Analyses kept for the examples the reference resolves to, newest "
                                                  "first")
+
+
+class LengthBin(Answer):
+    from_: int = Field(alias="from", description="Shortest length in the bin (tokens)")
+    to: int = Field(description="Longest length in the bin (tokens)")
+    rows: int = Field(description="Rows (or pairs) whose length falls in it")
+
+
+class LimitCount(Answer):
+    limit: int = Field(description="A common maxSeqLength")
+    over: int = Field(description="Rows longer than it")
+
+
+class LengthHistogram(Answer):
+    """`GET /v1/training/datasets/analyses/{id}/histogram`: the rows' token lengths under the analysis' base model."""
+
+    analysis_id: str = Field(description="The analysis's id")
+    bins: list[LengthBin] = Field(description="Equal-width bins from 1 token to the longest row")
+    rows: int = Field(description="Rows (or pairs) counted")
+    longest: int = Field(description="The longest row, tokens")
+    width: int = Field(description="Tokens each bin spans")
+    limits: list[LimitCount] = Field(description="The common maxSeqLength limits below the longest row, and the first "
+                                                 "one it fits, with the rows over each")

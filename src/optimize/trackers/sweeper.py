@@ -170,7 +170,7 @@ class Sweeper:
         if message != logged:
             self.log.warning("forwarding run %s to %s failed (tried again, waiting up to %.0fs): %s",
                              run_id[:12], self.tracker, MAX_BACKOFF, message)
-        backoff = min(max(backoff, 0.1) * 2, MAX_BACKOFF)
+        backoff = min(backoff * 2, MAX_BACKOFF)
         self._retry[run_id] = (time.monotonic() + backoff, backoff, message)
         self.failed(run_id)
 

@@ -1,9 +1,11 @@
-"""Dataset analyses: `POST /v1/training/datasets/analyses`, `GET …/{analysisId}`, `GET …?dataset=REF` and
-`GET …/{analysisId}/events` (server-sent events)."""
+"""Dataset analyses: `POST /v1/training/datasets/analyses`, `GET …/{analysisId}`, `GET …?dataset=REF`,
+`GET …/{analysisId}/histogram` (its rows' lengths) and `GET …/{analysisId}/events` (server-sent events)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -11,7 +13,7 @@ from optimize.analysis import service
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.status_stream import status_events
-from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest
+from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest, LengthHistogram
 from optimize.schemas.common import event_stream
 
 router = APIRouter(prefix="/v1/training/datasets/analyses", tags=["training"])
@@ -37,6 +39,15 @@ def list_analyses(dataset: str, training: TrainingDep) -> dict:
 def get_analysis(analysis_id: str, training: TrainingDep) -> dict:
     body = service.get_analysis(training, analysis_id)
     return body
+
+
+@router.get("/{analysis_id}/histogram", response_model=LengthHistogram)
+def length_histogram(analysis_id: str, training: TrainingDep,
+                     bins: Annotated[int, Query(ge=1, le=200, description="How many equal-width bins: 1 to 200")] = 40
+                     ) -> dict:
+    """The rows' token lengths in equal-width bins, with the rows over each common maxSeqLength limit; refused 409
+    until the analysis is done."""
+    return service.length_histogram(training, analysis_id, bins)
 
 
 @router.get("/{analysis_id}/events", response_class=StreamingResponse,

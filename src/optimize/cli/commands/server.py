@@ -39,6 +39,18 @@ def start(
                      help="Forward every run's metrics, params and end status to this MLflow tracking server "
                           "(docs/trackers.md; default: none)."),
     ] = None,
+    wandb: Annotated[
+        str | None,
+        typer.Option("--wandb", envvar="OPTIMIZE_WANDB", metavar="offline|online",
+                     help="Forward every run's metrics to Weights & Biases: offline (folders to send with `wandb "
+                          "sync`) or online (WANDB_API_KEY, WANDB_ENTITY, WANDB_PROJECT, WANDB_BASE_URL); "
+                          "docs/trackers.md. Default: none."),
+    ] = None,
+    wandb_dir: Annotated[
+        Path | None,
+        typer.Option("--wandb-dir", envvar="OPTIMIZE_WANDB_DIR",
+                     help="W&B's folder: offline runs are written in DIR/wandb (default: the data dir)."),
+    ] = None,
     catalog: Annotated[
         Path | None, typer.Option("--catalog", help="The applied base-model catalog (default: the shipped one).")
     ] = None,
@@ -58,7 +70,7 @@ def start(
     from optimize.catalog.catalog import load_catalog
     from optimize.cli.output import print_error
     from optimize.core.errors import PlatformError
-    from optimize.core.settings import ServerSettings, default_home, parse_blob_store
+    from optimize.core.settings import ServerSettings, default_home, parse_blob_store, wandb_where
 
     try:
         load_catalog(catalog)  # refuse a bad catalog before binding anything
@@ -67,8 +79,8 @@ def start(
         raise typer.Exit(1) from None
     try:  # the OPTIMIZE_* settings are read here: a bad one is refused before a port is bound
         settings = ServerSettings(data_dir=(data_dir or default_home()).expanduser().resolve(),
-                                  database_url=database_url, blob_store=blob_store, mlflow=mlflow, host=host,
-                                  port=port,
+                                  database_url=database_url, blob_store=blob_store, mlflow=mlflow, wandb=wandb,
+                                  wandb_dir=wandb_dir, host=host, port=port,
                                   catalog_path=catalog,
                                   **({"executor": executor} if executor else {}),
                                   **({"ray_address": ray_address} if ray_address else {}))
@@ -84,6 +96,8 @@ def start(
             print_error("--mlflow needs MLflow's client, which is not installed",
                         "install it with: pip install 'optimize[trackers]' (or pip install mlflow-skinny==3.18.0)")
             raise typer.Exit(1) from None
+    if settings.resolved_wandb:
+        _check_wandb(settings.resolved_wandb_dir)
     try:
         sock = bind(host, port)
     except OSError as error:
@@ -91,8 +105,34 @@ def start(
         raise typer.Exit(1) from None
     blobs = f", blobs in {settings.resolved_blob_store}" if settings.resolved_blob_store else ""
     blobs += f", run metrics forwarded to MLflow at {settings.resolved_mlflow}" if settings.resolved_mlflow else ""
+    if settings.resolved_wandb:
+        blobs += f", run metrics forwarded to {wandb_where(settings.resolved_wandb, settings.resolved_wandb_dir)}"
     print(f"Optimize server on http://{host}:{sock.getsockname()[1]} (data in {settings.data_dir}{blobs})", flush=True)
     serve(settings, sock)
+
+
+def _check_wandb(folder: Path) -> None:
+    """--wandb is refused before a port is bound without W&B's client, or without a folder it can write in."""
+    import importlib.util
+    import os
+
+    from optimize.cli.output import print_error
+
+    if importlib.util.find_spec("wandb") is None:
+        print_error("--wandb needs W&B's client, which is not installed",
+                    "install it with: pip install 'optimize[trackers]' (or pip install wandb==0.31.0)")
+        raise typer.Exit(1) from None
+    try:
+        (folder / "wandb").mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder / "wandb", os.W_OK)
+    except OSError as error:
+        print_error(f"--wandb-dir {folder}: cannot create {folder / 'wandb'} ({error.strerror})",
+                    "pick a folder the server's user can write in (--wandb-dir or OPTIMIZE_WANDB_DIR)")
+        raise typer.Exit(1) from None
+    if not writable:
+        print_error(f"--wandb-dir {folder}: {folder / 'wandb'} is not writable by the server's user",
+                    "pick a folder the server's user can write in (--wandb-dir or OPTIMIZE_WANDB_DIR)")
+        raise typer.Exit(1) from None
 
 
 @command(app, "status")

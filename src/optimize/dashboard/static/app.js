@@ -632,19 +632,33 @@ function analysisPart(analysis, toLine) {
         h("td", { class: "wrap" }, f.message)))))) : h("p", { class: "muted" }, "No template finding."));
 }
 
-function drawLengths(analysis) {
-  // rows per length bucket, the buckets' edges the common maxSeqLength limits (from the rows over each limit)
+async function drawLengths(analysis) {
+  // the rows' lengths in equal-width bins (GET …/analyses/ID/histogram), the common maxSeqLength limits as lines
   const node = document.getElementById(`lengths-${analysis.analysisId}`);
-  const limits = analysis.report.limits;
-  const rows = analysis.report.rows ?? analysis.report.pairs ?? 0;
-  const over = [rows, ...limits.map((l) => l.over)];
-  const labels = limits.map((l, i) => `${i ? limits[i - 1].limit + 1 : 1}–${l.limit}`).concat(`> ${limits[limits.length - 1].limit}`);
-  const counts = labels.map((_, i) => (i < limits.length ? over[i] - over[i + 1] : over[over.length - 1]));
+  let histogram;
+  try {
+    histogram = await api(`/v1/training/datasets/analyses/${analysis.analysisId}/histogram?bins=40`);
+  } catch (error) {
+    node.replaceChildren(h("p", { class: "muted" }, error.message));
+    return;
+  }
+  const counts = histogram.bins.map((b) => b.rows);
   node.dataset.rows = String(counts.reduce((a, b) => a + b, 0));
+  node.setAttribute("aria-label", `Row lengths under ${analysis.baseModel}: ${histogram.rows} rows, the longest ` +
+    `${histogram.longest} tokens; ` + histogram.limits.map((l) => `${l.over} over ${l.limit}`).join(", "));
   if (!window.Plotly) return;
-  Plotly.react(node, [{ type: "bar", x: labels, y: counts, name: "rows" }],
+  const top = Math.max(1, ...counts);
+  Plotly.react(node, [{ type: "bar", name: "rows", x: histogram.bins.map((b) => (b.from + b.to) / 2),
+                        y: counts, width: histogram.width,
+                        hovertext: histogram.bins.map((b) => `${b.from}–${b.to} tokens: ${b.rows} rows`),
+                        hoverinfo: "text" }],
                { title: { text: "Rows by length (tokens), against maxSeqLength limits" }, height: 280,
-                 width: node.clientWidth || undefined, margin: { t: 40, r: 10, b: 60, l: 50 } },
+                 width: node.clientWidth || undefined, margin: { t: 40, r: 10, b: 40, l: 50 }, bargap: 0.05,
+                 xaxis: { title: { text: "tokens" } }, yaxis: { title: { text: "rows" } },
+                 shapes: histogram.limits.map((l) => ({ type: "line", x0: l.limit, x1: l.limit, y0: 0, y1: top,
+                                                        line: { dash: "dot", width: 1 } })),
+                 annotations: histogram.limits.map((l) => ({ x: l.limit, y: top, yanchor: "bottom", showarrow: false,
+                                                             text: `${l.limit} (${l.over} over)` })) },
                { displaylogo: false, responsive: true });
 }
 

@@ -1,0 +1,30 @@
+"""An analysis' row lengths as a histogram: equal-width bins from 1 token to the longest row, read from the per-row
+figures its worker stored (a JSONL blob of `[length, trimmed, trained]` per row, in row order), with the rows over
+each common maxSeqLength limit up to the first one the longest row fits."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from optimize.analysis.report import COMMON_LIMITS
+
+
+def histogram(lengths_file: Path, bins: int) -> dict[str, Any]:
+    lengths = []
+    with lengths_file.open() as handle:
+        for line in handle:
+            lengths.append(int(json.loads(line)[0]))
+    longest = max(lengths, default=0)
+    width = max(1, math.ceil(longest / bins))
+    counts = [0] * max(1, math.ceil(longest / width))
+    for length in lengths:
+        counts[max(0, length - 1) // width] += 1
+    shown = [limit for limit in COMMON_LIMITS if limit < longest]
+    shown += [limit for limit in COMMON_LIMITS if limit >= longest][:1]
+    return {"rows": len(lengths), "longest": longest, "width": width,
+            "bins": [{"from": index * width + 1, "to": (index + 1) * width, "rows": count}
+                     for index, count in enumerate(counts)],
+            "limits": [{"limit": limit, "over": sum(1 for n in lengths if n > limit)} for limit in shown]}
