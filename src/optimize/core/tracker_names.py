@@ -1,13 +1,13 @@
-"""The names a run's metrics take in other trackers (TensorBoard, MLflow): the names TRL's own trainers log them
+"""The names a run's metrics take in other trackers (TensorBoard, MLflow, W&B): the names TRL's own trainers log them
 under, so a chart of an Optimize run sits beside one of a plain TRL run; shared by `akka training runs tensorboard`
-(the CLI) and the server's MLflow forwarder.
+(the CLI) and the server's MLflow and W&B forwarders.
 
 A run's metrics are stored under Optimize's names (`learningRate`, `reward:<term>`, `validationLoss`, …:
 `training.methods`' `metric_names`, which map TRL's log keys to them). Here the map is read back: `learningRate` is
 TRL's `learning_rate`, `reward:<term>` its `rewards/<term>/mean`, `preferenceAccuracy` its `rewards/accuracies`. A
 name TRL has no key for (one a later method adds) keeps its own name in snake_case. TensorBoard puts them where
-Transformers' TensorBoard callback does (`train/loss`, `eval/loss`); MLflow where its MLflow callback does (`loss`,
-`eval_loss`).
+Transformers' TensorBoard callback does (`train/loss`, `eval/loss`), which is where its W&B callback puts them too
+(`tensorboard_tag` is W&B's key); MLflow where its MLflow callback does (`loss`, `eval_loss`).
 """
 
 from __future__ import annotations

@@ -1,2 +1,3 @@
-"""What the server forwards to other experiment trackers (docs/trackers.md): `mlflow_forwarder`, every run's metrics
-to an MLflow tracking server. TensorBoard export is the CLI's (`optimize.cli.tensorboard`), over the API."""
+"""What the server forwards to other experiment trackers (docs/trackers.md): every run's metrics, by `sweeper`'s thread,
+to an MLflow tracking server (`mlflow_forwarder`) and to Weights & Biases (`wandb_forwarder`). TensorBoard export is
+the CLI's (`optimize.cli.tensorboard`), over the API."""
