@@ -97,3 +97,16 @@ def read_wandb_run(folder: Path) -> dict:
         elif kind == "exit":
             found["exit_code"] = record.exit.exit_code
     return found
+
+
+def wandb_services(server_pid: int) -> list[str]:
+    """The command lines of the W&B service processes a process started (`wandb-core … --pid PID`)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(word.endswith(b"wandb-core") for word in words) and str(server_pid).encode() in words:
+            found.append(b" ".join(words).decode())
+    return found

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import start_server
 from tests.run_fixtures import capitals_project
-from tests.tracker_runs import api_metrics, read_wandb_run, short_plan, wait_run
+from tests.tracker_runs import api_metrics, read_wandb_run, short_plan, wait_run, wandb_services
 
 pytest.importorskip("wandb")
 
@@ -66,19 +66,6 @@ def wait_ended(forwarding, run_id: str, timeout: float = 30) -> dict:
 
 def train_rows(found: dict) -> list[dict]:
     return [row for row in found["history"] if "train/loss" in row]
-
-
-def wandb_services(server_pid: int) -> list[str]:
-    """The command lines of the W&B service processes a server started (`wandb-core … --pid SERVER`)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            words = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(word.endswith(b"wandb-core") for word in words) and str(server_pid).encode() in words:
-            found.append(b" ".join(words).decode())
-    return found
 
 
 def test_a_run_is_one_wandb_run_with_its_metrics_config_and_exit_code(forwarding):

@@ -6,9 +6,11 @@ not opened again."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.tracker_runs import read_wandb_run
+from tests.tracker_runs import read_wandb_run, wandb_services
 from tests.unit.test_tracker_sweeper import add_run, put, set_phase, store  # noqa: F401 - the store fixture
 
 pytest.importorskip("wandb")
@@ -47,6 +49,7 @@ def test_steps_trained_again_are_kept_and_an_ended_run_is_not_opened_again(store
         forwarder.sweep()
     finally:
         forwarder.close()
+    assert wandb_services(os.getpid()) == []  # W&B's service process stopped with the forwarder
     (folder,) = folders(root, run)
     found = read_wandb_run(folder)
     assert steps(found) == [(1, 1.0), (2, 1.0), (3, 1.0), (4, 1.0), (3, 2.0), (4, 2.0), (5, 1.0)]
