@@ -1,7 +1,8 @@
-"""The frame every answering job's worker runs in: read the spec through its kind's model (a worker whose lease
-is gone before it starts exits 3), heart-beat from a Reporter while the work runs, and send the job's last word —
-`{}`, or `{"failed": reason}` for a refusal of the input (another attempt would fail the same way) or any other
-error (the host, its caches, the connection: another attempt may succeed).
+"""The frame every reporting job's worker runs in (analyses, evaluations, distillations, runs): read the spec
+through its kind's model (a worker whose lease is gone before it starts exits 3), heart-beat from a Reporter
+while the work runs, and send the job's last word — `{}`, or `{"failed": reason}` for a refusal of the input
+(another attempt would fail the same way) or any other error (the host, its caches, the connection: another attempt
+may succeed).
 
 Two ends send nothing: `Ended` (the server already ended the job, e.g. a distillation's failed smoke) and
 `Abandoned` (the attempt cannot go on here, e.g. a replica process died: the worker exits non-zero and the

@@ -15,14 +15,13 @@ import os
 import shutil
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import RunSpec
 from optimize.training.prep.data_fit import RowRefused
-from optimize.worker.channel import ApiError, Channel
-from optimize.worker.frame import ABANDONED_STATUS, Abandoned
+from optimize.worker.channel import Channel
+from optimize.worker.frame import Abandoned, run_framed
 from optimize.worker.rendering import renderer_for
 from optimize.worker.replicas import Replicas, end_with_parent, received, share_cores
 from optimize.worker.reporter import Reporter
@@ -33,35 +32,26 @@ PREPARED_BATCH = 1024  # rendered rows held in memory before they are written ou
 
 
 def run_training(channel: Channel, run_id: str) -> int:
-    base = channel.base
-    try:
-        spec = channel.spec(RunSpec)
-    except ApiError as error:
-        print(f"cannot start: {error.message}", flush=True)
-        return 3
-    reporter = Reporter(channel, base, spec["leaseSeconds"]).start()
+    """The run's worker, in the frame every job's worker runs in (`worker.frame`): a row a rule refuses fails the
+    run by its reason; any other error fails it as "training failed: …"; a dead rank abandons the attempt."""
+    return run_framed(channel, RunSpec, lambda _, spec, reporter: _attempt(channel, spec, reporter, run_id),
+                      refusals=(RowRefused,), failed_prefix="training failed: ")
+
+
+def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str) -> dict[str, Any]:
+    """One attempt with its save uploader and a work folder of its own, removed whatever the end."""
     execution = spec["execution"]
     policy = UploadPolicy(execution["resumableSaveEvery"], execution["resumableSaveMinutes"] * 60)
-    uploader = SaveUploader(channel, base, policy, before_commit=reporter.flush).start()
+    uploader = SaveUploader(channel, channel.base, policy, before_commit=reporter.flush).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
     preparing = {"workerStart": process_age()}  # the worker's start and its spec, before anything else
     try:
-        result = _train(channel, spec, reporter, uploader, workdir, preparing)
+        return _train(channel, spec, reporter, uploader, workdir, preparing)
     except PausedWhilePreparing:
         uploader.close(pausing=True)
-        result = {"paused": {"step": None}}
-    except Abandoned as abandoned:  # a lost worker for the kernel: queued again from the newest save
-        reporter.stop()
-        print(abandoned, flush=True)
-        return ABANDONED_STATUS
-    except RowRefused as refusal:
-        result = {"failed": str(refusal)}
-    except Exception as error:  # noqa: BLE001 - the process edge: the reason goes on the run
-        traceback.print_exc()
-        result = {"failed": f"training failed: {type(error).__name__}: {error}"}
+        return {"paused": {"step": None}}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return reporter.end(f"{base}/result", result)
 
 
 def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
