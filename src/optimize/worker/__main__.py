@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 
 def main() -> int:
@@ -40,6 +41,8 @@ def run_job(kind: str, job_id: str, server: str, entry=None) -> int:
         return 2
     from optimize.worker.channel import Channel
 
+    # PEFT reads Transformers' deprecated `is_gradient_checkpointing` when it wraps a model: noise in every run's log
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     with Channel(server, token, kind, job_id) as channel:
         return (entry or worker_entry(kind))(channel, job_id)
 

@@ -191,7 +191,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
         eval_strategy="steps" if eval_rows else "no",
         eval_steps=(loop.get("validationFrequencySteps") or save_every) if eval_rows else None,
         bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
-        gradient_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
+        activation_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
         # several ranks: gloo on the cpu; the adapter's weights are all used, so DDP need not search for unused ones
         **({"ddp_backend": "nccl" if cuda else "gloo", "ddp_find_unused_parameters": False} if ranks > 1 else {}),
