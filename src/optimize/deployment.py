@@ -32,6 +32,7 @@ class Deployment:
     dataset_limits: DatasetLimits = field(default_factory=DatasetLimits)  # what a version a job registers may hold
     # the devices of each profile a cluster's live nodes offer now; None: every device of `profiles` is there
     online: dict[str, int] | None = None
+    one_node: dict[str, int] | None = None  # the most of each profile one live node offers (a job needs one node)
 
     def __post_init__(self) -> None:
         from optimize.jobs.effects import Effects
@@ -53,3 +54,8 @@ class Deployment:
             profiles.append(profile.model_copy(update={"devices": extra.devices}) if grown else profile)
         self.profiles = sorted([*profiles, *found.values()], key=lambda p: (p.kind != "gpu", p.name))
         self.online = {profile.name: profile.devices for profile in offered}
+        self.one_node = self.executor.most_on_one_node()
+
+    def fits_one_node(self, profile: str, count: int) -> bool:
+        """Whether one live node offers `count` devices of `profile` (always, on one machine)."""
+        return self.one_node is None or self.one_node.get(profile, 0) >= count

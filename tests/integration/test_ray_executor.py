@@ -1,6 +1,7 @@
 """The Ray executor against a real Ray cluster the test starts on this machine (`ray.cluster_utils.Cluster`: a
 head and two nodes, each a raylet of its own): the server's inventory comes from the nodes (`training capacity`
-shows them), a run and an evaluation asking for the profile only one node offers are placed on that node, and a
+shows them), a run and an evaluation asking for the profile only one node offers are placed on that node, a run
+asking for two devices no one node offers waits for one that does, and a
 node removed mid-run is a lost worker — the run is queued again and completes on the other node with the weights
 of the uninterrupted run; a server killed mid-run finds the run's worker on the cluster again (a detached actor
 named after the job) and the run completes as its first attempt."""
@@ -80,6 +81,23 @@ def test_capacity_shows_the_cluster_s_nodes_and_what_they_offer(server, cluster,
     assert pools[("training", "cpu")]["online"] == 2 and pools[("training", "alt")]["online"] == 1
     text = Cli(capsys, server["proc"].url).ok("training", "capacity").out
     assert "Nodes" in text and cluster["a"].node_id[:12] in text
+
+
+def test_a_run_on_two_devices_waits_for_one_node_that_offers_both(server):
+    """The cluster offers two cpu slots, one on each node: a run asking for both is not granted (its worker's
+    resources all come from one node, so Ray would hold it unplaced until its lease lapsed) and says why."""
+    client = server["client"]
+    document = seeded(server["project"]["name"], "cpu")
+    document["execution"]["gpus"] = 2
+    run = client.post("/v1/training/runs", json=document).json()
+    assert "runId" in run, run
+    path = f"/v1/training/runs/{run['runId']}"
+    waiting = wait(client, path, lambda r: "one live node offers is 1" in (r.get("waitingFor") or ""))
+    assert waiting["waitingFor"] == ("waiting for a node that offers 2 cpu devices (a job's devices are all on one "
+                                     "node): the most one live node offers is 1")
+    assert waiting["phase"] == "QUEUED" and waiting["execution"]["devicesHeld"] == []
+    client.post(f"{path}/cancel").raise_for_status()
+    assert wait(client, path, lambda r: r["terminal"])["phase"] == "CANCELLED"
 
 
 def test_a_run_and_an_evaluation_are_placed_on_the_node_that_has_their_profile(server, cluster, tmp_path):

@@ -1,7 +1,7 @@
 """What the scheduler grants on a cluster (`Deployment.refresh_inventory`, `scheduler.free_devices`): a profile grows
 to what the live nodes offer and keeps its declaration when they offer less; a profile found only on the cluster
-joins; no more devices are granted than the live nodes offer beyond what is held; on one machine (an executor that
-says nothing about nodes) every declared device may be granted."""
+joins; no more devices are granted than the live nodes offer beyond what is held, nor more to one job than one node
+offers; on one machine (an executor that says nothing about nodes) every declared device may be granted."""
 
 from __future__ import annotations
 
@@ -23,16 +23,20 @@ class Nodes:
 
     name = "cluster"
 
-    def __init__(self, offered: list[DeviceProfile] | None) -> None:
-        self.offered = offered
+    def __init__(self, offered: list[DeviceProfile] | None, most: dict[str, int] | None = None) -> None:
+        self.offered, self.most = offered, most
 
     def online(self) -> list[DeviceProfile] | None:
         return self.offered
 
+    def most_on_one_node(self) -> dict[str, int] | None:
+        return self.most
 
-def deployment(tmp_path: Path, offered: list[DeviceProfile] | None) -> Deployment:
+
+def deployment(tmp_path: Path, offered: list[DeviceProfile] | None, most: dict[str, int] | None = None
+               ) -> Deployment:
     made = Deployment(migrated_store("sqlite", tmp_path), None, [CPU, ALT], tmp_path, None)
-    made.executor = Nodes(offered)
+    made.executor = Nodes(offered, most)
     made.refresh_inventory()
     return made
 
@@ -64,3 +68,11 @@ def test_one_machine_grants_every_declared_device(tmp_path):
     assert made.profiles == [CPU, ALT] and made.online is None
     with made.store.transaction() as session:
         assert free_devices(session, CPU, "training", made.online) == ["cpu:0"]
+
+
+def test_a_job_s_devices_must_all_be_on_one_node(tmp_path):
+    made = deployment(tmp_path, [DeviceProfile(name="cpu", kind="cpu", devices=2)], most={"cpu": 1})
+    assert made.online == {"cpu": 2} and made.one_node == {"cpu": 1}  # two nodes of one slot each
+    assert made.fits_one_node("cpu", 1) and not made.fits_one_node("cpu", 2) and not made.fits_one_node("alt", 1)
+    (tmp_path / "one").mkdir()
+    assert deployment(tmp_path / "one", None).fits_one_node("cpu", 8)  # one machine: nothing to split

@@ -4,7 +4,8 @@ The scheduler decides what runs where (leases over pools of devices); an executo
 `launch` a worker for a grant, say whether a job's worker is `alive`, `kill` it (returning once none is left,
 so no device is granted while an earlier holder may still run on it), `reattach` to a worker started by an
 earlier server process, and report every exit through the `on_exit` callback it was built with. A cluster's
-executor also says which devices its live nodes offer now (`online`), which the scheduler grants from.
+executor also says which devices its live nodes offer now (`online`), which the scheduler grants from, and the
+most of each profile one node offers (`most_on_one_node`): a job's devices are all on one node.
 
 Two executors: `local_executor` (worker processes on this host) and `ray_executor` (on a Ray cluster's nodes).
 """
@@ -36,6 +37,11 @@ class Executor(Protocol):
     def online(self) -> list[DeviceProfile] | None:
         """The profiles the executor's machines offer now (a cluster's live nodes), or None: every declared device
         is there (one machine)."""
+        ...
+
+    def most_on_one_node(self) -> dict[str, int] | None:
+        """The most devices of each profile one live node offers (a job's devices are all on one node), or None on
+        one machine."""
         ...
 
     def nodes(self) -> list[dict[str, Any]] | None:

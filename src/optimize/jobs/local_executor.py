@@ -105,6 +105,9 @@ class LocalExecutor:
     def online(self) -> None:
         return None  # one machine: every declared device is here
 
+    def most_on_one_node(self) -> None:
+        return None
+
     def nodes(self) -> None:
         return None
 

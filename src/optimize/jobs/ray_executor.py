@@ -99,6 +99,14 @@ class RayExecutor:
         return [DeviceProfile(name=name, kind="gpu" if name in gpus else "cpu", devices=count)
                 for name, count in sorted(counts.items())]
 
+    def most_on_one_node(self) -> dict[str, int]:
+        """The most devices of each profile one live node offers: a worker's resources all come from one node."""
+        most: dict[str, int] = {}
+        for node in self._live_nodes():
+            for profile, count in _offered(node["Resources"]).items():
+                most[profile] = max(most.get(profile, 0), count)
+        return most
+
     def nodes(self) -> list[dict[str, Any]]:
         """Every node the cluster knows, live or gone, with the profiles it offers (`training capacity`)."""
         return [{"node": node["NodeID"], "address": node.get("NodeManagerAddress"), "alive": bool(node["Alive"]),

@@ -100,8 +100,8 @@ class Scheduler:
                 chosen: list[str] = []
                 if count:
                     free = free_devices(session, profile, kind.pool, self.deployment.online)
-                    if len(free) < count:
-                        return None  # waits for devices
+                    if len(free) < count or not self.deployment.fits_one_node(profile.name, count):
+                        return None  # waits for devices (on a cluster, for a node that has them all)
                     chosen = free[:count]
                 lease = leases.grant(session, kind.name, row.id, kind.attempt_number(row), chosen,
                                      self.deployment.lease_seconds, project=getattr(row, "project", None),

@@ -34,6 +34,9 @@ def waiting_for(session: Session, deployment: Any, kind_name: str, row: Any) -> 
     if deployment.online is not None and deployment.online.get(profile.name, 0) < count:
         return (f"waiting for nodes that offer {count} {profile.name} device(s): the cluster's live nodes offer "
                 f"{deployment.online.get(profile.name, 0)}")
+    if not deployment.fits_one_node(profile.name, count):
+        return (f"waiting for a node that offers {count} {profile.name} devices (a job's devices are all on one "
+                f"node): the most one live node offers is {deployment.one_node.get(profile.name, 0)}")
     if len(devices) - len(holds) >= count:
         return "waiting for the scheduler to grant the free devices"
     noun = (f"the {profile.name} device" if len(devices) == 1
