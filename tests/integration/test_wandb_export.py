@@ -3,7 +3,8 @@ own client, offline (no W&B server can be run here: online is not tested), read 
 W&B's own record type. One W&B run per Optimize run, with its id, the loss and learning rate of every step as the API
 answers them at `train/global_step`, the resolved settings as config, its exit code; a branch in its parent's group; a
 run paused, the server started again and the run resumed is still one offline folder, holding every step once; W&B's
-service process stops with the server; a bad `--wandb` is refused in one line."""
+service process stops with the server; a bad `--wandb` (or a sweep interval that is no number of seconds) is
+refused in one line."""
 
 from __future__ import annotations
 
@@ -148,14 +149,19 @@ def test_a_paused_run_resumed_after_a_restart_is_one_offline_folder_with_every_s
     assert found["summary"]["optimize.sent.train"] == "2:8"
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["--wandb", "sometimes"], "error: --wandb 'sometimes' is not offline or online"),
-    (["--wandb", "offline", "--wandb-dir", "/proc/optimize-wandb"], "error: --wandb-dir /proc/optimize-wandb: cannot"),
+@pytest.mark.parametrize(("args", "extra", "expected"), [
+    (["--wandb", "sometimes"], {}, "error: --wandb 'sometimes' is not offline or online"),
+    (["--wandb", "offline", "--wandb-dir", "/proc/optimize-wandb"], {},
+     "error: --wandb-dir /proc/optimize-wandb: cannot"),
+    (["--wandb", "offline"], {"OPTIMIZE_WANDB_SWEEP_SECONDS": "soon"},
+     "error: OPTIMIZE_WANDB_SWEEP_SECONDS is 'soon', not a number of seconds above 0"),
+    (["--mlflow", "http://127.0.0.1:9"], {"OPTIMIZE_MLFLOW_SWEEP_SECONDS": "0"},
+     "error: OPTIMIZE_MLFLOW_SWEEP_SECONDS is '0', not a number of seconds above 0"),
 ])
-def test_a_bad_wandb_setting_is_refused_in_one_line(tmp_path, args, expected):
+def test_a_bad_tracker_setting_is_refused_in_one_line(tmp_path, args, extra, expected):
     done = subprocess.run([sys.executable, "-m", "optimize", "server", "start", "--port", "0", "--data-dir",
                            str(tmp_path), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **wandb_env(tmp_path)})
+                          env={**os.environ, **wandb_env(tmp_path), **extra})
     assert done.returncode == 1
     assert done.stderr.splitlines()[0].startswith(expected), done.stderr
     assert "Traceback" not in done.stderr + done.stdout and not (tmp_path / "server.json").exists()

@@ -46,6 +46,17 @@ def check_blob_store(settings: ServerSettings) -> None:
         raise SystemExit(1) from None
 
 
+def check_trackers(settings: ServerSettings) -> None:
+    """Raise Invalid for a tracker forwarder's sweep interval (OPTIMIZE_*_SWEEP_SECONDS) that is no number of seconds
+    above 0, for the trackers the settings turn on."""
+    from optimize.trackers.sweeper import sweep_seconds
+
+    if settings.resolved_mlflow:
+        sweep_seconds("OPTIMIZE_MLFLOW_SWEEP_SECONDS")
+    if settings.resolved_wandb:
+        sweep_seconds("OPTIMIZE_WANDB_SWEEP_SECONDS")
+
+
 def serve(settings: ServerSettings, sock: socket.socket) -> None:
     try:  # a bad connection or stream limit, or no cluster to join, stops the start before anything is created
         http = protocol_from_env()

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from optimize.core.errors import Invalid
 from optimize.store.tables import Run, RunMetric
 
 ENDED = ("COMPLETED", "FAILED", "CANCELLED")
@@ -210,8 +211,17 @@ def new_points(session, run_id: str, kind: str, after: tuple[int, int]) -> list[
 
 
 def sweep_seconds(variable: str, default: float = 2.0) -> float:
-    """The seconds between sweeps, from `variable` (OPTIMIZE_MLFLOW_SWEEP_SECONDS, …)."""
-    return float(os.environ.get(variable, str(default)))
+    """The seconds between sweeps, from `variable` (OPTIMIZE_MLFLOW_SWEEP_SECONDS, …); refused unless a number above
+    0 (`akka server start` asks before it binds its port)."""
+    text = os.environ.get(variable, str(default))
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise Invalid(f"{variable} is {text!r}, not a number of seconds above 0",
+                      hint=f"set {variable} to the seconds between sweeps (default {default:g}), or unset it")
+    return seconds
 
 
 def mark(point: tuple[int, int]) -> str:

@@ -66,7 +66,7 @@ def start(
     ] = None,
 ) -> None:
     """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
-    from optimize.api.serve import bind, check_blob_store, serve
+    from optimize.api.serve import bind, check_blob_store, check_trackers, serve
     from optimize.catalog.catalog import load_catalog
     from optimize.cli.output import print_error
     from optimize.core.errors import PlatformError
@@ -85,6 +85,7 @@ def start(
                                   **({"executor": executor} if executor else {}),
                                   **({"ray_address": ray_address} if ray_address else {}))
         parse_blob_store(settings.resolved_blob_store)  # s3://BUCKET/PREFIX or nothing
+        check_trackers(settings)  # a sweep interval that is no number of seconds
     except PlatformError as error:
         print_error(error.message, error.hint or "fix the setting and start again")
         raise typer.Exit(1) from None
