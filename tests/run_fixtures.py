@@ -70,8 +70,9 @@ def prompts_project(url: str, tmp, prefix: str, questions: list[str] = YES_NO) -
     return {"url": url, "name": name, "tmp": tmp, "rows": rows}
 
 
-def wait_for(client: httpx.Client, path: str, test, timeout: float = 300) -> dict:
-    """GET `path` (a run, an evaluation, …) until `test` holds for what it answers."""
+def wait_for(client: httpx.Client, path: str, test, timeout: float = 300, fail_if=None) -> dict:
+    """GET `path` (a run, an evaluation, …) until `test` holds for what it answers; fails at once where `fail_if`
+    holds first (e.g. the run ended another way)."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -79,6 +80,7 @@ def wait_for(client: httpx.Client, path: str, test, timeout: float = 300) -> dic
         item = client.get(path).json()
         if test(item):
             return item
+        assert fail_if is None or not fail_if(item), {k: item.get(k) for k in ("phase", "failureReason")}
         time.sleep(0.1)
     raise AssertionError(f"{path} did not get there: {item.get('phase')} {item.get('failureReason')}")
 

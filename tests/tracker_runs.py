@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import time
 import zlib
 from pathlib import Path
 
 import httpx
 
-from tests.run_fixtures import plan
+from tests.run_fixtures import plan, wait_for
 
 
 def free_port() -> int:
@@ -30,14 +29,9 @@ def short_plan(project: str, steps: int) -> dict:
 
 
 def wait_run(client: httpx.Client, run_id: str, test, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = client.get(f"/v1/training/runs/{run_id}").json()
-        if test(run):
-            return run
-        assert run["phase"] not in ("FAILED", "CANCELLED"), run.get("failureReason")
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not get there: {run['phase']}")
+    """The run once `test` holds; it fails at once if the run fails or is cancelled first."""
+    return wait_for(client, f"/v1/training/runs/{run_id}", test, timeout,
+                    fail_if=lambda run: run["phase"] in ("FAILED", "CANCELLED"))
 
 
 def api_metrics(client: httpx.Client, run_id: str) -> dict:

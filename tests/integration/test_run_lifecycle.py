@@ -5,13 +5,12 @@ same adapter weights as the same run uninterrupted."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
 
 from tests.conftest import Cli
-from tests.run_fixtures import capitals_project, plan, write_plan
+from tests.run_fixtures import capitals_project, plan, wait_for, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +29,7 @@ def seeded_plan(name: str, steps: int = 30) -> dict:
 
 
 def wait_until(client: httpx.Client, run_id: str, test, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = client.get(f"/v1/training/runs/{run_id}").json()
-        if test(run):
-            return run
-        assert not run["terminal"], run
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} did not get there: {run['phase']}")
+    return wait_for(client, f"/v1/training/runs/{run_id}", test, timeout, fail_if=lambda run: run["terminal"])
 
 
 def followed(cli: Cli, *args: str) -> dict:
