@@ -1,6 +1,6 @@
 """`akka training runs tensorboard RUN --sync-only`: the session's completed run (`completed_run`, on the shared
 `sqlite_server`) written as TensorBoard event files, read back with TensorBoard's own reader and compared with the
-run's metrics as the API answers them; a second sync adds nothing. The folder's append and rewrite paths are checked
+run's metrics as the API answers them; a second sync (`--logdir`, TensorBoard's name for `--dir`) adds nothing. The folder's append and rewrite paths are checked
 on made-up metrics (no server)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_event_files_hold_the_runs_metrics_and_a_second_sync_adds_nothing(comple
     assert [v for _, v in validation] == pytest.approx([m["validationLoss"] for m in metrics["validation"]], rel=1e-6)
 
     files = event_files(folder)
-    again = cli.json("training", "runs", "tensorboard", run_id, "--dir", str(tmp_path / "tb"), "--sync-only")
+    again = cli.json("training", "runs", "tensorboard", run_id, "--logdir", str(tmp_path / "tb"), "--sync-only")
     assert again["runs"][0]["action"] == "unchanged" and again["runs"][0]["written"] == 0
     assert event_files(folder) == files
     assert [s for s, _ in scalars(folder, "train/loss")] == [m["step"] for m in steps]

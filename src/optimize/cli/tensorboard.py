@@ -47,8 +47,9 @@ def add_tensorboard_command(app: typer.Typer) -> None:
     def tensorboard(
         out: Output,
         run: Annotated[str, typer.Argument(help="Run id or prefix.")],
-        folder: Annotated[Path, typer.Option("--dir", help="Where the event files go: a folder per run under "
-                                             f"DIR/PROJECT (default: ./{DEFAULT_DIR}).")] = Path(DEFAULT_DIR),
+        folder: Annotated[Path, typer.Option("--dir", "--logdir", help="Where the event files go: a folder per run "
+                                             f"under DIR/PROJECT (default: ./{DEFAULT_DIR}); --logdir is TensorBoard's "
+                                             "own name for it.")] = Path(DEFAULT_DIR),
         port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TensorBoard's port.")] = 6006,
         sync_only: Annotated[bool, typer.Option("--sync-only", help="Write the event files; start no "
                                                 "TensorBoard.")] = False,
