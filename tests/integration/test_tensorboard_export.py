@@ -1,7 +1,7 @@
 """`akka training runs tensorboard RUN --sync-only`: the session's completed run (`completed_run`, on the shared
 `sqlite_server`) written as TensorBoard event files, read back with TensorBoard's own reader and compared with the
-run's metrics as the API answers them; a second sync (`--logdir`, TensorBoard's name for `--dir`) adds nothing. The folder's append and rewrite paths are checked
-on made-up metrics (no server)."""
+run's metrics as the API answers them; a second sync (`--logdir`, TensorBoard's name for `--dir`) adds nothing.
+The folder's append and rewrite paths are checked on made-up metrics (no server)."""
 
 from __future__ import annotations
 
