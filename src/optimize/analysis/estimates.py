@@ -14,10 +14,10 @@ Without an analysis (`lengths_file` None) the steps and rollouts are still estim
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from optimize.analysis.report import row_lengths
 from optimize.catalog.schema import Entry
 from optimize.schemas.plans import (
     REINFORCEMENT,
@@ -38,11 +38,7 @@ NO_ANALYSIS = "no analysis of the training dataset is done, so there is no token
 
 
 def _capped_tokens(lengths_file: Path, cap: int) -> int:
-    total = 0
-    with lengths_file.open() as handle:
-        for line in handle:
-            total += min(json.loads(line)[0], cap)
-    return total
+    return sum(min(length, cap) for length in row_lengths(lengths_file))
 
 
 def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, entry: Entry) -> dict[str, Any]:

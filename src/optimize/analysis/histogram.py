@@ -4,19 +4,15 @@ each common maxSeqLength limit up to the first one the longest row fits."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from optimize.analysis.report import COMMON_LIMITS
+from optimize.analysis.report import COMMON_LIMITS, row_lengths
 
 
 def histogram(lengths_file: Path, bins: int) -> dict[str, Any]:
-    lengths = []
-    with lengths_file.open() as handle:
-        for line in handle:
-            lengths.append(int(json.loads(line)[0]))
+    lengths = list(row_lengths(lengths_file))
     longest = max(lengths, default=0)
     width = max(1, math.ceil(longest / bins))
     counts = [0] * max(1, math.ceil(longest / width))

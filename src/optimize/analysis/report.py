@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import json
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 COMMON_LIMITS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -54,6 +57,14 @@ class ReportBuilder:
             "findings": self.findings,
             "findingCount": self.finding_count,
         }
+
+
+def row_lengths(lengths_file: Path) -> Iterator[int]:
+    """Each row's token length, in row order, from the per-row figures an analysis' worker stores (a JSONL blob of
+    `[length, trimmed, trained]` per row)."""
+    with lengths_file.open() as handle:
+        for line in handle:
+            yield int(json.loads(line)[0])
 
 
 def percentile(ordered: list[int], pct: float) -> int:

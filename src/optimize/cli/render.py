@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from rich.table import Table
 
 from optimize.cli.safe_text import escape_controls
+from optimize.core.clock import from_iso
 
 DASH = "—"
 
@@ -14,7 +15,7 @@ DASH = "—"
 def age(stamp: str | None) -> str:
     if not stamp:
         return DASH
-    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    moment = from_iso(stamp)
     seconds = int((datetime.now(UTC) - moment).total_seconds())
     if seconds < 60:
         return f"{max(seconds, 0)}s ago"

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +31,7 @@ import typer
 
 from optimize.cli.common import client_for, command, fail
 from optimize.cli.output import CommandFailed, Output, console
+from optimize.core.clock import from_iso
 from optimize.core.tracker_names import numeric_values, tensorboard_tag
 
 STATE = ".optimize-tensorboard.json"
@@ -120,7 +120,7 @@ def _write_events(folder: Path, points: list[dict[str, Any]]) -> str:
             values = [Summary.Value(tag=tensorboard_tag(point["kind"], name), simple_value=value)
                       for name, value in sorted(numeric_values(point).items())]
             if values:
-                writer.add_event(Event(wall_time=_seconds(point["at"]), step=point["step"],
+                writer.add_event(Event(wall_time=from_iso(point["at"]).timestamp(), step=point["step"],
                                        summary=Summary(value=values)))
     finally:
         writer.close()
@@ -146,10 +146,6 @@ def _write_state(folder: Path, state: dict[str, Any]) -> None:
     partial = folder / f"{STATE}.partial"
     partial.write_text(json.dumps(state))
     os.replace(partial, folder / STATE)
-
-
-def _seconds(at: str) -> float:
-    return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
 
 
 def _safe(name: str) -> str:

@@ -14,6 +14,11 @@ def as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def from_iso(stamp: str) -> datetime:
+    """A time as the API writes it (`…Z`), back as an aware datetime."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
 def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None

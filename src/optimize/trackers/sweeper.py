@@ -19,15 +19,17 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from optimize.core.clock import as_utc
 from optimize.core.errors import Invalid
 from optimize.store.tables import Run, RunMetric
+from optimize.training.server.phases import TERMINAL
 
-ENDED = ("COMPLETED", "FAILED", "CANCELLED")
+ENDED = frozenset(phase.value for phase in TERMINAL)  # a run's ends, as its phase column holds them
 KINDS = ("train", "validation")
 ROWS_PER_SWEEP = 500  # metric rows of one run (and kind) read per sweep; the rest next time
 MAX_BACKOFF = 60.0
@@ -238,5 +240,5 @@ def parse_mark(text: str | None) -> tuple[int, int]:
 
 
 def epoch_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch; SQLite gives back the store's UTC times without their zone."""
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+    """Milliseconds since the epoch of a stored time."""
+    return int(as_utc(moment).timestamp() * 1000)

@@ -91,14 +91,10 @@ def start(
         raise typer.Exit(1) from None
     check_blob_store(settings)  # a bucket that does not answer refuses the start before a port is bound
     if settings.resolved_mlflow:
-        import importlib.util
-
-        if importlib.util.find_spec("mlflow") is None:  # refused before a port is bound
-            print_error("--mlflow needs MLflow's client, which is not installed",
-                        "install it with: pip install 'optimize[trackers]' (or pip install mlflow-skinny==3.18.0)")
-            raise typer.Exit(1) from None
+        _require_client("--mlflow", "MLflow's", "mlflow", "mlflow-skinny==3.18.0")
     if settings.resolved_wandb:
-        _check_wandb(settings.resolved_wandb_dir)
+        _require_client("--wandb", "W&B's", "wandb", "wandb==0.31.0")
+        _check_wandb_dir(settings.resolved_wandb_dir)
     try:
         sock = bind(host, port)
     except OSError as error:
@@ -112,17 +108,24 @@ def start(
     serve(settings, sock)
 
 
-def _check_wandb(folder: Path) -> None:
-    """--wandb is refused before a port is bound without W&B's client, or without a folder it can write in."""
+def _require_client(flag: str, whose: str, module: str, package: str) -> None:
+    """A tracker flag is refused before a port is bound where its tracker's client is not installed."""
     import importlib.util
+
+    from optimize.cli.output import print_error
+
+    if importlib.util.find_spec(module) is None:
+        print_error(f"{flag} needs {whose} client, which is not installed",
+                    f"install it with: pip install 'optimize[trackers]' (or pip install {package})")
+        raise typer.Exit(1) from None
+
+
+def _check_wandb_dir(folder: Path) -> None:
+    """--wandb is refused before a port is bound without a folder W&B can write in."""
     import os
 
     from optimize.cli.output import print_error
 
-    if importlib.util.find_spec("wandb") is None:
-        print_error("--wandb needs W&B's client, which is not installed",
-                    "install it with: pip install 'optimize[trackers]' (or pip install wandb==0.31.0)")
-        raise typer.Exit(1) from None
     try:
         (folder / "wandb").mkdir(parents=True, exist_ok=True)
         writable = os.access(folder / "wandb", os.W_OK)
