@@ -37,9 +37,8 @@ def test_eta_and_tokens_per_second_come_from_the_steps_seen_and_say_so():
     tracker = Tracker("runs")
     tracker.read(run_status(10, trained_ms=10_000, tokens=1000), now=0.0)
     reading = tracker.read(run_status(20, trained_ms=20_000, tokens=3000), now=1.0)
-    # 20 steps in 20 s of training (a first attempt is measured from its start): 20 steps left take 20 s;
-    # 2000 tokens in the 10 s between the two statuses
-    assert reading.eta_seconds == 20.0 and reading.eta_basis == "from the last 20 steps"
+    # 10 steps in the 10 s of training between the two statuses: 20 steps left take 20 s; 2000 tokens in them
+    assert reading.eta_seconds == 20.0 and reading.eta_basis == "from the last 10 steps"
     assert reading.tokens_per_second == 200.0
     assert (reading.done, reading.total, reading.unit, reading.loss) == (20, 40, "steps", 1.25)
 
@@ -52,20 +51,40 @@ def test_the_pace_is_kept_over_the_last_20_steps():
     assert pace.counted() <= 21 and pace.per_second() == 1.0
 
 
-def test_a_late_follower_of_a_first_attempt_measures_from_its_start():
-    reading = Tracker("runs").read(run_status(30, trained_ms=60_000), now=5.0)
-    assert reading.eta_seconds == 20.0 and reading.eta_basis == "from the last 30 steps"
-    # a resumed attempt's training time spans earlier attempts: no pace until two statuses are seen
-    resumed = Tracker("runs").read(run_status(30, trained_ms=60_000, attempt=2), now=5.0)
-    assert resumed.eta_seconds is None
+def test_the_eta_is_measuring_until_two_updates_are_seen():
+    # a late follower: the server's training clock starts with the run's first report, which may already hold
+    # several steps, so a pace from the start is no measure (it read 30 steps in a blink and showed ETA 0s)
+    tracker = Tracker("runs")
+    first = tracker.read(run_status(30, trained_ms=200), now=5.0)
+    assert first.eta_seconds is None and first.eta_status == "measuring"
+    assert line("abababababab Training", first) == \
+        "abababababab Training  steps 30/40 (75%)  loss 1.2500  ETA measuring"
+    assert first.as_json()["etaSeconds"] is None and first.as_json()["etaStatus"] == "measuring"
+    second = tracker.read(run_status(32, trained_ms=20_200), now=25.0)
+    assert second.eta_seconds == 80.0 and second.eta_status == "measured"  # 2 steps in 20 s: 8 left take 80 s
+    # the start (step 0) is no update: one update seen after it is still measuring
+    tracker = Tracker("runs")
+    tracker.read(run_status(0, trained_ms=10), now=0.0)
+    assert tracker.read(run_status(1, trained_ms=9_000), now=9.0).eta_status == "measuring"
+    assert tracker.read(run_status(2, trained_ms=10_000), now=10.0).eta_seconds == 38.0
+    # evaluations, analyses and distillations alike: measuring until two counts are seen, nothing once done
+    evaluation = Tracker("evaluations")
+    status = {"evaluationId": "e" * 32, "phase": "RUNNING", "progress": {"answered": 3, "total": 10}}
+    assert evaluation.read(status, now=0.0).eta_status == "measuring"
+    ended = evaluation.read({**status, "phase": "COMPLETED", "progress": {"answered": 10, "total": 10}}, now=1.0)
+    assert ended.eta_status is None and ended.eta_seconds is None
 
 
-def test_before_a_step_the_eta_is_the_pre_flight_estimate():
+def test_before_training_the_eta_is_the_pre_flight_estimate_held_while_it_waits():
     estimate = {"seconds": 300.0, "basis": "4900 tokens/s per device measured by …"}
     queued = Tracker("runs").read(run_status(0, phase="QUEUED", prediction=estimate), now=0.0)
     assert queued.eta_seconds == 300.0 and queued.eta_basis == "from the pre-flight estimate"
+    assert queued.eta_status == "estimated"
+    # no training time passes while it is queued: the ETA holds instead of counting down to 0s
+    assert queued.eta_now(120.0) == 300.0
+    # once it trains, the ETA is measured: the estimate may be far off on a loaded machine
     started = Tracker("runs").read(run_status(0, trained_ms=60_000, prediction=estimate), now=0.0)
-    assert started.eta_seconds == 240.0 and started.eta_basis == "from the pre-flight estimate"
+    assert started.eta_seconds is None and started.eta_status == "measuring"
     done = Tracker("runs").read(run_status(40, trained_ms=9_000, phase="COMPLETED", prediction=estimate), now=0.0)
     assert done.eta_seconds is None
 
@@ -108,7 +127,7 @@ def test_the_plain_line_names_every_figure():
     tracker.read(run_status(10, trained_ms=10_000, tokens=1000), now=0.0)
     reading = tracker.read(run_status(20, trained_ms=20_000, tokens=3000), now=1.0)
     assert line("abababababab Training", reading) == (
-        "abababababab Training  steps 20/40 (50%)  loss 1.2500  200 tokens/s  ETA 20s from the last 20 steps")
+        "abababababab Training  steps 20/40 (50%)  loss 1.2500  200 tokens/s  ETA 20s from the last 10 steps")
 
 
 def test_a_json_event_is_the_status_with_its_name_and_figures():
@@ -118,7 +137,8 @@ def test_a_json_event_is_the_status_with_its_name_and_figures():
     assert body["event"] == "status" and body["item"] == "run" and body["runId"] == status["runId"]
     assert body["progress"] == status["progress"]  # the status as the API answers it, unchanged
     assert body["live"] == {"done": 0, "total": 40, "unit": "steps", "loss": 1.25, "tokensPerSecond": None,
-                            "etaSeconds": 90.0, "etaBasis": "from the pre-flight estimate"}
+                            "etaSeconds": 90.0, "etaBasis": "from the pre-flight estimate",
+                            "etaStatus": "estimated"}
 
 
 def test_the_terminal_view_draws_a_bar_and_the_figures():
@@ -130,7 +150,7 @@ def test_the_terminal_view_draws_a_bar_and_the_figures():
     assert lines[0] == "abababababab Training"
     assert "━" in lines[1] and "20/40 steps (50%)" in lines[1]
     # the ETA counts down between statuses: 5 s after this one, 15 s are left
-    assert lines[2] == "loss 1.2500 · 200 tokens/s · ETA 15s from the last 20 steps"
+    assert lines[2] == "loss 1.2500 · 200 tokens/s · ETA 15s from the last 10 steps"
 
 
 def test_the_terminal_view_of_an_item_without_a_count_is_its_headline():
@@ -155,5 +175,6 @@ def test_the_live_view_redraws_in_place_and_leaves_the_screen_to_the_final_view(
         live.show(run_status(10, trained_ms=10_000, tokens=1000))
     drawn = buffer.getvalue()
     assert "abababababab Training" in drawn and "10/40 steps (25%)" in drawn
-    assert re.search(r"ETA (30|29)s from the last 10 steps", drawn)  # counting down from 30 s as it is drawn
+    assert "ETA measuring" in drawn  # one update seen: no pace yet
+    assert re.search(r"ETA (30|29)s from the last 5 steps", drawn)  # counting down from 30 s as it is drawn
     assert drawn.endswith("\x1b[2K")  # transient: the view is erased, and `get`'s view is printed after it

@@ -2,6 +2,13 @@
 answers of an evaluation, rows an analysis measured, decisions a distillation answered), its loss and tokens/s,
 and an ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
 
+An ETA is measured only between two updates the follower saw (two statuses whose counts differ, neither of them the
+start at zero): until then it is "measuring" (`etaStatus`), never a figure. The start is left out because the first
+update carries the warm-up, and the server's training clock starts with the first report, which may already hold
+several steps: a pace from the start read tens of steps a second and showed `ETA 0s` while minutes remained. The
+pre-flight estimate is the ETA only before training (queued, preparing), and it does not count down there: no
+training time passes while a run waits.
+
 Everything here takes status dicts (what `GET …/{id}` and its `/events` stream answer) and a clock reading, so
 it is tested without a server. `follow.py` feeds it and chooses where the result goes: a Rich view on a terminal
 (`view`), a plain line elsewhere (`line`), a JSON event under `-o json` (`event`).
@@ -41,19 +48,23 @@ class Reading:
     tokens_per_second: float | None = None
     eta_seconds: float | None = None
     eta_basis: str | None = None
+    # measured (from the pace), estimated (the pre-flight estimate), measuring (under way, fewer than two updates
+    # seen) or None (nothing to wait for: ended, paused, or no count)
+    eta_status: str | None = None
+    counting: bool = True  # whether the ETA counts down between statuses (not while a run waits for training)
     accepted: int | None = None  # a distillation's answers accepted so far
 
     def eta_now(self, now: float) -> float | None:
         if self.eta_seconds is None:
             return None
-        return max(self.eta_seconds - (now - self.at), 0.0)
+        return max(self.eta_seconds - (now - self.at), 0.0) if self.counting else self.eta_seconds
 
     def as_json(self) -> dict[str, Any]:
         """The figures of a JSON event, camelCase as the API's (`accepted` only where the kind counts any)."""
         figures = {"done": self.done, "total": self.total, "unit": self.unit, "loss": self.loss,
                    "tokensPerSecond": None if self.tokens_per_second is None else round(self.tokens_per_second, 1),
                    "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
-                   "etaBasis": self.eta_basis}
+                   "etaBasis": self.eta_basis, "etaStatus": self.eta_status}
         return figures if self.accepted is None else {**figures, "accepted": self.accepted}
 
 
@@ -68,7 +79,8 @@ class _Point:
 class Pace:
     """The recent points (time, count, tokens) of one item, kept over about WINDOW counts, and the rates they
     give. A point is kept only when the count grows: a status that repeats a step (a new loss, a save) says
-    nothing about the pace."""
+    nothing about the pace; nor does a count of zero (the start is no update). A rate needs two points: two
+    updates seen."""
 
     window: int = WINDOW
     points: deque[_Point] = field(default_factory=deque)
@@ -76,7 +88,7 @@ class Pace:
     def add(self, seconds: float, count: int, tokens: int | None = None) -> None:
         if self.points and (count < self.points[-1].count or seconds < self.points[-1].seconds):
             self.points.clear()  # a new attempt started over (a resume restores an earlier step): measure afresh
-        if self.points and count == self.points[-1].count:
+        if count <= 0 or (self.points and count == self.points[-1].count):
             return
         self.points.append(_Point(seconds, count, tokens))
         while len(self.points) > 2 and self.points[-1].count - self.points[1].count >= self.window:
@@ -138,9 +150,14 @@ class Tracker:
             return
         self.pace.add(now, reading.done)
         rate = self.pace.per_second()
-        if active and rate and reading.total:
+        if not active or not reading.total or reading.done >= reading.total:
+            return
+        if rate:
             reading.eta_seconds = max(reading.total - reading.done, 0) / rate
             reading.eta_basis = f"from the last {self.pace.counted()} {noun}"
+            reading.eta_status = "measured"
+        else:
+            reading.eta_status = "measuring"
 
     def _run(self, status: dict[str, Any], reading: Reading, now: float) -> None:
         progress = status.get("progress") or {}
@@ -157,20 +174,22 @@ class Tracker:
         trained = ((status.get("timing") or {}).get("phaseMillis") or {}).get("TRAINING")
         seconds = trained / 1000 if trained is not None else now
         if phase == "TRAINING" and reading.unit == "steps":
-            if not self.pace.points and reading.done and status.get("attempt", 1) <= 1 and trained:
-                self.pace.add(0.0, 0)  # a late follower of a first attempt: the pace so far, from its start
             self.pace.add(seconds, reading.done, progress.get("tokens"))
             reading.tokens_per_second = self.pace.tokens_per_second()
             rate = self.pace.per_second()
             if rate:
                 reading.eta_seconds = max(reading.total - reading.done, 0) / rate
                 reading.eta_basis = f"from the last {self.pace.counted()} steps"
-                return
+                reading.eta_status = "measured"
+            elif reading.done < reading.total:
+                reading.eta_status = "measuring"  # the estimate may be far off on a loaded machine: no figure
+            return
         predicted = (status.get("prediction") or {}).get("seconds")
-        if predicted is not None and phase in ("QUEUED", "PREPARING", "TRAINING"):
-            # Before a step is measured: what the pre-flight estimate leaves of the training time
-            reading.eta_seconds = max(predicted - (trained or 0) / 1000, 0.0)
-            reading.eta_basis = "from the pre-flight estimate"
+        left = None if predicted is None else predicted - (trained or 0) / 1000
+        if left is not None and left > 0 and phase in ("QUEUED", "PREPARING"):
+            # Before training: what the pre-flight estimate leaves of the training time, held (not counted down)
+            reading.eta_seconds, reading.eta_basis = left, "from the pre-flight estimate"
+            reading.eta_status, reading.counting = "estimated", False
 
 
 def duration(seconds: float) -> str:
@@ -206,6 +225,8 @@ def figures(reading: Reading, now: float | None = None, count: bool = True) -> l
     eta = reading.eta_now(now if now is not None else reading.at)
     if eta is not None:
         parts.append(f"ETA {duration(eta)} {reading.eta_basis}")
+    elif reading.eta_status == "measuring":
+        parts.append("ETA measuring")
     return parts
 
 
