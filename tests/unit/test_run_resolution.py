@@ -277,6 +277,43 @@ def test_a_kl_penalty_on_an_inherited_adapter_over_several_gpus_is_refused(sessi
     refuse_kl_on_inherited_policy(admitted(session, grpo_document(2)), None)
 
 
+def test_stop_when_is_a_reinforcement_run_s_and_its_kl_bound_needs_a_kl_penalty(session):
+    """`execution.stopWhen` is resolved as stated; a supervised or preference run, an empty one, a negative or
+    non-finite bound and a KL bound without a KL penalty are refused by its field path."""
+    document = grpo_document(1, klBeta=0.04)
+    document["execution"]["stopWhen"] = {"rewardDropBelow": 0.2, "klAbove": 0.5}
+    result = admitted(session, document)
+    assert result.resolved["execution"]["stopWhen"] == {"rewardDropBelow": 0.2, "klAbove": 0.5}
+    assert result.sources["execution.stopWhen.klAbove"] == "stated"
+    assert admitted(session, grpo_document(1)).resolved["execution"]["stopWhen"] is None
+    sft = plan_document(deviceProfile="cpu", stopWhen={"klAbove": 0.3})
+    with pytest.raises(Refused) as refused:
+        admitted(session, sft)
+    assert refused.value.message == ("execution.stopWhen watches a reinforcement run's reward and KL, which a sft run "
+                                     "does not report")
+    assert refused.value.hint == "remove execution.stopWhen, or train with method grpo or gspo"
+    dpo = plan_document(deviceProfile="cpu", stopWhen={"rewardDropBelow": 0.3})
+    dpo["config"].update(dataset="pairs", method="dpo")
+    with pytest.raises(Refused, match="which a dpo run does not report"):
+        admitted(session, dpo)
+    document["execution"]["stopWhen"] = {}
+    with pytest.raises(Invalid, match="^execution.stopWhen names no bound$"):
+        admitted(session, document)
+    document = grpo_document(1, klBeta=0)
+    document["execution"]["stopWhen"] = {"klAbove": 0.3}
+    with pytest.raises(Refused, match=r"^execution.stopWhen.klAbove watches the KL against the starting policy, "
+                                      r"which a run with rlHyperparams.klBeta 0 does not measure$"):
+        admitted(session, document)
+    for bad, words in (({"klAbove": -1}, "execution.stopWhen.klAbove: Input should be greater than or equal to 0"),
+                       ({"rewardDropBelow": float("nan")}, "execution.stopWhen.rewardDropBelow: Input should be a "
+                                                           "finite number"),
+                       ({"rewardBelow": 1}, "execution.stopWhen.rewardBelow: unknown field")):
+        document["execution"]["stopWhen"] = bad
+        with pytest.raises(Invalid) as invalid:
+            parse_plan(document)
+        assert words in invalid.value.message
+
+
 def llama_plan(**config) -> dict:
     return {"kind": "run", "project": "proj", "baseModel": "meta-llama/llama-3.2-1b-instruct",
             "config": {"dataset": "chat", "maxSeqLength": 1024,

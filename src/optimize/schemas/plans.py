@@ -216,6 +216,18 @@ class RunConfig(_Part):
     checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
 
 
+class StopWhen(_Part):
+    """When a reinforcement run stops itself (`training.server.guards`): each bound is judged on the mean of its
+    figure over the latest window of updates; the run then saves at its next update and completes there."""
+
+    reward_drop_below: float | None = Field(default=None, allow_inf_nan=False, alias="rewardDropBelow",
+                                            description="Stop when the mean reward over the latest window of updates "
+                                                        "is below this (an absolute reward)")
+    kl_above: float | None = Field(default=None, ge=0, allow_inf_nan=False, alias="klAbove",
+                                   description="Stop when the mean KL against the starting policy over the latest "
+                                               "window of updates is above this (needs rlHyperparams.klBeta above 0)")
+
+
 class Execution(_Part):
     device_profile: str = Field(default="cpu", alias="deviceProfile", description="Device profile, e.g. cpu or h200")
     gpus: int = Field(default=1, ge=0, le=1024, description="Devices per run (the cpu profile uses one slot)")
@@ -237,6 +249,9 @@ class Execution(_Part):
     max_attempts: int = Field(default=3, ge=1, le=100, alias="maxAttempts",
                               description="Attempts a run gets when its worker is lost: each one after the first "
                                           "resumes from the newest save holding training state")
+    stop_when: StopWhen | None = Field(default=None, alias="stopWhen",
+                                      description="Reinforcement (grpo, gspo): when the run stops itself, keeping the "
+                                                  "adapter it has trained (rewardDropBelow, klAbove)")
 
 
 class Source(_Part):

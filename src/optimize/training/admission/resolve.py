@@ -27,7 +27,7 @@ from optimize.jobs.devices import DeviceProfile
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import resolve_reference
 from optimize.registry.models import find_model, resolve_model_reference
-from optimize.schemas.plans import RunPlan
+from optimize.schemas.plans import REINFORCEMENT, RunPlan, StopWhen
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
 from optimize.training.admission.kernels import default_kernels
@@ -121,6 +121,8 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if model["precision"] is None:
         model["precision"] = "fp32" if on_cpu else "bf16"
     method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
+    if plan.execution.stop_when is not None:
+        _admit_stop_when(plan.execution.stop_when, resolved["config"])
     resolve_reward_bundles(session, resolved["config"])
     resolve_reward_judges(session, resolved["config"])
     kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
@@ -183,6 +185,21 @@ def memory_plan(entry: Entry, config: dict[str, Any], execution: dict[str, Any],
     return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
             "shardingReason": sharding_reason,
             "basis": calibration.basis if calibration else "fitted to peaks measured on one H200 (issue 20)"}
+
+
+def _admit_stop_when(stop_when: StopWhen, config: dict[str, Any]) -> None:
+    """`execution.stopWhen` watches what only a reinforcement run reports: its reward, and its KL where it takes a
+    KL penalty (TRL measures none without one)."""
+    if config["method"] not in REINFORCEMENT:
+        raise Refused(f"execution.stopWhen watches a reinforcement run's reward and KL, which a {config['method']} "
+                      "run does not report", hint="remove execution.stopWhen, or train with method grpo or gspo")
+    if stop_when.reward_drop_below is None and stop_when.kl_above is None:
+        raise Invalid("execution.stopWhen names no bound",
+                      hint="set execution.stopWhen.rewardDropBelow, klAbove or both, or remove execution.stopWhen")
+    if stop_when.kl_above is not None and config["rlHyperparams"]["klBeta"] == 0:
+        raise Refused("execution.stopWhen.klAbove watches the KL against the starting policy, which a run with "
+                      "rlHyperparams.klBeta 0 does not measure",
+                      hint="remove execution.stopWhen.klAbove, or set rlHyperparams.klBeta above 0")
 
 
 def _admit_smoke(config) -> None:
