@@ -118,6 +118,23 @@ def test_a_followed_run_under_json_is_one_document_the_run_as_get_answers_it(com
     assert json.loads(again.stdout)["runId"] == final["runId"]
 
 
+def test_an_estimate_of_a_completed_run_s_shape_is_scaled_by_how_fast_it_trained_here(completed_run, sqlite_server):
+    # the same plan again: its dataset's analysis is done, so the estimate comes back at once, scaled by the runs
+    # of its shape that completed on this server (the fixture's among them)
+    url, project = sqlite_server.url, completed_run["project"]
+    analyzed = akka(url, "training", "datasets", "analyze", f"{project}/chat:train", "-f", completed_run["path"],
+                    "-o", "json")
+    assert analyzed.returncode == 0, analyzed.stderr
+    estimates = json.loads(analyzed.stdout)["estimates"]
+    scale = estimates["scale"]
+    assert scale is not None and 0 < scale["factor"] and 1 <= len(scale["runs"]) <= 5, estimates
+    assert estimates["seconds"] == round(estimates["unscaledSeconds"] / scale["factor"], 1)
+    assert re.fullmatch(r"scaled by [0-9.e+-]+ from the last (run|[2-5] runs) of this shape on cpu", scale["basis"])
+    assert "tokens/s per device measured by" in estimates["basis"]  # the catalog's basis, as it was
+    text = akka(url, "training", "datasets", "analyze", f"{project}/chat:train", "-f", completed_run["path"]).stdout
+    assert f"  {scale['basis']} (the catalog's throughput gives about " in text, text
+
+
 def test_events_stream_a_json_line_per_status_then_the_run(watched):
     url = watched["url"]
     started = akka(url, "training", "runs", "start", "-f", watched["plan"], "--force", "--wait", "--exit-status",

@@ -16,6 +16,7 @@ from optimize import __version__
 from optimize.analysis.estimates import estimate
 from optimize.analysis.histogram import histogram
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
+from optimize.analysis.throughput import estimate_scaled
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.access import only_visible, visible_item
@@ -89,7 +90,8 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
             lengths = training.blobs.verified_path(item.lengths_sha256)  # the per-row figures the worker stored
-            body["estimates"] = estimate(item.report, lengths, plan, entry)
+            # the catalog's figure, scaled by how fast runs of the plan's shape trained on this deployment
+            body["estimates"] = estimate_scaled(session, estimate(item.report, lengths, plan, entry), plan, entry.id)
     return body, bool(launch)
 
 

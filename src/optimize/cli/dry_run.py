@@ -97,7 +97,8 @@ def _rollout_estimates(con, e: dict[str, Any] | None) -> None:
               f"{r['promptsPerUpdate']} prompts x {r['completionsPerUpdate'] // max(r['promptsPerUpdate'], 1)} = "
               f"{r['completionsPerUpdate']} completions: {r['completions']:,} completions, at most "
               f"{r['mostCompletionTokens']:,} generated tokens", markup=False)
-    timing = (f"{e['tokens']:,} tokens, about {e['seconds']:g}s of training ({e['basis']})"
+    scaled = f"; {e['scale']['basis']}, {e['unscaledSeconds']:g}s unscaled" if e.get("scale") else ""
+    timing = (f"{e['tokens']:,} tokens, about {e['seconds']:g}s of training ({e['basis']}{scaled})"
               if e.get("seconds") is not None else
               f"{e['tokens']:,} tokens; {e['basis']}" if e.get("tokens") is not None else e["basis"])
     con.print(f"             {timing}", markup=False)

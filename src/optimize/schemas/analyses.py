@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimize.schemas.common import Answer
+from optimize.schemas.common import Answer, Number
 
 
 class AnalysisRequest(BaseModel):
@@ -45,8 +45,20 @@ class Analysis(Answer):
     progress: dict[str, Any] = Field(default_factory=dict, description="rowsMeasured of rowsTotal, as its worker "
                                                                        "reported them (empty before it starts)")
     row_lengths: str | None = Field(default=None, description="sha256:HEX of the per-row lengths file (once done)")
-    estimates: dict[str, Any] | None = Field(default=None, description="Steps and time for the plan given "
-                                                                       "(POST with a plan, once done)")
+    estimates: dict[str, Any] | None = Field(default=None, description=(
+        "Steps and time for the plan given (POST with a plan, once done); `seconds` scaled by how fast runs of the "
+        "plan's shape trained on this deployment where any completed, `unscaledSeconds` the catalog's figure and "
+        "`scale` an EstimateScale (null when unscaled)"))
+
+
+class EstimateScale(Answer):
+    """The factor a time estimate was scaled by: runs of the same shape here (base model, method, device profile
+    and devices, maxSeqLength and sequences an update within a factor of 2) measured against their estimates."""
+
+    factor: Number = Field(description="Measured over predicted throughput, the median of the runs (below 1: slower "
+                                       "than the catalog's measurement); the estimate's seconds are divided by it")
+    runs: list[str] = Field(description="The completed runs it was measured on, newest first (at most 5)")
+    basis: str = Field(description="Where the factor came from, in words")
 
 
 class AnalysisList(Answer):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from optimize.schemas.analyses import EstimateScale
 from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
@@ -174,6 +175,10 @@ class RunPrediction(Answer):
     recorded_at: str = Field(description="When it was recorded (ISO 8601, UTC)")
     actual_seconds: Number | None = Field(description="Training seconds measured so far (the TRAINING phase); null "
                                                       "before training")
+    unscaled_seconds: Number | None = Field(default=None, description="The catalog's figure before `scale`; "
+                                                                      "null when there is no estimate")
+    scale: EstimateScale | None = Field(default=None, description="What `seconds` was scaled by: this deployment's "
+                                                                  "runs of the same shape; null when unscaled")
 
 
 class MemoryParts(Answer):

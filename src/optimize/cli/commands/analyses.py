@@ -123,6 +123,9 @@ def _render(con, item) -> None:
         con.print(f"[bold]Estimates[/] {estimates['steps']} steps ({estimates['stepsPerEpoch']} an epoch, "
                   f"{estimates['sequencesPerUpdate']} sequences an update), {estimates['tokens']} tokens, {seconds}")
         con.print(f"  basis: {estimates['basis']}")
+        if estimates.get("scale"):  # this deployment's runs of the same shape measured against their estimates
+            con.print(f"  {estimates['scale']['basis']} (the catalog's throughput gives about "
+                      f"{estimates['unscaledSeconds']:.0f}s)", markup=False)
         for value in estimates["inputs"]:
             source = "from the file" if value["source"] == "file" else "default"
             con.print(f"  {value['field']} = {value['value']} ({source})")

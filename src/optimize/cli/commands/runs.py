@@ -265,6 +265,9 @@ def _prediction_line(prediction: dict[str, Any] | None, ended: bool) -> str:
     if prediction.get("seconds") is None:
         return f"no estimate: {prediction['basis']}"
     text = f"training {_seconds(prediction['seconds'])} for {prediction['steps']} steps ({prediction['basis']})"
+    if prediction.get("scale"):  # this deployment's runs of the same shape measured against their estimates
+        text = (f"{text[:-1]}; {prediction['scale']['basis']}, {_seconds(prediction['unscaledSeconds'])} "
+                "unscaled)")
     actual = prediction.get("actualSeconds")
     if actual is None:
         return text

@@ -1,6 +1,7 @@
 """The pre-flight estimate a run records before it claims devices: the steps, tokens and training time that the
 analysis of its training dataset and the catalog's measured throughput predict (`analysis.estimates`, the same
-figures `datasets analyze -f RUN_FILE` shows), kept on the run so `runs get` shows it against the time measured
+figures `datasets analyze -f RUN_FILE` shows, scaled by this deployment's runs of the same shape:
+`analysis.throughput`), kept on the run so `runs get` shows it against the time measured
 and a follower's ETA has a basis before the first step.
 
 A run records it at submission where the analysis is already done, otherwise when its length check settles
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.analysis.estimates import estimate
+from optimize.analysis.throughput import estimate_scaled
 from optimize.core.clock import iso, utcnow
 from optimize.schemas.plans import parse_plan
 from optimize.store.tables import Run
@@ -27,14 +29,17 @@ def predict(blobs, session, plan_document: dict[str, Any], entry, dataset_digest
     analysis = analysis_for(session, blobs, dataset_digest, commit) if commit else None
     if analysis is None or analysis.phase != "done" or not analysis.lengths_sha256:
         return None
-    figures = estimate(analysis.report, blobs.verified_path(analysis.lengths_sha256), parse_plan(plan_document), entry)
+    plan = parse_plan(plan_document)
+    figures = estimate_scaled(session, estimate(analysis.report, blobs.verified_path(analysis.lengths_sha256), plan,
+                                                entry), plan, entry.id)
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
-            "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow())}
+            "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow()),
+            "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}
 
 
 def unavailable() -> dict[str, Any]:
     return {"seconds": None, "steps": None, "tokens": None, "basis": NO_ANALYSIS, "analysisId": None,
-            "recordedAt": iso(utcnow())}
+            "recordedAt": iso(utcnow()), "unscaledSeconds": None, "scale": None}
 
 
 def settle(deployment, session, run: Run) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from optimize.analysis.estimates import estimate
 from optimize.analysis.service import start_analysis
+from optimize.analysis.throughput import estimate_scaled
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -152,7 +153,8 @@ def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) 
     analysis = analysis_for(session, training.blobs, admitted.dataset.digest, admitted.commit)
     done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
     lengths = training.blobs.verified_path(analysis.lengths_sha256) if done else None
-    return estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry)
+    return estimate_scaled(session, estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry), plan,
+                           admitted.entry.id)
 
 
 def _groups_check(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
