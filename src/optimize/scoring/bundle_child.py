@@ -1,14 +1,18 @@
 """The process a `BundleRunner` starts to run a scoring bundle's function: `python bundle_child.py CONFIG_JSON`
 (by file path, so it imports nothing of ours; `python -m optimize.scoring.bundle_child CONFIG_JSON` works too).
 
-Before any bundle code is imported it: keeps the protocol on private copies of stdin/stdout (the bundle's own
-`print` goes to stderr, its reads of stdin see nothing); moves into a new network namespace where the kernel allows
-it (unprivileged user namespaces), which leaves the process no network at all; replaces `socket.socket`,
+It normally runs in the bubblewrap sandbox (`sandbox.py`); started there by root, it first becomes the user id
+the runner picked (`user`), with no capabilities and no way to gain any (no_new_privs). Before any bundle code is
+imported it: keeps the protocol on private copies of stdin/stdout (the bundle's own `print` goes to stderr, which
+the runner discards; its reads of stdin see nothing); outside the sandbox only (the operator's unsafe opt-out),
+moves into a new network namespace where the kernel allows it (unprivileged user namespaces), which leaves the
+process no network at all; replaces `socket.socket`,
 `socket.create_connection`, `socket.getaddrinfo` (and the host-name lookups) with ones raising
 `PermissionError("scoring bundles have no network")` — an in-process guard, not a sandbox: code that means to can
-reach the C `_socket` module; caps its address space (RLIMIT_AS) and, per sample, its CPU time (RLIMIT_CPU); turns
-core dumps off; and works in the extracted bundle's folder. The environment it gets holds no secrets (the runner
-passes only PATH, locale, time zone and Python path variables).
+reach the C `_socket` module; caps its address space (RLIMIT_AS), open files (RLIMIT_NOFILE), the size of a file
+it writes (RLIMIT_FSIZE), in the sandbox its processes and threads (RLIMIT_NPROC), and, per sample, its CPU time
+(RLIMIT_CPU); turns core dumps off; and works in the extracted bundle's folder. The environment it gets holds no
+secrets (the runner passes only PATH, locale, time zone and Python settings).
 
 Protocol (one JSON object per line): it answers `{"ready": true, "isolation": ...}` once the function is resolved,
 or `{"ready": false, "stage": ..., "error": ..., "trace": [...]}`; then reads `{"prompt", "completion", "fields"}`
@@ -24,6 +28,9 @@ import sys
 
 NO_NETWORK = "scoring bundles have no network"
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+PR_SET_NO_NEW_PRIVS = 38
+MAX_TEXT = 500  # characters of one error text
+MAX_FRAMES = 20
 
 
 def _isolate_network() -> str:
@@ -68,12 +75,37 @@ def _guard_sockets() -> None:
         setattr(socket, name, refuse)
 
 
-def _limit(memory_limit_mb: int) -> None:
+def _become(user: int) -> None:
+    """Drop root for `user` (no groups, no capabilities) and forbid gaining privileges again (no_new_privs), so a
+    setuid program cannot give them back and the kernel counts this user's processes against RLIMIT_NPROC."""
+    import ctypes
+
+    os.setgroups([])
+    os.setresgid(user, user, user)
+    os.setresuid(user, user, user)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if os.getuid() != user or os.geteuid() != user or os.getgroups():
+        raise OSError("the scoring process could not drop its privileges")
+
+
+def _limit(memory_limit_mb: int, process_limit: int | None = None, open_files: int | None = None,
+           file_size_mb: int | None = None) -> None:
     import resource
 
-    limit = memory_limit_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limits = [(resource.RLIMIT_AS, memory_limit_mb * 1024 * 1024), (resource.RLIMIT_CORE, 0)]
+    if process_limit:
+        limits.append((resource.RLIMIT_NPROC, process_limit))
+    if open_files:
+        limits.append((resource.RLIMIT_NOFILE, open_files))
+    if file_size_mb:
+        limits.append((resource.RLIMIT_FSIZE, file_size_mb * 1024 * 1024))
+    for which, limit in limits:
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(which, (limit, limit))
 
 
 def _cpu_budget(seconds: float) -> None:
@@ -108,10 +140,10 @@ class Located:
         for frame in traceback.extract_tb(error.__traceback__):
             name = self.own(frame.filename)
             if name:
-                frames.append(f"{name} line {frame.lineno}, in {frame.name}")
+                frames.append(f"{name} line {frame.lineno}, in {frame.name}"[:200])
         if isinstance(error, SyntaxError) and self.own(error.filename):
-            frames.append(f"{self.own(error.filename)} line {error.lineno}")
-        return frames
+            frames.append(f"{self.own(error.filename)} line {error.lineno}"[:200])
+        return frames[-MAX_FRAMES:]
 
     def text(self, error: BaseException, memory_limit_mb: int) -> str:
         if isinstance(error, MemoryError):
@@ -120,11 +152,11 @@ class Located:
             detail = str(error.msg if isinstance(error, SyntaxError) else error)
             message = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
         message = message.replace(f"{self.package}.", "").replace(self.package, "the bundle")
-        if len(message) > 500:
-            message = message[:497] + "..."
+        if len(message) > MAX_TEXT:
+            message = message[:MAX_TEXT - 3] + "..."
         frames = self.frames(error)
         if frames:
-            message += f" ({frames[-1].split(', in ')[0]})"
+            message += f" ({frames[-1].split(', in ')[0][:200]})"
         return message
 
 
@@ -161,6 +193,8 @@ def _describe(function: object) -> str | None:
 
 def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
+    if config.get("user") is not None:
+        _become(int(config["user"]))
     root, package = config["root"], config["package"]
     module_name, function_name = config["module"], config["function"]
     memory_limit_mb, time_limit_s = int(config["memoryLimitMb"]), float(config["timeLimitS"])
@@ -181,7 +215,10 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, root)
     isolation = _isolate_network() if config.get("isolate", True) else "in-process guard"
     _guard_sockets()
-    _limit(memory_limit_mb)
+    _limit(memory_limit_mb, config.get("processLimit"), config.get("openFiles"), config.get("fileSizeMb"))
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file size limit fails (EFBIG), no kill
     os.chdir(os.path.join(root, package))
     located = Located(os.path.join(root, package), package)
 
@@ -206,7 +243,7 @@ def main(argv: list[str]) -> int:
     if function is None:
         names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
                        and getattr(v, "__module__", None) == module.__name__)
-        send({"ready": False, "stage": "function", "error": "", "defines": names[:20]})
+        send({"ready": False, "stage": "function", "error": "", "defines": [n[:100] for n in names[:20]]})
         return 0
     problem = _describe(function)
     if problem:

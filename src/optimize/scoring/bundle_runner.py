@@ -20,16 +20,24 @@ and returns a number (a bool counts as 0 or 1; NaN and infinities are errors) or
 apply to this sample). Anything else returned, or raised, is that sample's error, e.g.
 `ValueError: no answer found (reward.py line 12)`.
 
-Limits (`BundleRunner(..., time_limit_s=10, memory_limit_mb=1024, start_timeout_s=30)`): a sample that takes
-longer than `time_limit_s` (wall clock) has its process killed and scores `took longer than 10 s`, and a fresh
-process scores the samples after it; the address space is capped at `memory_limit_mb` (a MemoryError is the
-sample's error) and the CPU time per sample too; a process that dies (a crash, `os._exit`) fails that sample and
-is restarted. The process has no network: a new network namespace where the kernel allows unprivileged ones
-(`runner.isolation == "network namespace"`), and in any case an in-process guard that makes `socket.socket`,
-`socket.create_connection` and `socket.getaddrinfo` raise `PermissionError("scoring bundles have no network")`
-(a guard against accidents, not a sandbox: `runner.isolation == "in-process guard"` says only that one holds).
-Its environment holds no secrets (no `OPTIMIZE_*` variable, no credentials: only PATH, locale, time zone and the
-Python path variables), and its HOME and TMPDIR are private folders removed on `close()`.
+The process runs in the bubblewrap sandbox (`sandbox.py`, docs/sandbox.md; `runner.isolation == "bubblewrap
+sandbox"`): it sees the bundle (read-only, at /bundle), the Python installation and /usr, a private tmpfs as /tmp
+and HOME, and nothing else of the host (not the data dir, the database, the blobs, other processes, the network
+or the server's environment: only PATH, locale, time zone and Python settings are passed). Where no sandbox
+starts, the runner refuses (Unavailable, naming bubblewrap) unless the operator set the unsafe opt-out
+`OPTIMIZE_UNSANDBOXED_BUNDLES=1`: the process then runs as the server's user, in a network namespace where the
+kernel allows one (`runner.isolation == "no sandbox (network namespace)"`) and otherwise behind only an
+in-process guard against sockets (`"no sandbox (in-process guard)"`), its HOME and TMPDIR private folders.
+
+Limits (`BundleRunner(..., time_limit_s=10, memory_limit_mb=1024, start_timeout_s=30, process_limit=64)`): a
+sample that takes longer than `time_limit_s` (wall clock) has its process killed and scores `took longer than
+10 s`, and a fresh process scores the samples after it; the address space is capped at `memory_limit_mb` (a
+MemoryError is the sample's error) and the CPU time per sample too; in the sandbox the processes and threads at
+`process_limit`, the private /tmp at `tmp_mb`; open files and the size of a written file are capped too; what the
+bundle prints is discarded; a process that dies (a crash, `os._exit`) fails that sample and is restarted; closing
+the runner (or losing the process) ends every process the bundle started. Every text from the process that reaches
+a caller (an error, a trace, the names a module defines) is cut to a bound. In the sandbox or not, socket calls
+raise `PermissionError("scoring bundles have no network")` (an in-process guard, for a clear message).
 
 `score()` never raises for a sample's failure and never hangs: each sample gets one attempt within its time limit;
 after `give_up_after` samples in a row lost the process (timeouts, crashes), the rest of that batch is left
@@ -56,6 +64,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from optimize.core.errors import Invalid, PlatformError, TooLarge, Unavailable
+from optimize.scoring import sandbox as sandboxes
 from optimize.scoring.members import parse_function
 from optimize.scoring.samples import Sample, Score
 
@@ -66,20 +75,33 @@ DEFAULT_GIVE_UP_AFTER = 8
 MAX_BUNDLE_FILES = 10_000
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024  # uncompressed
 MAX_ANSWER_BYTES = 1024 * 1024
+MAX_ERROR_CHARS = 1000  # one error text from the process, as a caller sees it
+MAX_TRACE_FRAMES = 20
+OPEN_FILES = sandboxes.DEFAULT_OPEN_FILES
+FILE_SIZE_MB = 256  # one file the bundle writes (in its private /tmp, where the tmpfs bounds it first)
 _CHILD = Path(__file__).with_name("bundle_child.py")
 _ENV_KEPT = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
              "LD_LIBRARY_PATH", "SYSTEMROOT")
+# host paths that mean nothing in the sandbox (where only /usr and this Python's folders are): not passed there
+_ENV_HOST_ONLY = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "SYSTEMROOT")
 
 
 def _seconds(value: float) -> str:
     return f"{value:g}"
 
 
+def _bounded(text: object, limit: int = MAX_ERROR_CHARS) -> str:
+    """A text from the scoring process as a caller may see it: a string, cut to `limit` characters."""
+    text = text if isinstance(text, str) else ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class _Child:
     """One running child process and its protocol pipes."""
 
-    def __init__(self, process: subprocess.Popen) -> None:
+    def __init__(self, process: subprocess.Popen, sandboxed: bool = False) -> None:
         self.process = process
+        self.sandboxed = sandboxed  # bwrap reports a child ended by signal N as exit code 128 + N
         self.stdin = process.stdin.fileno()
         self.stdout = process.stdout.fileno()
         os.set_blocking(self.stdin, False)
@@ -135,7 +157,7 @@ class _Child:
             self.kill()
             code = self.process.returncode
         self._kill_group()
-        return describe_exit(code)
+        return describe_exit(code, self.sandboxed)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -162,9 +184,11 @@ class _Child:
                 pass
 
 
-def describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None, sandboxed: bool = False) -> str:
     if code is None:
         return "did not end"
+    if sandboxed and 128 < code < 128 + 65:
+        code = 128 - code
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -203,7 +227,8 @@ class BundleRunner:
 
     def __init__(self, source: Path | str, function: str, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
                  memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB, start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 give_up_after: int = DEFAULT_GIVE_UP_AFTER, label: str | None = None, isolate: bool = True) -> None:
+                 give_up_after: int = DEFAULT_GIVE_UP_AFTER, label: str | None = None, isolate: bool = True,
+                 process_limit: int = sandboxes.DEFAULT_PROCESS_LIMIT, tmp_mb: int = sandboxes.DEFAULT_TMP_MB) -> None:
         try:
             self.module, self.function = parse_function(function)
         except ValueError as error:
@@ -215,7 +240,9 @@ class BundleRunner:
         self.start_timeout_s = float(start_timeout_s)
         self.give_up_after = int(give_up_after)
         self.isolate = isolate
-        self.isolation: str | None = None  # how the child is kept off the network, once it has started
+        self.process_limit = int(process_limit)
+        self.tmp_mb = int(tmp_mb)
+        self.isolation: str | None = None  # how the child is kept from the host, once it has started
         self.digest: str | None = None  # sha256 of the ZIP's bytes (of the folder's files, for a folder)
         self.starts = 0  # child processes started so far
         self._package: str | None = None
@@ -297,7 +324,8 @@ class BundleRunner:
             error = answer.get("error")
             if value is not None and not isinstance(value, (int, float)):
                 return Score(None, "the scoring process answered garbled output"), False
-            return Score(None if value is None else float(value), error if isinstance(error, str) else None), False
+            error = _bounded(error) if isinstance(error, str) else None
+            return Score(None if value is None else float(value), error), False
         if answer == "timeout" and child.process.poll() is None:
             self._state.stop_child()
             return Score(None, f"took longer than {_seconds(self.time_limit_s)} s"), True
@@ -317,25 +345,42 @@ class BundleRunner:
             if self._state.child.process.poll() is None:
                 return
             self._state.stop_child()
+        try:
+            sandbox = sandboxes.require_sandbox()
+        except Unavailable as error:
+            raise Unavailable(f"the scoring bundle {self.label} cannot run: {error.message}", hint=error.hint) from None
         if self._state.workdir is None:
             self._prepare()
         workdir = self._state.workdir
         assert workdir is not None and self._package is not None
-        config = {"root": str(workdir / "src"), "package": self._package, "module": self.module,
-                  "function": self.function, "memoryLimitMb": self.memory_limit_mb, "timeLimitS": self.time_limit_s,
-                  "startTimeoutS": self.start_timeout_s, "isolate": self.isolate}
+        box = workdir / "box"
+        config = {"package": self._package, "module": self.module, "function": self.function,
+                  "memoryLimitMb": self.memory_limit_mb, "timeLimitS": self.time_limit_s,
+                  "startTimeoutS": self.start_timeout_s, "openFiles": OPEN_FILES, "fileSizeMb": FILE_SIZE_MB}
+        if sandbox is not None:
+            inside = f"{sandboxes.BUNDLE_DIR}/src"
+            config |= {"root": inside, "isolate": False, "processLimit": self.process_limit, "user": sandbox.user()}
+            env = self._environment(home=sandboxes.TMP_DIR, path=f"{os.path.dirname(sys.executable)}:/usr/bin:/bin")
+            argv = sandbox.command(box, [sys.executable, f"{sandboxes.BUNDLE_DIR}/bundle_child.py", json.dumps(config)],
+                                   env, tmp_mb=self.tmp_mb, workdir=f"{inside}/{self._package}")
+            popen: dict[str, Any] = {"env": {"PATH": "/usr/bin:/bin"}}  # bwrap's own, seen as /proc/1/environ
+        else:
+            config |= {"root": str(box / "src"), "isolate": self.isolate}
+            argv = [sys.executable, str(box / "bundle_child.py"), json.dumps(config)]
+            popen = {"env": self._environment(home=str(workdir / "home")), "cwd": str(box / "src" / self._package)}
         try:
-            process = subprocess.Popen([sys.executable, str(_CHILD), json.dumps(config)], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, cwd=str(workdir / "src" / self._package),
-                                       env=self._environment(workdir), start_new_session=True, bufsize=0)
+            # what the bundle prints is discarded: it must not flood the server's log
+            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       start_new_session=True, bufsize=0, **popen)
         except OSError as error:
-            raise Unavailable(f"the scoring process for {self.label} could not start: {error}") from None
+            raise Unavailable(f"the scoring process for {self.label} could not start: {error.strerror}") from None
         self.starts += 1
-        child = _Child(process)
+        child = _Child(process, sandboxed=sandbox is not None)
         self._state.child = child
         answer = child.receive(time.monotonic() + self.start_timeout_s)
         if isinstance(answer, dict) and answer.get("ready") is True:
-            self.isolation = answer.get("isolation")
+            how = _bounded(answer.get("isolation"), 100)
+            self.isolation = sandboxes.ISOLATION if sandbox is not None else f"no sandbox ({how})"
             return
         where = f"module {self.module} of the scoring bundle {self.label}"
         if answer == "timeout":
@@ -348,13 +393,14 @@ class BundleRunner:
             raise Invalid(f"importing {where}: the scoring process {how}",
                           hint="run the module on its own to see why it crashes")
         self._state.stop_child()
-        stage, error = answer.get("stage"), answer.get("error") or ""
+        stage, error = answer.get("stage"), _bounded(answer.get("error"))
         if stage == "module":
             raise Invalid(f"the scoring bundle {self.label} has no module {self.module}: {error}",
                           hint=f"the bundle holds: {self._contents()}; name a module inside it (a dotted path "
                                "without .py)", module=self.module)
         if stage == "function":
-            defines = answer.get("defines") or []
+            defines = answer.get("defines")
+            defines = [_bounded(name, 100) for name in defines[:20]] if isinstance(defines, list) else []
             raise Invalid(f"{where} has no function {self.function}",
                           hint=(f"it defines: {', '.join(defines)}" if defines else "it defines no functions")
                           + f"; write `def {self.function}(prompt_messages, completion_text, fields)` or name "
@@ -363,32 +409,43 @@ class BundleRunner:
             raise Invalid(f"{self.module}:{self.function} of the scoring bundle {self.label} {error}",
                           hint=f"write `def {self.function}(prompt_messages, completion_text, fields)`",
                           module=self.module, function=self.function)
+        trace = answer.get("trace")
+        trace = [_bounded(frame, 200) for frame in trace[-MAX_TRACE_FRAMES:]] if isinstance(trace, list) else []
         raise Invalid(f"importing {where} failed: {error}", hint="fix the bundle's code and push it again",
-                      module=self.module, trace=answer.get("trace") or [])
+                      module=self.module, trace=trace)
 
-    def _environment(self, workdir: Path) -> dict[str, str]:
-        env = {key: value for key, value in os.environ.items() if key in _ENV_KEPT or key.startswith("LC_")}
-        home = workdir / "home"
-        env.update(HOME=str(home), TMPDIR=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
+    def _environment(self, home: str, path: str | None = None) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items()
+               if (key in _ENV_KEPT or key.startswith("LC_")) and not (path and key in _ENV_HOST_ONLY)}
+        if path:
+            env["PATH"] = path
+        env.update(HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
                    PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    NUMEXPR_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
         return env
 
     def _contents(self) -> str:
-        root = self._state.workdir / "src" / self._package if self._state.workdir and self._package else None
+        workdir = self._state.workdir
+        root = workdir / "box" / "src" / self._package if workdir and self._package else None
         if root is None or not root.is_dir():
             return "nothing"
         names = sorted(f"{p.name}/" if p.is_dir() else p.name for p in root.iterdir() if p.name != "__pycache__")
-        return ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") if names else "nothing"
+        shown = [_bounded(name, 100) for name in names[:20]]
+        return ", ".join(shown) + (", ..." if len(names) > 20 else "") if names else "nothing"
 
     def _prepare(self) -> None:
-        """Copy the bundle into a private folder, as a package named for its digest."""
+        """Copy the bundle into a private folder, as a package named for its digest, beside the child's script.
+
+        The folder is the runner's own (mode 0700); `box` inside it is what the sandbox sees at /bundle, readable
+        by the sandbox's own user and by no one else on the host (its parent is closed to them)."""
         workdir = Path(tempfile.mkdtemp(prefix="optimize-scoring-"))
         self._state.workdir = workdir
         try:
-            (workdir / "home").mkdir()
-            staging = workdir / "src" / "staging"
+            (workdir / "home").mkdir(mode=0o700)
+            box = workdir / "box"
+            staging = box / "src" / "staging"
             staging.mkdir(parents=True)
+            shutil.copyfile(_CHILD, box / "bundle_child.py")
             if self.source.is_dir():
                 self.digest = _copy_folder(self.source, staging, self.label)
             elif self.source.is_file():
@@ -396,10 +453,21 @@ class BundleRunner:
             else:
                 raise Invalid(f"the scoring bundle {self.label} is not a file or folder here: {self.source}")
             self._package = f"optimize_bundle_{self.digest[:12]}"
-            staging.rename(workdir / "src" / self._package)
+            staging.rename(box / "src" / self._package)
+            _readable(box)
         except BaseException:
             self._state.release()
             raise
+
+
+def _readable(root: Path) -> None:
+    """Folders 0755 and files 0644 under `root` (whatever the umask), so the sandbox's own user can read them."""
+    root.chmod(0o755)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
 
 
 def _check_count(count: int, size: int, label: str) -> None:
