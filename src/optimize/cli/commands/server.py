@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -71,6 +72,7 @@ def start(
     from optimize.cli.output import print_error
     from optimize.core.errors import PlatformError
     from optimize.core.settings import ServerSettings, default_home, parse_blob_store, wandb_where
+    from optimize.scoring.sandbox import UNSAFE_SETTING, require_sandbox
 
     try:
         load_catalog(catalog)  # refuse a bad catalog before binding anything
@@ -86,9 +88,13 @@ def start(
                                   **({"ray_address": ray_address} if ray_address else {}))
         parse_blob_store(settings.resolved_blob_store)  # s3://BUCKET/PREFIX or nothing
         check_trackers(settings)  # a sweep interval that is no number of seconds
+        sandbox = require_sandbox()  # scoring bundles run only in a sandbox that starts here (or the unsafe opt-out)
     except PlatformError as error:
         print_error(error.message, error.hint or "fix the setting and start again")
         raise typer.Exit(1) from None
+    if sandbox is None:
+        print(f"warning: scoring bundles run without a sandbox ({UNSAFE_SETTING} is set): their code can read and "
+              "write everything this server can", file=sys.stderr, flush=True)
     check_blob_store(settings)  # a bucket that does not answer refuses the start before a port is bound
     if settings.resolved_mlflow:
         _require_client("--mlflow", "MLflow's", "mlflow", "mlflow-skinny==3.18.0")
