@@ -288,6 +288,7 @@ NOT_BLOBS = {
     "evaluations.progress", "evaluations.report", "runs.submission_digest", "runs.plan", "runs.resolved",
     "runs.sources", "runs.dataset_digest", "runs.validation_digest", "runs.warnings", "runs.progress", "runs.checks",
     "runs.length_check", "runs.results", "runs.cost", "runs.phase_times", "runs.prediction", "runs.memory",
+    "runs.guards",
     "dataset_versions.digest", "dataset_versions.conversion", "evaluation_predictions.fields",
     "evaluation_predictions.samples",
     "evaluation_predictions.chat_template_sha256", "model_versions.digest", "model_versions.lineage",

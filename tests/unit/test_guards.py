@@ -1,7 +1,9 @@
 """The guards' rule on sequences of updates, fed one update at a time as a run reports them: a run whose reward
 falls from 1.02 to 0.33 in 6 updates while its KL rises from 0.01 to 0.37 is warned about both at its sixth update;
 a noisy run that holds its reward is never warned about; too few updates give no verdict; `stopWhen`'s bounds are
-met on the latest window's mean."""
+met on the latest window's mean. Then the server's part, through the worker's report path into a migrated store:
+each kind of warning recorded once with an event, a met stop recorded once and passed on in the worker's
+instructions, nothing for a supervised run."""
 
 from __future__ import annotations
 
@@ -90,3 +92,105 @@ def test_stop_bounds_are_met_on_the_latest_windows_mean():
     assert stop["kind"] == "klAbove" and stop["message"] == ("the mean KL over updates 2–4, 0.083, is above "
                                                              "execution.stopWhen.klAbove 0.05")
     assert judge(None, run, 3, reward_below=0.75, kl_above=0.05)[1]["kind"] == "rewardDropBelow"  # reward first
+
+
+# --- the server applies the rule as the worker's metrics arrive (training.server.reports) -------------------------
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    """A grpo run in TRAINING with its worker's lease, in a migrated store; `report(step, reward, kl)` sends one
+    update's metrics through the worker's report path."""
+    from types import SimpleNamespace
+
+    from optimize.core.clock import iso, utcnow
+    from optimize.jobs import leases
+    from optimize.store.tables import Project, Run, RunAttempt
+    from optimize.training.server import reports
+    from tests.conftest import migrated_store
+
+    store = migrated_store("sqlite", tmp_path)
+    training = SimpleNamespace(store=store, lease_seconds=60)
+
+    def start(stop_when=None, method="grpo"):
+        now = utcnow()
+        run_id = f"run{len(made):029d}"
+        with store.transaction() as session:
+            if not made:
+                session.add(Project(name="p", archived=False, created_at=now))
+            rl = {"training": {"maxSteps": 20, "batchSize": 2, "epochs": 1, "gradientAccumulation": 1}}
+            session.add(Run(
+                id=run_id, submission_id=run_id, submission_digest="d", project="p", method=method,
+                phase="TRAINING", attempt=1, plan={}, sources={}, config_hash="h", base_entry_id="b",
+                base_commit="c", dataset_reference="p/d:v1", dataset_digest="d", dataset_rows=40, model_name="m",
+                device_profile="cpu", device_count=1, phase_times={"TRAINING": [[iso(now), None]]}, created_at=now,
+                resolved={"config": {"method": method, "rlHyperparams": rl, "hyperparams": rl},
+                          "execution": {"stopWhen": stop_when}},
+                progress={"observedStep": 0, "totalSteps": 20}))
+            session.flush()
+            token = leases.grant(session, "run", run_id, 1, [], 60).token
+            session.add(RunAttempt(run_id=run_id, number=1, lease_token=token, devices=[], state="active",
+                                   started_at=now))
+        made.append(run_id)
+
+        def report(step, reward, kl=None):
+            values = {"loss": 0.1, "reward": reward, "rewardStd": 0.4, **({"kl": kl} if kl is not None else {})}
+            reports.report_metrics(training, run_id, token, [{"kind": "train", "step": step, "values": values}])
+            with store.transaction() as session:
+                return reports.instructions(session.get(Run, run_id))
+
+        return run_id, report
+
+    made: list[str] = []
+    yield SimpleNamespace(store=store, start=start)
+    store.dispose()
+
+
+def shown(store, run_id):
+    from sqlalchemy import select
+
+    from optimize.store.tables import Event, Run
+    from optimize.training.server.views import run_json
+
+    with store.transaction() as session:
+        events = [(e.kind, e.data) for e in session.scalars(
+            select(Event).where(Event.subject == f"run:{run_id}", Event.kind.like("guard-%")).order_by(Event.id))]
+        return run_json(session.get(Run, run_id)), events
+
+
+def test_the_server_records_each_kind_of_warning_once_as_metrics_arrive(guarded):
+    run_id, report = guarded.start()
+    for step, (reward, kl) in enumerate(zip(GONE_WRONG_REWARD + [0.2, 0.1], GONE_WRONG_KL + [0.4, 0.5],
+                                            strict=True), 1):
+        assert report(step, reward, kl)["stop"] is None  # no stopWhen: warnings only
+        run, events = shown(guarded.store, run_id)
+        if step == 5:
+            assert run["guards"]["warnings"] == [] and events == []
+            assert run["guards"]["window"] == 3 and run["guards"]["anchor"]["window"] == [1, 3]
+    assert [w["kind"] for w in run["guards"]["warnings"]] == ["rewardDrop", "klHigh"]
+    assert all(w["step"] == 6 and w["at"] for w in run["guards"]["warnings"])  # when first met, not since
+    assert run["warnings"] == [w["message"] for w in run["guards"]["warnings"]]  # beside admission's, in words
+    assert [kind for kind, _ in events] == ["guard-warning", "guard-warning"]
+    assert events[0][1]["guard"] == "rewardDrop" and events[0][1]["message"] == run["warnings"][0]
+    assert run["guards"]["stop"] is None and run["phase"] == "TRAINING"
+
+
+def test_a_met_stop_when_is_recorded_once_and_passed_to_the_worker(guarded):
+    run_id, report = guarded.start({"rewardDropBelow": 0.9, "klAbove": None})
+    assert [report(step, 1.0)["stop"] for step in (1, 2, 3)] == [None, None, None]
+    said = report(4, 0.5)  # updates 2-4: 0.833
+    assert said["stop"] == ("the mean reward over updates 2–4, 0.833, is below execution.stopWhen.rewardDropBelow "
+                            "0.9")
+    report(5, 0.4)
+    run, events = shown(guarded.store, run_id)
+    assert run["guards"]["stop"]["step"] == 4 and run["guards"]["stop"]["kind"] == "rewardDropBelow"
+    assert [kind for kind, _ in events] == ["guard-stop"]  # once, though update 5 meets it too
+    assert run["warnings"] == []  # a stop is not a warning: runs get shows it on a line of its own
+
+
+def test_other_methods_have_no_guards(guarded):
+    run_id, report = guarded.start(method="sft")
+    for step in range(1, 8):
+        report(step, 1.0 if step < 4 else 0.0, 5.0)
+    run, events = shown(guarded.store, run_id)
+    assert run["guards"] is None and events == [] and run["warnings"] == []

@@ -216,6 +216,35 @@ class RunMemory(Answer):
     ratio: Number | None = Field(description="measured / predicted; null until both are known")
 
 
+class GuardFinding(Answer):
+    """What a reinforcement run's guards found on a window of its updates (`training.server.guards`)."""
+
+    kind: str = Field(description="rewardDrop or klHigh (warnings); rewardDropBelow or klAbove (execution.stopWhen "
+                                  "met)")
+    step: int = Field(description="The newest update judged: where it was first met")
+    window: list[int] = Field(description="The first and last update of the window judged")
+    value: Number = Field(description="The window's mean reward (or KL)")
+    bound: Number = Field(description="The figure it crossed: the reward below which it warns or stops, the KL above "
+                                      "which it does")
+    anchor: dict[str, Any] | None = Field(default=None, description="A reward drop: the first window's updates and "
+                                                                    "mean reward ({window, reward})")
+    message: str = Field(description="What was found, in one sentence")
+    at: str = Field(description="When it was recorded (ISO 8601, UTC)")
+
+
+class RunGuards(Answer):
+    """A reinforcement run's guards: warnings when its mean reward falls well below its first window's or its KL
+    grows past a bound, and the stop `execution.stopWhen` asked for."""
+
+    window: int | None = Field(description="Updates a window holds (a tenth of the run, 3 to 10); null before the "
+                                           "first update")
+    anchor: dict[str, Any] | None = Field(description="The first window's updates, mean reward and spread ({window, "
+                                                      "reward, spread}); null until it is in")
+    warnings: list[GuardFinding] = Field(description="Each kind of warning, once: when it was first met")
+    stop: GuardFinding | None = Field(description="The stop execution.stopWhen asked for (the run saves at its next "
+                                                  "update and completes there); null when none")
+
+
 class Run(Answer):
     """A training run as users see it."""
 
@@ -247,7 +276,10 @@ class Run(Answer):
     memory: RunMemory | None = Field(default=None, description="Peak device memory predicted against measured; "
                                                                "null for runs admitted before it was predicted")
     failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
-    warnings: list[str] = Field(description="What admission noted, e.g. an unmeasured envelope")
+    warnings: list[str] = Field(description="What admission noted, e.g. an unmeasured envelope; then what the run's "
+                                            "guards found as it trained (guards)")
+    guards: RunGuards | None = Field(default=None, description="A reinforcement run's guards on its reward and KL; "
+                                                               "null for other methods")
     description: str | None = Field(description="The plan's description")
     pause: dict[str, Any] | None = Field(description="The current attempt's pause: checkpoint, state, saved step, "
                                                      "whether its devices are released; null when none")

@@ -262,6 +262,8 @@ class Run(Base):
     prediction: Mapped[dict | None] = mapped_column(JSON)
     # the predicted peak device memory and why gradient checkpointing is what it is (training.admission.memory)
     memory: Mapped[dict | None] = mapped_column(JSON)
+    # a reinforcement run's guards: window, first window's reward, warnings, the stop asked (training.server.guards)
+    guards: Mapped[dict | None] = mapped_column(JSON)
 
 
 class RunAttempt(Base):

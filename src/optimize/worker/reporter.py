@@ -3,7 +3,9 @@ waits on the network. Progress keeps only its newest value; metrics (and rollout
 
 If the server answers `lease_lost`, or cannot be reached for longer than the lease, the attempt is no longer
 this worker's: `lost` is set and the training loop stops without writing more. Every answer also says whether a
-pause was asked for (`pause`: latest or save), which the training loop carries out at its next update boundary.
+pause was asked for (`pause`: latest or save), which the training loop carries out at its next update boundary, and
+whether the run's guards asked it to stop (`stop`: why, `execution.stopWhen`): it then saves at its next update and
+completes there.
 
 A reinforcement run's sample of rollouts per update is sent like metrics, several updates a call; at most
 `ROLLOUTS_HELD` updates wait between sends, the oldest dropped first (a sample is never worth the memory).
@@ -29,6 +31,7 @@ class Reporter:
         self.lost = threading.Event()
         self.lost_reason = ""
         self.pause: str | None = None  # the checkpoint of a pause the server asked for
+        self.stop_asked: str | None = None  # why the server asked the run to stop and complete (its guards)
         self._lock = threading.Lock()
         self._sending = threading.Lock()
         self._progress: dict[str, Any] | None = None
@@ -116,6 +119,8 @@ class Reporter:
             self._last_contact = time.monotonic()
             if isinstance(answer, dict) and answer.get("pause"):
                 self.pause = answer["pause"]
+            if isinstance(answer, dict) and answer.get("stop"):
+                self.stop_asked = answer["stop"]
         except ApiError as error:
             if error.code == "lease_lost":
                 self._lose(error.message)

@@ -4,9 +4,10 @@
 Rows are read by the registry's row rule and rendered through `optimize.chat` under the run's loss policy; a
 row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
 its lease is lost it stops without writing more. A pause the server passes on stops it at the next update
-boundary (during PREPARING, at once when `latest`); a resumed attempt first downloads the save it restores, and
-a branch the parent's save it starts from. A reward term's scoring bundle, and a judge term's adapter, are
-downloaded through the job's lease before the rows are read.
+boundary (during PREPARING, at once when `latest`); a stop the run's guards ask for (`execution.stopWhen`) ends
+training at the next update boundary, that update saved as the final one, and the run completes there. A resumed
+attempt first downloads the save it restores, and a branch the parent's save it starts from. A reward term's
+scoring bundle, and a judge term's adapter, are downloaded through the job's lease before the rows are read.
 """
 
 from __future__ import annotations
@@ -156,6 +157,9 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
         def pause(self) -> str | None:
             return reporter.pause
 
+        def stop_asked(self) -> bool:
+            return reporter.stop_asked is not None
+
     trained = {"modelDir": spec["model"]["path"], "config": config, "saveEvery": spec["execution"].get("saveEvery"),
                "trainRows": str(train_rows), "rows": kept, "evalRows": str(eval_rows) if eval_rows else None,
                "workdir": str(workdir), "resumeFrom": str(resume_from) if resume_from else None,
@@ -186,7 +190,8 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
         return {"paused": {"step": outcome.stopped_at, "saveError": uploader.error}}
     if uploader.error:
         return {"failed": uploader.error}
-    if not any(item["step"] >= outcome.total_steps for item in uploader.committed):
+    last = outcome.ended_early or outcome.total_steps  # its guards may have ended it early (execution.stopWhen)
+    if not any(item["step"] >= last for item in uploader.committed):
         return {"failed": "the final save was not committed"}
     reporter.flush()
     losses = outcome.losses
@@ -198,7 +203,7 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
             "trainingLoss": ({"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
                              if losses else None),
             "validationLoss": outcome.validation_loss,
-            "steps": outcome.total_steps,
+            "steps": last,
             "tokens": outcome.tokens,
             "weightsDigest": outcome.weights_digest,
             **method.results(config, outcome.last),

@@ -218,7 +218,21 @@ def _status_line(r: dict[str, Any]) -> str:
         parts.append(f"— {r['waitingFor']}")
     if r.get("failureReason"):
         parts.append(f"— {r['failureReason'].splitlines()[0]}")
+    guards = r.get("guards") or {}
+    if guards.get("stop") and not r.get("terminal"):
+        parts.append(f"— stopping: {guards['stop']['message']}")
+    parts.extend(f"— warning: {w['message']}" for w in guards.get("warnings") or [])
     return "  ".join(parts)
+
+
+def _stop_line(r: dict[str, Any]) -> str:
+    """Why the run's guards stopped it (execution.stopWhen), and where it ended."""
+    stop = r["guards"]["stop"]
+    line = f"{stop['message']} (met at step {stop['step']})"
+    if r["phase"] == "COMPLETED":
+        steps = (r.get("results") or {}).get("steps") or (r.get("progress") or {}).get("observedStep")
+        return f"{line}; it completed at step {steps} with the adapter trained to there"
+    return line if r.get("terminal") else f"{line}; it saves at its next update and completes there"
 
 
 def _pause_text(pause: dict[str, Any]) -> str:
@@ -348,6 +362,8 @@ def _render_run(con, r) -> None:
     if r.get("warnings"):
         for warning in r["warnings"]:
             con.print(f"  Warning      {warning}")
+    if (r.get("guards") or {}).get("stop"):
+        con.print(f"  Stopped      {_stop_line(r)}")
     if r.get("failureReason"):
         con.print(f"  [red]Failure[/]      {r['failureReason'].splitlines()[0]}")
     con.print("[bold]Results[/]")

@@ -1,7 +1,8 @@
 """The run loop every training method shares: load the model, put a PEFT LoRA adapter on it, train with the
 method's TRL recipe (`training.methods`), and report through `EngineHooks` — metrics at every update, each save
-once written, whether to stop or pause, a reinforcement run's sample of rollouts — with the start checks, resumes
-and branches handled the same way for every method.
+once written, whether to stop or pause, whether the run's guards asked it to end where it is
+(`execution.stopWhen`: it saves that update as its final one and completes), a reinforcement run's sample of
+rollouts — with the start checks, resumes and branches handled the same way for every method.
 
 Rows arrive prepared by the worker (token-id columns, see each method's `columns`) in Parquet files on local
 disk, memory-mapped rather than held in memory.
@@ -46,6 +47,8 @@ class EngineHooks(Protocol):
     # optional: a reinforcement method's sample of each update's rollouts (prompts, completions, term scores);
     # hooks without it record none
     def rollouts(self, step: int, items: list[dict[str, Any]]) -> None: ...
+    # optional: whether the run's guards asked it to end at this update and complete; hooks without it never are
+    def stop_asked(self) -> bool: ...
 
 
 class StartCheckFailed(Exception):
@@ -70,6 +73,7 @@ class Outcome:
     start_check_peak_gib: float | None = None  # allocated, during the start checks (a second copy of the model)
     host_gib: float = 0.0
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
+    ended_early: int | None = None  # the update it completed at, when its guards asked it to end there
     last: dict[str, float] = field(default_factory=dict)  # the newest value of each training metric
 
 
@@ -218,7 +222,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 control.should_save = True
             if state.global_step >= steps:
                 return  # the last update: it completes and saves whatever was asked
-            stop, pause = distributed.agreed((hooks.should_stop(), hooks.pause()))  # rank 0's, on every rank
+            asked = getattr(hooks, "stop_asked", None)
+            stop, pause, end = distributed.agreed((hooks.should_stop(), hooks.pause(), bool(asked and asked())))
             if stop:  # the attempt is no longer this worker's: write nothing more
                 control.should_training_stop = True
                 control.should_save = False
@@ -227,6 +232,10 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
                 control.should_training_stop = True
                 control.should_save = control.should_save or pause == "save"
                 outcome.stopped_at = own
+            elif end:  # execution.stopWhen was met: this update is the run's last, saved as its final one
+                control.should_training_stop = True
+                control.should_save = True
+                outcome.ended_early = own
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             logs = logs or {}
@@ -250,7 +259,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             if rank:
                 return
             directory = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            final = state.global_step >= steps
+            final = state.global_step >= steps or outcome.ended_early == state.global_step - offset
             if final:
                 outcome.weights_digest = weights_digest(directory / "adapter_model.safetensors")
             epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6

@@ -2,6 +2,10 @@
 
 Every call names the attempt by its lease token (`optimize.jobs.leases.fence`); a worker whose attempt has ended
 (lost, failed, cancelled, requeued) is answered `lease_lost` and stops.
+
+A reinforcement run's guards (`guards`) are judged here as its metrics arrive (`watch`), so every reader of the
+run sees the one verdict recorded on it; a stop that `execution.stopWhen` asks for reaches the worker as a pause
+does, in its next heartbeat or progress answer (`instructions`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from optimize.catalog.selection import job_model
-from optimize.core.clock import utcnow
+from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
@@ -21,9 +25,11 @@ from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
 from optimize.schemas.jobs import RunSpec
+from optimize.schemas.plans import REINFORCEMENT, hyperparams_of, total_steps
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapshot
+from optimize.training.server import guards
 from optimize.training.server.attempts import fail_run
 from optimize.training.server.completion import complete_run
 from optimize.training.server.instructions import trained_instructions
@@ -102,9 +108,12 @@ def _objects(session, digest: str) -> dict[str, Any]:
 
 
 def instructions(run: Run) -> dict[str, Any]:
-    """What the worker reads from every heartbeat and progress answer: the phase, and a pause to carry out."""
+    """What the worker reads from every heartbeat and progress answer: the phase, a pause to carry out, and a stop
+    its guards asked for (why, in words: the worker saves at its next update and completes there)."""
     pause = run.pause if run.phase == RunPhase.PAUSING.value else None
-    return {"phase": run.phase, "pause": pause["checkpoint"] if pause else None}
+    stop = (run.guards or {}).get("stop") if run.phase == RunPhase.TRAINING.value else None
+    return {"phase": run.phase, "pause": pause["checkpoint"] if pause else None,
+            "stop": stop["message"] if stop else None}
 
 
 def report_progress(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +147,47 @@ def report_metrics(training: Deployment, run_id: str, token: str, items: list[di
             insert_ignoring_conflict(session, RunMetric, {
                 "run_id": run.id, "kind": item["kind"], "step": item["step"], "attempt": attempt.number,
                 "values": item.get("values") or {}, "at": utcnow()}, ["run_id", "kind", "step"])
+        if run.method in REINFORCEMENT and any(item["kind"] == "train" for item in items):
+            watch(session, run)
         return {"accepted": len(items)}
+
+
+def watch(session, run: Run) -> None:
+    """Judge a reinforcement run's latest updates by its guards' rule: record the first window's reward once it is
+    in, each kind of warning the first time it is met, and the stop `execution.stopWhen` asks for, each with an
+    event (what a follower's stream wakes on). The window is fixed by the run's length the first time."""
+    recorded = dict(run.guards or {})
+    window = recorded.get("window") or guards.window_for(
+        (run.progress or {}).get("totalSteps")
+        or total_steps(run.dataset_rows, hyperparams_of(run.resolved["config"])["training"], run.device_count))
+    anchor = recorded.get("anchor") or guards.anchor_of(_updates(session, run.id, RunMetric.step, 4 * window), window)
+    recent = _updates(session, run.id, RunMetric.step.desc(), 2 * window)[::-1]
+    bounds = run.resolved["execution"].get("stopWhen") or {}
+    found, stop = guards.judge(anchor, recent, window, bounds.get("rewardDropBelow"), bounds.get("klAbove"))
+    now = iso(utcnow())
+    warnings = list(recorded.get("warnings") or [])
+    for finding in found:
+        if all(w["kind"] != finding["kind"] for w in warnings):  # each kind once: when it was first met
+            warnings.append({**finding, "at": now})
+            _record(session, run, "guard-warning", finding)
+    if stop is not None and recorded.get("stop") is None and run.phase == RunPhase.TRAINING.value:
+        recorded["stop"] = {**stop, "at": now}
+        _record(session, run, "guard-stop", stop)
+    updated = {**recorded, "window": window, "anchor": anchor, "warnings": warnings}
+    updated.setdefault("stop", None)
+    if updated != run.guards:
+        run.guards = updated
+
+
+def _record(session, run: Run, event: str, finding: dict[str, Any]) -> None:
+    record(session, RUN.subject(run.id), event, guard=finding["kind"],
+           **{key: value for key, value in finding.items() if key != "kind"})
+
+
+def _updates(session, run_id: str, order: Any, limit: int) -> list[guards.Update]:
+    rows = session.execute(select(RunMetric.step, RunMetric.values).where(
+        RunMetric.run_id == run_id, RunMetric.kind == "train").order_by(order).limit(limit)).all()
+    return [guards.Update.of(step, values or {}) for step, values in rows]
 
 
 def report_rollouts(training: Deployment, run_id: str, token: str, records: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
+from optimize.schemas.plans import REINFORCEMENT
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.phases import TERMINAL, RunPhase
 from optimize.training.server.prediction import prediction_json
@@ -74,7 +75,9 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "prediction": prediction_json(run, millis.get("TRAINING")),
         "memory": memory_json(run),
         "failureReason": run.failure_reason,
-        "warnings": run.warnings or [],
+        # admission's, then what the run's guards found as it trained (each also in `guards`, typed)
+        "warnings": [*(run.warnings or []), *(w["message"] for w in (run.guards or {}).get("warnings") or [])],
+        "guards": guards_json(run),
         "description": run.description,
         "pause": run.pause,
         "resumed": run.resumed,
@@ -88,6 +91,15 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}
                             for path, source in sorted(run.sources.items())}
     return body
+
+
+def guards_json(run: Run) -> dict[str, Any] | None:
+    """A reinforcement run's guards (`training.server.guards`) as recorded; null for other runs."""
+    if run.method not in REINFORCEMENT:
+        return None
+    recorded = run.guards or {}
+    return {"window": recorded.get("window"), "anchor": recorded.get("anchor"),
+            "warnings": recorded.get("warnings") or [], "stop": recorded.get("stop")}
 
 
 def memory_json(run: Run) -> dict[str, Any] | None:
