@@ -64,6 +64,8 @@ BAD_CHAT_ROWS = [
     ("function-role", {"messages": [U, {"role": "function", "name": "f", "content": "r"}, A]},
      "--format openai-chat-jsonl"),
     ("prompt-completion", {"prompt": [U], "completion": [A]}, "--format trl-prompt-completion"),
+    ("nul-in-answer", {"messages": [U, {"role": "assistant", "content": "a\x00b"}]},
+     "field messages[1].content holds a NUL character (\\u0000); remove it"),
 ]
 
 GOOD_CHAT_ROWS = [
@@ -105,6 +107,8 @@ BAD_PAIRS = [
     ("weighted-prompt",
      {"prompt": [{**U, "weight": 1}], "chosen": A, "rejected": {"role": "assistant", "content": "b"}},
      "weights mark the assistant messages of chat rows"),
+    ("nul-in-rejected", {"prompt": [U], "chosen": A, "rejected": {"role": "assistant", "content": "\x00"}},
+     "field rejected.content holds a NUL character"),
 ]
 
 GOOD_PAIRS = [

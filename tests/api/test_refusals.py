@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -253,3 +254,64 @@ def test_a_distillation_request_is_refused_by_name_on_either_store_and_stores_no
 ])
 def test_distillation_reads_refuse_bad_input_by_name(server, path, status, words):
     assert words in is_problem(call("GET", f"{server.url}{path}"), status)["detail"]
+
+
+@pytest.mark.parametrize("body, headers, where", [
+    (b'{"name": "nanproject", "description": NaN}', {"content-type": "application/json"}, "field description is NaN"),
+    (b'{"name": "nanproject", "description": Infinity}', {}, "field description is Infinity"),  # no Content-Type
+    (b'{"name": "nanproject", "labels": {"a": [1, -Infinity]}}', {"content-type": "application/json"},
+     "field labels.a[1] is -Infinity"),
+])
+def test_nan_or_infinity_in_a_body_is_refused_naming_the_field_on_either_store(server, body, headers, where):
+    """Python's json reads them as floats that no answer (nor PostgreSQL's JSON) can carry: refused before any route."""
+    answer = is_problem(call("POST", f"{server.url}/v1/training/projects", content=body, headers=headers), 422)
+    assert answer["detail"] == f"{where}, not a finite number" and "JSON has no NaN or Infinity" in answer["hint"]
+    assert call("GET", f"{server.url}/v1/training/projects/nanproject").status_code == 404
+
+
+@pytest.mark.parametrize("kinds", [[[[[[[]]]]]], [{"a": 1}], ["weights", 3]])
+def test_pin_kinds_that_are_not_kind_names_are_refused_by_name(server, kinds):
+    for action in ("pin", "unpin"):
+        answer = call("POST", f"{server.url}/v1/training/snapshots/nosuchsnapshot/{action}", json={"kinds": kinds})
+        body = is_problem(answer, 422)
+        assert (body["detail"], body["hint"]) == ("kinds must be a list of kind names", "kinds: weights, trainingState")
+
+
+def test_a_row_holding_an_escaped_nul_is_refused_naming_its_line_on_either_store(server, ns):
+    """PostgreSQL keeps no NUL in text: a row holding one registered, then failed whatever stored text from it."""
+    data = jsonl([chat_row(), chat_row(answer="a\x00b")])
+    assert b"\\u0000" in data  # escaped, as JSON writes it
+    session = open_upload(server.url, f"{ns}/d", data)
+    body = is_problem(call("PUT", f"{server.url}/v1/registry/dataset-uploads/{session['uploadId']}/shards/0",
+                           content=data), 422)
+    assert body["errorCount"] == 1 and body["errors"][0]["line"] == 2
+    assert body["errors"][0]["reason"] == ("field messages[1].content holds a NUL character (\\u0000); remove it: "
+                                           "no text in a row can hold one")
+    assert call("GET", f"{server.url}/v1/registry/datasets/{ns}/d").status_code == 404
+
+
+def test_rows_of_a_quarantined_shard_are_gone_at_every_read_on_either_store(server, ns):
+    """The read that finds a shard corrupt sets it aside (410); every later read finds it not held (410, not 500),
+    and so does a list of analyses, which reads a sharded version's shards to know its examples."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    rows = [jsonl([chat_row(f"q{i}")]) for i in range(2)]
+    shards = [{"index": i, "path": f"examples-{i:05d}.jsonl", "sha256": hashlib.sha256(data).hexdigest(),
+               "bytes": len(data), "lines": 1} for i, data in enumerate(rows)]
+    uploads = f"{server.url}/v1/registry/dataset-uploads"
+    session = call("POST", uploads, json={"dataset": f"{ns}/q", "format": "chat-jsonl-v1", "shards": shards}).json()
+    for index, data in enumerate(rows):
+        assert call("PUT", f"{uploads}/{session['uploadId']}/shards/{index}", content=data).status_code == 201
+    version = call("POST", f"{uploads}/{session['uploadId']}/commit", json={}).json()
+    held = Path(url2pathname(urlsplit(version["objects"][1]["location"]).path))
+    held.write_bytes(held.read_bytes().replace(b"q1", b"qX"))  # the same size, other bytes
+    rows_url = f"{server.url}/v1/registry/datasets/{ns}/q/versions/v1/rows"
+    assert is_problem(call("GET", rows_url, params={"offset": 1}), 410)["code"] == "corrupt"
+    for _ in range(2):
+        later = is_problem(call("GET", rows_url, params={"offset": 1}), 410)
+        assert later["detail"] == f"shard sha256:{shards[1]['sha256']} of {ns}/q:v1 is not held by this server"
+        assert "upload the same content again" in later["hint"]
+    listed = call("GET", f"{server.url}/v1/training/datasets/analyses", params={"dataset": f"{ns}/q:v1"})
+    assert "is not held by this server" in is_problem(listed, 410)["detail"]
+    assert call("GET", rows_url, params={"limit": 1}).json()["items"][0]["row"] == chat_row("q0")  # still read

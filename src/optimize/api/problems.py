@@ -24,7 +24,13 @@ def problem(status: int, code: str, detail: str, **extra) -> JSONResponse:
 
 async def send_problem(scope, receive, send, status: int, code: str, detail: str,
                        headers: dict[str, str] | None = None, **extra) -> None:
-    """The same problem, answered from an ASGI middleware in front of the routes (the gate, the body checks)."""
+    """The same problem, answered from an ASGI middleware in front of the routes (the gate, the body checks); on
+    OpenAI's routes with OpenAI's `error` object too, unless the caller gives its own."""
+    from optimize.api.auth import OPENAI
+
+    if "error" not in extra and OPENAI.search(scope["path"]):
+        message = detail + (f" ({extra['hint']})" if extra.get("hint") else "")
+        extra["error"] = {"message": message, "type": _openai_type(status), "code": code, "param": None}
     response = problem(status, code, detail, **extra)
     response.headers.update(headers or {})
     await response(scope, receive, send)
@@ -42,13 +48,17 @@ def _openai(request: Request, response: JSONResponse) -> JSONResponse:
     if OPENAI.search(request.url.path):
         body = json.loads(response.body)
         message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
-        kind = {404: "not_found_error", 401: "authentication_error", 403: "permission_error",
-                429: "rate_limit_error"}.get(response.status_code, "invalid_request_error")
-        body["error"] = {"message": message, "type": kind, "code": body["code"], "param": None}
+        body["error"] = {"message": message, "type": _openai_type(response.status_code), "code": body["code"],
+                         "param": None}
         response = JSONResponse(body, status_code=response.status_code, media_type=MEDIA_TYPE,
                                 headers={k: v for k, v in response.headers.items()
                                          if k.lower() not in ("content-length", "content-type")})
     return response
+
+
+def _openai_type(status: int) -> str:
+    return {404: "not_found_error", 401: "authentication_error", 403: "permission_error",
+            429: "rate_limit_error"}.get(status, "invalid_request_error")
 
 
 def install(app: FastAPI) -> None:

@@ -4,7 +4,11 @@ same request would answer differently on the two stores; here both refuse it, na
 
 JSON bodies are read whole first (they are small control documents; dataset shards, streamed as NDJSON into the
 blob store, are not JSON bodies and pass untouched) and scanned for the `\\u0000` escape; only a body that holds one
-is parsed, to name the field.
+is parsed, to name the field. A body sent with no Content-Type is read as JSON by the routes, so it is checked too
+(up to the JSON body limit; a PUT, a shard's or an archive's, streams its bytes and is left alone).
+
+A JSON body may not hold `NaN`, `Infinity` or `-Infinity` either: Python's json reads them as floats, which no
+answer can carry back and no worker can be sent (a 500 where one was echoed or passed on), and which are not JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from optimize.api.bodies import is_json_body
+from optimize.api.body_limits import max_json_bytes
 from optimize.api.problems import send_problem
 
 NUL_ESCAPE = re.compile(rb"\\u0000", re.IGNORECASE)
@@ -27,6 +32,9 @@ SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 HINT = "remove the NUL character (\\u0000); no name, reference or text here can hold one"
 SURROGATE_HINT = ("a \\ud800-\\udfff escape must be half of a surrogate pair; send the character itself, or its "
                   "pair of escapes")
+# what a body holds before it may hold a bare NaN or Infinity (checked by parsing only then: the words may be text)
+NON_FINITE = re.compile(rb"NaN|Infinity")
+NON_FINITE_HINT = "send a finite number in its place: JSON has no NaN or Infinity"
 
 
 class TextGuard:
@@ -38,7 +46,7 @@ class TextGuard:
             await self.app(scope, receive, send)
             return
         where = _in_url(scope)
-        if where is None and is_json_body(scope):
+        if where is None and _read_as_json(scope):
             body, receive = await _buffered(receive)
             where = _in_body(body)
             if where is None:
@@ -48,10 +56,30 @@ class TextGuard:
                                   f"{where} holds a lone surrogate (an unpaired \\ud800-\\udfff escape)",
                                   SURROGATE_HINT)
                     return
+                found = non_finite_in(body)
+                if found is not None:
+                    await _refuse(scope, receive, send, found, NON_FINITE_HINT)
+                    return
         if where is not None:
             await _refuse(scope, receive, send, f"{where} holds a NUL character")
             return
         await self.app(scope, receive, send)
+
+
+def _read_as_json(scope: Scope) -> bool:
+    """Whether the routes read the body as one JSON document: it says it is JSON, or it says nothing (FastAPI parses
+    a body without a Content-Type as JSON) and is a small POST or PATCH to a route behind the gate."""
+    if is_json_body(scope):
+        return True
+    if scope["method"] not in ("POST", "PATCH") or scope["path"].startswith("/v1/internal/"):
+        return False
+    length = None
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return False
+        if name == b"content-length":
+            length = int(value) if value.isdigit() else None
+    return length is not None and 0 < length <= max_json_bytes()
 
 
 def _in_url(scope: Scope) -> str | None:
@@ -107,6 +135,32 @@ def _surrogate_in_body(body: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None  # not JSON: the route refuses it in its own words
     return _field_with(document, "", _is_surrogate)
+
+
+class _NonFinite(str):
+    """A bare NaN, Infinity or -Infinity where the body holds one, as parsing found it (a string of its own kind, so
+    that the walk that names where a string is names where it is)."""
+
+
+def non_finite_in(body: bytes) -> str | None:
+    """`field a.b[2] is NaN, not a finite number` (or `the body is …`) for the first bare NaN, Infinity or -Infinity
+    a JSON body holds; None when it holds none, or is not JSON (the route refuses that in its own words)."""
+    if not NON_FINITE.search(body):
+        return None
+    try:
+        document = json.loads(body, parse_constant=_NonFinite)
+    except (ValueError, RecursionError):
+        return None
+    found: list[str] = []
+
+    def non_finite(text: str) -> bool:
+        if isinstance(text, _NonFinite):
+            found.append(str(text))
+            return True
+        return False
+
+    where = _field_with(document, "", non_finite)
+    return f"{where} is {found[0]}, not a finite number" if where else None
 
 
 def _shown(key: str) -> str:

@@ -60,9 +60,31 @@ def check_row(row: Any, kind: RowKind) -> RowFacts:
             f"this row is a {_kind_words(looks_like)}, but the version holds {_kind_words(kind)}s; "
             "a dataset holds chat conversations or preference pairs, never both"
         )
+    nul = _nul_in(row, "")
+    if nul is not None:  # PostgreSQL keeps no NUL in text: what is scored or stored from the row would fail later
+        raise RowError(f"{nul} holds a NUL character (\\u0000); remove it: no text in a row can hold one")
     if kind is RowKind.CHAT:
         return check_chat_row(row)
     return check_preference_pair(row)
+
+
+def _nul_in(value: Any, path: str) -> str | None:
+    """`field messages[1].content` (or `a key of …`) where the first NUL character of the row is, or None."""
+    if isinstance(value, str):
+        return f"field {path}" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                return f"a key of {f'field {path}' if path else 'the row'}"
+            found = _nul_in(item, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_in(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _refuse_foreign_shapes(row: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from optimize.api.deps import TrainingDep
+from optimize.api.text_guard import NON_FINITE_HINT, non_finite_in
 from optimize.core.errors import Invalid, NotFound, Unavailable
 from optimize.schemas.endpoints import (
     ChatCompletion,
@@ -95,8 +96,12 @@ def _unanswered(name: str, error: Exception) -> Unavailable:
 
 
 async def forward(request: Request, training, endpoint_id: str | None, route: str = "chat/completions") -> Response:
+    raw = await request.body()
+    non_finite = non_finite_in(raw)  # a body not sent as JSON passed the guard in front of the routes
+    if non_finite is not None:
+        raise Invalid(non_finite, hint=NON_FINITE_HINT)
     try:
-        body = json.loads(await request.body() or b"null")
+        body = json.loads(raw or b"null")
     except ValueError:
         raise Invalid("the request body is not JSON") from None
     except RecursionError:

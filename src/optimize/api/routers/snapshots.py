@@ -42,4 +42,6 @@ def _field(body: Any, name: str, kind: type) -> Any:
     value = body.get(name) if isinstance(body, dict) else None
     if value is not None and not isinstance(value, kind):
         raise Invalid(f"{name} must be a {'string' if kind is str else 'list'}")
+    if kind is list and value is not None and not all(isinstance(item, str) for item in value):
+        raise Invalid(f"{name} must be a list of kind names", hint=f"kinds: {', '.join(snapshots.KINDS)}")
     return value
