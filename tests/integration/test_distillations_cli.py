@@ -129,6 +129,41 @@ def test_a_teacher_that_cannot_finish_its_answers_fails_the_smoke_naming_the_dec
     assert teacher["client"].get(f"/v1/registry/datasets/{name}/cut").status_code == 404  # nothing registered
 
 
+def test_an_acceptance_rate_below_the_floor_is_warned_in_get_and_recorded_as_an_event(teacher, sqlite_server,
+                                                                                      capsys):
+    """One question the teacher answers and nine whose prompts leave no room within max-model-length (rejected
+    unasked, so no generation is spent on them): 1 of 10 accepted, below the default floor of 20%."""
+    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
+    country, _city = CAPITALS[0]
+    long_rows = [{"messages": [{"role": "user", "content": f"Question {n}: " + "tell me more " * 100},
+                               {"role": "assistant", "content": "No."}]} for n in range(9)]
+    rows = [{"messages": [{"role": "user", "content": f"What is the capital of {country}?"},
+                          {"role": "assistant", "content": "It is."}]}, *long_rows]
+    cli.ok("registry", "datasets", "register", f"{name}/mostly-long", "-f",
+           str(write_jsonl(teacher["tmp"] / "long.jsonl", rows)))
+    done = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                    f"{name}/mostly-long", "--to", f"{name}/few", "--temperature", "0", "--max-tokens", "24",
+                    "--max-model-length", "128", "--smoke", "0:1", "--wait")
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    assert done["progress"]["rejectedByReason"] == {"prompt_too_long": 9}
+    assert done["acceptance"] == {"rate": 0.1, "accepted": 1, "decided": 10, "floor": 0.2, "belowFloor": True}
+    assert done["settings"]["acceptanceFloor"] == 0.2
+    short = done["distillationId"][:12]
+    assert done["warnings"] == [f"1 of 10 answers decided were accepted (10%), below the acceptance floor of 20%; "
+                                f"read why with: akka training distillations rejections {short}"]
+    text = cli.ok("training", "distillations", "get", short).out
+    assert "Acceptance    10% (1 of 10 decided), floor 20% — below it" in text, text
+    assert "Warning       1 of 10 answers decided were accepted (10%)" in text, text
+    database = sqlite_server.data_dir / "optimize.db"
+    if database.exists():  # the moment it fell below, recorded once as an event of the distillation
+        import sqlite3
+
+        with sqlite3.connect(database) as db:
+            found = db.execute("SELECT data FROM events WHERE subject = ? AND kind = 'warning'",
+                               (f"distillation:{done['distillationId']}",)).fetchall()
+        assert [json.loads(data)["code"] for (data,) in found] == ["acceptanceBelowFloor"]
+
+
 MANY = {"temperature": 0, "maxTokens": 24}  # the many-decision source's settings, greedy
 
 
@@ -236,6 +271,9 @@ def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsy
     assert "--thinking on is for Gemma 4 teachers" in refused(cli, *base, "--to", f"{name}/x", "--thinking", "on")
     assert "leaves no room for a prompt" in refused(cli, *base, "--to", f"{name}/x", "--max-tokens", "600",
                                                     "--max-model-length", "512")
+    floor = teacher["client"].post("/v1/training/distillations", json={
+        "teacher": teacher["model"], "source": f"{name}/questions", "target": f"{name}/x", "acceptanceFloor": 2})
+    assert floor.status_code in (400, 422) and "acceptanceFloor must be a number from 0 to 1" in floor.text
     listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
     assert not [d for d in listed if d["target"] == f"{name}/x"]  # nothing was created by a refusal
 

@@ -47,6 +47,8 @@ def sample(**changes) -> dict:
         "devicesHeld": ["gpu:0", "gpu:1"],
         "progress": {"decisions": 100, "answered": 40, "accepted": 37, "rejected": 3,
                      "rejectedByReason": {"max_tokens": 1, "empty": 2}},
+        "acceptance": {"rate": 0.925, "accepted": 37, "decided": 40, "floor": 0.2, "belowFloor": False},
+        "warnings": [],
         "smoke": {"decisions": [f"{i}:1" for i in range(16)], "accepted": 15, "passed": True, "failed": []},
         "registered": None, "failureReason": None, "createdAt": stamp(5), "finishedAt": None,
         "terminal": False, "settled": False, "waitingFor": None,
@@ -87,6 +89,7 @@ def test_get_renders_each_fact_on_its_line():
                                  "seed 0, thinking off, smoke the first 16; device profile h100")
     assert lines["Phase"] == "Running (answering) (attempt 1), holding gpu:0, gpu:1"
     assert lines["Progress"] == "40/100 answered, 37 accepted, 3 rejected (empty 2, max_tokens 1)"
+    assert lines["Acceptance"] == "92% (37 of 40 decided), floor 20%"
     assert lines["Smoke"] == "16 decisions, 15 accepted, passed"
     assert lines["Created"] == "5m ago"
     assert not {"Registered", "Failure", "Finished", "Waiting"} & set(lines)

@@ -9,6 +9,10 @@ the scheduler's housekeeping then registers the accepted rows, in decision order
 (the registry's row rule applies; the same rows register the same digest), with the teacher, its commit, the
 source version and the distillation in the version's lineage, and ends it COMPLETED — or FAILED when no answer was
 accepted.
+
+Its acceptance rate (accepted over decided) is judged against its floor (`acceptanceFloor`, default 0.2;
+`core.acceptance`): below it, its answer carries a warning, and the moment it falls below is recorded once as a
+`warning` event.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from sqlalchemy import func, select
 
 from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
+from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, check_floor, crossed_below
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -46,9 +51,9 @@ from optimize.training.admission.resolve import pick_dataset
 log = logging.getLogger("optimize.distillations")
 P = DistillationPhase
 DEFAULTS = {"replicas": 1, "maxTokens": 4096, "maxModelLength": 65536, "temperature": 1.0, "topP": 1.0, "seed": 0,
-            "thinking": False}
+            "thinking": False, "acceptanceFloor": DEFAULT_FLOOR}
 FIELDS = {"project", "teacher", "source", "target", "replicas", "maxTokens", "maxModelLength", "temperature", "topP",
-          "seed", "smoke", "thinking", "deviceProfile"}
+          "seed", "smoke", "thinking", "deviceProfile", "acceptanceFloor"}
 
 
 def _settings(body: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +71,10 @@ def _settings(body: dict[str, Any]) -> dict[str, Any]:
         settings[name] = float(value)
     if not isinstance(settings["thinking"], bool):
         raise Invalid("thinking must be true or false (--thinking on|off)")
+    try:
+        settings["acceptanceFloor"] = check_floor(settings["acceptanceFloor"])
+    except ValueError as error:
+        raise Invalid(str(error)) from None
     if settings["maxTokens"] >= settings["maxModelLength"]:
         raise Invalid(f"maxTokens {settings['maxTokens']} leaves no room for a prompt within maxModelLength "
                       f"{settings['maxModelLength']}", hint="raise --max-model-length or lower --max-tokens")
@@ -154,17 +163,34 @@ def _progress(decisions: int | None, by_reason: dict[str, int], accepted: int = 
             "rejected": rejected, "rejectedByReason": dict(sorted(by_reason.items()))}
 
 
+def acceptance(item: Distillation, progress: dict[str, Any] | None = None) -> Acceptance:
+    """Its answers accepted over those decided (`progress` as given, else as recorded), against its floor (one
+    created before floors were set has the default)."""
+    p = item.progress if progress is None else progress
+    return Acceptance(p.get("accepted", 0), p.get("accepted", 0) + p.get("rejected", 0), p.get("decisions", 0),
+                      (item.settings or {}).get("acceptanceFloor", DEFAULT_FLOOR))
+
+
+def acceptance_warning(item: Distillation, rate: Acceptance) -> str | None:
+    warning = rate.warning()
+    return warning and f"{warning}; read why with: akka training distillations rejections {item.id[:12]}"
+
+
 def distillation_json(item: Distillation) -> dict[str, Any]:
     running = item.phase == P.RUNNING
     smoke = item.smoke
+    rate = acceptance(item)
+    warning = acceptance_warning(item, rate)
     return {"distillationId": item.id, "project": item.project, "teacher": item.teacher_reference,
             "baseModel": {"id": item.teacher["baseEntryId"], "commit": item.teacher["baseCommit"]},
             "source": {"reference": item.source_reference, "digest": item.source_digest, "rows": item.source_rows},
-            "target": item.target, "settings": item.settings, "deviceProfile": item.device_profile,
+            "target": item.target, "settings": {**item.settings, "acceptanceFloor": rate.floor},
+            "deviceProfile": item.device_profile,
             "phase": item.phase,
             "stage": (("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
             "attempt": item.attempt, "devicesHeld": item.devices or [] if running else [],
-            "progress": item.progress, "smoke": smoke, "registered": item.registered,
+            "progress": item.progress, "acceptance": rate.as_json(), "warnings": [warning] if warning else [],
+            "smoke": smoke, "registered": item.registered,
             "failureReason": item.failure_reason, "createdAt": iso(item.created_at),
             "finishedAt": iso(item.finished_at), "terminal": item.phase in TERMINAL,
             "settled": item.phase in DISTILLATION.settled}
@@ -280,7 +306,12 @@ def add_answers(training: Deployment, distillation_id: str, token: str, body: di
         if isinstance(template, str) and item.teacher.get("chatTemplateSha256") != template:
             item.teacher = {**item.teacher, "chatTemplateSha256": template}  # what the prompts were rendered with
         decisions = body.get("decisions", item.progress.get("decisions"))
+        before = acceptance(item)
         item.progress = _counted(session, item.id, decisions)
+        after = acceptance(item)
+        if crossed_below(before, after):  # once, when it falls below (not at every chunk while it stays there)
+            record(session, DISTILLATION.subject(item.id), "warning", code="acceptanceBelowFloor",
+                   message=acceptance_warning(item, after), **after.as_json())
         record(session, DISTILLATION.subject(item.id), "progress", **{
             key: item.progress[key] for key in ("decisions", "answered", "accepted", "rejected")})
         return {"saved": len(body.get("answers") or [])}

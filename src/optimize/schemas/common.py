@@ -88,6 +88,16 @@ class DatasetPin(Answer):
     rows: int = Field(description="Rows (examples or pairs) in the version")
 
 
+class AcceptanceRate(Answer):
+    """How much of what a job decided on it kept, against the floor below which it warns (`core.acceptance`)."""
+
+    rate: Number | None = Field(description="Accepted over decided; null before anything is decided")
+    accepted: int = Field(description="Decisions accepted")
+    decided: int = Field(description="Decisions accepted or rejected")
+    floor: Number = Field(description="The rate below which it warns (once 20 are decided, or all where fewer)")
+    below_floor: bool = Field(description="Whether the rate is below the floor (its answer then warns)")
+
+
 def event_stream(description: str) -> dict[int | str, dict[str, Any]]:
     """`responses=` of a server-sent events route: a text/event-stream answer, each `status` event's data the
     item's JSON as its own route answers it."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+from optimize.schemas.common import AcceptanceRate, Answer, BaseModelPin, DatasetPin, Number, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -30,6 +30,8 @@ class DistillationRequest(RequestModel):
                                                              "stripped from the rows)")
     device_profile: str | None = Field(default=None, description="The device profile it answers on (default: "
                                                                  "where the catalog serves the teacher, else cpu)")
+    acceptance_floor: float | None = Field(default=0.2, ge=0, le=1, description="The acceptance rate below which "
+                                           "it warns (0: never), judged once 20 decisions are decided")
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -44,6 +46,7 @@ class DistillationSettings(Answer):
     seed: int = Field(description="Seed of the sampled answers")
     smoke: list[str] | None = Field(description="The smoke's named decisions; null: the first 16")
     thinking: bool = Field(description="Whether a Gemma 4 teacher thinks")
+    acceptance_floor: Number = Field(default=0.2, description="The acceptance rate below which it warns")
 
 
 class DistillationProgress(Answer):
@@ -83,6 +86,9 @@ class Distillation(Answer):
     attempt: int = Field(description="Attempts started")
     devices_held: list[str] = Field(description="Devices it holds while RUNNING")
     progress: DistillationProgress = Field(description="Decisions answered, accepted and rejected")
+    acceptance: AcceptanceRate = Field(description="Answers accepted over answers decided, against the floor")
+    warnings: list[str] = Field(default_factory=list, description="What to look at: an acceptance rate below the "
+                                                                  "floor (also recorded as a `warning` event)")
     smoke: DistillationSmoke | None = Field(description="The smoke check; null before it starts")
     registered: RegisteredDataset | None = Field(description="The dataset version registered once COMPLETED")
     failure_reason: str | None = Field(description="Why it failed; null unless FAILED")

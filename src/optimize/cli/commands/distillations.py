@@ -58,6 +58,9 @@ def create(
                         ] = None,
     device_profile: Annotated[str | None, typer.Option("--device-profile", help="Where it answers (default: where "
                                                        "the catalog serves the teacher, else cpu).")] = None,
+    acceptance_floor: Annotated[float | None, typer.Option("--acceptance-floor", min=0.0, max=1.0, help="The "
+                                                           "share of answers accepted below which it warns "
+                                                           "(default 0.2; 0: never).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends (or is paused).")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
@@ -73,7 +76,8 @@ def create(
         answer = api.distillations.create(teacher=teacher, source=source, target=target, project=project,
                                           replicas=replicas, max_tokens=max_tokens,
                                           max_model_length=max_model_length, temperature=temperature, top_p=top_p,
-                                          seed=seed, smoke=smoke, thinking=think, device_profile=device_profile)
+                                          seed=seed, smoke=smoke, thinking=think, device_profile=device_profile,
+                                          acceptance_floor=acceptance_floor)
         if not wait:
             out.emit(answer, render_created)
             return
@@ -192,6 +196,16 @@ def progress_words(p: dict[str, Any]) -> str:
     return text + (f" ({reasons})" if reasons else "")
 
 
+def acceptance_words(d: dict[str, Any]) -> str:
+    """`92% (37 of 40 decided), floor 20%`; a dash before anything is decided."""
+    a = d.get("acceptance") or {}
+    floor = f"floor {a['floor']:.0%}" if a.get("floor") is not None else ""
+    if not a.get("decided"):
+        return f"{DASH} (nothing decided yet){', ' + floor if floor else ''}"
+    text = f"{a['rate']:.0%} ({a['accepted']} of {a['decided']} decided)"
+    return f"{text}, {floor}" + (" — below it" if a.get("belowFloor") else "") if floor else text
+
+
 def settings_words(d: dict[str, Any]) -> str:
     """The settings as resolved, defaults filled in."""
     s = d["settings"]
@@ -241,6 +255,10 @@ def render(con, d: dict[str, Any]) -> None:
     if d.get("waitingFor"):
         _field(con, "Waiting", d["waitingFor"])
     _field(con, "Progress", progress_words(d.get("progress") or {}))
+    if d.get("acceptance"):
+        _field(con, "Acceptance", acceptance_words(d))
+    for warning in d.get("warnings") or []:
+        _field(con, "Warning", warning, "yellow")
     _field(con, "Smoke", smoke_words(d["smoke"]) if d.get("smoke") else f"{DASH} (not started)")
     if d.get("registered"):
         _field(con, "Registered", registered_words(d["registered"]))
@@ -328,4 +346,7 @@ def follow_line(d: dict[str, Any]) -> str:
         parts.append(f"— {d['failureReason'].splitlines()[0]}")
     elif smoke.get("passed") is False:
         parts.append(f"— smoke {smoke_words(smoke)}")
+    elif (d.get("acceptance") or {}).get("belowFloor"):
+        a = d["acceptance"]
+        parts.append(f"— acceptance {a['rate']:.0%} below the floor of {a['floor']:.0%}")
     return "  ".join(parts)
