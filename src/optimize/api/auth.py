@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from optimize.api.problems import send_problem
 from optimize.auth.tokens import Caller, access_limits, authenticate
 from optimize.core.access import limited_to
+from optimize.core.server_paths import showing_server_paths
 from optimize.core.tokens import Role
 from optimize.store.db import Store
 
@@ -53,8 +54,12 @@ class TokenGate:
         self.store = store
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or OPEN.match(scope["path"]):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if OPEN.match(scope["path"]):
+            with showing_server_paths(False):  # answered to anyone
+                await self.app(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
         token = _bearer(scope)
@@ -76,7 +81,8 @@ class TokenGate:
                           f"tokens create NAME --role {needed.value})")
             return
         scope.setdefault("state", {})["caller"] = caller
-        with limited_to(access_limits(caller)):  # what the services check and filter by, for this request
+        # what the services check and filter by, for this request; where the server keeps things, for an admin only
+        with limited_to(access_limits(caller)), showing_server_paths(caller.role.allows(Role.ADMIN)):
             await self.app(scope, receive, send)
 
 

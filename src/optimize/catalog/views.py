@@ -10,6 +10,7 @@ from typing import Any
 
 from optimize.catalog.schema import Entry
 from optimize.core.clock import iso
+from optimize.core.server_paths import shows_server_paths
 from optimize.store.tables import BaseModelSelection
 
 
@@ -46,7 +47,8 @@ def entry_json(entry: Entry, selection: BaseModelSelection | None, *, full: bool
             ],
             "selection": None if selection is None else {
                 "commit": selection.commit, "contentDigest": f"sha256:{selection.content_digest}",
-                "source": selection.source, "path": selection.path, "selectedAt": iso(selection.selected_at),
+                "source": selection.source, "path": selection.path if shows_server_paths() else None,
+                "selectedAt": iso(selection.selected_at),
                 "revision": selection.revision, "parameters": selection.parameters,
             },
         })

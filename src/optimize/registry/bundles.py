@@ -29,6 +29,7 @@ from optimize.core.digests import is_sha256_hex
 from optimize.core.errors import ChecksumMismatch, Conflict, Invalid, NotFound, TooLarge
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_reference, parse_selector
+from optimize.core.server_paths import shows_server_paths
 from optimize.registry import aliases
 from optimize.registry.aliases import AliasTables
 from optimize.registry.namespaces import ensure_open, is_archived, refuse_if_archived
@@ -153,7 +154,7 @@ def describe_version(session: Session, bundle: Bundle, version: BundleVersion, r
                         aliases=aliases_by_version(session, bundle).get(version.id, []))
     if with_members:
         body["versionCount"] = _version_count(session, bundle)
-        body["location"] = registry.blobs.location(version.sha256)
+        body["location"] = registry.blobs.location(version.sha256) if shows_server_paths() else None
         body["members"] = [{"path": item["path"], "bytes": item["bytes"]} for item in version.members]
     return body
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso
+from optimize.core.server_paths import shows_server_paths
 from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Namespace
 
 
@@ -43,7 +44,7 @@ def version_json(
                 "digest": f"sha256:{item.sha256}",
                 "bytes": item.size_bytes,
                 "rows": item.rows,
-                "location": location(item.sha256) if location else None,
+                "location": location(item.sha256) if location and shows_server_paths() else None,
             }
             for item in objects
         ]

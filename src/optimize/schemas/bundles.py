@@ -80,7 +80,8 @@ class BundleVersionDetail(BundleVersion):
     """A bundle version with its members."""
 
     version_count: int = Field(description="Versions the bundle has")
-    location: str | None = Field(description="Where the blob store keeps the archive")
+    location: str | None = Field(description="Where the blob store keeps the archive; null unless the caller is an "
+                                             "administrator")
     members: list[BundleMember] = Field(description="The archive's members, in its order")
 
 
@@ -176,7 +177,8 @@ class BundleCheck(Answer):
     max: Number | None = Field(description="Largest value scored; null when none")
     zero_variance_share: Number | None = Field(description="Share of prompt groups whose rewards do not vary; null: "
                                                            "it needs a model's sampled answers (not available yet)")
-    isolation: str | None = Field(description="How the scoring process was kept off the network")
+    isolation: str | None = Field(description="How the scoring process was kept from the server: `bubblewrap "
+                                              "sandbox`, or `no sandbox (...)` under the unsafe opt-out")
     sampling: BundleCheckSampling | None = Field(
         default=None, description="With model: the sampling evaluation started (its report holds the sampled "
                                   "answers' mean, spread and zeroVarianceShare once it completes); null without")

@@ -90,7 +90,8 @@ class Selection(Answer):
     commit: str = Field(description="The commit selected (for a stand-in: the digest of the files built)")
     content_digest: str = Field(description="sha256:HEX over the selected files")
     source: str = Field(description="Where the weights came from: hub, import or stand-in")
-    path: str = Field(description="The folder holding them on the server")
+    path: str | None = Field(description="The folder holding them on the server; null unless the caller is an "
+                                         "administrator")
     selected_at: str = Field(description="When it was selected (ISO 8601, UTC)")
     revision: str | None = Field(description="The hub revision asked for (--revision), resolved to `commit`; null "
                                              "when none was given")

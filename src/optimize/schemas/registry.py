@@ -48,7 +48,8 @@ class RegistryInfo(Answer):
     quotas: QuotaSettings = Field(description="Per-project quotas: open runs, queued work, upload sessions, stored "
                                               "bytes (each project's use: training capacity)")
     blobs: str | None = Field(default=None, description="Where blobs live: the server's blobs folder, or "
-                                                        "s3://BUCKET/PREFIX")
+                                                        "s3://BUCKET/PREFIX; null unless the caller is an "
+                                                        "administrator")
 
 
 # --- namespaces ---------------------------------------------------------------------------------------------
@@ -86,7 +87,8 @@ class DatasetObject(Answer):
     digest: str = Field(description="sha256:HEX of the shard's bytes")
     size_bytes: int = Field(alias="bytes", description="Size of the shard in bytes")
     rows: int = Field(description="Rows in the shard")
-    location: str | None = Field(description="Where the blob store holds it; null when not known")
+    location: str | None = Field(description="Where the blob store holds it; null when not known, or unless the "
+                                             "caller is an administrator")
 
 
 class DatasetVersion(Answer):

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from optimize import __version__
 from optimize.api.deps import RegistryDep
 from optimize.chat.formats import DatasetFormat
+from optimize.core.server_paths import shows_server_paths
 from optimize.schemas.registry import RegistryInfo
 
 router = APIRouter(tags=["registry"])
@@ -18,5 +19,5 @@ def registry_info(registry: RegistryDep) -> dict:
         "version": __version__,
         "datasets": {**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
         "quotas": registry.quotas.to_json(),
-        "blobs": registry.blobs.describe(),
+        "blobs": registry.blobs.describe() if shows_server_paths() else None,
     }

@@ -137,8 +137,9 @@ def _render_one(con, m) -> None:
                                                      if m.get("chatTemplateSha256") else ""))
     if m.get("addedAt"):
         con.print(f"Added        {m['addedAt']} with base-models add")
-    con.print(f"Status       {m['status']}" + (f" ({m['selection']['source']}, {m['selection']['path']})"
-                                                  if m["selection"] else ""))
+    chosen = m["selection"]
+    con.print(f"Status       {m['status']}" + (f" ({', '.join(filter(None, (chosen['source'], chosen['path'])))})"
+                                                  if chosen else ""))
     if m["notes"]:
         con.print(f"Notes        {m['notes']}")
     if not m["envelopes"]:
