@@ -29,6 +29,14 @@ def test_a_name_that_is_no_asset_is_not_found(url, name):
     assert httpx.get(f"{url}/dashboard/assets/{name}").status_code == 404
 
 
+@pytest.mark.parametrize("path", ["/", "/docs", "/redoc"])
+def test_no_other_site_may_frame_the_pages(url, path):
+    page = httpx.get(f"{url}{path}")
+    assert page.status_code == 200
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+
+
 def test_the_api_the_page_reads_still_needs_a_token(url, sqlite_server):
     assert httpx.get(f"{url}/v1/training/runs").status_code == 401
     assert httpx.get(f"{url}/v1/training/runs", headers=sqlite_server.headers).status_code == 200

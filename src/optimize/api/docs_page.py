@@ -11,6 +11,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS = "/docs/assets"
+# no other site may frame the pages (as the dashboard's): their requests carry what the reader pastes in
+NOT_FRAMED = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
 
 
 def _asset_folder() -> Path:
@@ -26,13 +28,17 @@ def install(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
+        page = get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
                                    swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{ASSETS}/swagger-ui.css",
                                    swagger_favicon_url=f"{ASSETS}/favicon.png")
+        page.headers.update(NOT_FRAMED)
+        return page
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} API",
+        page = get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} API",
                               redoc_js_url=f"{ASSETS}/redoc.standalone.js", redoc_favicon_url=f"{ASSETS}/favicon.png",
                               with_google_fonts=False)
+        page.headers.update(NOT_FRAMED)
+        return page

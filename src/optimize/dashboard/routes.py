@@ -18,8 +18,10 @@ from optimize.core.errors import NotFound
 router = APIRouter(include_in_schema=False)
 STATIC = Path(__file__).parent / "static"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
-# the page's files may be cached; a new version of the server serves new names only where the page changes them
-HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+# the page's files may be cached; a new version of the server serves new names only where the page changes them.
+# No other site may frame the page (a framed page signed in could be clicked through unseen): frame-ancestors in
+# its policy, and X-Frame-Options for browsers that read only that.
+HEADERS = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
 
 
 def _plotly() -> Path:
@@ -42,7 +44,8 @@ def _asset(name: str) -> Path:
 def page() -> FileResponse:
     return FileResponse(STATIC / "index.html", media_type="text/html",
                         headers={**HEADERS, "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                                 "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'"})
+                                 "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'; "
+                                 "frame-ancestors 'none'"})
 
 
 @router.get("/dashboard/assets/{name}")
