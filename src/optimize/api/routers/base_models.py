@@ -38,7 +38,7 @@ def list_base_models(training: TrainingDep) -> dict:
 
 @router.post("/base-models", response_model=BaseModelDetail, status_code=201)
 def add_base_model(body: AddRequest, training: TrainingDep) -> dict:
-    # TODO(issue 18): admin role required once API tokens exist; until then the server binds loopback by default
+    # an administrator's only (api/auth.py's ACCESS): it changes what this deployment may train
     entry = additions.add(training.store, training.catalog, body.repository, body.family)
     return entry_json(entry, None, full=True)
 

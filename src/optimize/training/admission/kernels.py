@@ -4,7 +4,7 @@ Two rules, both only on GPU profiles:
 - Liger's layer kernels (rms_norm, swiglu, rope) for a supervised run of a family Liger patches (Llama, Qwen2,
   Mistral architectures), where this deployment has `liger-kernel` installed (the `gpu` extra). With bare TRL on
   one H200 they trained a model of Llama-3.2-1B's shape at 45,387 steady tokens/s against 38,513 without, and cut
-  its peak from 38.2 to 32.3 GiB (issue 20). Not fused_linear_cross_entropy: TRL's supervised trainer computes the
+  its peak from 38.2 to 32.3 GiB. Not fused_linear_cross_entropy: TRL's supervised trainer computes the
   loss with its own fused LM head, which Liger's would replace (TRL refuses it). A dpo or grpo run takes none this
   way: there TRL reads `use_liger_kernel` as its fused loss.
 - Measured on H200 devices, for runs on more than one of them: Gemma 4 E2B, E4B and 12B train with flex_attention;

@@ -13,7 +13,7 @@
   is not told apart). fp32 doubles the activations, the logits and the layer inputs.
 
 The coefficients were fitted to the peaks measured on one H200 for a model of Llama-3.2-1B's shape, LoRA rank 16
-on all linear layers, 16 rows x 1024 tokens in one micro-batch, bf16 (issue 20's table: 7.1 GiB with
+on all linear layers, 16 rows x 1024 tokens in one micro-batch, bf16 (the peaks: 7.1 GiB with
 checkpointing, 38.2 GiB without, 32.3 GiB without and with Liger's rms_norm, swiglu and rope; allocated, not
 reserved). A catalog
 envelope that records its peak and the conditions it was measured under (`batchSize`, `gradientCheckpointing`,

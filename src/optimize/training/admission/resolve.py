@@ -184,7 +184,7 @@ def memory_plan(entry: Entry, config: dict[str, Any], execution: dict[str, Any],
     predicted = estimate(shape, config, bool(model["gradientCheckpointing"]), calibration, shards)
     return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
             "shardingReason": sharding_reason,
-            "basis": calibration.basis if calibration else "fitted to peaks measured on one H200 (issue 20)"}
+            "basis": calibration.basis if calibration else "fitted to peaks measured on one H200"}
 
 
 def _admit_stop_when(stop_when: StopWhen, config: dict[str, Any]) -> None:
