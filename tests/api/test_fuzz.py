@@ -13,8 +13,8 @@ taking one case of each kind in turn so that every kind an operation admits is t
   a very long string;
 - JSON bodies: not JSON, a JSON array or scalar instead of an object, too deeply nested, an unknown field, a lone
   surrogate (`"\\ud800"` written as raw JSON text, which Python's json would not produce), and each declared
-  property (top level and one level down) given a wrong type, 1e30, 10**30, -1 or a 10 KB string, over a plausible
-  body (its required fields filled by their documented types);
+  property (top level and one level down) given a wrong type, 1e30, 10**30, -1, a bare NaN or -Infinity, a 10 KB
+  string or lists nested in lists, over a plausible body (its required fields filled by their documented types);
 - streamed bodies (dataset shards): bytes that are not JSON lines, invalid UTF-8.
 
 Plausible values are real where that is cheap (a namespace with a committed dataset, an open upload session, a
@@ -144,12 +144,13 @@ def wrong_values(kind: str) -> list[tuple[str, Any]]:
                 ("negative", -1), ("10kb-string", TEN_KB), ("array-for-string", ["x"])]
     if kind in ("integer", "number"):
         return [("object-for-number", {"a": 1}), ("huge-float", 1e30), ("huge-int", 10**30), ("negative", -1),
-                ("10kb-string", TEN_KB), ("string-for-number", "12"), ("bool-for-number", True)]
+                ("10kb-string", TEN_KB), ("string-for-number", "12"), ("bool-for-number", True),
+                ("nan", float("nan")), ("infinity", float("-inf"))]  # json.dumps writes them bare
     if kind == "boolean":
         return [("string-for-bool", "yes"), ("number-for-bool", 2), ("10kb-string", TEN_KB)]
     if kind == "array":
         return [("string-for-array", "x"), ("huge-items", [1e30, 10**30, -1]), ("object-for-array", {"a": 1}),
-                ("10kb-item", [TEN_KB])]
+                ("10kb-item", [TEN_KB]), ("nested-lists", [[[[[]]]]]), ("object-items", [{"a": 1}])]
     if kind == "object":
         return [("array-for-object", [1]), ("string-for-object", "x"), ("huge-float", 1e30), ("negative", -1)]
     return [("huge-float", 1e30), ("10kb-string", TEN_KB), ("negative", -1), ("object", {"a": 1})]
