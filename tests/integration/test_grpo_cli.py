@@ -2,8 +2,9 @@
 answer that starts with a vowel scores 1; sampled at temperature 0.1, where the random stand-in's small logit
 changes move its choices) raises its mean reward from 0.45 over its first five updates to 0.99 over its last five;
 a GSPO run trains with sequence-level importance sampling; the omitted klBeta and temperature resolve to 0.04 and
-0.7 and are shown; rows that offer tools are refused at submission and in the dry run; plans without reward terms
-or with supervised settings are refused by field.
+0.7 and are shown; a run whose execution.stopWhen is met stops itself and completes with the adapter trained to
+there; rows that offer tools are refused at submission and in the dry run; plans without reward terms or with
+supervised settings are refused by field.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, ca
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     print(f"GRPO mean reward: first five updates {first:.3f}, last five {last:.3f}")
     assert last > first + 0.3, (first, last)  # answers starting with a vowel were learnt
+    # the random stand-in moves far from where it started (a KL of several nats per token): its guards said so
+    kl = next(w for w in run["guards"]["warnings"] if w["kind"] == "klHigh")
+    assert kl["message"] in run["warnings"] and kl["value"] > 0.25, run["guards"]
     rollouts = run["results"]["rollouts"]
     assert rollouts["klBeta"] == 0.04 and rollouts["temperature"] == 0.1 and rollouts["generations"] == 8
     assert set(rollouts["terms"]) == {"vowel", "length"}
@@ -70,6 +74,7 @@ def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, ca
     text = cli.ok("training", "runs", "get", run["runId"], "--settings").out
     assert "Rollouts     klBeta 0.04, temperature 0.1, 8 generations per prompt" in text, text
     assert "Rollouts     reward " in text
+    assert f"Warning      {kl['message']}" in text
 
 
 def test_a_gspo_run_trains_with_sequence_level_importance_sampling(rl_project, capsys):
@@ -80,6 +85,44 @@ def test_a_gspo_run_trains_with_sequence_level_importance_sampling(rl_project, c
     assert run["results"]["rollouts"]["importanceSampling"] == "sequence"
     assert run["results"]["rollouts"]["klBeta"] == 0
     assert run["results"]["rollouts"]["temperature"] == 0.7  # omitted: the default, not greedy sampling
+
+
+def test_a_run_whose_stop_when_is_met_stops_itself_and_keeps_its_adapter(rl_project, sqlite_server, capsys):
+    """`execution.stopWhen.rewardDropBelow` above any reward the terms can give (at most 1.1) is met by the first
+    window (updates 1-3 of a 30-update run): the server records the stop with an event, the worker saves its next
+    update as the final one and the run completes there, its adapter registered, the reason in `runs get`."""
+    from sqlalchemy import select
+
+    from optimize.store.db import Store
+    from optimize.store.tables import Event
+
+    cli = Cli(capsys, rl_project["url"])
+    document = rl_plan(rl_project["name"], steps=30)
+    document["execution"]["stopWhen"] = {"rewardDropBelow": 5}
+    run = json.loads(cli.ok("training", "runs", "start", "-f", write_plan(rl_project["tmp"], document), "--force",
+                            "--wait", "-o", "json").out)
+    assert run["phase"] == "COMPLETED", run.get("failureReason")
+    stop = run["guards"]["stop"]
+    assert stop["kind"] == "rewardDropBelow" and stop["step"] == 3 and stop["window"] == [1, 3], stop
+    assert stop["message"].startswith("the mean reward over updates 1–3, ") and \
+        stop["message"].endswith(", is below execution.stopWhen.rewardDropBelow 5")
+    steps = run["results"]["steps"]
+    assert 3 < steps < 30 and run["progress"]["observedStep"] == steps, (steps, run["progress"])
+    assert run["results"]["model"] and run["guards"]["window"] == 3
+    snapshots = cli.json("training", "runs", "snapshots", run["runId"])["snapshots"]
+    assert [s["step"] for s in snapshots if s["final"]] == [steps]
+    text = cli.ok("training", "runs", "get", run["runId"]).out
+    assert f"Stopped      {stop['message']} (met at step 3); it completed at step {steps} with the adapter trained " \
+           "to there" in text, text
+    store = Store(f"sqlite:///{sqlite_server.data_dir / 'optimize.db'}")
+    try:
+        with store.transaction() as session:
+            events = session.scalars(select(Event).where(Event.subject == f"run:{run['runId']}",
+                                                         Event.kind == "guard-stop")).all()
+            assert [(e.data["guard"], e.data["step"], e.data["message"]) for e in events] == \
+                [("rewardDropBelow", 3, stop["message"])]
+    finally:
+        store.dispose()
 
 
 def test_rows_that_offer_tools_are_refused_at_submission_and_in_the_dry_run(rl_project, capsys):
