@@ -279,6 +279,8 @@ function runFacts(run) {
     ["Saved step", run.savedStep ?? "—"], ["Model", run.results?.model],
     ["Weights", run.results?.weightsDigest ? short(run.results.weightsDigest.replace("sha256:", "")) : undefined],
     ["Waiting for", run.waitingFor || undefined], ["Failure", run.failureReason || undefined],
+    // execution.stopWhen was met (its guards' warnings are among the run's warnings, in "Checks and warnings")
+    ["Stopped", run.guards?.stop ? `${run.guards.stop.message} (met at update ${run.guards.stop.step})` : undefined],
     ["Parent", run.parentRunId ? h("a", { href: `#/runs/${run.parentRunId}` }, short(run.parentRunId)) : undefined],
   ]);
 }
