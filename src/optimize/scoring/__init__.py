@@ -8,6 +8,9 @@ graders.
   from plain dict specs (camelCase keys, as a run plan writes them); `check_member` validates any spec with
   messages that name the field's path; `missing_fields` names the dataset lines lacking a member's reference;
   `json_field_match` is the evaluation grader `json-label-match`.
+- `patterns`: user-supplied regular expressions (a `regex` member's pattern, the `regex:PATTERN` grader) in
+  Python's syntax, matched in linear time with RE2: `compile_pattern` refuses what needs backtracking
+  (backreferences, lookaround) by name, and one search's work is bounded (program size × text bytes).
 - `bundle_runner`: `BundleRunner` runs a scoring bundle's function (`MODULE[:FUNCTION]`, called as
   `fn(prompt_messages, completion_text, fields)`) in a separate process, in the sandbox, with time, memory,
   process and output limits.
@@ -20,7 +23,7 @@ graders.
 - `terms`: `build_member(spec, bundle_source, judge=ask)` builds any member, built-in, `rule` (a bundle's function)
   or `judge`; `member_spec` drops what admission and the worker add to a resolved term.
 
-This package imports only `optimize.core` and the standard library (no torch, no store): the training worker
+This package imports only `optimize.core`, the standard library and `re2` (no torch, no store): the training worker
 imports it.
 """
 

@@ -5,7 +5,8 @@ and scores a batch of samples, `list[Sample] -> list[Score]`, in this process.
 |------------------|--------------------------------------------------------------------------------------------|
 | `exact`          | 1.0 when the completion, stripped, equals the reference, stripped; else 0.0                |
 | `contains`       | 1.0 when the reference (stripped) occurs in the completion; else 0.0                       |
-| `regex`          | 1.0 when `pattern` matches somewhere in the completion (`re.search`); else 0.0             |
+| `regex`          | 1.0 when `pattern` matches somewhere in the completion; else 0.0 (linear-time matching,   |
+|                  | `optimize.scoring.patterns`: Python's syntax without backreferences or lookaround)         |
 | `jsonFieldMatch` | the share of the reference JSON object's fields (nested by dotted path) the completion's   |
 |                  | JSON matches exactly; code fences and prose around the JSON are ignored (the evaluation     |
 |                  | grader `json-label-match`); a reference holding no JSON is compared as text (1.0 or 0.0)   |
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.core.errors import Invalid
+from optimize.scoring.patterns import MAX_PATTERN_CHARS, PatternRefused, compile_pattern
 from optimize.scoring.samples import Sample, Score, sample_from_row
 
 BUILTIN_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length")
@@ -47,7 +49,6 @@ RULE_KIND = "rule"
 JUDGE_KIND = "judge"  # a model asked to grade the answer (`optimize.scoring.judge`)
 KINDS = (*BUILTIN_KINDS, RULE_KIND, JUDGE_KIND)
 SHARED_KEYS = ("kind", "name", "weight", "clip")  # what a reward term or a grader adds to any member's spec
-MAX_PATTERN_CHARS = 4096
 MAX_NAME_CHARS = 64
 _REFERENCED = ("exact", "contains", "numeric", "jsonFieldMatch")  # kinds that compare with a reference
 _OPTIONS: dict[str, tuple[str, ...]] = {
@@ -257,10 +258,10 @@ class Regex(Builtin):
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
-        flags = 0 if spec.get("caseSensitive", True) else re.IGNORECASE
-        self.pattern = re.compile(spec["pattern"], flags)
+        self.pattern = compile_pattern(spec["pattern"], case_sensitive=spec.get("caseSensitive", True))
 
     def score_one(self, sample: Sample) -> Score:
+        # a completion longer than one search may read (`TextTooLong`) leaves the sample unscored, saying why
         return Score(1.0 if self.pattern.search(sample.completion) else 0.0)
 
 
@@ -400,9 +401,9 @@ def check_member(spec: Any, *, where: str = "", extra_keys: Iterable[str] = ()) 
         if len(pattern) > MAX_PATTERN_CHARS:
             raise refuse("pattern", f"the pattern has {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
         try:
-            re.compile(pattern)
-        except re.error as error:
-            raise refuse("pattern", f"{pattern!r} is not a regular expression: {error}") from None
+            compile_pattern(pattern, case_sensitive=spec.get("caseSensitive", True))
+        except PatternRefused as error:
+            raise refuse("pattern", str(error)) from None
     elif kind == "numeric":
         if "tolerance" in spec and not (_number(spec["tolerance"]) and spec["tolerance"] >= 0):
             raise refuse("tolerance", f"expected a number 0 or more (an absolute difference), got "
