@@ -71,13 +71,14 @@ def _names(names: list[str] | None, noun: str) -> list[str] | None:
     return sorted({check_name(name, noun) for name in names})
 
 
-def access_limits(caller: Caller) -> AccessLimits | None:
+def access_limits(caller: Caller) -> AccessLimits:
     """What a caller's requests may see: a limited token sees the projects it names and the namespaces it names
-    together with those projects' own namespaces (a project's models go under its name), and nothing else."""
+    together with those projects' own namespaces (a project's models go under its name), and nothing else; an
+    unlimited token's limits name it only (what counts per token needs it)."""
     if caller.projects is None and caller.namespaces is None:
-        return None
+        return AccessLimits(caller.name, token_id=caller.token_id)
     projects = frozenset(caller.projects or ())
-    return AccessLimits(caller.name, projects, frozenset(caller.namespaces or ()) | projects)
+    return AccessLimits(caller.name, projects, frozenset(caller.namespaces or ()) | projects, caller.token_id)
 
 
 def ensure_admin_token(store: Store, data_dir: Path) -> str | None:

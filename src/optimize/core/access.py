@@ -23,11 +23,13 @@ from optimize.core.errors import Forbidden
 
 @dataclass(frozen=True, slots=True)
 class AccessLimits:
-    """A token's limits: None for projects or namespaces means all of them."""
+    """A token's limits: None for projects or namespaces means all of them. `token_id` names the token to what
+    counts per token (its name need not be unique)."""
 
     token_name: str
     projects: frozenset[str] | None = None
     namespaces: frozenset[str] | None = None
+    token_id: str | None = None
 
     def sees_project(self, name: str | None) -> bool:
         return self.projects is None or (name or "").lower() in self.projects
@@ -53,6 +55,12 @@ def current() -> AccessLimits | None:
     """The limits of the request being served; None when it has none (or no request is being served)."""
     limits = _current.get()
     return limits if limits is not None and (limits.projects is not None or limits.namespaces is not None) else None
+
+
+def current_token() -> tuple[str, str] | None:
+    """(id, name) of the token serving the current request, limited or not; None outside a request."""
+    limits = _current.get()
+    return None if limits is None else (limits.token_id or limits.token_name, limits.token_name)
 
 
 def check_project(name: str) -> None:
