@@ -10,11 +10,13 @@ from optimize.deployment import Deployment
 from optimize.registry.uploads import Registry
 
 
-def get_registry(request: Request) -> Registry:
+# coroutines, not functions: FastAPI runs a function dependency on a thread of anyio's shared pool, and these read
+# no more than the app's state (a route like /v1/health then needs no thread at all)
+async def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
-def get_training(request: Request) -> Deployment:
+async def get_training(request: Request) -> Deployment:
     return request.app.state.training
 
 

@@ -20,7 +20,7 @@ from optimize.api.connection_timeouts import protocol_from_env
 from optimize.api.stream_slots import stream_cap
 from optimize.auth.tokens import ADMIN_TOKEN_FILE, list_tokens
 from optimize.blobs import open_blob_store
-from optimize.core import local_servers
+from optimize.core import local_servers, user_code
 from optimize.core.errors import Invalid, Unavailable
 from optimize.core.settings import ServerSettings
 
@@ -58,9 +58,10 @@ def check_trackers(settings: ServerSettings) -> None:
 
 
 def serve(settings: ServerSettings, sock: socket.socket) -> None:
-    try:  # a bad connection or stream limit, or no cluster to join, stops the start before anything is created
+    try:  # a bad connection, stream or user-code limit, or no cluster to join, stops the start before anything is made
         http = protocol_from_env()
         stream_cap()
+        user_code.limits()
         if settings.executor == "ray":
             from optimize.jobs.ray_executor import join_cluster
 

@@ -1,4 +1,5 @@
-"""Liveness: `GET /v1/health`."""
+"""Liveness: `GET /v1/health`, a coroutine that reads no more than the app's state, so it answers on the event loop
+whatever the threads are busy with."""
 
 from __future__ import annotations
 
@@ -12,5 +13,5 @@ router = APIRouter()
 
 
 @router.get("/v1/health", response_model=Health)
-def health(registry: RegistryDep) -> dict:
+async def health(registry: RegistryDep) -> dict:
     return {"status": "ok", "version": __version__, "database": registry.store.engine.dialect.name}

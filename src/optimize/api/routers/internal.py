@@ -4,7 +4,7 @@ declares), and the blobs it reads and writes (…/blobs/{sha256}). Every call ca
 (`X-Lease-Token`) and is fenced by it: a worker that no longer holds its job is answered 409 `lease_lost`. A
 worker reads only the blobs its job reads (its kind's `readable_blobs`: the inputs its spec names, and the files of
 the manifests among them); any other digest is answered 403 `forbidden`, so one job's lease never reads another
-job's data."""
+job's data. The routes run on the workers' own threads (`api.lanes`), never queued behind users' requests."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.api.lanes import LaneRoute
 from optimize.core.errors import Forbidden, Invalid, NotFound
 from optimize.jobs import registry as job_kinds
 from optimize.jobs.leases import fence
 
-router = APIRouter(prefix="/v1/internal/jobs", tags=["internal"], include_in_schema=False)
+router = APIRouter(prefix="/v1/internal/jobs", tags=["internal"], include_in_schema=False, route_class=LaneRoute)
 Lease = Annotated[str, Header(alias="X-Lease-Token")]
 
 
