@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
+from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -54,11 +55,12 @@ def check_grader(spec: str | None) -> str:
     return grader
 
 
-def _resolve_bundle_grader(training: Deployment, grader: str) -> tuple[str, dict[str, str]]:
+def _resolve_bundle_grader(training: Deployment, grader: str, project: str | None) -> tuple[str, dict[str, str]]:
     """A `bundle:` grader as the evaluation keeps it, `bundle:NS/NAME:vN#MODULE:FUNCTION` (the exact version, so a
     moved alias changes no accepted evaluation), and its bundle (reference and archive digest, what the worker
-    downloads). The module is imported and the function looked up now, in a separate limited process, so a bundle
-    that cannot score is refused before any device is claimed."""
+    downloads). The module is imported and the function looked up now, in a separate limited process waited for
+    from the server's pool for user code (counted against the token and `project`), so a bundle that cannot score
+    is refused before any device is claimed."""
     bundle = parse_bundle_grader(grader)
     with training.store.transaction() as session:
         try:
@@ -67,9 +69,14 @@ def _resolve_bundle_grader(training: Deployment, grader: str) -> tuple[str, dict
             raise NotFound(f"grader {grader!r} needs a scoring bundle the registry does not hold: {error.message}",
                            hint=error.hint, **error.details) from None
     bundle = bundle.resolved(reference, sha256)
-    with BundleRunner(training.blobs.verified_path(sha256), bundle.target, label=reference):
-        pass  # entering checks the module imports and defines the function
+    user_code.call(f"bundle grader check {reference}", _import_check, training.blobs.verified_path(sha256),
+                   bundle.target, reference, project=project)
     return bundle.text, {"reference": reference, "sha256": sha256}
+
+
+def _import_check(archive, target: str, label: str) -> None:
+    with BundleRunner(archive, target, label=label):
+        pass  # entering checks the module imports and defines the function
 
 
 def _check_outbound(url: str) -> None:
@@ -126,7 +133,7 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("graderInstructions") is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
-        grader, bundle = _resolve_bundle_grader(training, grader)
+        grader, bundle = _resolve_bundle_grader(training, grader, body.get("project"))
     with training.store.transaction() as session:
         reference, model, owner = resolve_model(training, session, body["model"])
         device = next(p for p in training.profiles if p.name == profile)
@@ -263,9 +270,10 @@ def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
         if item.phase not in TERMINAL:
             raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
                            hint=f"follow it with: akka training evaluations wait {item.id[:12]}")
+        # the selection is looked up first, on a connection of its own: none is waited for under the project's lock
+        selection = selection_for(training.store, item.model["baseEntryId"]) if item.model["kind"] == "base" else None
         check_queue_room(session, item.project, training.quotas)
         if item.model["kind"] == "base":
-            selection = selection_for(training.store, item.model["baseEntryId"])
             if selection is None:
                 raise NotFound(f"base model {item.model['baseEntryId']} is no longer selected on this deployment",
                                hint=f"select it: akka training base-models select {item.model['baseEntryId']}")

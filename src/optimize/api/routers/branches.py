@@ -1,5 +1,6 @@
-"""Branches of runs: `POST /v1/training/runs/{id}/branch|continue|sweep` (each with `?dryRun=true`), and
-`GET …/{id}/branches` (`?recursive=true`: the whole tree) and `GET …/{id}/ancestry`."""
+"""Branches of runs: `POST /v1/training/runs/{id}/branch|continue|sweep` (each with `?dryRun=true`; run on the
+submissions' lane, `api.lanes`, as a run's submission is), and `GET …/{id}/branches` (`?recursive=true`: the whole
+tree) and `GET …/{id}/ancestry`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
+from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.core.errors import Invalid
 from optimize.schemas.plans import MOST_STEPS
 from optimize.schemas.runs import (
@@ -65,7 +66,7 @@ def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
 async def branch(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(BranchRequest), Body()] = None,
                  dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
-    return _answer(await run_in_threadpool(
+    return _answer(await SUBMISSIONS_LANE.run(
         branching.branch, training, run_id, _text(b, "snapshotId"), _text(b, "restoreMode") or "auto",
         b.get("overrides"), _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
 
@@ -82,8 +83,8 @@ async def continue_run(run_id: str, training: TrainingDep,
     steps = _integer(b, "steps")
     if steps is None:
         raise Invalid("a continuation needs steps: how many more updates it trains")
-    return _answer(await run_in_threadpool(branching.continue_run, training, run_id, steps, _text(b, "snapshotId"),
-                                           b.get("overrides"), dryRun), dryRun)
+    return _answer(await SUBMISSIONS_LANE.run(branching.continue_run, training, run_id, steps, _text(b, "snapshotId"),
+                                              b.get("overrides"), dryRun), dryRun)
 
 
 @router.post("/{run_id}/sweep", response_model=Sweep, status_code=202,
@@ -93,8 +94,9 @@ async def continue_run(run_id: str, training: TrainingDep,
 async def sweep(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(SweepRequest), Body()] = None,
                 dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"grid", "snapshotId", "restoreMode"})
-    return _answer(await run_in_threadpool(branching.sweep, training, run_id, b.get("grid"), _text(b, "snapshotId"),
-                                           _text(b, "restoreMode") or "auto", dryRun), dryRun)
+    return _answer(await SUBMISSIONS_LANE.run(branching.sweep, training, run_id, b.get("grid"),
+                                              _text(b, "snapshotId"), _text(b, "restoreMode") or "auto", dryRun),
+                   dryRun)
 
 
 @router.get("/{run_id}/branches", response_model=Branches)

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import streamed_body
 from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.api.lanes import in_user_code_pool
 from optimize.evaluation import service as evaluations
 from optimize.registry import bundle_checks, bundles
 from optimize.schemas.bundles import (
@@ -59,14 +60,23 @@ def register_version(namespace: str, name: str, body: BundleRegister, registry: 
 
 
 @router.post("/{namespace}/{name}/check", response_model=BundleCheck)
-def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep,
-                 training: TrainingDep) -> dict:
+async def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep,
+                       training: TrainingDep) -> dict:
     """Check a bundle version's function against a chat dataset version, synchronously and within a bound: it
     imports (in the bundle's limited process), the row fields its module declares (`FIELDS = [...]`) are in every
     row, and the first `samples` rows' own final answers are scored (mean, spread, unscored, errors with their
     lines). Refused naming the module when it does not import, the lines lacking a declared field, a preference
     dataset. With `model`, a sampling evaluation of that model on the same first rows starts too, graded by the
-    function (`sampling.evaluationId`): its report gives the sampled answers' spread and `zeroVarianceShare`."""
+    function (`sampling.evaluationId`): its report gives the sampled answers' spread and `zeroVarianceShare`.
+    The check runs in the server's pool for user code: one more than the token's or the project's checks in flight
+    allow is refused 429, naming the limit."""
+    return await in_user_code_pool(f"bundle check {namespace}/{name}".lower(), _check, namespace, name, body,
+                                   registry, training,
+                                   project=body.project if body.model is not None else None)
+
+
+def _check(namespace: str, name: str, body: BundleCheckRequest, registry, training) -> dict:
+    """The check and its sampling evaluation, on a worker of the user-code pool."""
     report = bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
                                         function=body.function, samples=body.samples, model=body.model,
                                         time_limit_s=body.time_limit_seconds)

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from optimize.api.bodies import documented_as
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
+from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.evaluation import service
@@ -22,8 +23,9 @@ add_log_route(router, "evaluation")  # GET …/{id}/logs: the worker's log, per 
 
 
 @router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")
-def start(training: TrainingDep, body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> dict:
-    return service.start(training, body)
+async def start(training: TrainingDep, body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> dict:
+    # on the submissions' lane: a bundle grader's import check is user code, which the service waits for
+    return await SUBMISSIONS_LANE.run(service.start, training, body)
 
 
 @router.get("", response_model=EvaluationList)

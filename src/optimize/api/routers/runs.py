@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import TrainingDep
 from optimize.api.job_logs import add_log_route
+from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import event_stream
@@ -29,9 +29,10 @@ add_log_route(router, "run")  # GET …/{id}/logs: the worker's log, per attempt
 async def start_run(training: TrainingDep,
                     plan: Annotated[Any, documented_as(RunPlan), Body(description="A run plan (kind: run)")],
                     dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
+    # on the submissions' lane: a plan's reward terms and bundles are user code, which the service waits for
     if dryRun:
-        return JSONResponse(await run_in_threadpool(runs.dry_run, training, plan))
-    run, created = await run_in_threadpool(runs.submit, training, plan)
+        return JSONResponse(await SUBMISSIONS_LANE.run(runs.dry_run, training, plan))
+    run, created = await SUBMISSIONS_LANE.run(runs.submit, training, plan)
     return JSONResponse(run, status_code=202 if created else 200)
 
 

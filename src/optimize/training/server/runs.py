@@ -3,6 +3,10 @@
 A submission is idempotent by `submissionId`: the same id reaches the same run, never a second one; the same id
 with another plan is refused. Admission freezes every reference and default (training.admission.resolve); the
 run then waits in QUEUED for the scheduler.
+
+What runs a plan's user code — its rule terms' bundles imported, a dry run's reward on rows and sampled groups —
+runs in the server's bounded pool (`core.user_code`, 429 past the token's or the project's limit) and outside any
+transaction, so no database connection or project row lock waits on it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from sqlalchemy import select
 from optimize.analysis.estimates import estimate
 from optimize.analysis.service import start_analysis
 from optimize.analysis.throughput import estimate_scaled
+from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, NotFound, PlatformError, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
@@ -37,7 +42,7 @@ from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, analysis_for, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
-from optimize.training.admission.resolve import Admitted, admit
+from optimize.training.admission.resolve import Admitted, admit, resolve_reward_bundles
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for
@@ -61,8 +66,9 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
         if existing is not None:
             return _same_submission(existing, digest), False
     entry = training.catalog.find(plan.base_model)
+    checked = _check_rule_bundles(training, plan)
     with training.store.transaction() as session:
-        project, admitted, branch = _admit(training, session, plan, document, entry, branch)
+        project, admitted, branch = _admit(training, session, plan, document, entry, branch, checked)
         refuse_kl_on_inherited_policy(admitted, branch)
         check_new_work(session, project.name, "run", training.quotas)
         sections, state, to_analyze = check_lengths(training, session, admitted, plan)
@@ -109,8 +115,9 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)
     entry = training.catalog.find(plan.base_model)
+    checked = _check_rule_bundles(training, plan)
     with training.store.transaction() as session:
-        project, admitted, branch = _admit(training, session, plan, document, entry, branch)
+        project, admitted, branch = _admit(training, session, plan, document, entry, branch, checked)
         refuse_kl_on_inherited_policy(admitted, branch)
         starts_from = starts_from or ((branch or {}).get("source") or {}).get("model")
         sections, state, _ = check_lengths(training, session, admitted, plan)
@@ -125,11 +132,10 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
     reinforcement = {}
     if plan.config.method in REINFORCEMENT:
         config = admitted.resolved["config"]
-        reinforcement = {"rewardCheck": reward_check(config, objects[admitted.dataset.reference], opener,
-                                                     training.blobs.verified_path),
-                         "groupsCheck": _groups_check(training, config, starts_from or entry.id, project.name,
-                                                      admitted.dataset.reference, sampling, groups, objects, opener,
-                                                      warnings),
+        reinforcement = {**user_code.call(f"reward check of a {plan.config.method} dry run", _reward_checks,
+                                          training, config, starts_from or entry.id, project.name,
+                                          admitted.dataset.reference, sampling, groups, objects, opener, warnings,
+                                          project=project.name),
                          "estimates": estimates}
     return {
         "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
@@ -155,6 +161,14 @@ def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) 
     lengths = training.blobs.verified_path(analysis.lengths_sha256) if done else None
     return estimate_scaled(session, estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry), plan,
                            admitted.entry.id)
+
+
+def _reward_checks(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
+                   groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
+    """The dry run's reward on the rows' own answers and on the sampled groups (on a worker of the user-code pool)."""
+    return {"rewardCheck": reward_check(config, objects[dataset], opener, training.blobs.verified_path),
+            "groupsCheck": _groups_check(training, config, model, project, dataset, sampling, groups, objects, opener,
+                                         warnings)}
 
 
 def _groups_check(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
@@ -195,9 +209,11 @@ def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | N
 
 
 def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
-           branch: dict[str, Any] | None = None) -> tuple[Any, Admitted, dict[str, Any] | None]:
+           branch: dict[str, Any] | None = None, checked: frozenset[tuple[str, str]] = frozenset()
+           ) -> tuple[Any, Admitted, dict[str, Any] | None]:
     """The project, the admitted plan and where it starts: a branch's record, or a `source.model` start (which
-    joins the configuration hash: a run from an adapter is another configuration than one from the base)."""
+    joins the configuration hash: a run from an adapter is another configuration than one from the base). The rule
+    terms' bundles are checked to import unless `checked` (by `_check_rule_bundles`) holds each as resolved now."""
     project = open_project(session, plan.project)
     refuse_if_archived(session, project.name)
     admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
@@ -210,11 +226,43 @@ def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
         lora = json.dumps(hyperparams_of(admitted.resolved["config"])["lora"], sort_keys=True)
         admitted.config_hash = hashlib.sha256(
             f"{admitted.config_hash}:{branch['source']['model']}:{lora}".encode()).hexdigest()
-    method_for(plan.config.method).check_references(admitted.resolved["config"], training.blobs)
     config = admitted.resolved["config"]
+    if not _rule_bundles(config) <= checked:  # an alias moved since they were checked: checked again, here
+        _check_references(training, plan.config.method, config, project.name)
     check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
                  admitted.device_count, config["maxSeqLength"], training.profiles)
     return project, admitted, branch
+
+
+def _check_rule_bundles(training: Deployment, plan) -> frozenset[tuple[str, str]]:
+    """Each rule term's bundle imports and names its function (the method's `check_references`), checked before the
+    submission's transaction opens. The (archive digest, function) pairs checked: none when the plan has no rule
+    term, or one admission refuses anyway (naming the term, as it always has)."""
+    reward = plan.config.reward
+    if plan.config.method not in REINFORCEMENT or reward is None or not any(t.kind == "rule" for t in reward.terms):
+        return frozenset()
+    from optimize.scoring.terms import check_term
+
+    config = {"reward": {"terms": [term.model_dump(by_alias=True, exclude_none=True) for term in reward.terms]}}
+    try:
+        for index, term in enumerate(config["reward"]["terms"]):
+            check_term(term, f"config.reward.terms[{index}]")
+        with training.store.transaction() as session:
+            resolve_reward_bundles(session, config)
+    except PlatformError:
+        return frozenset()
+    _check_references(training, plan.config.method, config, plan.project)
+    return _rule_bundles(config)
+
+
+def _check_references(training: Deployment, method: str, config: dict[str, Any], project: str) -> None:
+    user_code.call(f"bundle import check of a {method} plan", method_for(method).check_references, config,
+                   training.blobs, project=project)
+
+
+def _rule_bundles(config: dict[str, Any]) -> frozenset[tuple[str, str]]:
+    return frozenset((term["bundleSha256"], term["function"]) for term in (config.get("reward") or {}).get("terms")
+                     or [] if term["kind"] == "rule")
 
 
 def subjects(admitted: Admitted) -> list[Subject]:
