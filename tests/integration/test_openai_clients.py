@@ -8,7 +8,10 @@
   own, read from disk, so nothing is downloaded) and `LocalChatCompletion.generate_until` (answers cut at its
   `until` stop strings by the server);
 - httpx as a curl-like client: a streamed chat completion and a streamed text completion read line by line as
-  server-sent events, ending with `data: [DONE]`.
+  server-sent events, ending with `data: [DONE]`;
+- and what a client may send that no model can answer — a bare NaN or Infinity in the body, a token id outside the
+  vocabulary — is refused in OpenAI's error shape naming the field, never a 5xx, while a one-token prompt (with
+  `echo` and `logprobs` or without) is answered.
 """
 
 from __future__ import annotations
@@ -163,3 +166,40 @@ def test_httpx_reads_streams_as_server_sent_events_ending_with_done(served):
         else:
             assert {chunk["object"] for chunk in chunks} == {"text_completion"}
             assert "".join(chunk["choices"][0]["text"] for chunk in chunks)
+
+
+def test_nan_in_a_body_is_refused_naming_the_field_on_every_chat_route(served):
+    proc, client = served
+    endpoint = client.get("/v1/training/endpoints").json()["endpoints"][0]["endpointId"]
+    raw = json.dumps({**_ask(0), "temperature": float("nan")}).encode()  # json.dumps writes a bare NaN
+    for path in ("/v1/chat/completions", f"/v1/training/endpoints/{endpoint}/chat/completions", "/v1/completions"):
+        for media in ("application/json", "text/plain"):  # text/plain: read by the route itself
+            answer = client.post(path, content=raw, headers={"content-type": media})
+            assert answer.status_code == 422, (path, media, answer.text)
+            assert answer.json()["error"]["message"] == ("field temperature is NaN, not a finite number (send a finite "
+                                                         "number in its place: JSON has no NaN or Infinity)")
+
+
+@pytest.mark.parametrize("extra", [{}, {"logprobs": 2}, {"echo": True, "logprobs": 1}, {"echo": True, "logprobs": 0}])
+def test_a_one_token_prompt_is_answered_with_echo_and_logprobs_or_without(served, extra):
+    _, client = served
+    for prompt in ([5], "a"):
+        answer = client.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2,
+                                                      "temperature": 0, **extra})
+        assert answer.status_code == 200, (prompt, answer.text)
+        choice = answer.json()["choices"][0]
+        if extra.get("logprobs") is not None:  # the echoed prompt's tokens, then the generated ones
+            usage = answer.json()["usage"]
+            assert len(choice["logprobs"]["tokens"]) == usage["completion_tokens"] + (
+                usage["prompt_tokens"] if extra.get("echo") else 0)
+
+
+@pytest.mark.parametrize("prompt", [[10**9], [1, 2**40], [[5], [128_256]]])
+def test_a_token_id_outside_the_vocabulary_is_refused_naming_the_prompt(served, prompt):
+    _, client = served
+    for extra in ({"max_tokens": 2}, {"max_tokens": 0, "echo": True, "logprobs": 1}):
+        answer = client.post("/v1/completions", json={"model": MODEL, "prompt": prompt, **extra})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "prompt"
+        assert "outside the model's vocabulary; token ids go from 0 to" in error["message"]

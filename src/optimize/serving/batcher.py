@@ -200,11 +200,12 @@ class Batcher(EndpointLoad):
             found = {id(s): prefixes.find(s.adapter, s.prompt) if prefixes is not None else (None, 0) for s in joining}
             for sequence in joining:
                 sequence.cached = found[id(sequence)][1]
-            # a prompt kept but for its last token joins the batch as it is: the next step computes that token
-            ready = [s for s in joining if s.cached == len(s.prompt) - 1]
+            # a prompt kept but for its last token joins the batch as it is: the next step computes that token (a
+            # one-token prompt has nothing kept, so it is prefilled like any other)
+            ready = [s for s in joining if 0 < s.cached == len(s.prompt) - 1]
             if ready:
                 self._join(ready, [found[id(s)] for s in ready])
-            rest = [s for s in joining if s.cached != len(s.prompt) - 1]
+            rest = [s for s in joining if s not in ready]
             if rest:
                 self._prefill(rest, [found[id(s)] for s in rest])
         except Exception as error:  # noqa: BLE001 - these requests fail; the batch goes on

@@ -112,6 +112,11 @@ class TextCompleter:
 
     def _ids(self, request: TextRequest, prompt: str | list[int]) -> list[int]:
         ids = list(prompt) if isinstance(prompt, list) else self.tokenizer(prompt)["input_ids"]
+        vocabulary = len(self.tokenizer)
+        outside = next((token for token in ids if token >= vocabulary), None)
+        if outside is not None:  # the model has no embedding for it (an index error, or a device assert on a GPU)
+            raise RequestError(f"prompt holds token id {outside}, outside the model's vocabulary; token ids go from 0 "
+                               f"to {vocabulary - 1:,}", "prompt")
         if self.context_length and len(ids) + request.max_tokens > self.context_length:
             room = self.context_length - len(ids)
             if room < (0 if request.max_tokens == 0 else 1):
