@@ -194,3 +194,20 @@ def test_other_methods_have_no_guards(guarded):
         report(step, 1.0 if step < 4 else 0.0, 5.0)
     run, events = shown(guarded.store, run_id)
     assert run["guards"] is None and events == [] and run["warnings"] == []
+
+
+def test_a_followed_run_s_headline_and_its_stopped_line_say_what_its_guards_found():
+    from optimize.cli.commands.runs import _status_line, _stop_line
+
+    stop = {"kind": "klAbove", "step": 7, "message": "the mean KL over updates 5–7, 0.600, is above "
+                                                     "execution.stopWhen.klAbove 0.5"}
+    warning = {"kind": "klHigh", "step": 6, "message": "the mean KL against the starting policy is 0.300"}
+    run = {"runId": "a" * 32, "phase": "TRAINING", "terminal": False, "guards": {"warnings": [warning], "stop": stop}}
+    assert _status_line(run) == (f"aaaaaaaaaaaa Training  — stopping: {stop['message']}  — warning: "
+                                 f"{warning['message']}")
+    assert _stop_line(run) == f"{stop['message']} (met at step 7); it saves at its next update and completes there"
+    done = {**run, "phase": "COMPLETED", "terminal": True, "results": {"steps": 8}}
+    assert _status_line(done) == f"aaaaaaaaaaaa Completed  — warning: {warning['message']}"
+    assert _stop_line(done) == f"{stop['message']} (met at step 7); it completed at step 8 with the adapter trained " \
+                               "to there"
+    assert _status_line({"runId": "b" * 32, "phase": "TRAINING", "guards": None}) == "bbbbbbbbbbbb Training"
