@@ -137,7 +137,9 @@ class RewardTerm(_Part):
     weight: float = Field(default=1.0, ge=-1e6, le=1e6, description="Its weight in the sum")
     field: str | None = Field(default=None, max_length=64,
                               description="Row field holding the reference (default: the row's final answer)")
-    pattern: str | None = Field(default=None, max_length=4096, description="regex: the pattern searched for")
+    pattern: str | None = Field(default=None, max_length=4096,
+                                description="regex: the pattern searched for (Python's syntax, matched in linear time: "
+                                            "no backreferences or lookaround)")
     case_sensitive: bool | None = Field(default=None, alias="caseSensitive", description="exact, contains")
     tolerance: float | None = Field(default=None, ge=0, description="numeric: absolute tolerance")
     target: int | None = Field(default=None, ge=0, le=MOST_TOKENS, description="length: characters without penalty")
