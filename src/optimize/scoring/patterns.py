@@ -5,8 +5,8 @@ Python's `re` backtracks: `^(a+)+$` over 31 `a`s and a `!` takes minutes, holdin
 time, so every thread of the process (the server's event loop, a worker's heartbeat) stops with it. RE2 matches in
 time linear in the text and the pattern's compiled program, and releases the lock while it matches.
 
-A pattern is written in Python's syntax (`re`), and is first checked by `re` (a malformed one is refused as
-before). It is then translated to RE2's syntax — `\\Z` becomes `\\z`; `$` outside `(?m)` matches at the end or
+A pattern is written in Python's syntax (`re`), and is first checked by `re` (a malformed one is refused quoting
+`re`). It is then translated to RE2's syntax — `\\Z` becomes `\\z`; `$` outside `(?m)` matches at the end or
 before a final newline, as Python's does; `{,N}` is `{0,N}`; `\\uXXXX`, `\\UXXXXXXXX`, `\\N{NAME}` and octal
 escapes become code points; a `[` inside a set is a literal; `(?#...)` comments and the `a`/`u` flags are dropped —
 and constructs that need backtracking are refused by name, with what to write instead: backreferences (`\\1`,
@@ -83,9 +83,7 @@ def compile_pattern(pattern: str, *, case_sensitive: bool = True) -> Pattern:
         raise PatternRefused(f"the pattern has {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
     try:
         re.compile(pattern)  # Python's syntax, checked by Python: compiling does not match, so it cannot backtrack
-    except re.error as error:
-        raise PatternRefused(f"{pattern!r} is not a regular expression: {error}") from None
-    except (OverflowError, RecursionError, ValueError) as error:
+    except (re.error, OverflowError, RecursionError, ValueError) as error:
         raise PatternRefused(f"{pattern!r} is not a regular expression: {error}") from None
     try:
         translated = _Translator(pattern).run()
@@ -108,11 +106,6 @@ def compile_pattern(pattern: str, *, case_sensitive: bool = True) -> Pattern:
                              f"({MAX_PROGRAM_SIZE:,}); use smaller repetition counts (.{{0,500}} is about 4,500 "
                              "steps)")
     return Pattern(pattern, case_sensitive, compiled, min(MAX_TEXT_BYTES, WORK_BUDGET // max(size, 1)))
-
-
-def check_pattern(pattern: str) -> None:
-    """PatternRefused when the pattern would not compile (`compile_pattern`)."""
-    compile_pattern(pattern)
 
 
 def _re2_refusal(pattern: str, error: Exception) -> PatternRefused:
