@@ -1,15 +1,19 @@
 """Engine and sessions: SQLite (WAL, foreign keys, full sync) by default, PostgreSQL when asked.
 
 `postgresql://` URLs are taken as psycopg 3 URLs. Migrations are applied by `store.migrate.upgrade`.
+
+Transactions that check a limit and then insert what it limits (the quotas) serialize with `hold_writes` (SQLite)
+and `hold_key` or a row lock (PostgreSQL); every other transaction keeps pysqlite's default, deferred one.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, insert, select
+from sqlalchemy import Engine, create_engine, event, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -63,6 +67,31 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def hold_writes(session: Session) -> None:
+    """On SQLite, make the session's transaction the database's one writer now (BEGIN IMMEDIATE, waiting on the
+    busy timeout for the writer before it), so nothing it reads from here on changes before it commits.
+
+    pysqlite runs reads outside any transaction and begins a deferred one only at the first write, so two
+    transactions that count and then insert may both count the same rows. A transaction that has written already
+    holds the write lock and is left as it is. Nothing on PostgreSQL, where a row lock (or `hold_key`) does this."""
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        return
+    if not connection.connection.driver_connection.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def hold_key(session: Session, key: str) -> None:
+    """Serialize the transactions that hold the same `key` until each ends: a transaction-level advisory lock on
+    PostgreSQL, for what has no row to lock (a namespace before its first registration); the write lock on
+    SQLite (`hold_writes`). Taken first in a transaction, before any row lock, so no two wait on each other."""
+    if session.get_bind().dialect.name == "sqlite":
+        hold_writes(session)
+        return
+    number = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": number})
 
 
 def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any], keys: list[str]) -> int:
