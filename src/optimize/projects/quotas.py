@@ -1,7 +1,10 @@
 """The per-project quotas on work (core.quotas): runs not yet ended and work waiting for devices, checked when new
-work is submitted (under the project's row lock that `open_project` takes) and, for queued work, when a paused
-run is resumed or an ended evaluation retried; and each project's usage for
-`training capacity` and `registry info`.
+work is submitted and, for queued work, when a paused run is resumed or an ended evaluation or distillation
+queued again; and each project's usage for `training capacity` and `registry info`.
+
+Each check takes the project's lock first (`lock_project`, also taken by `open_project`) and holds it until the
+transaction that stores the work commits, so concurrent submissions count one after another and never admit
+more than the quota.
 
 What counts comes from the kernel's registry of kinds, as for `work_in_progress`: a run is open in any phase its
 lifecycle does not call terminal, and an item of any project kind is queued in the phase where it waits for a
@@ -16,6 +19,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import TooMany
 from optimize.core.quotas import Quota, Quotas
+from optimize.projects.service import lock_project
 from optimize.registry.quotas import registry_usage
 from optimize.store.tables import Project
 
@@ -52,6 +56,7 @@ def _queued(session, project: str) -> list[str]:
 def check_new_work(session, project: str, kind: str, quotas: Quotas) -> None:
     """Refuses new work of `kind` (run, evaluation, endpoint) the project's quota has no room for: 429 naming the
     quota and the items holding it."""
+    lock_project(session, project)  # held until the work is stored: no other check counts in between
     quota = quotas.of(project)
     if kind == RUN:
         runs = _open_runs(session, project)
@@ -64,6 +69,7 @@ def check_new_work(session, project: str, kind: str, quotas: Quotas) -> None:
 def check_queue_room(session, project: str, quotas: Quotas) -> None:
     """Refuses one more item waiting for devices (new work, a resumed run, a retried evaluation) when the project's
     queuedWork quota is used up."""
+    lock_project(session, project)  # held until the item is stored: no other check counts in between
     quota = quotas.of(project)
     queued = _queued(session, project)
     if len(queued) >= quota.queued_work:

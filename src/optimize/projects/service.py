@@ -15,7 +15,7 @@ from optimize.core.access import check_project, only_visible, visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
-from optimize.store.db import Store, insert_ignoring_conflict
+from optimize.store.db import Store, hold_writes, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Namespace, Project, Run
 
@@ -58,19 +58,30 @@ def find_project(session, name: str) -> Project:
 
 
 def open_project(session, name: str) -> Project:
-    """The project new work goes into; refused when archived.
+    """The project new work goes into, under its lock (`lock_project`); refused when archived.
 
-    The row is read with a shared lock (PostgreSQL; SQLite serializes writers anyway) held until the work is
-    stored, so an archive taking the row's exclusive lock either waits for the new work and then sees it, or
-    commits first and the submission sees the project archived."""
+    The lock is held until the work is stored, so an archive taking the row's exclusive lock either waits for the
+    new work and then sees it, or commits first and the submission sees the project archived; and the project's
+    quotas are counted by one submission at a time."""
     check_project(name)
-    project = session.get(Project, name.lower(), with_for_update={"read": True})
+    project = lock_project(session, name)
     if project is None:
         project = find_project(session, name)  # raises NotFound with its hint
     if project.archived:
         raise Refused(f"training project {project.name!r} is archived and takes no new work",
                       hint=f"akka training projects unarchive {project.name}")
     return project
+
+
+def lock_project(session, name: str) -> Project | None:
+    """The project's row (None when there is none), locked until the transaction ends: every transaction that
+    checks the project's quotas before storing new work takes it first, so they count and insert one at a time.
+
+    On PostgreSQL the row is read FOR NO KEY UPDATE: exclusive among submissions and against an archive's FOR
+    UPDATE, while rows that merely reference the project (a run, an evaluation) can still be inserted beside it.
+    On SQLite the transaction becomes the database's one writer (`hold_writes`)."""
+    hold_writes(session)
+    return session.get(Project, name.lower(), with_for_update={"key_share": True}, populate_existing=True)
 
 
 def get_project(store: Store, name: str) -> dict[str, Any]:
@@ -157,8 +168,10 @@ def work_in_progress(session, name: str) -> list[str]:
 
 
 def _locked(session, name: str) -> Project:
-    """The project row under an exclusive lock, so no submission slips in between the check and the change."""
+    """The project row under an exclusive lock, so no submission slips in between the check and the change (on
+    SQLite, the database's write lock)."""
     check_project(name)
+    hold_writes(session)
     project = session.get(Project, name.lower(), with_for_update=True)
     return project if project is not None else find_project(session, name)
 
@@ -185,4 +198,5 @@ def _run_count(session, name: str) -> int:
 
 
 __all__ = ["archive_project", "check_project_name", "create_project", "find_project", "get_project",
-           "list_projects", "open_project", "registry_namespace", "unarchive_project", "work_in_progress"]
+           "list_projects", "lock_project", "open_project", "registry_namespace", "unarchive_project",
+           "work_in_progress"]

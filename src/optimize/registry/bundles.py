@@ -33,7 +33,7 @@ from optimize.core.server_paths import shows_server_paths
 from optimize.registry import aliases
 from optimize.registry.aliases import AliasTables
 from optimize.registry.namespaces import ensure_open, is_archived, refuse_if_archived
-from optimize.registry.quotas import check_stored_bytes
+from optimize.registry.quotas import check_stored_bytes, lock_namespace
 from optimize.registry.uploads import Registry
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
@@ -350,6 +350,7 @@ def register_version(registry: Registry, namespace: str, name: str, digest: Any,
 def _register_once(registry: Registry, namespace: str, name: str, sha256: str, size: int, uncompressed: int,
                    members: list[dict[str, Any]], alias: str | None) -> dict[str, Any]:
     with registry.store.transaction() as session:
+        lock_namespace(session, namespace)  # before any row lock: its storedBytes are counted one version at a time
         ensure_open(session, namespace)
         now = utcnow()
         insert_ignoring_conflict(session, Bundle, {"namespace": namespace, "name": name, "created_at": now},

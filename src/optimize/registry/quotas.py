@@ -1,6 +1,10 @@
 """The registry's side of the per-project quotas (core.quotas): upload sessions open into a namespace and the bytes
 its datasets and scoring bundles hold, checked when a new upload session is opened and when a bundle version is
-registered."""
+registered.
+
+A namespace may have no row yet (it is created by its first registration), so the transactions that check its
+quotas serialize on a key of its name instead (`lock_namespace`), taken first and held until they commit.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,14 @@ from optimize.core.errors import TooMany
 from optimize.core.quotas import Quota
 from optimize.core.sizes import human_size
 from optimize.registry.upload_phases import UploadPhase
+from optimize.store.db import hold_key
 from optimize.store.tables import Bundle, BundleVersion, Dataset, DatasetVersion, UploadSession
+
+
+def lock_namespace(session: Session, namespace: str) -> None:
+    """Held until the transaction ends by every transaction that checks the namespace's quotas and then stores what
+    they count (an upload session, a bundle version): they count one after another, never the same room twice."""
+    hold_key(session, f"namespace quotas:{namespace}")
 
 
 def open_sessions(session: Session, namespace: str) -> list[UploadSession]:
@@ -40,6 +51,7 @@ def registry_usage(session: Session, namespace: str) -> dict[str, int]:
 
 def check_new_upload(session: Session, namespace: str, quota: Quota, manifest: list[dict[str, Any]]) -> None:
     """Refuses a new upload session the namespace's quota has no room for, naming the quota and its holders."""
+    lock_namespace(session, namespace)
     sessions = open_sessions(session, namespace)
     if len(sessions) >= quota.upload_sessions:
         holders = ", ".join(f"{u.namespace}/{u.name} ({u.id[:12]})" for u in sessions[:5])
@@ -56,6 +68,7 @@ def check_new_upload(session: Session, namespace: str, quota: Quota, manifest: l
 def check_stored_bytes(session: Session, namespace: str, quota: Quota, adding: int,
                        sessions: list[UploadSession] | None = None) -> None:
     """Refuses `adding` bytes more where they would pass the namespace's storedBytes quota."""
+    lock_namespace(session, namespace)
     used = stored_bytes(session, namespace, open_sessions(session, namespace) if sessions is None else sessions)
     if used + adding > quota.stored_bytes:
         raise TooMany(f"namespace {namespace} holds {human_size(used)} of datasets, scoring bundles and open uploads; "

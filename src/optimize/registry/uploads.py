@@ -36,7 +36,7 @@ from optimize.core.sharding import SINGLE_OBJECT, shard_path
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import describe_version, find_dataset, move_alias
 from optimize.registry.namespaces import ensure_open, refuse_if_archived
-from optimize.registry.quotas import check_new_upload
+from optimize.registry.quotas import check_new_upload, lock_namespace
 from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.events import record
@@ -116,6 +116,7 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
     expires = now + timedelta(seconds=registry.limits.upload_expiry_seconds)
     check_namespace(reference.namespace)
     with registry.store.transaction() as session:
+        lock_namespace(session, reference.namespace)  # first: the quota check and the insert below, one at a time
         refuse_if_archived(session, reference.namespace)
         _refuse_other_kind(session, reference.namespace, reference.name, data_format)
         if session.scalar(select(UploadSession.id).where(UploadSession.content_key == key)) is None:
