@@ -2,10 +2,13 @@
 function that sleeps, while `/v1/health`, a worker's route and another token's ordinary request are asked
 throughout, each from a thread of its own. Health answers within a second throughout, the others well before a
 check's sleep ends; the checks past the token's limit are refused 429 at once, naming the limit and the setting that
-raises it; the checks within it, and another token's, are scored."""
+raises it; the checks within it, and another token's, are scored. A malformed limit stops the server at its start."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -118,3 +121,13 @@ def test_forty_slow_checks_leave_health_and_other_requests_answering(server_fact
     assert "OPTIMIZE_USER_CODE_PER_TOKEN" in problem["hint"]
     assert theirs[0] == 200 and theirs[1]["scored"] == 1, theirs
     assert elapsed < 25, elapsed
+
+
+def test_a_malformed_setting_stops_the_server_at_its_start_in_one_line(tmp_path):
+    started = subprocess.run([sys.executable, "-m", "optimize", "server", "start", "--port", "0", "--data-dir",
+                              str(tmp_path / "data")], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "OPTIMIZE_USER_CODE_WORKERS": "four"})
+    assert started.returncode == 1
+    assert started.stderr.strip() == ("error: OPTIMIZE_USER_CODE_WORKERS='four' is not a whole number above 0 (set "
+                                      "OPTIMIZE_USER_CODE_WORKERS to a whole number above 0, or unset it for the "
+                                      "default (4))")
