@@ -5,8 +5,9 @@ with another plan is refused. Admission freezes every reference and default (tra
 run then waits in QUEUED for the scheduler.
 
 What runs a plan's user code — its rule terms' bundles imported, a dry run's reward on rows and sampled groups —
-runs in the server's bounded pool (`core.user_code`, 429 past the token's or the project's limit) and outside any
-transaction, so no database connection or project row lock waits on it.
+runs in the server's bounded pool (`core.user_code`, 429 past the token's or the project's limit) and before the
+submission's transaction opens, so no database connection or project row lock waits on it (only a bundle whose
+alias moved in between is checked again inside it).
 """
 
 from __future__ import annotations
