@@ -139,3 +139,36 @@ def test_served_and_evaluated_models_load_in_bf16_on_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert device_and_dtype() == ("cuda", "fp16", torch.float16)
     assert device_and_dtype("fp32") == ("cuda", "fp32", torch.float32)
+
+
+def test_a_hostile_judge_reply_or_answer_leaves_the_example_unscored_or_scored_zero():
+    from optimize.evaluation.graders import judge_grade
+
+    for hostile in ("[" * 1_000_000, "[x" * 500_000, '["' + "[" * 1_000_000):
+        grade = judge_grade("p/judge", hostile)
+        assert grade.score is None and grade.explanation.startswith("the judge p/judge gave no score")
+        assert json_label_match(hostile, '{"label": "billing"}').score == 0.0
+
+
+def test_an_http_evaluators_answer_is_read_up_to_its_bound():
+    import httpx
+
+    from optimize.evaluation.graders import EVALUATOR_ANSWER_BYTES, http_grade
+
+    answers = {"/ok": (200, b'{"score": 0.5, "explanation": "half"}'), "/down": (503, b"busy"),
+               "/huge": (200, b" " * (EVALUATOR_ANSWER_BYTES + 1)), "/text": (200, b"not json")}
+
+    def evaluator(request: httpx.Request) -> httpx.Response:
+        status, body = answers[request.url.path]
+        return httpx.Response(status, content=body)
+
+    with httpx.Client(transport=httpx.MockTransport(evaluator)) as client:
+        def grade(path: str) -> Grade:
+            return http_grade(f"http://scores.test{path}", "q", "a", "e", client)
+
+        assert (grade("/ok").score, grade("/ok").explanation) == (0.5, "half")
+        assert grade("/huge") == Grade(None, f"the evaluator at http://scores.test/huge answered more than "
+                                             f"{EVALUATOR_ANSWER_BYTES:,} bytes")
+        assert grade("/down") == Grade(None, "the evaluator at http://scores.test/down answered 503 without a JSON "
+                                             "object")
+        assert grade("/text").score is None and "could not be reached" in grade("/text").explanation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from optimize.core.errors import Invalid
@@ -160,3 +162,65 @@ def test_a_row_splits_into_prompt_expected_answer_and_fields():
     assert sample.fields == {"answer": 4, "id": "r1"}
     prompt_only = sample_from_row({"messages": row["messages"][:2]}, "x")
     assert prompt_only.expected is None and len(prompt_only.prompt) == 2
+
+
+def within(seconds: float, work, *args):
+    """`work(*args)`, asserted to end within a bound generous enough for any machine (the unbounded form took
+    minutes): what is tested is that it ends, not how fast."""
+    import time
+
+    started = time.monotonic()
+    result = work(*args)
+    assert time.monotonic() - started < seconds
+    return result
+
+
+@pytest.mark.parametrize("hostile", [
+    "[" * 1_000_000,  # nesting deeper than the stack at every bracket
+    '["' + "[" * 1_000_000,  # an unterminated string, then the same
+    "[x" * 500_000,  # a bracket that opens nothing, half a million times
+    '{"a":' * 300_000,  # objects opened and never closed
+    '[{"a": ' * 100 + '"' + "x" * 900_000,  # an unterminated string read to the end from each bracket
+    ("[" + "1" * 5000) * 200,  # integers past Python's digit limit
+    "{" + " " * 2_000_000 + "}",  # past the characters searched: no JSON there
+])
+def test_json_in_hostile_text_is_searched_within_its_bounds(hostile):
+    assert within(5, find_json, hostile) is None
+    assert within(5, json_field_match, hostile, '{"label": "a"}').score == 0.0
+    assert within(5, json_field_match, '{"label": "a"}', hostile).score == 0.0  # compared as text
+    assert scores({"kind": "jsonFieldMatch"}, s(hostile, '{"label": "a"}')) == [0.0]
+
+
+def test_json_after_hostile_text_is_still_found_within_the_bounds_and_not_past_them():
+    assert find_json("[x" * 20_000 + '{"label": "a"}') == {"label": "a"}
+    assert find_json("[" * 500 + ' {"label": "a"}') == {"label": "a"}  # nested, never closed
+    long_value = {"label": "a", "text": "y" * 300_000}  # decoded through windows that double: the same value
+    assert find_json("prose [1, 2 then " + json.dumps(long_value)) == long_value
+    assert find_json("x" * 1_000_000 + '{"label": "a"}') is None  # past the characters searched
+    assert find_json("[x" * 100_000 + '{"label": "a"}') is None  # past what the attempts may read together
+
+
+def test_json_cut_anywhere_decodes_as_the_whole_text_does():
+    """A window that ends inside a token (a literal, a number, an escape) is widened, never read as a failure."""
+    for value in ([-1.5e+300, True, False, None], {"a": "\u00e9\\\U0001d11e", "b": float("-inf")},
+                  [float("nan"), 12345678901234567890]):
+        text = json.dumps(value, ensure_ascii=True)
+        for filler in range(0, 140):
+            found = find_json("{x " + " " * filler + text)
+            assert json.dumps(found) == json.dumps(value)
+
+
+def test_a_deep_json_value_is_flattened_without_recursion():
+    depth = 800
+    value = json.loads('{"a": ' * depth + "1" + "}" * depth)
+    match = within(5, json_field_match, json.dumps(value), value)
+    assert match.score == 1.0 and list(match.fields) == [".".join(["a"] * depth)]
+
+
+@pytest.mark.parametrize("hostile", ["1,111" * 200_000 + "1", ",111" * 250_000, "1." * 500_000,
+                                     "1e" * 500_000, "1,111,1111 " * 100_000, " " * 1_000_000 + "x"])
+def test_numbers_in_hostile_text_are_read_in_one_pass(hostile):
+    assert within(5, numbers_in, hostile) is not None
+    assert len(within(5, scores, {"kind": "numeric", "pick": "last"}, s(hostile, "7"))) == 1
+    assert within(5, scores, {"kind": "contains"}, s(hostile, "1,111,1112")) == [0.0]
+    assert within(5, scores, {"kind": "exact", "caseSensitive": False}, s(hostile, "y")) == [0.0]

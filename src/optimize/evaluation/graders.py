@@ -4,8 +4,9 @@
 field (nested fields by dotted path), tolerating code fences and prose around it: the score is the share of the
 expected fields the answer matches exactly. An expected answer that holds no JSON is compared as text.
 `http:URL` posts `{input, output, expected}` to the user's evaluator, which answers `score` (0..1) or a boolean
-`ok`/`passed`, and an optional `explanation`. An unscored example (`score: None`, e.g. an evaluator that cannot
-be reached) is left out of the mean. `model:REF` asks a judge model (a base model or a registered adapter, served
+`ok`/`passed`, and an optional `explanation`; an answer of more than `EVALUATOR_ANSWER_BYTES` (1 MiB) is not read
+on (unscored). An unscored example (`score: None`, e.g. an evaluator that cannot be reached) is left out of the
+mean. `model:REF` asks a judge model (a base model or a registered adapter, served
 for the evaluation beside the model evaluated) to grade the answer and reply with a JSON
 score; it sees the input and the output, not the expected answer. A reply without a score between 0 and 1 leaves
 the example unscored, quoting the reply. `bundle:REF#MODULE[:FUNCTION]` calls a function of a registered scoring
@@ -15,10 +16,15 @@ The built-in scoring members a reward term uses are graders too: `exact` and `co
 answer), `regex:PATTERN` (the answer matches the pattern) and `numeric[:TOLERANCE]` (the answer's first number
 within the absolute tolerance, default 0, of the expected one); `length`, a penalty from -1 to 0, is a reward
 term only.
+
+No grader's work in this process grows faster than the answer and the expected answer: the JSON an answer (an
+expected answer, a judge's reply) holds is searched within the bounds `optimize.scoring.members` states (its first
+1,000,000 characters, 4,000,000 characters read by its attempts together), and its fields are walked once.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,6 +44,7 @@ GRADER_EXAMPLES = ("e.g. --grader http:https://scores.example.com/score, --grade
 BUNDLE_FORM = "bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION]"
 MOST_GRADER_CHARS = 400
 DEFAULT_FUNCTION = "compute_score"
+EVALUATOR_ANSWER_BYTES = 1024 * 1024  # an http evaluator's answer read at most (a score and an explanation)
 
 
 def parse_grader(spec: str | None) -> str:
@@ -208,12 +215,15 @@ def json_label_match(answer: str, expected: str) -> Grade:
 def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -> Grade:
     """`client` is an httpx.Client; whatever goes wrong leaves the example unscored, with the reason."""
     try:
-        response = client.post(url, json={"input": prompt, "output": answer, "expected": expected})
-        body = response.json() if response.status_code == 200 else None
+        with client.stream("POST", url, json={"input": prompt, "output": answer, "expected": expected}) as response:
+            status, content = response.status_code, _read_at_most(response, EVALUATOR_ANSWER_BYTES)
+        body = json.loads(content) if status == 200 and content is not None else None
     except Exception as error:  # noqa: BLE001 - any failure of the user's evaluator leaves the example unscored
         return Grade(None, f"the evaluator at {url} could not be reached: {type(error).__name__}")
+    if content is None:
+        return Grade(None, f"the evaluator at {url} answered more than {EVALUATOR_ANSWER_BYTES:,} bytes")
     if not isinstance(body, dict):
-        return Grade(None, f"the evaluator at {url} answered {response.status_code} without a JSON object")
+        return Grade(None, f"the evaluator at {url} answered {status} without a JSON object")
     score = body.get("score")
     if isinstance(score, bool) or score is None:
         score = next((body[k] for k in ("score", "ok", "passed") if isinstance(body.get(k), bool)), None)
@@ -221,6 +231,16 @@ def http_grade(url: str, prompt: str, answer: str, expected: str, client: Any) -
     if not isinstance(score, (int, float)) or not 0 <= score <= 1:
         return Grade(None, f"the evaluator at {url} gave no score between 0 and 1")
     return Grade(float(score), str(body.get("explanation") or ""))
+
+
+def _read_at_most(response: Any, limit: int) -> bytes | None:
+    """The response's body, or None once it passes `limit` bytes (read no further)."""
+    content = bytearray()
+    for chunk in response.iter_bytes():
+        content += chunk
+        if len(content) > limit:
+            return None
+    return bytes(content)
 
 
 def judge_grade(judge: str, reply: str) -> Grade:

@@ -23,6 +23,14 @@ assistant message, or lacks the named field (or holds null there), or — for `n
 number; `contains` does not apply to an empty reference either (every answer would contain it).
 `missing_fields` names the lines of a dataset where that happens, so admission can refuse or warn before a run.
 
+Hostile text: no member's work grows faster than the text it reads. `exact`, `contains`, `numeric` and
+`length` read it once; `regex` searches it with RE2 (`optimize.scoring.patterns`, which bounds the text one search
+reads). `jsonFieldMatch` (and a judge's reply, `optimize.scoring.judge`) searches only the first `JSON_TEXT_CHARS`
+(1,000,000) characters for JSON, and gives up — no JSON — once its attempts at each `{` or `[` have read
+`JSON_READ_CHARS` (4,000,000) characters together; a value nested deeper than the interpreter's stack is no JSON.
+Those bounds change what an ordinary answer scores only where its JSON starts past its first million characters or
+after tens of thousands of brackets that open no JSON.
+
 Every spec may also carry the keys a reward term or grader shares (`kind`, `name`, `weight`, `clip`); any other
 key is refused by name, and a key whose value is null counts as absent (a plan's model dumped with its defaults).
 `check_member` validates a spec (the built-ins; `rule`, a scoring bundle's function, whose process is run by
@@ -65,32 +73,77 @@ MAX_INSTRUCTIONS_CHARS = 8000
 MAX_TIME_LIMIT_S = 600.0
 MIN_MEMORY_LIMIT_MB, MAX_MEMORY_LIMIT_MB = 64, 1024 * 1024
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+JSON_TEXT_CHARS = 1_000_000  # the characters of an answer (or reference) searched for its JSON
+JSON_READ_CHARS = 4_000_000  # the characters the search's attempts may read together before it gives up
+_FIRST_WINDOW = 128  # the characters an attempt is first given (each attempt reads at least this many)
+_LONGEST_TOKEN = 16  # a failure this close to a window's end may be its cut (-Infinity, 1.5e+, \uXXXX)
+_OPENING = re.compile(r"[{\[]")
+_DECODER = json.JSONDecoder()
+_NO_VALUE = object()
 
 
 # --- json-label-match: the JSON in an answer compared field by field ----------------------------------------------
 
 
 def find_json(text: str) -> Any | None:
-    """The first JSON object (or array) in the text: inside a code fence or between prose, else None."""
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text, index)
-            except ValueError:
-                continue
+    """The first JSON object (or array) in the text: inside a code fence or between prose, else None.
+
+    Bounded on any text (see the module's text on hostile answers): only the first `JSON_TEXT_CHARS` characters are
+    searched, and the search gives up (None) once its attempts have read `JSON_READ_CHARS` characters together."""
+    text = text[:JSON_TEXT_CHARS]
+    budget = JSON_READ_CHARS
+    for opening in _OPENING.finditer(text):
+        value, read = _decode_at(text, opening.start())
+        if value is not _NO_VALUE:
             return value
+        budget -= read
+        if budget <= 0:
+            break
     return None
 
 
+def _decode_at(text: str, index: int) -> tuple[Any, int]:
+    """(the JSON value that starts at `index`, or _NO_VALUE; the characters read to learn it).
+
+    The decoder is given a window of the text from `index`, doubled while a failure may be the window's cut (an
+    unterminated string, or an error within a token's length of its end), so an attempt reads about as much as it
+    parses: the decoder's error, given the whole text, counts the lines before the failure, which made every
+    attempt cost the length of the text before it. What a window decodes is what the whole text decodes."""
+    size, read = _FIRST_WINDOW, 0
+    while True:
+        window = text[index:index + size]
+        read += len(window)
+        try:
+            return _DECODER.raw_decode(window)[0], read
+        except json.JSONDecodeError as error:
+            cut = index + size < len(text) and (error.pos >= len(window) - _LONGEST_TOKEN
+                                                or error.msg.startswith("Unterminated string"))
+        except ValueError:  # an integer past Python's digit limit
+            cut = False
+        except RecursionError:  # nesting deeper than the stack: costly in itself, counted as the rest of the text
+            return _NO_VALUE, max(read, len(text) - index)
+        if not cut:
+            return _NO_VALUE, read
+        size *= 2
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of a JSON object by dotted path (lists and scalars are leaves)."""
+    """Leaves of a JSON object by dotted path (lists and scalars are leaves), in the object's order. Walked with a
+    stack of its own, not by recursion: each leaf is stored once, however deep it is."""
     if not isinstance(value, dict) or not value:
         return {prefix or "$": value}
     found: dict[str, Any] = {}
-    for key, item in value.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        found.update(flatten(item, path) if isinstance(item, dict) and item else {path: item})
+    stack = [(prefix, iter(value.items()))]
+    while stack:
+        path, items = stack[-1]
+        for key, item in items:
+            here = f"{path}.{key}" if path else str(key)
+            if isinstance(item, dict) and item:
+                stack.append((here, iter(item.items())))
+                break
+            found[here] = item
+        else:
+            stack.pop()
     return found
 
 
