@@ -59,6 +59,17 @@ class ReportBuilder:
         }
 
 
+LENGTHS_HINT = ("the operator can restore it from a backup of the server's blob store; an analysis that is kept is "
+                "not run again")
+
+
+def lengths_file(blobs, analysis_id: str, sha256: str) -> Path:
+    """Where the analysis' per-row figures are held: refused with Gone (410), naming the file and the analysis,
+    when they are no longer held (a copy found corrupt is quarantined by the read that finds it, also a 410)."""
+    return blobs.held_path(sha256, f"the per-row lengths file sha256:{sha256} of analysis {analysis_id[:12]}",
+                           hint=LENGTHS_HINT)
+
+
 def row_lengths(lengths_file: Path) -> Iterator[int]:
     """Each row's token length, in row order, from the per-row figures an analysis' worker stores (a JSONL blob of
     `[length, trimmed, trained]` per row)."""

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from optimize import __version__
 from optimize.analysis.estimates import estimate
 from optimize.analysis.histogram import histogram
+from optimize.analysis.report import lengths_file
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
 from optimize.analysis.throughput import estimate_scaled
 from optimize.catalog.selection import job_model, selection_for
@@ -89,7 +90,7 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
         body = analysis_json(item)
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
-            lengths = training.blobs.verified_path(item.lengths_sha256)  # the per-row figures the worker stored
+            lengths = lengths_file(training.blobs, item.id, item.lengths_sha256)  # the figures the worker stored
             # the catalog's figure, scaled by how fast runs of the plan's shape trained on this deployment
             body["estimates"] = estimate_scaled(session, estimate(item.report, lengths, plan, entry), plan, entry.id)
     return body, bool(launch)
@@ -123,7 +124,7 @@ def length_histogram(training: Deployment, analysis_id: str, bins: int) -> dict[
     if not sha:
         raise NotFound(f"analysis {found[:12]} kept no per-row lengths (it ran before they were stored)",
                        hint="analyze the dataset again under a newer Optimize")
-    return {"analysisId": found, **histogram(training.blobs.verified_path(sha), bins)}
+    return {"analysisId": found, **histogram(lengths_file(training.blobs, found, sha), bins)}
 
 
 def _find(session, analysis_id: str) -> Analysis:

@@ -8,7 +8,9 @@ Every read is verified. A held object's bytes are checked against its name befor
 (`verified_path`, `holds`, `stream`); the check is remembered with the file's identity (size, mtime, ctime, inode),
 so a file is hashed again only after it changed, and `stream` hashes what it sends as well, holding back the last
 chunk until the digest matches. A copy that does not match is quarantined: moved to `quarantine/`, logged, and
-from then on not held, so the next upload of the right bytes (a register, a worker's save) stores it again.
+from then on not held, so the next upload of the right bytes (a register, a worker's save) stores it again. A
+reader that needs the bytes takes them through `held_path` or `open_held`: an object no longer held (quarantined
+by an earlier read) is refused there with Gone (410) naming it, never a missing file further on.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from optimize.core.digests import file_identity, file_sha256, is_sha256_hex, verified_chunks
-from optimize.core.errors import ChecksumMismatch, Corrupt, Invalid, NotFound, StorageFull
+from optimize.core.errors import ChecksumMismatch, Corrupt, Gone, Invalid, NotFound, StorageFull
 from optimize.core.ids import new_id
 
 log = logging.getLogger("optimize.blobs")
@@ -142,6 +144,22 @@ class LocalBlobStore:
             self._verified[sha256] = identity
         return path
 
+    def held_path(self, sha256: str, what: str | None = None, hint: str = RESTORE_HINT) -> Path:
+        """`verified_path` for a reader that needs the bytes: an object not held (quarantined by an earlier read,
+        or lost) is refused with Gone (410), `what` (default `stored object sha256:HEX`) is not held by this
+        server, with `hint`; a corrupt copy is quarantined and refused (Corrupt, 410) as `verified_path` does."""
+        path = self.verified_path(sha256)
+        if not path.is_file():
+            raise _gone(sha256, what, hint)
+        return path
+
+    def open_held(self, sha256: str, what: str | None = None, hint: str = RESTORE_HINT) -> BinaryIO:
+        """`held_path`, opened for reading (an object moved aside between the check and the open is refused alike)."""
+        try:
+            return self.held_path(sha256, what, hint).open("rb")
+        except FileNotFoundError:
+            raise _gone(sha256, what, hint) from None
+
     def stream(self, sha256: str) -> tuple[int, Iterator[bytes]]:
         """(size, chunks) of a held object, checked before the first byte and hashed again as it is sent: a copy
         that changed since it was checked ends the stream before its last chunk and is quarantined."""
@@ -253,6 +271,10 @@ class LocalBlobStore:
             if is_sha256_hex(sha256):
                 left.append(Aside(sha256, path.stat().st_mtime, str(path)))
         return left
+
+
+def _gone(sha256: str, what: str | None, hint: str) -> Gone:
+    return Gone(f"{what or f'stored object sha256:{sha256}'} is not held by this server", hint=hint)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -69,7 +69,8 @@ def _resolve_bundle_grader(training: Deployment, grader: str, project: str | Non
             raise NotFound(f"grader {grader!r} needs a scoring bundle the registry does not hold: {error.message}",
                            hint=error.hint, **error.details) from None
     bundle = bundle.resolved(reference, sha256)
-    user_code.call(f"bundle grader check {reference}", _import_check, training.blobs.verified_path(sha256),
+    archive = training.blobs.held_path(sha256, f"the archive sha256:{sha256} of scoring bundle {reference}")
+    user_code.call(f"bundle grader check {reference}", _import_check, archive,
                    bundle.target, reference, project=project)
     return bundle.text, {"reference": reference, "sha256": sha256}
 

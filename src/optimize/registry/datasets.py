@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from optimize.blobs.local import RESTORE_HINT, LocalBlobStore
+from optimize.blobs.local import LocalBlobStore
 from optimize.core.access import check_namespace, only_visible, visible_namespaces
-from optimize.core.errors import Gone, NotFound
+from optimize.core.errors import NotFound
 from optimize.core.names import check_alias, check_name
 from optimize.core.refs import Reference, parse_selector
 from optimize.registry import aliases
@@ -134,12 +134,7 @@ def content_digest(session: Session, blobs: LocalBlobStore, digest: str) -> str:
         return f"sha256:{shas[0]}"
     hasher = hashlib.sha256()
     for sha256 in shas:
-        try:
-            handle = blobs.verified_path(sha256).open("rb")
-        except FileNotFoundError:  # set aside as corrupt by an earlier read, or lost
-            raise Gone(f"shard sha256:{sha256} of dataset version {digest} is not held by this server",
-                       hint=RESTORE_HINT) from None
-        with handle:
+        with blobs.open_held(sha256, f"shard sha256:{sha256} of dataset version {digest}") as handle:
             while chunk := handle.read(_READ):
                 hasher.update(chunk)
     if len(_CONTENT_DIGESTS) >= _CONTENT_DIGESTS_KEPT:

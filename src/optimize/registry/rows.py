@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from optimize.blobs.local import RESTORE_HINT, LocalBlobStore
-from optimize.core.errors import Gone, Invalid
+from optimize.blobs.local import LocalBlobStore
+from optimize.core.errors import Invalid
 from optimize.core.sharding import UTF8_BOM
 from optimize.registry.datasets import get_dataset, resolve_version, version_objects
 from optimize.store.db import Store
@@ -37,11 +37,7 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
         if skip >= count:
             skip -= count
             continue
-        try:
-            shard = blobs.verified_path(sha256).open("rb")
-        except FileNotFoundError:  # set aside as corrupt by an earlier read (that one answered Corrupt), or lost
-            raise Gone(f"shard sha256:{sha256} of {reference} is not held by this server", hint=RESTORE_HINT) from None
-        with shard:
+        with blobs.open_held(sha256, f"shard sha256:{sha256} of {reference}") as shard:
             for index, raw in enumerate(shard):
                 if index < skip:
                     continue

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from optimize import __version__
 from optimize.analysis.measure import TRIM_FROM
+from optimize.analysis.report import lengths_file
 from optimize.registry.datasets import content_digest
 from optimize.store.tables import Analysis
 
@@ -137,8 +138,8 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
     for subject in subjects:
         analysis = analysis_for(session, blobs, subject.digest, commit) if commit else None
         done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
-        lengths_file = blobs.verified_path(analysis.lengths_sha256) if done else None
-        sections.append(section(analysis, subject, entry_id, commit, max_seq_length, truncation, lengths_file))
+        held = lengths_file(blobs, analysis.id, analysis.lengths_sha256) if done else None
+        sections.append(section(analysis, subject, entry_id, commit, max_seq_length, truncation, held))
     states = {s["status"] for s in sections}
     if states <= {"done"}:
         return sections, "passed"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.analysis.estimates import estimate
+from optimize.analysis.report import lengths_file
 from optimize.analysis.throughput import estimate_scaled
 from optimize.core.clock import iso, utcnow
 from optimize.schemas.plans import parse_plan
@@ -30,8 +31,8 @@ def predict(blobs, session, plan_document: dict[str, Any], entry, dataset_digest
     if analysis is None or analysis.phase != "done" or not analysis.lengths_sha256:
         return None
     plan = parse_plan(plan_document)
-    figures = estimate_scaled(session, estimate(analysis.report, blobs.verified_path(analysis.lengths_sha256), plan,
-                                                entry), plan, entry.id)
+    lengths = lengths_file(blobs, analysis.id, analysis.lengths_sha256)
+    figures = estimate_scaled(session, estimate(analysis.report, lengths, plan, entry), plan, entry.id)
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
             "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow()),
             "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}

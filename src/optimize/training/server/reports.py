@@ -294,8 +294,8 @@ def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
     if not training.blobs.holds(sha256):  # a corrupt copy is quarantined: not held
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
     try:
-        # verified_path: a store in a bucket reads it through its local cache
-        manifest = json.loads(training.blobs.verified_path(sha256).read_bytes())
+        # held_path: a store in a bucket reads it through its local cache
+        manifest = json.loads(training.blobs.held_path(sha256).read_bytes())
         files = manifest["files"]
         if not all(isinstance(f["path"], str) and isinstance(f["bytes"], int) for f in files):
             raise TypeError

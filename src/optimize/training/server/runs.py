@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.analysis.estimates import estimate
+from optimize.analysis.report import lengths_file
 from optimize.analysis.service import start_analysis
 from optimize.analysis.throughput import estimate_scaled
 from optimize.core import user_code
@@ -128,7 +129,7 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         estimates = (_rollout_estimates(training, session, admitted, plan)
                      if plan.config.method in REINFORCEMENT else None)
     limits = ReadLimits.from_env()
-    opener = lambda sha256: training.blobs.verified_path(sha256).open("rb")  # noqa: E731
+    opener = lambda sha256: training.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
     warnings = list(admitted.warnings)
     reinforcement = {}
     if plan.config.method in REINFORCEMENT:
@@ -159,7 +160,7 @@ def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) 
     analysis a supervised run's estimate reads; `analysis.estimates`)."""
     analysis = analysis_for(session, training.blobs, admitted.dataset.digest, admitted.commit)
     done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
-    lengths = training.blobs.verified_path(analysis.lengths_sha256) if done else None
+    lengths = lengths_file(training.blobs, analysis.id, analysis.lengths_sha256) if done else None
     return estimate_scaled(session, estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry), plan,
                            admitted.entry.id)
 
@@ -167,7 +168,7 @@ def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) 
 def _reward_checks(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
                    groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The dry run's reward on the rows' own answers and on the sampled groups (on a worker of the user-code pool)."""
-    return {"rewardCheck": reward_check(config, objects[dataset], opener, training.blobs.verified_path),
+    return {"rewardCheck": reward_check(config, objects[dataset], opener, training.blobs.held_path),
             "groupsCheck": _groups_check(training, config, model, project, dataset, sampling, groups, objects, opener,
                                          warnings)}
 
@@ -182,7 +183,7 @@ def _groups_check(training: Deployment, config: dict[str, Any], model: str, proj
             f"akka training evaluations start --model {model} --project {project} --dataset {dataset} --generations "
             f"{min(rl['generations'], 16)} --temperature {rl['temperature']:g} --rows 64 "
             f"--max-new-tokens {rl['maxCompletionLength']} --wait")}
-    checked = groups_check(config, groups, objects[dataset], opener, training.blobs.verified_path)
+    checked = groups_check(config, groups, objects[dataset], opener, training.blobs.held_path)
     share = checked["zeroVarianceShare"]
     if share is not None and share > MOSTLY_CONSTANT:
         warnings.append(f"the reward is constant on {share:.0%} of the {checked['groups']} prompt groups sampled from "

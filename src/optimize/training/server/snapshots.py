@@ -61,9 +61,13 @@ def register(training: Deployment, snapshot_id: str, name: str | None = None) ->
 
 def _weights_files(training: Deployment, snapshot: Snapshot) -> dict[str, Any]:
     weights = next(a for a in snapshot.artifacts if a["kind"] == "weights")
-    manifest = json.loads(training.blobs.verified_path(weights["manifestDigest"].removeprefix("sha256:"))
-                          .read_bytes())
-    return {item["path"]: training.blobs.verified_path(item["sha256"]) for item in manifest["files"]}
+    hint = "register a snapshot of the run that still holds its weights (akka training snapshots register)"
+    digest = weights["manifestDigest"].removeprefix("sha256:")
+    manifest = json.loads(training.blobs.held_path(
+        digest, f"the weights manifest sha256:{digest} of snapshot {snapshot.id[:12]}", hint=hint).read_bytes())
+    return {item["path"]: training.blobs.held_path(
+        item["sha256"], f"{item['path']} (sha256:{item['sha256']}) of snapshot {snapshot.id[:12]}", hint=hint)
+        for item in manifest["files"]}
 
 
 def pin(training: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
