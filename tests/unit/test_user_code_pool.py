@@ -197,3 +197,66 @@ def test_a_lane_route_runs_its_sync_endpoint_on_the_lane_under_the_requests_toke
         answer = client.get("/where/x", params={"flag": "true"}).json()
     assert answer["item"] == "x" and answer["flag"] is True
     assert answer["thread"].startswith("worker-routes") and answer["token"] == ["id-ci", "ci"]
+
+
+def test_on_shutdown_waiting_calls_are_refused_new_ones_too_and_the_running_one_ends_on_its_own(monkeypatch):
+    from optimize.api.lanes import in_user_code_pool
+    from optimize.core import user_code
+    from optimize.core.errors import Unavailable
+
+    pool = UserCodePool(UserCodeLimits(workers=1, per_token=8, per_project=8, waiting=4))
+    monkeypatch.setattr(user_code, "_pool", pool)
+    gate = Gate()
+    running = pool.submit("bundle check acme/slow", gate, "ran")
+    assert gate.entered.acquire(timeout=5)
+    outcomes: dict[str, object] = {}
+
+    def wait_in_call():
+        try:
+            outcomes["call"] = pool.call("bundle check acme/queued", lambda: "ran")
+        except Unavailable as error:
+            outcomes["call"] = error
+
+    async def wait_on_the_loop():
+        try:
+            return await in_user_code_pool("bundle check acme/awaited", lambda: "ran")
+        except Unavailable as error:
+            return error
+
+    caller = threading.Thread(target=wait_in_call)
+    caller.start()
+    loop = asyncio.new_event_loop()
+    awaited = loop.create_task(wait_on_the_loop())
+    loop.run_until_complete(asyncio.sleep(0.05))
+    wait_until(lambda: pool.in_flight() == 3)
+
+    user_code.shutdown()  # returns at once: the running call is not waited for
+    caller.join(5)
+    assert isinstance(outcomes["call"], Unavailable)
+    assert outcomes["call"].message == "the server is stopping, so bundle check acme/queued was not run"
+    assert outcomes["call"].hint == "try again once the server is back"
+    refused = loop.run_until_complete(awaited)
+    loop.close()
+    assert isinstance(refused, Unavailable) and "acme/awaited was not run" in refused.message
+    with pytest.raises(Unavailable, match="so bundle check acme/late was not run"):
+        pool.submit("bundle check acme/late", lambda: "ran")
+    assert not running.done()
+    gate.go.set()
+    assert running.result(5) == "ran"
+    wait_until(lambda: pool.in_flight() == 0)
+    user_code.shutdown()  # again: nothing more
+
+
+def test_a_stopping_server_drops_the_waiting_user_code_before_it_waits_for_requests(monkeypatch):
+    from optimize.api.serve import StoppingServer, uvicorn_config
+    from optimize.core import user_code
+
+    order: list[str] = []
+    monkeypatch.setattr(user_code, "shutdown", lambda: order.append("user code"))
+
+    async def uvicorn_shutdown(self, sockets=None):
+        order.append("uvicorn")
+
+    monkeypatch.setattr("uvicorn.Server.shutdown", uvicorn_shutdown)
+    asyncio.run(StoppingServer(uvicorn_config(FastAPI())).shutdown())
+    assert order == ["user code", "uvicorn"]

@@ -32,6 +32,7 @@ from optimize.auth.tokens import ensure_admin_token
 from optimize.blobs import open_blob_store
 from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
+from optimize.core import user_code
 from optimize.core.settings import ServerSettings
 from optimize.dashboard import routes as dashboard_routes
 from optimize.deployment import Deployment
@@ -122,6 +123,7 @@ def stop_jobs(app: FastAPI) -> None:
     """The server stops: workers whose jobs outlive it (a kind that reattaches) go on; the others are stopped,
     and the next server process recovers them as their kinds declare."""
     deployment = app.state.training
+    user_code.shutdown()  # checks still waiting are dropped; no user code starts while the rest stops
     app.state.collector.stop()
     if getattr(app.state, "mlflow", None) is not None:
         app.state.mlflow.stop()

@@ -70,8 +70,16 @@ SUBMISSIONS_LANE = Lane("submissions", _submission_threads)
 
 async def in_user_code_pool(work: str, fn: Callable[..., T], /, *args: Any, project: str | None = None,
                             **kwargs: Any) -> T:
-    """Run `fn` in the user-code pool and await it (TooMany at once when a limit is used up)."""
-    return await asyncio.wrap_future(user_code.pool().submit(work, fn, *args, project=project, **kwargs))
+    """Run `fn` in the user-code pool and await it (TooMany at once when a limit is used up; Unavailable when the
+    server stops before it ran)."""
+    future = user_code.pool().submit(work, fn, *args, project=project, **kwargs)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if future.cancelled() and task is not None and not task.cancelling():  # dropped by the pool's shutdown
+            raise user_code.stopping(work) from None
+        raise
 
 
 def on_lane(lane: Lane, endpoint: Callable[..., Any]) -> Callable[..., Any]:

@@ -99,7 +99,17 @@ def serve(settings: ServerSettings, sock: socket.socket) -> None:
                 app.state.registry.store.dispose()
 
     app.router.lifespan_context = lifespan
-    uvicorn.Server(uvicorn_config(app, http)).run(sockets=[sock])
+    StoppingServer(uvicorn_config(app, http)).run(sockets=[sock])
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, which first drops the user code still waiting when it stops: uvicorn waits for the
+    requests in flight before the app's own shutdown, and a check waiting in the pool would keep it waiting for
+    every check queued before it, where the waiting ones now answer 503 and only the running ones are waited for."""
+
+    async def shutdown(self, sockets=None) -> None:
+        user_code.shutdown()
+        await super().shutdown(sockets)
 
 
 def uvicorn_config(app, http: type[asyncio.Protocol] | None = None) -> uvicorn.Config:

@@ -14,6 +14,10 @@ the worker, where the services check and filter by it as in the request). Work t
 token: it counts against the workers and the waiting only. A call made from inside a worker (a bundle check that
 starts a sampling evaluation, whose grader is checked again) runs at once on that worker: it holds its caller's
 place, so a full pool cannot deadlock on itself.
+
+When the server stops (`shutdown`, at the start of uvicorn's shutdown and again in `stop_jobs`), the calls still
+waiting for a worker are dropped and answered 503 `unavailable`, as is any call made after; the running ones end
+within their own time limits (a bundle's process is killed at its limit), so a stopping server waits for no queue.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from optimize.core.access import check_project, current_token
-from optimize.core.errors import Invalid, TooMany
+from optimize.core.errors import Invalid, TooMany, Unavailable
 
 T = TypeVar("T")
 
@@ -94,6 +98,7 @@ class UserCodePool:
         self._executor = ThreadPoolExecutor(max_workers=limits.workers, thread_name_prefix="user-code")
         self._lock = threading.Lock()
         self._places: list[_Place] = []
+        self._closed = False
 
     def submit(self, work: str, fn: Callable[..., T], /, *args: Any, project: str | None = None,
                **kwargs: Any) -> Future[T]:
@@ -106,6 +111,9 @@ class UserCodePool:
         context = contextvars.copy_context()
         try:
             future = self._executor.submit(context.run, _on_worker, fn, args, kwargs)
+        except RuntimeError:  # shut down between the place taken and the submission
+            self._give_back(place)
+            raise stopping(work) from None
         except BaseException:
             self._give_back(place)
             raise
@@ -116,7 +124,10 @@ class UserCodePool:
         """`submit`, waiting for the result on the caller's thread (which must not be one the other routes share)."""
         if _inside.get():
             return fn(*args, **kwargs)
-        return self.submit(work, fn, *args, project=project, **kwargs).result()
+        try:
+            return self.submit(work, fn, *args, project=project, **kwargs).result()
+        except CancelledError:  # dropped while it waited: the server stops
+            raise stopping(work) from None
 
     def in_flight(self) -> int:
         with self._lock:
@@ -130,6 +141,8 @@ class UserCodePool:
         place = _Place(work, token[0] if token else None, token[1] if token else None, project)
         limits = self.limits
         with self._lock:
+            if self._closed:
+                raise stopping(work)
             if token is not None:
                 held = [p for p in self._places if p.token == place.token]
                 if len(held) >= limits.per_token:
@@ -155,8 +168,16 @@ class UserCodePool:
             self._places.remove(place)  # by identity (eq=False)
 
     def shutdown(self) -> None:
-        """Drop the calls still waiting; the running ones end within their own time limits."""
+        """Drop the calls still waiting (their callers get `stopping`) and refuse new ones; the running ones end
+        within their own time limits. Returns at once; calling it again does nothing more."""
+        with self._lock:
+            self._closed = True
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def stopping(work: str) -> Unavailable:
+    """The refusal of a call the pool no longer runs because the server stops."""
+    return Unavailable(f"the server is stopping, so {work} was not run", hint="try again once the server is back")
 
 
 def _refuse(holder: str, held: list[_Place], limit_text: str, field: str, limit: int) -> None:
@@ -204,3 +225,11 @@ def pool() -> UserCodePool:
 def call(work: str, fn: Callable[..., T], /, *args: Any, project: str | None = None, **kwargs: Any) -> T:
     """Run user code in the server's pool and wait for it (see `UserCodePool.call`)."""
     return pool().call(work, fn, *args, project=project, **kwargs)
+
+
+def shutdown() -> None:
+    """The server stops: its pool (if one was made) drops the waiting calls and refuses new ones."""
+    with _pool_lock:
+        current = _pool
+    if current is not None:
+        current.shutdown()
