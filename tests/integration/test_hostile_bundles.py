@@ -380,11 +380,11 @@ def test_an_evaluation_grader_and_a_grpo_reward_term_name_each_theft_without_the
     assert "FileNotFoundError" in stolen[1] and "admin-token" in stolen[1], stolen
     assert "unable to open database file" in stolen[2] or "ConnectionRefusedError" in stolen[2], stolen
     if request.node.callspec.params["server"] == "sqlite":  # the worker's grader scores the same on either store
-        # started by the administrator: a token limited to the project is refused the base model's evaluation (the
-        # base model's registry entry is in the namespace optimize, outside its limits)
-        started = hostile["admin"]("training", "evaluations", "start", "--model", MODEL, "--dataset",
-                                   f"{name}/prompts", "--project", name, "--grader", f"bundle:{name}/thief#reward",
-                                   "--max-new-tokens", "4", "--wait", "--exit-status", "-o", "json-compact")
+        # started by the token limited to the project: the base model is its to evaluate, although the model's
+        # registry entry is in the catalog's namespace, outside its limits
+        started = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{name}/prompts",
+                      "--project", name, "--grader", f"bundle:{name}/thief#reward", "--max-new-tokens", "4", "--wait",
+                      "--exit-status", "-o", "json-compact", "--token", token)
         assert started.code == 0 and secret not in started.out + started.err, started.out[-3000:]
         done = json.loads(started.out.splitlines()[-1])
         assert done["phase"] == "COMPLETED", done["failureReason"]

@@ -20,7 +20,7 @@ from optimize.catalog.selection import job_model, selection_for
 from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, NotFound, Refused
+from optimize.core.errors import Conflict, Forbidden, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.core.settings import outbound_hosts
@@ -102,6 +102,11 @@ def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[s
             model, version = resolve_model_reference(session, reference)
     except Invalid:
         pass
+    except Forbidden:
+        # a selected base model is also a registry model in its catalog's namespace, which a token limited to other
+        # namespaces may not read; the base model itself is every project's to evaluate and serve
+        if not _names_base_model(training, text):
+            raise
     if version is not None and version.variant == "ADAPTER":
         d = version.descriptor
         entry = training.catalog.find(d["baseRepository"])
@@ -116,6 +121,11 @@ def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[s
         raise NotFound(f"base model {entry.id} is not selected on this deployment",
                        hint=f"select it first: akka training base-models select {entry.id}")
     return entry.id, {"kind": "base", "baseEntryId": entry.id, "baseCommit": selection.commit}, None
+
+
+def _names_base_model(training: Deployment, text: str) -> bool:
+    wanted = text.split(":")[0].strip().lower()
+    return any(wanted in (entry.id.lower(), entry.repository.lower()) for entry in training.catalog.entries)
 
 
 def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
