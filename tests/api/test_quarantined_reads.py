@@ -1,7 +1,7 @@
 """A stored file found corrupt is quarantined by the read that finds it (410 `corrupt`); every later read of it on
 a request path answers 410 `gone`, naming what is missing and how it comes back, never a 500: an analysis' per-row
 lengths read by its histogram, on either store; and the blob store's own `held_path`/`open_held`, which those
-routes read through.
+routes read through; a run's length check before its claim, which goes on without the check and says why.
 
 The app runs in this process (`create_app` through Starlette's TestClient, no scheduler loop and no executor): the
 test grants the analysis its lease with the scheduler's own `admit` and finishes it as its worker would.
@@ -18,6 +18,8 @@ from optimize.api.app import create_app
 from optimize.blobs.local import RESTORE_HINT, LocalBlobStore
 from optimize.core.errors import Corrupt, Gone
 from optimize.core.settings import ServerSettings
+from optimize.store.tables import Analysis
+from optimize.training.admission.lengths import Subject, evaluate
 from tests.api.test_worker_blob_scope import INTERNAL, MODEL, leased_analysis, register
 from tests.conftest import fresh_postgres_url, from_standin, postgres_available
 
@@ -79,6 +81,17 @@ def test_a_histogram_of_quarantined_lengths_is_gone_at_every_read(backend, tmp_p
                                       "not held by this server")
             assert "restore it from a backup" in body["hint"]
         assert client.get(f"/v1/training/datasets/analyses/{analysis_id}").json()["phase"] == "done"
+        # a run waiting for this analysis goes on without its length check, which says why (never an error)
+        version = client.get("/v1/registry/datasets/lost/d").json()
+        store = app.state.registry.store
+        with store.transaction() as session:
+            commit = session.get(Analysis, analysis_id).base_commit
+            sections, state = evaluate(session, app.state.registry.blobs,
+                                       [Subject("training", version["reference"], version["digest"])], MODEL,
+                                       commit, 512, "error")
+        assert state == "notRun"
+        assert sections[0]["status"] == "failed" and sections[0]["analysisId"] == analysis_id
+        assert sections[0]["reason"] == body["detail"]
     finally:
         client.close()
         app.state.registry.store.dispose()

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from optimize import __version__
 from optimize.analysis.measure import TRIM_FROM
 from optimize.analysis.report import lengths_file
+from optimize.core.errors import Gone
 from optimize.registry.datasets import content_digest
 from optimize.store.tables import Analysis
 
@@ -138,7 +139,13 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
     for subject in subjects:
         analysis = analysis_for(session, blobs, subject.digest, commit) if commit else None
         done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
-        held = lengths_file(blobs, analysis.id, analysis.lengths_sha256) if done else None
+        try:
+            held = lengths_file(blobs, analysis.id, analysis.lengths_sha256) if done else None
+        except Gone as lost:  # its figures were found corrupt and set aside: the check cannot run on them
+            sections.append({"role": subject.role, "dataset": subject.reference, "maxSeqLength": max_seq_length,
+                             "analysisId": analysis.id, "status": "failed", "reason": lost.message,
+                             "note": f"analysis {analysis.id[:12]} cannot be read: {lost.message}"})
+            continue
         sections.append(section(analysis, subject, entry_id, commit, max_seq_length, truncation, held))
     states = {s["status"] for s in sections}
     if states <= {"done"}:
