@@ -261,6 +261,10 @@ def test_distillation_reads_refuse_bad_input_by_name(server, path, status, words
     (b'{"name": "nanproject", "description": Infinity}', {}, "field description is Infinity"),  # no Content-Type
     (b'{"name": "nanproject", "labels": {"a": [1, -Infinity]}}', {"content-type": "application/json"},
      "field labels.a[1] is -Infinity"),
+    # numbers too large for a float: Python reads them as infinity
+    (b'{"name": "nanproject", "description": 1e999}', {"content-type": "application/json"},
+     "field description is 1e999"),
+    (b'{"name": "nanproject", "labels": {"a": [1, -1E+400]}}', {}, "field labels.a[1] is -1E+400"),
 ])
 def test_nan_or_infinity_in_a_body_is_refused_naming_the_field_on_either_store(server, body, headers, where):
     """Python's json reads them as floats that no answer (nor PostgreSQL's JSON) can carry: refused before any route."""

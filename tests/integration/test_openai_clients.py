@@ -168,16 +168,22 @@ def test_httpx_reads_streams_as_server_sent_events_ending_with_done(served):
             assert "".join(chunk["choices"][0]["text"] for chunk in chunks)
 
 
-def test_nan_in_a_body_is_refused_naming_the_field_on_every_chat_route(served):
+@pytest.mark.parametrize("field, literal", [("temperature", "NaN"), ("temperature", "1e999"),
+                                            ("notAField", "-1E+400"), ("notAField", "9" * 400 + ".0")])
+def test_nan_in_a_body_is_refused_naming_the_field_on_every_chat_route(served, field, literal):
+    """A bare NaN, or a number too large for a float (which Python reads as infinity), in a field the route reads
+    or in one it passes on to the endpoint unread."""
     proc, client = served
     endpoint = client.get("/v1/training/endpoints").json()["endpoints"][0]["endpointId"]
-    raw = json.dumps({**_ask(0), "temperature": float("nan")}).encode()  # json.dumps writes a bare NaN
-    for path in ("/v1/chat/completions", f"/v1/training/endpoints/{endpoint}/chat/completions", "/v1/completions"):
+    raw = json.dumps({**_ask(0), field: "LITERAL"}).replace('"LITERAL"', literal).encode()
+    shown = literal if len(literal) <= 40 else f"{literal[:40]}…"
+    for path in ("/v1/chat/completions", f"/v1/training/endpoints/{endpoint}/chat/completions", "/v1/completions",
+                 f"/v1/training/endpoints/{endpoint}/completions"):
         for media in ("application/json", "text/plain"):  # text/plain: read by the route itself
             answer = client.post(path, content=raw, headers={"content-type": media})
             assert answer.status_code == 422, (path, media, answer.text)
-            assert answer.json()["error"]["message"] == ("field temperature is NaN, not a finite number (send a finite "
-                                                         "number in its place: JSON has no NaN or Infinity)")
+            assert answer.json()["error"]["message"] == (f"field {field} is {shown}, not a finite number (send a "
+                                                         "finite number in its place: JSON has no NaN or Infinity)")
 
 
 @pytest.mark.parametrize("extra", [{}, {"logprobs": 2}, {"echo": True, "logprobs": 1}, {"echo": True, "logprobs": 0}])
@@ -203,3 +209,21 @@ def test_a_token_id_outside_the_vocabulary_is_refused_naming_the_prompt(served, 
         error = answer.json()["error"]
         assert error["param"] == "prompt"
         assert "outside the model's vocabulary; token ids go from 0 to" in error["message"]
+
+
+def test_a_reader_asks_an_endpoint_for_text_completions_as_for_chat_and_reads_openai_errors(served):
+    """An endpoint's own `completions` is an OpenAI route like its `chat/completions`: a reader's token may use it
+    (OpenAI clients only talk to models) and its refusals carry OpenAI's error object."""
+    proc, client = served
+    endpoint = client.get("/v1/training/endpoints").json()["endpoints"][0]["endpointId"]
+    issued = client.post("/v1/auth/tokens", json={"name": "text-reader", "role": "reader"})
+    assert issued.status_code == 201, issued.text
+    reader = {"Authorization": f"Bearer {issued.json()['token']}"}
+    for route, body in (("completions", {"prompt": "a", "max_tokens": 1}),
+                        ("chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 1})):
+        path = f"/v1/training/endpoints/{endpoint}/{route}"
+        answer = client.post(path, json=body, headers=reader)
+        assert answer.status_code == 200, (path, answer.text)
+        refused = client.post(path, json={**body, "max_tokens": -1}, headers=reader)
+        assert refused.status_code in (400, 422), (path, refused.text)
+        assert refused.json()["error"]["param"] == "max_tokens", (path, refused.text)

@@ -25,7 +25,7 @@ from optimize.store.db import Store
 # the dashboard's page and assets hold no data (every read the page makes carries the user's token)
 OPEN = re.compile(r"^/(|dashboard/assets/[^/]+|v1/health|docs|docs/assets/.*|redoc|openapi\.json|v1/internal/.*)$")
 # OpenAI's routes (and ones its clients may try, answered 404 in its shape): errors there carry OpenAI's `error`
-OPENAI = re.compile(r"^/v1/(chat/completions|completions|models(/.+)?|responses|embeddings)$|/chat/completions$")
+OPENAI = re.compile(r"^/v1/(chat/completions|completions|models(/.+)?|responses|embeddings)$|/(chat/)?completions$")
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 # (methods or None for any, path pattern, role needed): the first match decides

@@ -9,6 +9,7 @@ is parsed, to name the field. A body sent with no Content-Type is read as JSON b
 
 A JSON body may not hold `NaN`, `Infinity` or `-Infinity` either: Python's json reads them as floats, which no
 answer can carry back and no worker can be sent (a 500 where one was echoed or passed on), and which are not JSON.
+Nor a number too large for a float (`1e999`): JSON allows it, but Python reads it as infinity all the same.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ HINT = "remove the NUL character (\\u0000); no name, reference or text here can 
 SURROGATE_HINT = ("a \\ud800-\\udfff escape must be half of a surrogate pair; send the character itself, or its "
                   "pair of escapes")
 # what a body holds before it may hold a bare NaN or Infinity (checked by parsing only then: the words may be text)
-NON_FINITE = re.compile(rb"NaN|Infinity")
+# ... or a number past a float's range: an exponent of three digits or more, or a run of 300 digits
+NON_FINITE = re.compile(rb"NaN|Infinity|\d[eE][+-]?\d{3}|\d{300}")
+SHOWN_NUMBER = 40  # characters of an overflowing number a refusal quotes
 NON_FINITE_HINT = "send a finite number in its place: JSON has no NaN or Infinity"
 
 
@@ -142,13 +145,22 @@ class _NonFinite(str):
     that the walk that names where a string is names where it is)."""
 
 
+def _finite_or_marked(text: str) -> float | _NonFinite:
+    """A number literal as a float, or marked where it overflows to infinity (quoted as sent, cut if long)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        return _NonFinite(text if len(text) <= SHOWN_NUMBER else f"{text[:SHOWN_NUMBER]}…")
+    return value
+
+
 def non_finite_in(body: bytes) -> str | None:
     """`field a.b[2] is NaN, not a finite number` (or `the body is …`) for the first bare NaN, Infinity or -Infinity
-    a JSON body holds; None when it holds none, or is not JSON (the route refuses that in its own words)."""
+    a JSON body holds, or a number that overflows to infinity; None when it holds none, or is not JSON (the route
+    refuses that in its own words)."""
     if not NON_FINITE.search(body):
         return None
     try:
-        document = json.loads(body, parse_constant=_NonFinite)
+        document = json.loads(body, parse_constant=_NonFinite, parse_float=_finite_or_marked)
     except (ValueError, RecursionError):
         return None
     found: list[str] = []
