@@ -319,3 +319,37 @@ def test_rows_of_a_quarantined_shard_are_gone_at_every_read_on_either_store(serv
     listed = call("GET", f"{server.url}/v1/training/datasets/analyses", params={"dataset": f"{ns}/q:v1"})
     assert "is not held by this server" in is_problem(listed, 410)["detail"]
     assert call("GET", rows_url, params={"limit": 1}).json()["items"][0]["row"] == chat_row("q0")  # still read
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"method": ["grpo"]}, "overrides.method must be one of sft, dpo, grpo, gspo, not [\"grpo\"]"),
+    ({"method": {"a": 1}}, "overrides.method must be one of sft, dpo, grpo, gspo"),
+    ({"hyperparams": "x"}, "overrides.hyperparams must be a mapping, not \"x\""),
+    ({"hyperparams": {"training": [1]}}, "overrides.hyperparams.training must be a mapping, not [1]"),
+])
+def test_branch_overrides_of_the_wrong_shape_are_refused_by_name(sqlite_server, completed_run, overrides, words):
+    run = completed_run["run"]["runId"]
+    answer = call("POST", f"{sqlite_server.url}/v1/training/runs/{run}/branch?dryRun=true",
+                  json={"overrides": overrides, "maxSteps": 2})
+    assert words in is_problem(answer, 422)["detail"]
+
+
+def test_a_supervised_run_branched_into_grpo_takes_the_default_rl_settings(sqlite_server, completed_run):
+    """Without rlHyperparams in the overrides, with the branch's length given or not: the defaults, never a 500."""
+    run = completed_run["run"]["runId"]
+    for extra in ({}, {"maxSteps": 2}, {"epochs": 1}):
+        answer = call("POST", f"{sqlite_server.url}/v1/training/runs/{run}/branch?dryRun=true",
+                      json={"overrides": {"method": "grpo", "reward": {"terms": [{"kind": "contains"}]}},
+                            **extra})
+        assert answer.status_code == 200, (extra, answer.text)
+        assert answer.json()["branch"]["restore"] == "weights"
+
+
+def test_a_snapshot_named_by_a_text_longer_than_any_id_is_not_found(sqlite_server, completed_run):
+    """No id is that long: not found without asking the store (SQLite refuses a LIKE pattern past 50,000 bytes)."""
+    run = completed_run["run"]["runId"]
+    for action, body in (("branch", {}), ("continue", {"steps": 2})):
+        answer = call("POST", f"{sqlite_server.url}/v1/training/runs/{run}/{action}?dryRun=true",
+                      json={**body, "snapshotId": "x" * 100_000})
+        detail = is_problem(answer, 404)["detail"]
+        assert detail.startswith("snapshot 'xxxx") and len(detail) < 100, detail

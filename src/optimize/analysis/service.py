@@ -32,7 +32,7 @@ from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.plans import parse_plan
-from optimize.store.db import insert_ignoring_conflict
+from optimize.store.db import id_prefix_matches_nothing, insert_ignoring_conflict, shown_id
 from optimize.store.events import record
 from optimize.store.tables import Analysis
 
@@ -130,6 +130,8 @@ def length_histogram(training: Deployment, analysis_id: str, bins: int) -> dict[
 def _find(session, analysis_id: str) -> Analysis:
     if len(analysis_id) < ID_PREFIX_MIN:
         raise NotFound(f"analysis {analysis_id!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters")
+    if id_prefix_matches_nothing(analysis_id.lower()):
+        raise NotFound(f"analysis {shown_id(analysis_id)} does not exist")
     query = select(Analysis).where(Analysis.id.startswith(analysis_id.lower()))
     items = session.scalars(only_visible(query, visible_item(Analysis))).all()
     if len(items) > 1:

@@ -21,7 +21,7 @@ from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.ids import new_id
 from optimize.core.names import check_name
 from optimize.core.tokens import Role, new_token, token_digest, well_formed
-from optimize.store.db import Store
+from optimize.store.db import Store, id_prefix_matches_nothing, shown_id
 from optimize.store.tables import ApiToken
 
 ADMIN_TOKEN_FILE = "admin-token"
@@ -140,6 +140,8 @@ def list_tokens(store: Store, include_revoked: bool = False) -> list[dict[str, A
 
 
 def revoke(store: Store, token_id: str, caller: Caller) -> dict[str, Any]:
+    if id_prefix_matches_nothing(token_id):
+        raise NotFound(f"no token {shown_id(token_id)}", hint="list them with: akka auth tokens list")
     with store.transaction() as session:
         rows = list(session.scalars(select(ApiToken).where(ApiToken.id.startswith(token_id))))
         if not rows:

@@ -192,6 +192,7 @@ def _max_new_tokens(value: Any) -> int:
 
 
 MAX_GENERATIONS = 16
+MOST_MODEL_FILTER = 1_000  # characters of a model reference an evaluation list is filtered by
 DEFAULT_SAMPLING_TEMPERATURE = 0.7  # a reinforcement run's default rollout temperature
 
 
@@ -250,7 +251,9 @@ def list_evaluations(training: Deployment, project: str | None, model: str | Non
     """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
     query = project_work(Evaluation, project, include_archived)
     if model:
-        query = query.where(Evaluation.model_reference.startswith(model))
+        if len(model) > MOST_MODEL_FILTER:
+            return []  # longer than any reference (and, on SQLite, than a LIKE pattern may be)
+        query = query.where(Evaluation.model_reference.startswith(model, autoescape=True))  # `_` is a name's
     if phase:
         query = query.where(Evaluation.phase.in_(phases_asked(EVALUATION, phase, {"open": OPEN})))
     with training.store.transaction() as session:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from math import ceil
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -362,6 +362,7 @@ def stated_and_resolved(model: BaseModel, prefix: str = "") -> dict[str, dict[st
 
 
 REINFORCEMENT = frozenset({"grpo", "gspo"})
+METHODS: tuple[str, ...] = get_args(RunConfig.model_fields["method"].annotation)
 
 
 def hyperparams_of(config: dict) -> dict:

@@ -110,6 +110,21 @@ def insert_ignoring_conflict(session: Session, table: Any, values: dict[str, Any
 
 
 ID_PREFIX_MIN = 4
+ID_LENGTH = 32  # core.ids.new_id: 32 hex digits
+HEX = frozenset("0123456789abcdef")
+SHOWN_ID = 40  # characters of a text that names no id a refusal quotes
+
+
+def id_prefix_matches_nothing(prefix: str) -> bool:
+    """Whether no id can start with `prefix` (lowercased): longer than an id, or holding a character no id has. Such
+    a text is answered not found without asking the store, which would read `%` and `_` as LIKE's wildcards and,
+    on SQLite, fail a pattern past 50,000 bytes."""
+    return len(prefix) > ID_LENGTH or not set(prefix) <= HEX
+
+
+def shown_id(text: str) -> str:
+    """`text` as a refusal quotes it: cut where it is far longer than any id."""
+    return repr(text) if len(text) <= SHOWN_ID else repr(text[:SHOWN_ID]) + "…"
 
 
 def find_by_id_prefix(session: Session, table: Any, text: str, noun: str, list_hint: str,
@@ -119,6 +134,8 @@ def find_by_id_prefix(session: Session, table: Any, text: str, noun: str, list_h
     prefix = text.strip().lower()
     if len(prefix) < ID_PREFIX_MIN:
         raise NotFound(f"{noun} {text!r} does not exist", hint=f"give at least {ID_PREFIX_MIN} characters of its id")
+    if id_prefix_matches_nothing(prefix):
+        raise NotFound(f"{noun} {shown_id(text)} does not exist", hint=list_hint)
     query = select(table).where(table.id.startswith(prefix))
     found = session.scalars((query if visible is None else query.where(visible)).limit(2)).all()
     if len(found) > 1:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from typing import Any
 
 from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
-from optimize.schemas.plans import REINFORCEMENT, RewardTerm, hyperparams_of
+from optimize.schemas.plans import METHODS, REINFORCEMENT, RewardTerm
 from optimize.store.tables import Run, Snapshot
 from optimize.training.server.retention import live_kinds
 from optimize.training.server.runs import dry_run, find_run, submit
@@ -122,14 +123,31 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     config = merged(config, overrides)
     if overrides.get("method") and overrides["method"] != parent.method:
         _switch_method_sections(config, parent.method)
-    training = hyperparams_of(config)["training"]
     if max_steps is not None:
-        training.update(maxSteps=max_steps)
+        _training_section(config).update(maxSteps=max_steps)
     if epochs is not None:
-        training.update(epochs=epochs, maxSteps=None)
+        _training_section(config).update(epochs=epochs, maxSteps=None)
     return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
             "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
             "config": config, "execution": copy.deepcopy(parent.resolved["execution"])}
+
+
+def _training_section(config: dict[str, Any]) -> dict[str, Any]:
+    """The training block a branch's length is written into: made where the child leaves its method's settings to
+    the defaults (a supervised run branched into grpo with no rlHyperparams), refused by its path where the
+    overrides put something other than a mapping there."""
+    section = "rlHyperparams" if config["method"] in REINFORCEMENT else "hyperparams"
+    if config.get(section) is None:
+        config[section] = {}
+    if not isinstance(config[section], dict):
+        raise Invalid(f"overrides.{section} must be a mapping, not {json.dumps(config[section])[:40]}",
+                      hint=f"give {section} as a mapping of settings, e.g. {{training: {{batchSize: 4}}}}")
+    if config[section].get("training") is None:
+        config[section]["training"] = {}
+    if not isinstance(config[section]["training"], dict):
+        raise Invalid(f"overrides.{section}.training must be a mapping, not "
+                      f"{json.dumps(config[section]['training'])[:40]}", hint="e.g. {batchSize: 4}")
+    return config[section]["training"]
 
 
 TERM_FIELDS = {info.alias or name for name, info in RewardTerm.model_fields.items()}
@@ -166,6 +184,9 @@ def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) 
         overrides = {}
     if not isinstance(overrides, dict):
         raise Invalid("the overrides must be one mapping: a partial config document")
+    if "method" in overrides and overrides["method"] not in METHODS:
+        raise Invalid(f"overrides.method must be one of {', '.join(METHODS)}, not "
+                      f"{json.dumps(overrides['method'])[:40]}", hint="name the method the branch trains, e.g. grpo")
     if max_steps is not None and epochs is not None:
         raise Invalid("give the branch's length by --max-steps or --epochs, not both")
     stated = STEP_PATHS & set(leaves(overrides))
