@@ -435,3 +435,119 @@ def test_no_operation_answers_5xx_or_leaks_a_traceback(server):
     assert server.process.poll() is None, "the server exited during the fuzz"
     assert not failures, (f"{len(failures)} of {sent} fuzz requests over {len(found)} operations failed "
                           f"({elapsed:.0f} s):\n" + "\n".join(failures))
+
+
+# --- deep leaves: every leaf of a valid body of the important write routes, replaced by hostile values ------------
+
+DEEP_MARK = "\x01DEEP\x01"  # stands for a raw JSON token json.dumps cannot write (1e999, a lone surrogate)
+DEEP_VALUES: list[tuple[str, Any]] = [
+    ("1e999", (DEEP_MARK, "1e999")),
+    ("2**64", 2**64),
+    ("nested lists", [[[1]], [[]]]),
+    ("lone surrogate", (DEEP_MARK, '"a\\ud800b"')),
+    ("NUL", "a\x00b"),
+    ("-1", -1),
+    ("object", {"x": {}}),
+]
+
+
+def deep_leaves(document: Any, where: tuple = ()) -> list[tuple]:
+    """The path of every value inside `document` (objects and lists themselves included), depth first."""
+    found = [where] if where else []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            found += deep_leaves(value, (*where, key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += deep_leaves(value, (*where, index))
+    return found
+
+
+def deep_body(document: Any, where: tuple, value: Any) -> bytes:
+    copy = json.loads(json.dumps(document))
+    holder = copy
+    for step in where[:-1]:
+        holder = holder[step]
+    raw = None
+    if isinstance(value, tuple):
+        value, raw = value
+    holder[where[-1]] = value
+    text = json.dumps(copy)
+    return (text.replace(json.dumps(DEEP_MARK), raw) if raw else text).encode()
+
+
+def deep_failures(url: str, headers: dict[str, str], routes: list[tuple[str, str, dict]], after=None) -> list[str]:
+    """Each route's valid body sent with each leaf replaced by each of DEEP_VALUES (and left out); the requests
+    that answered 5xx or leaked a traceback. `after(path, status, answer)` undoes what an accepted one started."""
+    failures: list[str] = []
+    with fresh_client() as client:
+        for method, path, document in routes:
+            for where in deep_leaves(document):
+                for name, value in DEEP_VALUES:
+                    answer = client.request(method, url + path, headers={**headers, "content-type": "application/json"},
+                                            content=deep_body(document, where, value))
+                    problem = judge(answer.status_code, answer.text)
+                    if problem:
+                        failures.append(f"{method} {path} {'.'.join(map(str, where))}={name}: {answer.status_code} "
+                                        f"{problem}: {answer.text[:200]!r}")
+                    if after and answer.status_code < 300:
+                        after(path, answer)
+    return failures
+
+
+def test_every_leaf_of_a_valid_write_body_replaced_by_a_hostile_value_answers_no_5xx(server, tmp_path, monkeypatch):
+    from optimize.cli.main import main as cli
+    from tests.conftest import from_standin
+    from tests.run_fixtures import MODEL, capitals_project, plan
+
+    project = capitals_project(server.url, tmp_path, "deep")["name"]
+    client = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
+    client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "reward.py").write_text("def compute_score(prompt_messages, completion_text, fields):\n    return 1.0\n")
+    monkeypatch.setenv("OPTIMIZE_TOKEN", server.token)
+    assert cli(["registry", "bundles", "register", f"{project}/scorer", "-f", str(bundle), "--server", server.url]) == 0
+    messages = [{"role": "user", "content": "hi"}]
+    grpo = {"kind": "run", "project": project, "baseModel": MODEL,
+            "config": {"dataset": "chat:latest", "method": "grpo", "maxSeqLength": 256,
+                       "rlHyperparams": {"optimizer": {"learningRate": 0.01}, "generations": 4,
+                                         "training": {"maxSteps": 2, "batchSize": 4}},
+                       "reward": {"terms": [{"kind": "regex", "pattern": "^a", "name": "starts"},
+                                            {"kind": "rule", "bundle": f"{project}/scorer"}]}},
+            "execution": {"deviceProfile": "cpu", "stopWhen": {"rewardDropBelow": 0.1}}}
+    routes = [
+        ("POST", "/v1/training/runs?dryRun=true", plan(project, "chat:latest")),
+        ("POST", "/v1/training/runs?dryRun=true", grpo),
+        ("POST", "/v1/training/evaluations", {"model": MODEL, "dataset": f"{project}/chat:latest",
+                                              "project": project, "grader": "exact", "rows": 2, "maxNewTokens": 2}),
+        ("POST", f"/v1/registry/bundles/{project}/scorer/check", {"dataset": f"{project}/chat:latest",
+                                                                 "samples": 1, "function": "reward"}),
+        ("POST", "/v1/chat/completions", {"model": MODEL, "messages": messages, "max_tokens": 2, "stop": ["x"],
+                                          "temperature": 0.5}),
+    ]
+
+    def cancel(path: str, answer: httpx.Response) -> None:
+        # an evaluation a hostile value did not stop would take the CPU for the rest of the test
+        if path.endswith("/evaluations"):
+            client.post(f"/v1/training/evaluations/{answer.json()['evaluationId']}/cancel")
+
+    started = time.monotonic()
+    failures = deep_failures(server.url, server.headers, routes, after=cancel)
+    assert not failures, f"{len(failures)} deep-leaf requests failed ({time.monotonic() - started:.0f} s):\n" + \
+        "\n".join(failures)
+
+
+def test_every_leaf_of_a_valid_branch_body_replaced_by_a_hostile_value_answers_no_5xx(sqlite_server, completed_run):
+    run = completed_run["run"]["runId"]
+    routes = [
+        ("POST", f"/v1/training/runs/{run}/branch?dryRun=true",
+         {"restoreMode": "weights", "maxSteps": 2,
+          "overrides": {"method": "grpo", "reward": {"terms": [{"kind": "length", "target": 20}]},
+                        "hyperparams": {"optimizer": {"learningRate": 0.02}}}}),
+        ("POST", f"/v1/training/runs/{run}/continue?dryRun=true", {"steps": 2, "overrides": {"maxSeqLength": 128}}),
+        ("POST", f"/v1/training/runs/{run}/sweep?dryRun=true",
+         {"grid": {"axes": [{"path": "hyperparams.optimizer.learningRate", "values": [0.01, 0.02]}]}}),
+    ]
+    failures = deep_failures(sqlite_server.url, sqlite_server.headers, routes)
+    assert not failures, f"{len(failures)} deep-leaf requests failed:\n" + "\n".join(failures)
