@@ -353,3 +353,22 @@ def test_a_snapshot_named_by_a_text_longer_than_any_id_is_not_found(sqlite_serve
                       json={**body, "snapshotId": "x" * 100_000})
         detail = is_problem(answer, 404)["detail"]
         assert detail.startswith("snapshot 'xxxx") and len(detail) < 100, detail
+
+
+WIDE_AXES = 30
+
+
+def test_a_sweep_grid_too_large_is_refused_before_its_points_are_built(sqlite_server, completed_run):
+    """Thirty two-valued axes are a body of a few KiB but a billion points; tens of thousands of one-valued axes are
+    checked for overlap in linear time. Each answers at once (the client waits 10 s at most)."""
+    run = completed_run["run"]["runId"]
+    url = f"{sqlite_server.url}/v1/training/runs/{run}/sweep?dryRun=true"
+    wide = {"grid": {"axes": [{"path": f"hyperparams.x{i}", "values": [1, 2]} for i in range(WIDE_AXES)]}}
+    answer = call("POST", url, json=wide, timeout=10)
+    problem = is_problem(answer, 400)
+    assert problem["detail"] == f"the grid makes {2**WIDE_AXES} points, more than 50"
+    assert problem["hint"] == "remove values or axes"
+    many = {"grid": {"axes": [{"path": f"hyperparams.x{i}", "values": [1]} for i in range(15_000)]
+                     + [{"path": "hyperparams.x7.y", "values": [1]}]}}
+    answer = call("POST", url, json=many, timeout=10)
+    assert is_problem(answer, 422)["detail"] == "axes hyperparams.x7.y and hyperparams.x7 name the same or nested paths"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 from typing import Any
 
 from sqlalchemy import select
@@ -242,17 +243,19 @@ def grid_points(grid: Any) -> list[dict[str, Any]]:
     axes = grid.get("axes") if isinstance(grid, dict) else None
     if not isinstance(axes, list) or not axes:
         raise Invalid("the grid needs axes: a list of {path, values}")
-    paths = []
+    paths: list[str] = []
     for number, axis in enumerate(axes, 1):
         if not isinstance(axis, dict) or not isinstance(axis.get("path"), str) or not isinstance(axis.get("values"),
                                                                                                  list):
             raise Invalid(f"axis {number} needs a path (text) and values (a list)")
         if not axis["values"]:
             raise Invalid(f"axis {number} ({axis['path']}) has no values")
-        for other in paths:
-            if axis["path"] == other or axis["path"].startswith(other + ".") or other.startswith(axis["path"] + "."):
-                raise Invalid(f"axes {axis['path']} and {other} name the same or nested paths")
         paths.append(axis["path"])
+    # counted before the product is built: a few dozen two-valued axes (a body of a few KiB) make billions of points
+    count = math.prod(len(axis["values"]) for axis in axes)
+    if count > MAX_SWEEP_POINTS:
+        raise Refused(f"the grid makes {count} points, more than {MAX_SWEEP_POINTS}", hint="remove values or axes")
+    _refuse_overlapping(paths)
     points = []
     for values in itertools.product(*(axis["values"] for axis in axes)):
         point: dict[str, Any] = {}
@@ -263,10 +266,23 @@ def grid_points(grid: Any) -> list[dict[str, Any]]:
                 node = node.setdefault(key, {})
             node[last] = value
         points.append(point)
-    if len(points) > MAX_SWEEP_POINTS:
-        raise Refused(f"the grid makes {len(points)} points, more than {MAX_SWEEP_POINTS}",
-                      hint="remove values or axes")
     return points
+
+
+def _refuse_overlapping(paths: list[str]) -> None:
+    """Two axes naming the same or nested paths, in time linear in the paths' length (a grid of one-valued axes
+    may list tens of thousands of them: comparing every pair took minutes)."""
+    whole: dict[str, str] = {}  # each path so far
+    prefixes: dict[str, str] = {}  # each proper dotted prefix of the paths so far -> that path
+    for path in paths:
+        parts = path.split(".")
+        above = [".".join(parts[:end]) for end in range(1, len(parts))]
+        other = whole.get(path) or prefixes.get(path) or next((whole[p] for p in above if p in whole), None)
+        if other is not None:
+            raise Invalid(f"axes {path} and {other} name the same or nested paths")
+        whole[path] = path
+        for prefix in above:
+            prefixes.setdefault(prefix, path)
 
 
 def sweep(training: Deployment, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
