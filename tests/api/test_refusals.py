@@ -372,3 +372,16 @@ def test_a_sweep_grid_too_large_is_refused_before_its_points_are_built(sqlite_se
                      + [{"path": "hyperparams.x7.y", "values": [1]}]}}
     answer = call("POST", url, json=many, timeout=10)
     assert is_problem(answer, 422)["detail"] == "axes hyperparams.x7.y and hyperparams.x7 name the same or nested paths"
+
+
+def test_a_sweep_axis_path_deeper_than_any_config_field_is_refused_by_name(sqlite_server, completed_run):
+    """A path of thousands of dotted parts made a point nested as deep, which the checks that walk it could not."""
+    run = completed_run["run"]["runId"]
+    before = call("GET", f"{sqlite_server.url}/v1/training/runs/{run}/branches").json()
+    for dry in ("?dryRun=true", ""):
+        answer = call("POST", f"{sqlite_server.url}/v1/training/runs/{run}/sweep{dry}",
+                      json={"grid": {"axes": [{"path": "a." * 2000 + "b", "values": [1]}]}})
+        problem = is_problem(answer, 422)
+        assert problem["detail"] == "axis 1's path has 2001 dotted parts, more than 32"
+        assert problem["hint"] == "name a field of the config document, e.g. hyperparams.optimizer.learningRate"
+    assert call("GET", f"{sqlite_server.url}/v1/training/runs/{run}/branches").json() == before  # nothing submitted

@@ -32,6 +32,7 @@ RESTORE_MODES = ("auto", "weights", "trainingState")
 CONTINUATION_PATHS = {"hyperparams.optimizer.learningRate", "hyperparams.training.validationFrequencySteps"}
 STEP_PATHS = {"hyperparams.training.maxSteps", "hyperparams.training.epochs"}
 MAX_SWEEP_POINTS = 50
+MAX_AXIS_PATH_PARTS = 32  # a config document's fields lie a few levels deep
 
 
 def leaves(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -250,6 +251,11 @@ def grid_points(grid: Any) -> list[dict[str, Any]]:
             raise Invalid(f"axis {number} needs a path (text) and values (a list)")
         if not axis["values"]:
             raise Invalid(f"axis {number} ({axis['path']}) has no values")
+        # each part is a level of the point's document, and the checks that follow walk it level by level
+        parts = axis["path"].count(".") + 1
+        if parts > MAX_AXIS_PATH_PARTS:
+            raise Invalid(f"axis {number}'s path has {parts} dotted parts, more than {MAX_AXIS_PATH_PARTS}",
+                          hint="name a field of the config document, e.g. hyperparams.optimizer.learningRate")
         paths.append(axis["path"])
     # counted before the product is built: a few dozen two-valued axes (a body of a few KiB) make billions of points
     count = math.prod(len(axis["values"]) for axis in axes)
