@@ -38,6 +38,7 @@ import psutil
 import pytest
 
 from tests.conftest import POSTGRES_ADMIN_URL, Cli, chat_row, from_standin, write_jsonl
+from tests.health_watch import HealthWatch
 from tests.run_fixtures import MODEL, capital_rows, plan, wait_for, write_plan
 
 pytestmark = pytest.mark.integration
@@ -201,45 +202,8 @@ def hostile(server, capsys, tmp_path):
     client.close()
 
 
-# The poller runs in a process of its own: on a thread of the test's process it would also count the time the test's
-# own work (the CLI runs in this process) holds the interpreter's lock, which is not the server's answer time.
-POLLER = """
-import json, select, sys, time
-import httpx
-
-took, failed = [], []
-with httpx.Client(base_url=sys.argv[1], timeout=10) as client:
-    while True:
-        started = time.monotonic()
-        try:
-            status = client.get("/v1/health").status_code
-        except httpx.HTTPError as error:
-            status = repr(error)
-        took.append(time.monotonic() - started)
-        if status != 200:
-            failed.append(status)
-        if select.select([sys.stdin], [], [], 0.1)[0]:  # the test closed our stdin: stop
-            break
-print(json.dumps({"took": took, "failed": failed[:3]}))
-"""
-
-
-class Health:
+class Health(HealthWatch):
     """`GET /v1/health` polled every 0.1 s by a process of its own while a test attacks: how long each answer took."""
-
-    def __init__(self, url: str) -> None:
-        self.took: list[float] = []
-        self.failed: list[object] = []
-        self._process = subprocess.Popen([sys.executable, "-c", POLLER, url], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True)
-
-    def stop(self) -> None:
-        if self._process.returncode is not None:
-            return
-        out, _ = self._process.communicate("", timeout=30)
-        if out.strip():
-            found = json.loads(out)
-            self.took, self.failed = found["took"], found["failed"]
 
     def check(self) -> None:
         """Every answer came, 200, within the bound (the slowest is named either way)."""

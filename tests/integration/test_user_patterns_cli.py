@@ -6,7 +6,6 @@ attempt (its worker's heartbeat never stopped); a backreference is refused at su
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.health_watch import HealthWatch
 from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
@@ -45,35 +45,11 @@ def grpo_plan(project: str, pattern: str) -> dict:
             "execution": {"deviceProfile": "cpu"}}
 
 
-class HealthPoll:
-    """Asks `/v1/health` over and over on a thread of its own, keeping how long each answer took."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.took, self.stop = url, [], threading.Event()
-        self.thread = threading.Thread(target=self.poll, daemon=True)
-
-    def poll(self) -> None:
-        with httpx.Client(timeout=30) as client:
-            while not self.stop.is_set():
-                started = time.monotonic()
-                client.get(f"{self.url}/v1/health").raise_for_status()
-                self.took.append(time.monotonic() - started)
-                self.stop.wait(0.05)
-
-    def __enter__(self) -> HealthPoll:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=60)
-
-
 def test_a_grpo_dry_run_with_a_catastrophic_pattern_answers_while_health_does(patterns_project, sqlite_server,
                                                                              capsys):
     cli = Cli(capsys, sqlite_server.url)
     path = write_plan(patterns_project["tmp"], grpo_plan(patterns_project["name"], r"^(a+)+$"))
-    with HealthPoll(sqlite_server.url) as health:
+    with HealthWatch(sqlite_server.url, every=0.05) as health:
         started = time.monotonic()
         dry = cli.json("training", "runs", "start", "-f", path, "--dry-run")
         took = time.monotonic() - started
@@ -96,7 +72,7 @@ def test_an_evaluation_graded_by_a_catastrophic_pattern_completes_on_its_first_a
                                                                                       sqlite_server, capsys):
     cli = Cli(capsys, sqlite_server.url)
     grader = r"regex:(\w|\S|.)*X"
-    with HealthPoll(sqlite_server.url) as health:
+    with HealthWatch(sqlite_server.url, every=0.05) as health:
         done = json.loads(cli.ok("training", "evaluations", "start", "--model", MODEL, "--project",
                                  patterns_project["name"], "--dataset", f"{patterns_project['name']}/asks",
                                  "--grader", grader, "--generations", "2", "--temperature", "1.0",
