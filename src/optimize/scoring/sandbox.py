@@ -112,8 +112,10 @@ class Sandbox:
             args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         else:
             args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        # the private /tmp first: a Python installed under /tmp (a checkout there) is then bound on top of it
+        args += ["--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", TMP_DIR]
         roots = _python_roots()
-        made: set[str] = set()
+        made: set[str] = {TMP_DIR}
         for root in roots:
             # the folders above a bind are made for it, readable by the sandbox's user whatever the host's modes
             # (a Python under /root, closed to others there)
@@ -130,9 +132,8 @@ class Sandbox:
         for name in _ETC_FILES:
             if os.path.exists(name):
                 args += ["--ro-bind", name, name]
-        args += ["--ro-bind", str(box), BUNDLE_DIR, "--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", TMP_DIR,
-                 "--chdir", workdir, "--clearenv"]
+        args += ["--ro-bind", str(box), BUNDLE_DIR, "--proc", "/proc", "--dev", "/dev", "--chdir", workdir,
+                 "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
         return [*args, "--", *argv]
