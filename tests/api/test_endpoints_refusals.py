@@ -56,7 +56,7 @@ def client(tmp_path_factory):
 
 def stored(client: TestClient) -> tuple[int, int]:
     """How many endpoints there are, and how many events were recorded about endpoints."""
-    with client.app.state.training.store.transaction() as session:
+    with client.app.state.deployment.store.transaction() as session:
         return (session.scalar(select(func.count()).select_from(Endpoint)),
                 session.scalar(select(func.count()).select_from(Event).where(Event.subject.like("endpoint:%"))))
 
@@ -273,7 +273,7 @@ def test_a_job_granted_its_devices_is_not_said_to_wait_for_itself(client):
     try:
         endpoint = client.get(f"{ENDPOINTS}/{short}").json()
         assert endpoint["waitingFor"] == "waiting for the scheduler to grant the free devices"
-        training = client.app.state.training
+        training = client.app.state.deployment
         profile = next(p for p in training.profiles if p.kind == "cpu")
         with training.store.transaction() as session:
             grant(session, "endpoint", endpoint["endpointId"], 1, pool_devices(profile, "serving")[:1], 60)

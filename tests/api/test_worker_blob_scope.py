@@ -54,7 +54,7 @@ def leased_analysis(client: TestClient, dataset: str) -> tuple[str, str]:
     started = client.post("/v1/training/datasets/analyses", json={"dataset": dataset, "model": MODEL})
     assert started.status_code in (200, 201, 202), started.text
     analysis_id = started.json()["analysisId"]
-    training = client.app.state.training
+    training = client.app.state.deployment
     Scheduler(training).admit(job_kinds.kind("analysis"))
     with training.store.transaction() as session:
         token = session.scalar(select(JobLease.token).where(JobLease.kind == "analysis",

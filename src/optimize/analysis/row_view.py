@@ -25,10 +25,10 @@ def _renderer(directory: str, family: str, corrected: bool) -> ChatRenderer:
                                         else None, light=True)
 
 
-def render_row(training: Deployment, model: str, row: Any, loss: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any] | None = None) -> dict[str, Any]:
     """The row's text under `model`'s template, as tokens each marked trained or not."""
-    entry = training.catalog.find(model)
-    directory = model_dir(training.store, training.catalog, entry.id)  # a model never selected is refused
+    entry = deployment.catalog.find(model)
+    directory = model_dir(deployment.store, deployment.catalog, entry.id)  # a model never selected is refused
     try:
         check_row(row, RowKind.CHAT)
     except RowError as error:

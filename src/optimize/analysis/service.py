@@ -53,7 +53,7 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
     return body
 
 
-def start_analysis(training: Deployment, dataset: str, model: str | None,
+def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                    plan_document: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Start an analysis or return the one kept; returns (analysis, whether it was (re)started: the scheduler
     starts its worker).
@@ -62,14 +62,14 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
     one is refused, and a finished analysis comes back with the estimates of the plan's steps and time."""
     reference = parse_reference(dataset)
     plan = parse_plan(plan_document) if plan_document is not None else None
-    entry = _base_model(training, model, plan)
-    chosen = selection_for(training.store, entry.id)
+    entry = _base_model(deployment, model, plan)
+    chosen = selection_for(deployment.store, entry.id)
     if chosen is None:
         raise Refused(f"base model {entry.id} is not selected on this deployment, so its tokenizer is not here",
                       hint=f"select it first: akka training base-models select {entry.id}")
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         found, version = resolve_reference(session, reference)
-        examples = content_digest(session, training.blobs, version.digest)
+        examples = content_digest(session, deployment.blobs, version.digest)
         values = {
             "id": new_id(), "examples_digest": examples, "kind": found.kind, "base_entry_id": entry.id,
             "base_commit": chosen.commit, "optimize_version": __version__,
@@ -90,32 +90,32 @@ def start_analysis(training: Deployment, dataset: str, model: str | None,
         body = analysis_json(item)
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
-            lengths = lengths_file(training.blobs, item.id, item.lengths_sha256)  # the figures the worker stored
+            lengths = lengths_file(deployment.blobs, item.id, item.lengths_sha256)  # the figures the worker stored
             # the catalog's figure, scaled by how fast runs of the plan's shape trained on this deployment
             body["estimates"] = estimate_scaled(session, estimate(item.report, lengths, plan, entry), plan, entry.id)
     return body, bool(launch)
 
 
-def _base_model(training: Deployment, model: str | None, plan):
+def _base_model(deployment: Deployment, model: str | None, plan):
     if plan is None:
         if not model:
             raise Invalid("name the base model", hint="pass --model BASE_MODEL, or a run file with -f")
-        return training.catalog.find(model)
-    planned = training.catalog.find(plan.base_model)
-    if model and training.catalog.find(model).id != planned.id:
+        return deployment.catalog.find(model)
+    planned = deployment.catalog.find(plan.base_model)
+    if model and deployment.catalog.find(model).id != planned.id:
         raise Refused(f"--model {model} names another base model than the run file's baseModel {plan.base_model}",
                       hint="leave --model out to use the run file's baseModel, or change the run file")
     return planned
 
 
-def get_analysis(training: Deployment, analysis_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def get_analysis(deployment: Deployment, analysis_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         return analysis_json(_find(session, analysis_id))
 
 
-def length_histogram(training: Deployment, analysis_id: str, bins: int) -> dict[str, Any]:
+def length_histogram(deployment: Deployment, analysis_id: str, bins: int) -> dict[str, Any]:
     """The analysis' row lengths in `bins` equal-width bins, against the common maxSeqLength limits."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item = _find(session, analysis_id)
         phase, sha, found = item.phase, item.lengths_sha256, item.id
     if phase != AnalysisPhase.DONE.value:
@@ -124,7 +124,7 @@ def length_histogram(training: Deployment, analysis_id: str, bins: int) -> dict[
     if not sha:
         raise NotFound(f"analysis {found[:12]} kept no per-row lengths (it ran before they were stored)",
                        hint="analyze the dataset again under a newer Optimize")
-    return {"analysisId": found, **histogram(lengths_file(training.blobs, found, sha), bins)}
+    return {"analysisId": found, **histogram(lengths_file(deployment.blobs, found, sha), bins)}
 
 
 def _find(session, analysis_id: str) -> Analysis:
@@ -141,12 +141,12 @@ def _find(session, analysis_id: str) -> Analysis:
     return items[0]
 
 
-def list_analyses(training: Deployment, dataset: str) -> list[dict[str, Any]]:
+def list_analyses(deployment: Deployment, dataset: str) -> list[dict[str, Any]]:
     """Analyses kept for the examples a dataset reference resolves to."""
     reference = parse_reference(dataset)
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         _found, version = resolve_reference(session, reference)
-        examples = content_digest(session, training.blobs, version.digest)
+        examples = content_digest(session, deployment.blobs, version.digest)
         items = session.scalars(select(Analysis).where(Analysis.examples_digest == examples)
                                 .order_by(Analysis.created_at.desc()))
         return [analysis_json(item) for item in items]
@@ -155,13 +155,13 @@ def list_analyses(training: Deployment, dataset: str) -> list[dict[str, Any]]:
 # --- what workers call (lease-checked) ---------------------------------------------------------------------
 
 
-def job_spec(training: Deployment, analysis_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def job_spec(deployment: Deployment, analysis_id: str, token: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         return AnalysisSpec.model_validate({
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
-            "objects": _objects(session, item), "leaseSeconds": training.lease_seconds,
-            "model": job_model(training.store, training.catalog.find(item.base_entry_id), item.base_commit),
+            "objects": _objects(session, item), "leaseSeconds": deployment.lease_seconds,
+            "model": job_model(deployment.store, deployment.catalog.find(item.base_entry_id), item.base_commit),
         }).wire()
 
 
@@ -171,18 +171,18 @@ def _objects(session, item: Analysis) -> list[dict[str, Any]]:
     return examples_objects(session, version.digest)
 
 
-def report_progress(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def report_progress(deployment: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """Rows measured of rows total, as the worker goes: an event, so followers see it."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item, lease = fence(session, ANALYSIS, analysis_id, token)
-        extend(lease, training.lease_seconds)
+        extend(lease, deployment.lease_seconds)
         item.progress = {**(item.progress or {}), **(body.get("progress") or {})}
         record(session, ANALYSIS.subject(item.id), "progress", rowsMeasured=item.progress.get("rowsMeasured"))
         return {"phase": item.phase}
 
 
-def finish(training: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def finish(deployment: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         if body.get("failed"):
             transition(session, ANALYSIS, item, AnalysisPhase.FAILED, lease=token, by_worker=True,

@@ -60,7 +60,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     catalog = load_catalog(settings.catalog_path)
     load_additions(store, catalog)  # the models `base-models add` put in this deployment's catalog
     app.state.registry = Registry(store, blobs, settings.limits, settings.quotas)
-    app.state.training = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
+    app.state.deployment = Deployment(store, catalog, inventory(catalog.document.devices, settings.detect_gpus),
                                     settings.data_dir, blobs, lease_seconds=settings.lease_seconds,
                                     analysis_wait_seconds=settings.analysis_wait_seconds,
                                     endpoint_idle_seconds=settings.endpoint_idle_seconds, quotas=settings.quotas,
@@ -85,7 +85,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 def start_jobs(app: FastAPI, server_url: str) -> None:
     """Once the server's own URL is known (workers call it back): the executor that starts worker processes, the
     recovery of the leases an earlier server process left open, and the scheduler that grants waiting jobs."""
-    deployment = app.state.training
+    deployment = app.state.deployment
 
     def worker_exited(kind: str, job_id: str, token: str, reason: str) -> None:
         if deployment.executor.stopping and job_kinds.kind(kind).on_restart is not Recovery.FAIL:
@@ -122,7 +122,7 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
 def stop_jobs(app: FastAPI) -> None:
     """The server stops: workers whose jobs outlive it (a kind that reattaches) go on; the others are stopped,
     and the next server process recovers them as their kinds declare."""
-    deployment = app.state.training
+    deployment = app.state.deployment
     user_code.shutdown()  # checks still waiting are dropped; no user code starts while the rest stops
     app.state.collector.stop()
     if getattr(app.state, "mlflow", None) is not None:

@@ -16,9 +16,9 @@ async def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
-async def get_training(request: Request) -> Deployment:
-    return request.app.state.training
+async def get_deployment(request: Request) -> Deployment:
+    return request.app.state.deployment
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]
-TrainingDep = Annotated[Deployment, Depends(get_training)]
+DeploymentDep = Annotated[Deployment, Depends(get_deployment)]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.jobs import logs
 from optimize.schemas.logs import JobLog
 
@@ -17,13 +17,13 @@ def add_log_route(router: APIRouter, kind: str) -> None:
     id_name = f"{kind}_id"
 
     def read_log(
-        training: TrainingDep,
+        deployment: DeploymentDep,
         job_id: Annotated[str, Path(alias=id_name, description=f"The {kind}'s id or an unambiguous prefix")],
         attempt: Annotated[int | None, Query(ge=1, description="The attempt whose log to read (default: the "
                                                                "newest with a log)")] = None,
         offset: Annotated[int, Query(ge=0, description="The byte offset to read from (a chunk's nextOffset)")] = 0,
     ) -> dict:
-        return logs.read_log(training, kind, job_id, attempt, offset)
+        return logs.read_log(deployment, kind, job_id, attempt, offset)
 
     read_log.__name__ = f"read_{kind}_log"
     router.add_api_route(

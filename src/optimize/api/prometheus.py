@@ -33,14 +33,14 @@ ENDPOINT_SERIES = (  # (metric, type, help, load key)
 )
 
 
-def metrics_text(training: Deployment) -> str:
+def metrics_text(deployment: Deployment) -> str:
     lines: list[str] = []
 
     def family(name: str, kind: str, text: str, samples: list[tuple[dict[str, Any], float]]) -> None:
         lines.extend([f"# HELP {name} {text}", f"# TYPE {name} {kind}"])
         lines.extend(f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples)
 
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         jobs = []
         for job_kind in kinds():
             lifecycle = job_kind.lifecycle
@@ -52,7 +52,7 @@ def metrics_text(training: Deployment) -> str:
         endpoints = [({"endpoint": e.id, "project": e.project, "model": e.base["baseEntryId"]}, e.load or {})
                      for e in ready]
     family("optimize_jobs", "gauge", "Jobs by kind and phase", jobs)
-    pools = capacity(training)["pools"]
+    pools = capacity(deployment)["pools"]
     family("optimize_devices", "gauge", "Devices by profile, pool and state (free or granted)",
            [({"profile": p["profile"], "pool": p["pool"], "state": state}, p[state])
             for p in pools for state in ("free", "granted")])

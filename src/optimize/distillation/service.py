@@ -91,7 +91,7 @@ def _settings(body: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
+def create(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Invalid("a distillation needs teacher, source and target")
     unknown = sorted(set(body) - FIELDS)
@@ -107,9 +107,9 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Invalid(f"{field} must be a name (a string)")
     settings = _settings(body)
-    with training.store.transaction() as session:
-        reference, teacher, owner = resolve_model(training, session, body["teacher"])
-        entry = training.catalog.find(teacher["baseEntryId"])
+    with deployment.store.transaction() as session:
+        reference, teacher, owner = resolve_model(deployment, session, body["teacher"])
+        entry = deployment.catalog.find(teacher["baseEntryId"])
         if settings["thinking"] and entry.family != "gemma4":
             raise Refused(f"--thinking on is for Gemma 4 teachers; {entry.id} is a {entry.family} model",
                           hint="leave --thinking out (off)")
@@ -119,12 +119,12 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                               f"{entry.context_length} tokens", hint=f"pass --max-model-length {entry.context_length}"
                                                                      " or less")
             settings["maxModelLength"] = entry.context_length  # the default, cut to what the teacher holds
-        profile = replica_profile(entry, training.profiles, body.get("deviceProfile"), "distillation")
-        _check_replicas(settings["replicas"], next(p for p in training.profiles if p.name == profile))
+        profile = replica_profile(entry, deployment.profiles, body.get("deviceProfile"), "distillation")
+        _check_replicas(settings["replicas"], next(p for p in deployment.profiles if p.name == profile))
         project = project_for_model(session, reference, owner, body.get("project"), "distillation")
         target = _target(body["target"], project.name)
         source = pick_dataset(session, body["source"], project.name, "source", None)
-        check_new_work(session, project.name, "distillation", training.quotas)
+        check_new_work(session, project.name, "distillation", deployment.quotas)
         item = Distillation(
             id=new_id(), project=project.name, teacher_reference=reference, teacher=teacher,
             source_reference=source.reference, source_digest=source.digest, source_rows=source.rows,
@@ -202,24 +202,24 @@ def find_distillation(session, distillation_id: str) -> Distillation:
                              visible_projects(Distillation.project))
 
 
-def get(training: Deployment, distillation_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def get(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item = find_distillation(session, distillation_id)
-        return {**distillation_json(item), "waitingFor": waiting_for(session, training, "distillation", item)}
+        return {**distillation_json(item), "waitingFor": waiting_for(session, deployment, "distillation", item)}
 
 
-def list_distillations(training: Deployment, project: str | None, phase: str | None,
+def list_distillations(deployment: Deployment, project: str | None, phase: str | None,
                        include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's distillations only with `include_archived` or when it is named."""
     query = project_work(Distillation, project, include_archived)
     if phase:
         query = query.where(Distillation.phase.in_(phases_asked(DISTILLATION, phase, {"open": OPEN})))
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         return [{**distillation_json(item), "projectArchived": archived}
                 for item, archived in session.execute(query.limit(500))]
 
 
-def _move(training: Deployment, distillation_id: str, to: DistillationPhase, verb: str,
+def _move(deployment: Deployment, distillation_id: str, to: DistillationPhase, verb: str,
           allowed: frozenset[DistillationPhase], check_room: bool = False) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         item = find_distillation(session, distillation_id)
@@ -229,32 +229,32 @@ def _move(training: Deployment, distillation_id: str, to: DistillationPhase, ver
             raise Conflict(f"distillation {item.id[:12]} is {item.phase}; there is nothing to {verb}",
                            phase=item.phase)
         if check_room:
-            check_queue_room(session, item.project, training.quotas)
+            check_queue_room(session, item.project, deployment.quotas)
         # its worker, if any, is stopped once this commits; its saved answers stay
         moved(transition(session, DISTILLATION, item, to, note=verb), f"distillation {item.id[:12]}")
         return distillation_json(item)
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
-def pause(training: Deployment, distillation_id: str) -> dict[str, Any]:
-    return _move(training, distillation_id, P.PAUSED, "pause", frozenset({P.QUEUED, P.RUNNING}))
+def pause(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(deployment, distillation_id, P.PAUSED, "pause", frozenset({P.QUEUED, P.RUNNING}))
 
 
-def resume(training: Deployment, distillation_id: str) -> dict[str, Any]:
-    return _move(training, distillation_id, P.QUEUED, "resume", frozenset({P.PAUSED}), check_room=True)
+def resume(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(deployment, distillation_id, P.QUEUED, "resume", frozenset({P.PAUSED}), check_room=True)
 
 
-def cancel(training: Deployment, distillation_id: str) -> dict[str, Any]:
-    return _move(training, distillation_id, P.CANCELLED, "cancel", frozenset({P.QUEUED, P.RUNNING, P.PAUSED}))
+def cancel(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+    return _move(deployment, distillation_id, P.CANCELLED, "cancel", frozenset({P.QUEUED, P.RUNNING, P.PAUSED}))
 
 
-def rejections(training: Deployment, distillation_id: str, reason: str | None = None, limit: int | None = None
+def rejections(deployment: Deployment, distillation_id: str, reason: str | None = None, limit: int | None = None
                ) -> dict[str, Any]:
     if reason is not None and reason not in REASONS:
         raise Invalid(f"reason {reason!r} is not one a distillation rejects for",
                       hint="reasons: " + ", ".join(REASONS))
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item = find_distillation(session, distillation_id)
         query = select(DistillationAnswer).where(DistillationAnswer.distillation_id == item.id,
                                                  DistillationAnswer.accepted.is_(False))
@@ -270,18 +270,18 @@ def rejections(training: Deployment, distillation_id: str, reason: str | None = 
 # --- the worker's calls ------------------------------------------------------------------------------------
 
 
-def job_spec(training: Deployment, distillation_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def job_spec(deployment: Deployment, distillation_id: str, token: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
         answered = session.execute(select(DistillationAnswer.line, DistillationAnswer.message).where(
             DistillationAnswer.distillation_id == item.id)).all()
-        entry = training.catalog.find(item.teacher["baseEntryId"])
+        entry = deployment.catalog.find(item.teacher["baseEntryId"])
         settings = item.settings
         return DistillationSpec.model_validate({
-            "distillationId": item.id, "leaseSeconds": training.lease_seconds,
+            "distillationId": item.id, "leaseSeconds": deployment.lease_seconds,
             "source": {"reference": item.source_reference, "digest": item.source_digest,
                        "objects": examples_objects(session, item.source_digest)},
-            "model": job_model(training.store, entry, item.teacher["baseCommit"]),
+            "model": job_model(deployment.store, entry, item.teacher["baseCommit"]),
             "adapterManifest": (item.teacher.get("manifestDigest") or "").removeprefix("sha256:") or None,
             "toolCallParser": entry.tool_call_parser,
             "settings": {key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
@@ -291,11 +291,11 @@ def job_spec(training: Deployment, distillation_id: str, token: str) -> dict[str
             "answered": [f"{line}:{message}" for line, message in answered]}).wire()
 
 
-def add_answers(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def add_answers(deployment: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """A chunk of answers, saved as it comes (an answer already saved is kept as it was: nothing twice)."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item, lease = fence(session, DISTILLATION, distillation_id, token)
-        extend(lease, training.lease_seconds)
+        extend(lease, deployment.lease_seconds)
         for answer in body.get("answers") or []:
             line, message = (int(part) for part in answer["decision"].split(":"))
             insert_ignoring_conflict(session, DistillationAnswer, {
@@ -325,11 +325,11 @@ def _counted(session, distillation_id: str, decisions: int | None) -> dict[str, 
     return _progress(decisions, {reason: n for ok, reason, n in counts if not ok}, accepted)
 
 
-def judge_smoke(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def judge_smoke(deployment: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The smoke's verdict from its saved answers: the decisions named must all be accepted; the first 16 all but
     one. A failed smoke ends the distillation FAILED naming the decisions it failed on."""
     decisions = [str(d) for d in body.get("decisions") or []]
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
         answers = {f"{a.line}:{a.message}": a for a in session.scalars(select(DistillationAnswer).where(
             DistillationAnswer.distillation_id == item.id)).all()}
@@ -349,10 +349,10 @@ def judge_smoke(training: Deployment, distillation_id: str, token: str, body: di
         return {"passed": passed}
 
 
-def finish(training: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(deployment: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker's end: FAILED with its reason, or ASSEMBLING (the device is released; the scheduler's
     housekeeping registers the rows)."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
         if body.get("failed"):
             transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
@@ -375,24 +375,24 @@ _assembling: set[str] = set()  # distillations whose rows a thread of this proce
 _assembling_lock = threading.Lock()
 
 
-def assemble_waiting(training: Deployment) -> None:
+def assemble_waiting(deployment: Deployment) -> None:
     """Register the accepted rows of every distillation in ASSEMBLING (its worker ended, its device released), each
     in a thread of its own: a large dataset's registering must not hold the scheduler's tick. One that fails (or a
     server that stops meanwhile) is taken up again at a later tick; the same rows register the same version."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         waiting = session.scalars(select(Distillation.id).where(Distillation.phase == P.ASSEMBLING.value)).all()
     for distillation_id in waiting:
         with _assembling_lock:
             if distillation_id in _assembling:
                 continue
             _assembling.add(distillation_id)
-        threading.Thread(target=_assemble_once, args=(training, distillation_id), daemon=True,
+        threading.Thread(target=_assemble_once, args=(deployment, distillation_id), daemon=True,
                          name=f"assemble-{distillation_id[:8]}").start()
 
 
-def _assemble_once(training: Deployment, distillation_id: str) -> None:
+def _assemble_once(deployment: Deployment, distillation_id: str) -> None:
     try:
-        assemble(training, distillation_id)
+        assemble(deployment, distillation_id)
     except Exception:  # noqa: BLE001 - a thread must not die silently; a later tick tries again
         log.exception("assembling distillation %s failed", distillation_id)
     finally:
@@ -400,11 +400,11 @@ def _assemble_once(training: Deployment, distillation_id: str) -> None:
             _assembling.discard(distillation_id)
 
 
-def assemble(training: Deployment, distillation_id: str) -> None:
+def assemble(deployment: Deployment, distillation_id: str) -> None:
     from optimize.registry.produced import register_rows
     from optimize.registry.uploads import Registry
 
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item = session.get(Distillation, distillation_id)
         if item is None or item.phase != P.ASSEMBLING:
             return
@@ -424,7 +424,7 @@ def assemble(training: Deployment, distillation_id: str) -> None:
                    + f"); read them with: akka training distillations rejections {distillation_id[:12]}")
     else:
         try:
-            registry = Registry(training.store, training.blobs, training.dataset_limits, training.quotas)
+            registry = Registry(deployment.store, deployment.blobs, deployment.dataset_limits, deployment.quotas)
             registered = register_rows(registry, target, rows, lineage)
         except (Invalid, Refused, NotFound, Conflict) as error:
             failure = f"the accepted rows could not be registered as {target}: {error.message}"
@@ -439,4 +439,4 @@ def assemble(training: Deployment, distillation_id: str) -> None:
             transition(session, DISTILLATION, item, P.COMPLETED, registered={
                 "reference": registered["reference"], "digest": registered["digest"], "rows": registered["rows"]})
 
-    decided(training.store, decide)
+    decided(deployment.store, decide)

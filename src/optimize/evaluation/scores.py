@@ -21,11 +21,11 @@ from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Evaluation, Run
 
 
-def scores(training: Deployment, project: str, dataset: str | None = None, grader: str | None = None
+def scores(deployment: Deployment, project: str, dataset: str | None = None, grader: str | None = None
            ) -> dict[str, Any]:
     if grader:
         grader = parse_grader(grader)  # an unknown grader is refused, naming the graders there are
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         name = find_project(session, project).name
         if grader and grader.startswith("bundle:"):
             bundle = parse_bundle_grader(grader)

@@ -55,21 +55,21 @@ def check_grader(spec: str | None) -> str:
     return grader
 
 
-def _resolve_bundle_grader(training: Deployment, grader: str, project: str | None) -> tuple[str, dict[str, str]]:
+def _resolve_bundle_grader(deployment: Deployment, grader: str, project: str | None) -> tuple[str, dict[str, str]]:
     """A `bundle:` grader as the evaluation keeps it, `bundle:NS/NAME:vN#MODULE:FUNCTION` (the exact version, so a
     moved alias changes no accepted evaluation), and its bundle (reference and archive digest, what the worker
     downloads). The module is imported and the function looked up now, in a separate limited process waited for
     from the server's pool for user code (counted against the token and `project`), so a bundle that cannot score
     is refused before any device is claimed."""
     bundle = parse_bundle_grader(grader)
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         try:
             reference, sha256 = resolve_bundle(session, bundle.reference)
         except NotFound as error:
             raise NotFound(f"grader {grader!r} needs a scoring bundle the registry does not hold: {error.message}",
                            hint=error.hint, **error.details) from None
     bundle = bundle.resolved(reference, sha256)
-    archive = training.blobs.held_path(sha256, f"the archive sha256:{sha256} of scoring bundle {reference}")
+    archive = deployment.blobs.held_path(sha256, f"the archive sha256:{sha256} of scoring bundle {reference}")
     user_code.call(f"bundle grader check {reference}", _import_check, archive,
                    bundle.target, reference, project=project)
     return bundle.text, {"reference": reference, "sha256": sha256}
@@ -93,7 +93,7 @@ def _check_outbound(url: str) -> None:
                                     f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
 
 
-def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
+def resolve_model(deployment: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
     """(reference, model block, the project the model belongs to) for a base model or a registered version."""
     version = None
     try:
@@ -105,30 +105,30 @@ def resolve_model(training: Deployment, session, text: str) -> tuple[str, dict[s
     except Forbidden:
         # a selected base model is also a registry model in its catalog's namespace, which a token limited to other
         # namespaces may not read; the base model itself is every project's to evaluate and serve
-        if not _names_base_model(training, text):
+        if not _names_base_model(deployment, text):
             raise
     if version is not None and version.variant == "ADAPTER":
         d = version.descriptor
-        entry = training.catalog.find(d["baseRepository"])
+        entry = deployment.catalog.find(d["baseRepository"])
         return (f"{model.namespace}/{model.name}:v{version.version}",
                 {"kind": "adapter", "baseEntryId": entry.id, "baseCommit": d["baseCommit"],
                  "manifestDigest": d["artifact"]["manifestDigest"], "weightsDigest": d.get("weightsDigest")},
                 model.namespace)
     # a base model, also one allowed for serving only: it can be evaluated
-    entry = training.catalog.find(version.descriptor["catalogEntry"] if version is not None else text.split(":")[0])
-    selection = selection_for(training.store, entry.id)
+    entry = deployment.catalog.find(version.descriptor["catalogEntry"] if version is not None else text.split(":")[0])
+    selection = selection_for(deployment.store, entry.id)
     if selection is None:
         raise NotFound(f"base model {entry.id} is not selected on this deployment",
                        hint=f"select it first: akka training base-models select {entry.id}")
     return entry.id, {"kind": "base", "baseEntryId": entry.id, "baseCommit": selection.commit}, None
 
 
-def _names_base_model(training: Deployment, text: str) -> bool:
+def _names_base_model(deployment: Deployment, text: str) -> bool:
     wanted = text.split(":")[0].strip().lower()
-    return any(wanted in (entry.id.lower(), entry.repository.lower()) for entry in training.catalog.entries)
+    return any(wanted in (entry.id.lower(), entry.repository.lower()) for entry in deployment.catalog.entries)
 
 
-def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
+def start(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
         raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
     for field in ("project", "deviceProfile", "grader", "graderInstructions"):
@@ -136,26 +136,26 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
             raise Invalid(f"{field} must be a string")
     grader = check_grader(body.get("grader"))
     profile = body.get("deviceProfile") or "cpu"
-    if profile not in {p.name for p in training.profiles}:
+    if profile not in {p.name for p in deployment.profiles}:
         raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
-                      hint="profiles here: " + ", ".join(p.name for p in training.profiles))
+                      hint="profiles here: " + ", ".join(p.name for p in deployment.profiles))
     bundle = None
     if grader.startswith("bundle:"):
         if body.get("graderInstructions") is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
-        grader, bundle = _resolve_bundle_grader(training, grader, body.get("project"))
-    with training.store.transaction() as session:
-        reference, model, owner = resolve_model(training, session, body["model"])
-        device = next(p for p in training.profiles if p.name == profile)
-        check_replica_profile(training.catalog.find(model["baseEntryId"]), device, training.profiles, "evaluation")
+        grader, bundle = _resolve_bundle_grader(deployment, grader, body.get("project"))
+    with deployment.store.transaction() as session:
+        reference, model, owner = resolve_model(deployment, session, body["model"])
+        device = next(p for p in deployment.profiles if p.name == profile)
+        check_replica_profile(deployment.catalog.find(model["baseEntryId"]), device, deployment.profiles, "evaluation")
         if grader.startswith("model:"):  # the judge is resolved and frozen now, like the model evaluated
-            judge_reference, judge, _ = resolve_model(training, session, grader.removeprefix("model:"))
-            check_replica_profile(training.catalog.find(judge["baseEntryId"]), device, training.profiles,
+            judge_reference, judge, _ = resolve_model(deployment, session, grader.removeprefix("model:"))
+            check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), device, deployment.profiles,
                                   "evaluation")
             instructions = body.get("graderInstructions")
             if instructions is None and judge["kind"] == "adapter":
-                instructions = trained_instructions(training, session, judge_reference)
+                instructions = trained_instructions(deployment, session, judge_reference)
             model["judge"] = {"reference": judge_reference, "instructions": instructions, **judge}
         elif body.get("graderInstructions") is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
@@ -168,7 +168,7 @@ def start(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
             model["sampling"] = sampling
         project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
         dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
-        check_new_work(session, project.name, "evaluation", training.quotas)
+        check_new_work(session, project.name, "evaluation", deployment.quotas)
         evaluation = Evaluation(
             id=new_id(), project=project.name, model_reference=reference, model=model,
             dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
@@ -240,13 +240,13 @@ def find_evaluation(session, evaluation_id: str) -> Evaluation:
                              visible_projects(Evaluation.project))
 
 
-def get(training: Deployment, evaluation_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def get(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
-        return {**evaluation_json(item), "waitingFor": waiting_for(session, training, "evaluation", item)}
+        return {**evaluation_json(item), "waitingFor": waiting_for(session, deployment, "evaluation", item)}
 
 
-def list_evaluations(training: Deployment, project: str | None, model: str | None, phase: str | None,
+def list_evaluations(deployment: Deployment, project: str | None, model: str | None, phase: str | None,
                      include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
     query = project_work(Evaluation, project, include_archived)
@@ -256,12 +256,12 @@ def list_evaluations(training: Deployment, project: str | None, model: str | Non
         query = query.where(Evaluation.model_reference.startswith(model, autoescape=True))  # `_` is a name's
     if phase:
         query = query.where(Evaluation.phase.in_(phases_asked(EVALUATION, phase, {"open": OPEN})))
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         return [{**evaluation_json(item), "projectArchived": archived}
                 for item, archived in session.execute(query.limit(500))]
 
 
-def cancel(training: Deployment, evaluation_id: str) -> dict[str, Any]:
+def cancel(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         item = find_evaluation(session, evaluation_id)
         if item.phase in TERMINAL:
@@ -272,10 +272,10 @@ def cancel(training: Deployment, evaluation_id: str) -> dict[str, Any]:
         moved(transition(session, EVALUATION, item, EvaluationPhase.CANCELLED), f"evaluation {item.id[:12]}")
         return evaluation_json(item)
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
-def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
+def retry(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
     """Queue an ended evaluation again. A base model resolves to the commit selected now; the answers from that
     commit are kept and the other rows are answered again."""
 
@@ -285,8 +285,8 @@ def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
             raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
                            hint=f"follow it with: akka training evaluations wait {item.id[:12]}")
         # the selection is looked up first, on a connection of its own: none is waited for under the project's lock
-        selection = selection_for(training.store, item.model["baseEntryId"]) if item.model["kind"] == "base" else None
-        check_queue_room(session, item.project, training.quotas)
+        selection = selection_for(deployment.store, item.model["baseEntryId"]) if item.model["kind"] == "base" else None
+        check_queue_room(session, item.project, deployment.quotas)
         if item.model["kind"] == "base":
             if selection is None:
                 raise NotFound(f"base model {item.model['baseEntryId']} is no longer selected on this deployment",
@@ -300,12 +300,12 @@ def retry(training: Deployment, evaluation_id: str) -> dict[str, Any]:
                          progress={**item.progress, "answered": kept}), f"evaluation {item.id[:12]}")
         return evaluation_json(item)
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
-def predictions(training: Deployment, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
+def predictions(deployment: Deployment, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
     """The answers by line; the first `limit` (bounded by the route's `limit` rule) or all."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
         query = select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id) \
             .order_by(EvaluationPrediction.line)
@@ -323,20 +323,20 @@ def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
 # --- the worker's calls ------------------------------------------------------------------------------------
 
 
-def job_spec(training: Deployment, evaluation_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def job_spec(deployment: Deployment, evaluation_id: str, token: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
         kept = session.scalars(select(EvaluationPrediction.line).where(
             EvaluationPrediction.evaluation_id == item.id,
             EvaluationPrediction.base_model_revision == item.model["baseCommit"])).all()
         return EvaluationSpec.model_validate({
-                "evaluationId": item.id, "grader": _worker_grader(item), "leaseSeconds": training.lease_seconds,
+                "evaluationId": item.id, "grader": _worker_grader(item), "leaseSeconds": deployment.lease_seconds,
                 "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
                             "objects": examples_objects(session, item.dataset_digest)},
-                "model": job_model(training.store, training.catalog.find(item.model["baseEntryId"]),
+                "model": job_model(deployment.store, deployment.catalog.find(item.model["baseEntryId"]),
                                    item.model["baseCommit"]),
                 "adapterManifest": _manifest(item.model),
-                "judge": _judge_spec(training, item.model.get("judge")),
+                "judge": _judge_spec(deployment, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
                 "answeredLines": sorted(kept), "sampling": item.model.get("sampling"),
                 "rows": item.model.get("rows")}).wire()
@@ -354,21 +354,21 @@ def _manifest(model: dict[str, Any]) -> str | None:
     return (model.get("manifestDigest") or "").removeprefix("sha256:") or None
 
 
-def _judge_spec(training: Deployment, judge: dict[str, Any] | None) -> dict[str, Any] | None:
+def _judge_spec(deployment: Deployment, judge: dict[str, Any] | None) -> dict[str, Any] | None:
     if not judge:
         return None
     return {"reference": judge["reference"], "adapterManifest": _manifest(judge),
             "instructions": judge.get("instructions"),
-            "model": job_model(training.store, training.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
+            "model": job_model(deployment.store, deployment.catalog.find(judge["baseEntryId"]), judge["baseCommit"])}
 
 
-def add_predictions(training: Deployment, evaluation_id: str, token: str, items: list[dict[str, Any]]
+def add_predictions(deployment: Deployment, evaluation_id: str, token: str, items: list[dict[str, Any]]
                     ) -> dict[str, Any]:
     """Answers as they are graded (visible while the evaluation runs); an answer from another base model commit
     is replaced."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         item, lease = fence(session, EVALUATION, evaluation_id, token)
-        extend(lease, training.lease_seconds)
+        extend(lease, deployment.lease_seconds)
         for p in items:
             session.execute(delete(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id,
                                                                EvaluationPrediction.line == p["line"]))
@@ -385,8 +385,8 @@ def add_predictions(training: Deployment, evaluation_id: str, token: str, items:
         return {"accepted": len(items)}
 
 
-def finish(training: Deployment, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def finish(deployment: Deployment, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
         if body.get("failed"):
             transition(session, EVALUATION, item, EvaluationPhase.FAILED, lease=token, by_worker=True,

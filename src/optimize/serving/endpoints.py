@@ -49,7 +49,7 @@ from optimize.training.server.instructions import trained_instructions
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 
 
-def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
+def create(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     """A new endpoint for the model, or the active endpoint of the project that already serves its base model
     at the same commit, with the model attached."""
     if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"].strip():
@@ -57,17 +57,17 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
     for field in ("project", "deviceProfile"):
         if body.get(field) is not None and not isinstance(body[field], str):
             raise Invalid(f"{field} must be a name (a string)")
-    with training.store.transaction() as session:
-        reference, model, owner = resolve_model(training, session, body["model"])
-        entry = training.catalog.find(model["baseEntryId"])
+    with deployment.store.transaction() as session:
+        reference, model, owner = resolve_model(deployment, session, body["model"])
+        entry = deployment.catalog.find(model["baseEntryId"])
         if "serving" not in entry.allowed_for:
             raise Refused(f"base model {entry.id} is not allowed for serving on this deployment",
                           hint="serve a model whose catalog entry allows serving (akka training base-models get)")
-        profile = replica_profile(entry, training.profiles, body.get("deviceProfile"), "endpoint")
+        profile = replica_profile(entry, deployment.profiles, body.get("deviceProfile"), "endpoint")
         project = project_for_model(session, reference, owner, body.get("project"), "endpoint")
         adapter = None if model["kind"] == "base" else {
             "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
-            "instructions": trained_instructions(training, session, reference), "at": iso(utcnow()), "loaded": False}
+            "instructions": trained_instructions(deployment, session, reference), "at": iso(utcnow()), "loaded": False}
         served = session.scalars(select(Endpoint).where(
             Endpoint.project == project.name, Endpoint.phase.in_(ACTIVE)).order_by(Endpoint.created_at)).all()
         for endpoint in served:
@@ -79,9 +79,9 @@ def create(training: Deployment, body: dict[str, Any]) -> dict[str, Any]:
                                       hint=f"detach one: akka training endpoints detach {endpoint.id[:12]} MODEL")
                     endpoint.adapters = [*endpoint.adapters, adapter]
                     record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
-                    forget_routes(training)
+                    forget_routes(deployment)
                 return {**endpoint_json(endpoint), "attached": True}
-        check_new_work(session, project.name, "endpoint", training.quotas)
+        check_new_work(session, project.name, "endpoint", deployment.quotas)
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
                             base={"baseEntryId": entry.id, "baseCommit": model["baseCommit"]},
                             adapters=[adapter] if adapter else [], device_profile=profile,
@@ -122,28 +122,28 @@ def find_endpoint(session, endpoint_id: str) -> Endpoint:
                              "list endpoints with: akka training endpoints list", visible_projects(Endpoint.project))
 
 
-def get(training: Deployment, endpoint_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def get(deployment: Deployment, endpoint_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
-        return {**endpoint_json(endpoint), "waitingFor": waiting_for(session, training, "endpoint", endpoint)}
+        return {**endpoint_json(endpoint), "waitingFor": waiting_for(session, deployment, "endpoint", endpoint)}
 
 
-def list_endpoints(training: Deployment, project: str | None, phase: str | None, model: str | None = None,
+def list_endpoints(deployment: Deployment, project: str | None, phase: str | None, model: str | None = None,
                    include_archived: bool = False) -> list[dict[str, Any]]:
     """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
     query = project_work(Endpoint, project, include_archived)
     if phase:
         query = query.where(Endpoint.phase.in_(phases_asked(ENDPOINT, phase, {"active": OPEN_PHASES})))
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         rows = [{**endpoint_json(e), "projectArchived": archived} for e, archived in session.execute(query.limit(500))]
     if model:
         rows = [row for row in rows if any(m["name"].startswith(model) for m in row["models"])]
     return rows
 
 
-def detach(training: Deployment, endpoint_id: str, model: str) -> dict[str, Any]:
+def detach(deployment: Deployment, endpoint_id: str, model: str) -> dict[str, Any]:
     """Stop serving an adapter; detaching the last model an endpoint serves takes the endpoint down."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase in TERMINAL:
             raise Refused(f"endpoint {endpoint.id[:12]} is {endpoint.phase}; it serves nothing")
@@ -154,16 +154,16 @@ def detach(training: Deployment, endpoint_id: str, model: str) -> dict[str, Any]
                            hint="the base model is detached by deleting the endpoint")
         endpoint.adapters = kept
         record(session, ENDPOINT.subject(endpoint.id), "detached", model=model)
-        forget_routes(training)
+        forget_routes(deployment)
         return endpoint_json(endpoint)
 
 
-def set_enabled(training: Deployment, endpoint_id: str, model: str, enabled: bool) -> dict[str, Any]:
+def set_enabled(deployment: Deployment, endpoint_id: str, model: str, enabled: bool) -> dict[str, Any]:
     """Disable a model at an endpoint (requests through the server are answered 409; it stays loaded on the device
     the endpoint keeps) or enable it again. `model` is the base model's id or an attached adapter's name (NS/NAME
     selects each of its versions attached). Asking for what already holds changes nothing."""
     verb = "enable" if enabled else "disable"
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase in TERMINAL:
             raise Refused(f"endpoint {endpoint.id[:12]} is {endpoint.phase}; it serves nothing to {verb}")
@@ -184,7 +184,7 @@ def set_enabled(training: Deployment, endpoint_id: str, model: str, enabled: boo
                 changed = True
         if changed:
             record(session, ENDPOINT.subject(endpoint.id), "enabled" if enabled else "disabled", model=model)
-            forget_routes(training)
+            forget_routes(deployment)
         return endpoint_json(endpoint)
 
 
@@ -194,31 +194,31 @@ def _flagged(entry: dict[str, Any], enabled: bool) -> dict[str, Any]:
     return kept if enabled else {**kept, "disabled": True}
 
 
-def delete_endpoint(training: Deployment, endpoint_id: str) -> dict[str, Any]:
+def delete_endpoint(deployment: Deployment, endpoint_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase == "DELETED":
             return endpoint_json(endpoint)
         # its worker, if any, is stopped once this commits
-        forget_routes(training)
+        forget_routes(deployment)
         moved(end(session, endpoint, EndpointPhase.DELETED, endpoint.failure_reason), f"endpoint {endpoint.id[:12]}")
         return endpoint_json(endpoint)
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
-def take_down_idle(training: Deployment) -> list[str]:
+def take_down_idle(deployment: Deployment) -> list[str]:
     """Endpoints that answered no request for `endpoint_idle_seconds` (counted from when they became ready) are
     taken down, freeing their devices (their workers are stopped after the commit); the ids taken down."""
-    idle = timedelta(seconds=training.endpoint_idle_seconds)
+    idle = timedelta(seconds=deployment.endpoint_idle_seconds)
     now = utcnow()
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY")).all()
         stale = [e for e in ready if as_utc(e.last_request_at or e.ready_at or e.created_at) + idle < now]
         if stale:
-            forget_routes(training)
+            forget_routes(deployment)
         return [e.id for e in stale if end(
-            session, e, EndpointPhase.DELETED, f"taken down after {_duration(training.endpoint_idle_seconds)} "
+            session, e, EndpointPhase.DELETED, f"taken down after {_duration(deployment.endpoint_idle_seconds)} "
                                                "without a request, to free its device; create it again to serve")]
 
 
@@ -226,13 +226,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} seconds"
 
 
-def info(training: Deployment) -> dict[str, Any]:
+def info(deployment: Deployment) -> dict[str, Any]:
     """What endpoints of this deployment can do."""
     from optimize.serving.tool_calls import PARSERS
 
-    return {"idleTimeoutSeconds": training.endpoint_idle_seconds, "adaptersAtOnce": MAX_ADAPTERS,
+    return {"idleTimeoutSeconds": deployment.endpoint_idle_seconds, "adaptersAtOnce": MAX_ADAPTERS,
             "devicesPerEndpoint": 1, "engine": "transformers", "toolCallParsers": list(PARSERS),
-            "deviceProfiles": [p.name for p in training.profiles]}
+            "deviceProfiles": [p.name for p in deployment.profiles]}
 
 
 def end(session, endpoint: Endpoint, phase: EndpointPhase, reason: str | None = None, by_worker: bool = False
@@ -253,7 +253,7 @@ def requeue(session, endpoint: Endpoint, reason: str) -> bool:
 ROUTE_SECONDS = 1.0  # a resolved route is kept this long (or a quarter of the idle timeout, when that is shorter)
 
 
-def route(training: Deployment, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
+def route(deployment: Deployment, requested: str | None, endpoint_id: str | None = None) -> tuple[str, str]:
     """(the worker's address, the served model name) for a request's `model`: a base model, or a registered
     model reference (`NS/NAME`, `NS/NAME:vN`, `NS/NAME:ALIAS`) resolved to the exact version served. With an
     endpoint named, the request may leave the model out (the endpoint's own model answers).
@@ -263,33 +263,33 @@ def route(training: Deployment, requested: str | None, endpoint_id: str | None =
     endpoint (attach, detach, disable, enable, delete, idle take-down) forgets them at once, and a request whose
     worker does not answer resolves again (`forget_routes`). Only answers are kept, never refusals."""
     if requested is not None and not isinstance(requested, str):
-        return _route(training, requested, endpoint_id)
-    kept = kept_route(training, requested, endpoint_id)
+        return _route(deployment, requested, endpoint_id)
+    kept = kept_route(deployment, requested, endpoint_id)
     if kept is not None:
         return kept
     now = time.monotonic()
     key = (requested, endpoint_id, current_limits())
-    address, name = _route(training, requested, endpoint_id)
-    if len(training.routes) > 1024:
-        training.routes.clear()
-    training.routes[key] = (address, name, now + min(ROUTE_SECONDS, training.endpoint_idle_seconds / 4))
+    address, name = _route(deployment, requested, endpoint_id)
+    if len(deployment.routes) > 1024:
+        deployment.routes.clear()
+    deployment.routes[key] = (address, name, now + min(ROUTE_SECONDS, deployment.endpoint_idle_seconds / 4))
     return address, name
 
 
-def kept_route(training: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str] | None:
+def kept_route(deployment: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str] | None:
     """The route kept for this request, if one is (no store access: the server's event loop may ask)."""
     if requested is not None and not isinstance(requested, str):
         return None
-    kept = training.routes.get((requested, endpoint_id, current_limits()))
+    kept = deployment.routes.get((requested, endpoint_id, current_limits()))
     return (kept[0], kept[1]) if kept is not None and kept[2] > time.monotonic() else None
 
 
-def forget_routes(training: Deployment) -> None:
-    training.routes.clear()
+def forget_routes(deployment: Deployment) -> None:
+    deployment.routes.clear()
 
 
-def _route(training: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str]:
-    with training.store.transaction() as session:
+def _route(deployment: Deployment, requested: Any, endpoint_id: str | None) -> tuple[str, str]:
+    with deployment.store.transaction() as session:
         if endpoint_id is not None:
             candidates = [find_endpoint(session, endpoint_id)]
         else:
@@ -305,7 +305,7 @@ def _route(training: Deployment, requested: Any, endpoint_id: str | None) -> tup
         wanted = requested or (candidates[0].model_reference if endpoint_id is not None else None)
         if not wanted:
             raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
-        name = _served_name(training, session, wanted)
+        name = _served_name(deployment, session, wanted)
         disabled_at = None  # the first endpoint that serves the model disabled, if no other answers for it
         for endpoint in candidates:
             served = {endpoint.base["baseEntryId"]: True, **{a["name"]: bool(a.get("loaded"))
@@ -320,7 +320,7 @@ def _route(training: Deployment, requested: Any, endpoint_id: str | None) -> tup
                 raise Conflict(f"model {name} is not answering yet: endpoint {endpoint.id[:12]} is {state}",
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
             now = utcnow()
-            grain = min(REQUEST_TIME_GRAIN, training.endpoint_idle_seconds / 4)
+            grain = min(REQUEST_TIME_GRAIN, deployment.endpoint_idle_seconds / 4)
             if endpoint.last_request_at is None or (now - as_utc(endpoint.last_request_at)).total_seconds() > grain:
                 # its idle time starts again (moved at most every `grain` seconds: a write each request costs)
                 endpoint.last_request_at = now
@@ -340,7 +340,7 @@ def _disabled(endpoint: Endpoint, name: str) -> bool:
     return any(a["name"] == name and a.get("disabled") for a in endpoint.adapters)
 
 
-def _served_name(training: Deployment, session, wanted: str) -> str:
+def _served_name(deployment: Deployment, session, wanted: str) -> str:
     """The name a requested model is served under: the exact version a registry reference resolves to, or the
     catalog id of a base model (else the text as given, which nothing serves)."""
     try:
@@ -353,14 +353,14 @@ def _served_name(training: Deployment, session, wanted: str) -> str:
     except (Invalid, NotFound):
         pass
     try:
-        return training.catalog.find(wanted).id
+        return deployment.catalog.find(wanted).id
     except (Invalid, NotFound):
         return wanted
 
 
-def served_models(training: Deployment) -> list[dict[str, Any]]:
+def served_models(deployment: Deployment) -> list[dict[str, Any]]:
     """What answers now, in OpenAI's model list shape."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         ready = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase == "READY"),
                                              visible_projects(Endpoint.project)).order_by(Endpoint.created_at)).all()
         models: dict[str, dict[str, Any]] = {}
@@ -380,21 +380,21 @@ def _worker_adapters(endpoint: Endpoint) -> list[dict[str, Any]]:
     return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:")} for a in endpoint.adapters]
 
 
-def job_spec(training: Deployment, endpoint_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def job_spec(deployment: Deployment, endpoint_id: str, token: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
-        entry = training.catalog.find(endpoint.base["baseEntryId"])
-        return EndpointSpec.model_validate({"endpointId": endpoint.id, "leaseSeconds": training.lease_seconds,
-                "model": job_model(training.store, entry, endpoint.base["baseCommit"]),
+        entry = deployment.catalog.find(endpoint.base["baseEntryId"])
+        return EndpointSpec.model_validate({"endpointId": endpoint.id, "leaseSeconds": deployment.lease_seconds,
+                "model": job_model(deployment.store, entry, endpoint.base["baseCommit"]),
                 "toolCallParser": entry.tool_call_parser, "contextLength": entry.context_length,
                 "adapters": _worker_adapters(endpoint)}).wire()
 
 
-def heartbeat(training: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def heartbeat(deployment: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker says where it answers and which adapters it has loaded; it is told which it should serve."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         endpoint, lease = fence(session, ENDPOINT, endpoint_id, token)
-        extend(lease, training.lease_seconds)
+        extend(lease, deployment.lease_seconds)
         if body.get("address") and endpoint.phase == "STARTING":
             transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
                        address=str(body["address"]), ready_at=utcnow())
@@ -409,9 +409,9 @@ def heartbeat(training: Deployment, endpoint_id: str, token: str, body: dict[str
         return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
 
 
-def finish(training: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(deployment: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker could not serve: the endpoint fails with its reason."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
         end(session, endpoint, EndpointPhase.FAILED,
              str(body.get("failed") or "the endpoint's worker stopped")[:4000], by_worker=True)

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.analysis import service
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.status_stream import status_events
 from optimize.schemas.analyses import Analysis, AnalysisList, AnalysisRequest, LengthHistogram
@@ -24,34 +24,34 @@ add_log_route(router, "analysis")  # GET …/{id}/logs: the worker's log, per at
              response_description="A worker was launched to analyze the examples",
              responses={200: {"model": Analysis, "description": "The analysis kept for these examples and base model "
                                                                "commit (no worker launched)"}})
-async def start_analysis(body: AnalysisRequest, training: TrainingDep) -> JSONResponse:
-    analysis, launched = await run_in_threadpool(service.start_analysis, training, body.dataset, body.model,
+async def start_analysis(body: AnalysisRequest, deployment: DeploymentDep) -> JSONResponse:
+    analysis, launched = await run_in_threadpool(service.start_analysis, deployment, body.dataset, body.model,
                                                   body.plan)
     return JSONResponse(analysis, status_code=202 if launched else 200)
 
 
 @router.get("", response_model=AnalysisList)
-def list_analyses(dataset: str, training: TrainingDep) -> dict:
-    return {"analyses": service.list_analyses(training, dataset)}
+def list_analyses(dataset: str, deployment: DeploymentDep) -> dict:
+    return {"analyses": service.list_analyses(deployment, dataset)}
 
 
 @router.get("/{analysis_id}", response_model=Analysis)
-def get_analysis(analysis_id: str, training: TrainingDep) -> dict:
-    body = service.get_analysis(training, analysis_id)
+def get_analysis(analysis_id: str, deployment: DeploymentDep) -> dict:
+    body = service.get_analysis(deployment, analysis_id)
     return body
 
 
 @router.get("/{analysis_id}/histogram", response_model=LengthHistogram)
-def length_histogram(analysis_id: str, training: TrainingDep,
+def length_histogram(analysis_id: str, deployment: DeploymentDep,
                      bins: Annotated[int, Query(ge=1, le=200, description="How many equal-width bins: 1 to 200")] = 40
                      ) -> dict:
     """The rows' token lengths in equal-width bins, with the rows over each common maxSeqLength limit; refused 409
     until the analysis is done."""
-    return service.length_histogram(training, analysis_id, bins)
+    return service.length_histogram(deployment, analysis_id, bins)
 
 
 @router.get("/{analysis_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the analysis' status (as GET …/analyses/{id} answers it) now "
                                    "and after each change, until it is done or failed"))
-async def follow(analysis_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
-    return await status_events(request, service.get_analysis, training, analysis_id, "analysisId", "analysis")
+async def follow(analysis_id: str, deployment: DeploymentDep, request: Request) -> StreamingResponse:
+    return await status_events(request, service.get_analysis, deployment, analysis_id, "analysisId", "analysis")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from optimize.analysis.row_view import render_row
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.catalog import additions, downloads, selection
 from optimize.catalog.views import entry_json
 from optimize.schemas.catalog import (
@@ -29,42 +29,42 @@ router = APIRouter(prefix="/v1/training", tags=["training"])
 
 
 @router.get("/base-models", response_model=BaseModelList)
-def list_base_models(training: TrainingDep) -> dict:
-    with training.store.transaction() as session:
+def list_base_models(deployment: DeploymentDep) -> dict:
+    with deployment.store.transaction() as session:
         selected = {s.entry_id: s for s in session.scalars(select(BaseModelSelection))}
-    return {"models": [entry_json(e, selected.get(e.id)) for e in training.catalog.entries],
-            "envelopes": "strict" if training.catalog.strict_envelopes else "advisory"}
+    return {"models": [entry_json(e, selected.get(e.id)) for e in deployment.catalog.entries],
+            "envelopes": "strict" if deployment.catalog.strict_envelopes else "advisory"}
 
 
 @router.post("/base-models", response_model=BaseModelDetail, status_code=201)
-def add_base_model(body: AddRequest, training: TrainingDep) -> dict:
+def add_base_model(body: AddRequest, deployment: DeploymentDep) -> dict:
     # an administrator's only (api/auth.py's ACCESS): it changes what this deployment may train
-    entry = additions.add(training.store, training.catalog, body.repository, body.family)
+    entry = additions.add(deployment.store, deployment.catalog, body.repository, body.family)
     return entry_json(entry, None, full=True)
 
 
 @router.get("/base-models/{model_id:path}", response_model=BaseModelDetail)
-def get_base_model(model_id: str, training: TrainingDep) -> dict:
-    entry = training.catalog.find(model_id)
-    return {**entry_json(entry, selection.selection_for(training.store, entry.id), full=True),
+def get_base_model(model_id: str, deployment: DeploymentDep) -> dict:
+    entry = deployment.catalog.find(model_id)
+    return {**entry_json(entry, selection.selection_for(deployment.store, entry.id), full=True),
             "download": downloads.progress(entry.id)}
 
 
 @router.post("/base-models/{model_id:path}/select", response_model=BaseModelDetail)
-def select_base_model(model_id: str, training: TrainingDep, body: SelectRequest | None = None) -> dict:
-    chosen = selection.select(training.store, training.catalog, training.data_dir, model_id,
+def select_base_model(model_id: str, deployment: DeploymentDep, body: SelectRequest | None = None) -> dict:
+    chosen = selection.select(deployment.store, deployment.catalog, deployment.data_dir, model_id,
                               body.from_dir if body else None, body.revision if body else None)
-    return entry_json(training.catalog.find(chosen.entry_id), chosen, full=True)
+    return entry_json(deployment.catalog.find(chosen.entry_id), chosen, full=True)
 
 
 @router.post("/base-models/{model_id:path}/render", response_model=RenderedRow)
-def render(model_id: str, body: RenderRequest, training: TrainingDep) -> dict:
+def render(model_id: str, body: RenderRequest, deployment: DeploymentDep) -> dict:
     """A chat row as the model's chat template renders it for a supervised run, each token marked trained or not
     (the dashboard's row viewer)."""
-    return render_row(training, model_id, body.row, body.loss.model_dump(by_alias=True))
+    return render_row(deployment, model_id, body.row, body.loss.model_dump(by_alias=True))
 
 
 @router.get("/capacity", response_model=Capacity)
-def capacity(training: TrainingDep, project: Annotated[str | None, Query(
+def capacity(deployment: DeploymentDep, project: Annotated[str | None, Query(
         max_length=64, description="Show this project's claims and quota only")] = None) -> dict:
-    return capacity_view(training, project)
+    return capacity_view(deployment, project)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import documented_as, required_body
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.core.errors import Invalid
 from optimize.schemas.plans import MOST_STEPS
@@ -63,11 +63,12 @@ def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
 @router.post("/{run_id}/branch", response_model=Run, status_code=202,
              response_description="The branch was admitted as a queued run",
              responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the branch would be"}})
-async def branch(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(BranchRequest), Body()] = None,
+async def branch(run_id: str, deployment: DeploymentDep,
+                 body: Annotated[Any, documented_as(BranchRequest), Body()] = None,
                  dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "restoreMode", "overrides", "maxSteps", "epochs"})
     return _answer(await SUBMISSIONS_LANE.run(
-        branching.branch, training, run_id, _text(b, "snapshotId"), _text(b, "restoreMode") or "auto",
+        branching.branch, deployment, run_id, _text(b, "snapshotId"), _text(b, "restoreMode") or "auto",
         b.get("overrides"), _integer(b, "maxSteps"), _integer(b, "epochs"), dryRun), dryRun)
 
 
@@ -76,14 +77,14 @@ async def branch(run_id: str, training: TrainingDep, body: Annotated[Any, docume
              responses={200: {"model": BranchDryRun, "description": "With dryRun=true: what the continuation would "
                                                                    "be"}},
              openapi_extra=required_body())
-async def continue_run(run_id: str, training: TrainingDep,
+async def continue_run(run_id: str, deployment: DeploymentDep,
                        body: Annotated[Any, documented_as(ContinueRequest), Body()] = None,
                        dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"snapshotId", "steps", "overrides"})
     steps = _integer(b, "steps")
     if steps is None:
         raise Invalid("a continuation needs steps: how many more updates it trains")
-    return _answer(await SUBMISSIONS_LANE.run(branching.continue_run, training, run_id, steps, _text(b, "snapshotId"),
+    return _answer(await SUBMISSIONS_LANE.run(branching.continue_run, deployment, run_id, steps, _text(b, "snapshotId"),
                                               b.get("overrides"), dryRun), dryRun)
 
 
@@ -91,19 +92,20 @@ async def continue_run(run_id: str, training: TrainingDep,
              response_description="One branch was admitted for each grid point",
              responses={200: {"model": SweepDryRun, "description": "With dryRun=true: every grid point, checked"}},
              openapi_extra=required_body())
-async def sweep(run_id: str, training: TrainingDep, body: Annotated[Any, documented_as(SweepRequest), Body()] = None,
+async def sweep(run_id: str, deployment: DeploymentDep,
+                body: Annotated[Any, documented_as(SweepRequest), Body()] = None,
                 dryRun: bool = False) -> JSONResponse:  # noqa: N803
     b = _body(body, {"grid", "snapshotId", "restoreMode"})
-    return _answer(await SUBMISSIONS_LANE.run(branching.sweep, training, run_id, b.get("grid"),
+    return _answer(await SUBMISSIONS_LANE.run(branching.sweep, deployment, run_id, b.get("grid"),
                                               _text(b, "snapshotId"), _text(b, "restoreMode") or "auto", dryRun),
                    dryRun)
 
 
 @router.get("/{run_id}/branches", response_model=Branches)
-def branches(run_id: str, training: TrainingDep, recursive: bool = False) -> dict:
-    return branching.children(training, run_id, recursive)
+def branches(run_id: str, deployment: DeploymentDep, recursive: bool = False) -> dict:
+    return branching.children(deployment, run_id, recursive)
 
 
 @router.get("/{run_id}/ancestry", response_model=Ancestry)
-def ancestry(run_id: str, training: TrainingDep) -> dict:
-    return branching.ancestry(training, run_id)
+def ancestry(run_id: str, deployment: DeploymentDep) -> dict:
+    return branching.ancestry(deployment, run_id)

@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import streamed_body
-from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.api.lanes import in_user_code_pool
 from optimize.evaluation import service as evaluations
 from optimize.registry import bundle_checks, bundles
@@ -61,7 +61,7 @@ def register_version(namespace: str, name: str, body: BundleRegister, registry: 
 
 @router.post("/{namespace}/{name}/check", response_model=BundleCheck)
 async def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep,
-                       training: TrainingDep) -> dict:
+                       deployment: DeploymentDep) -> dict:
     """Check a bundle version's function against a chat dataset version, synchronously and within a bound: it
     imports (in the bundle's limited process), the row fields its module declares (`FIELDS = [...]`) are in every
     row, and the first `samples` rows' own final answers are scored (mean, spread, unscored, errors with their
@@ -71,17 +71,17 @@ async def check_bundle(namespace: str, name: str, body: BundleCheckRequest, regi
     The check runs in the server's pool for user code: one more than the token's or the project's checks in flight
     allow is refused 429, naming the limit."""
     return await in_user_code_pool(f"bundle check {namespace}/{name}".lower(), _check, namespace, name, body,
-                                   registry, training,
+                                   registry, deployment,
                                    project=body.project if body.model is not None else None)
 
 
-def _check(namespace: str, name: str, body: BundleCheckRequest, registry, training) -> dict:
+def _check(namespace: str, name: str, body: BundleCheckRequest, registry, deployment) -> dict:
     """The check and its sampling evaluation, on a worker of the user-code pool."""
     report = bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
                                         function=body.function, samples=body.samples, model=body.model,
                                         time_limit_s=body.time_limit_seconds)
     if body.model is not None:
-        evaluation = evaluations.start(training, {
+        evaluation = evaluations.start(deployment, {
             "model": body.model, "dataset": report["dataset"], "project": body.project,
             "grader": f"bundle:{report['bundle']}#{report['function']}", "generations": body.generations,
             "temperature": body.temperature, "rows": body.samples, "maxNewTokens": body.max_new_tokens})

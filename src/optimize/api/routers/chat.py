@@ -18,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.text_guard import NON_FINITE_HINT, non_finite_in
 from optimize.core.errors import Invalid, NotFound, Unavailable
 from optimize.schemas.endpoints import (
@@ -46,21 +46,21 @@ def chat_request_body() -> dict[str, Any]:
 
 
 @router.get("/models", response_model=ServedModelList)
-def models(training: TrainingDep) -> dict:
-    return {"object": "list", "data": endpoints.served_models(training)}
+def models(deployment: DeploymentDep) -> dict:
+    return {"object": "list", "data": endpoints.served_models(deployment)}
 
 
 @router.get("/models/{model_id:path}", response_model=ServedModel)
-def model(model_id: str, training: TrainingDep) -> dict:
-    found = next((m for m in endpoints.served_models(training) if m["id"] == model_id), None)
+def model(model_id: str, deployment: DeploymentDep) -> dict:
+    found = next((m for m in endpoints.served_models(deployment) if m["id"] == model_id), None)
     if found is None:
         raise NotFound(f"model {model_id!r} is not served by any endpoint now", hint="GET /v1/models lists them")
     return found
 
 
 @router.post("/chat/completions", responses=CHAT_RESPONSES, openapi_extra=chat_request_body())
-async def chat(request: Request, training: TrainingDep):
-    return await forward(request, training, None)
+async def chat(request: Request, deployment: DeploymentDep):
+    return await forward(request, deployment, None)
 
 
 TEXT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
@@ -70,8 +70,8 @@ TEXT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
 
 
 @router.post("/completions", responses=TEXT_RESPONSES)
-async def completions(request: Request, training: TrainingDep):
-    return await forward(request, training, None, "completions")
+async def completions(request: Request, deployment: DeploymentDep):
+    return await forward(request, deployment, None, "completions")
 
 
 def _client(request: Request) -> httpx.AsyncClient:
@@ -95,7 +95,7 @@ def _unanswered(name: str, error: Exception) -> Unavailable:
                        hint="see its phase with: akka training endpoints list")
 
 
-async def forward(request: Request, training, endpoint_id: str | None, route: str = "chat/completions") -> Response:
+async def forward(request: Request, deployment, endpoint_id: str | None, route: str = "chat/completions") -> Response:
     raw = await request.body()
     non_finite = non_finite_in(raw)  # a body not sent as JSON passed the guard in front of the routes
     if non_finite is not None:
@@ -109,8 +109,8 @@ async def forward(request: Request, training, endpoint_id: str | None, route: st
                       hint="send a chat completion request: an object with model and messages") from None
     if not isinstance(body, dict):
         raise Invalid("the request body must be a JSON object with model and messages")
-    kept = endpoints.kept_route(training, body.get("model"), endpoint_id)  # no thread needed for a kept one
-    address, name = kept or await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
+    kept = endpoints.kept_route(deployment, body.get("model"), endpoint_id)  # no thread needed for a kept one
+    address, name = kept or await run_in_threadpool(endpoints.route, deployment, body.get("model"), endpoint_id)
     client = _client(request)
 
     async def close() -> None:
@@ -119,8 +119,8 @@ async def forward(request: Request, training, endpoint_id: str | None, route: st
     try:
         answer = await _send(client, address, route, body, name)
     except httpx.HTTPError as error:
-        endpoints.forget_routes(training)  # a kept route may name a worker that is gone: resolve it again
-        again = await run_in_threadpool(endpoints.route, training, body.get("model"), endpoint_id)
+        endpoints.forget_routes(deployment)  # a kept route may name a worker that is gone: resolve it again
+        again = await run_in_threadpool(endpoints.route, deployment, body.get("model"), endpoint_id)
         if again == (address, name) or not isinstance(error, httpx.ConnectError):
             raise _unanswered(name, error) from None
         address, name = again

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import StreamingResponse
 
 from optimize.api.bodies import documented_as
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
@@ -23,47 +23,47 @@ add_log_route(router, "distillation")  # GET …/{id}/logs: the worker's log, pe
 
 
 @router.post("", response_model=Distillation, status_code=202, response_description="The distillation was queued")
-def create(training: TrainingDep, body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> dict:
-    return service.create(training, body)
+def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> dict:
+    return service.create(deployment, body)
 
 
 @router.get("", response_model=DistillationList)
-def list_distillations(training: TrainingDep, project: str | None = None, phase: str | None = None,
+def list_distillations(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
                        archived: bool = False) -> dict:
-    return {"distillations": service.list_distillations(training, project, phase, archived)}
+    return {"distillations": service.list_distillations(deployment, project, phase, archived)}
 
 
 @router.get("/{distillation_id}", response_model=Distillation)
-def get(distillation_id: str, training: TrainingDep) -> dict:
-    return service.get(training, distillation_id)
+def get(distillation_id: str, deployment: DeploymentDep) -> dict:
+    return service.get(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/pause", response_model=Distillation)
-def pause(distillation_id: str, training: TrainingDep) -> dict:
+def pause(distillation_id: str, deployment: DeploymentDep) -> dict:
     """Stop answering and release the device; the answers saved stay, and resume goes on from them."""
-    return service.pause(training, distillation_id)
+    return service.pause(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/resume", response_model=Distillation, status_code=202,
              response_description="The distillation was queued again")
-def resume(distillation_id: str, training: TrainingDep) -> dict:
-    return service.resume(training, distillation_id)
+def resume(distillation_id: str, deployment: DeploymentDep) -> dict:
+    return service.resume(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/cancel", response_model=Distillation)
-def cancel(distillation_id: str, training: TrainingDep) -> dict:
-    return service.cancel(training, distillation_id)
+def cancel(distillation_id: str, deployment: DeploymentDep) -> dict:
+    return service.cancel(deployment, distillation_id)
 
 
 @router.get("/{distillation_id}/rejections", response_model=Rejections)
-def rejections(distillation_id: str, training: TrainingDep, reason: str | None = None, limit: Limit = None) -> dict:
+def rejections(distillation_id: str, deployment: DeploymentDep, reason: str | None = None, limit: Limit = None) -> dict:
     """The rejected answers by decision, with their reason and output; `reason` keeps one reason's."""
-    return service.rejections(training, distillation_id, reason, limit)
+    return service.rejections(deployment, distillation_id, reason, limit)
 
 
 @router.get("/{distillation_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the distillation's status (as GET …/distillations/{id} "
                                    "answers it) now and whenever it changes, until it has settled"))
-async def follow(distillation_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
+async def follow(distillation_id: str, deployment: DeploymentDep, request: Request) -> StreamingResponse:
     """The distillation's status now, then whenever it changes, until it has settled."""
-    return await status_events(request, service.get, training, distillation_id, "distillationId", "distillation")
+    return await status_events(request, service.get, deployment, distillation_id, "distillationId", "distillation")

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.bodies import documented_as
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.routers.chat import CHAT_RESPONSES, TEXT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
@@ -36,53 +36,54 @@ add_log_route(router, "endpoint")  # GET …/{id}/logs: the worker's log, per at
              response_description="A new endpoint waits for capacity",
              responses={200: {"model": EndpointCreated, "description": "The model was attached to an endpoint already "
                                                                        "serving its base model"}})
-def create(training: TrainingDep, body: Annotated[Any, documented_as(EndpointRequest), Body()]) -> JSONResponse:
-    answer = service.create(training, body)
+def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(EndpointRequest), Body()]) -> JSONResponse:
+    answer = service.create(deployment, body)
     return JSONResponse(answer, status_code=200 if answer["attached"] else 202)
 
 
 @router.get("", response_model=EndpointList)
-def list_endpoints(training: TrainingDep, project: str | None = None, phase: str | None = None,
+def list_endpoints(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
                    model: str | None = None, archived: bool = False) -> dict:
-    return {"endpoints": service.list_endpoints(training, project, phase, model, archived)}
+    return {"endpoints": service.list_endpoints(deployment, project, phase, model, archived)}
 
 
 @router.get("/info", response_model=EndpointsInfo)
-def info(training: TrainingDep) -> dict:
-    return service.info(training)
+def info(deployment: DeploymentDep) -> dict:
+    return service.info(deployment)
 
 
 @router.get("/{endpoint_id}", response_model=Endpoint)
-def get(endpoint_id: str, training: TrainingDep) -> dict:
-    return service.get(training, endpoint_id)
+def get(endpoint_id: str, deployment: DeploymentDep) -> dict:
+    return service.get(deployment, endpoint_id)
 
 
 @router.delete("/{endpoint_id}", response_model=Endpoint)
-def delete(endpoint_id: str, training: TrainingDep) -> dict:
-    return service.delete_endpoint(training, endpoint_id)
+def delete(endpoint_id: str, deployment: DeploymentDep) -> dict:
+    return service.delete_endpoint(deployment, endpoint_id)
 
 
 @router.post("/{endpoint_id}/detach", response_model=Endpoint)
-def detach(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
+def detach(endpoint_id: str, deployment: DeploymentDep,
+           body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
         raise Invalid("detach needs model: the attached model reference to stop serving")
-    return service.detach(training, endpoint_id, model)
+    return service.detach(deployment, endpoint_id, model)
 
 
 @router.post("/{endpoint_id}/disable", response_model=Endpoint)
-def disable(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
+def disable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
             ) -> dict:
     """Requests for the model through the server are answered 409 until it is enabled; the endpoint keeps its
     device and the model stays loaded."""
-    return service.set_enabled(training, endpoint_id, _model(body, "disable"), enabled=False)
+    return service.set_enabled(deployment, endpoint_id, _model(body, "disable"), enabled=False)
 
 
 @router.post("/{endpoint_id}/enable", response_model=Endpoint)
-def enable(endpoint_id: str, training: TrainingDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
+def enable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
            ) -> dict:
     """The model answers through the server again."""
-    return service.set_enabled(training, endpoint_id, _model(body, "enable"), enabled=True)
+    return service.set_enabled(deployment, endpoint_id, _model(body, "enable"), enabled=True)
 
 
 def _model(body: Any, verb: str) -> str:
@@ -94,19 +95,19 @@ def _model(body: Any, verb: str) -> str:
 
 @router.post("/{endpoint_id}/chat/completions", responses=CHAT_RESPONSES,
              openapi_extra=chat_request_body())
-async def chat(endpoint_id: str, request: Request, training: TrainingDep):
-    return await forward(request, training, endpoint_id)
+async def chat(endpoint_id: str, request: Request, deployment: DeploymentDep):
+    return await forward(request, deployment, endpoint_id)
 
 
 @router.post("/{endpoint_id}/completions", responses=TEXT_RESPONSES)
-async def completions(endpoint_id: str, request: Request, training: TrainingDep):
+async def completions(endpoint_id: str, request: Request, deployment: DeploymentDep):
     """`POST /v1/completions` at this endpoint: the model may be left out (the endpoint's own answers)."""
-    return await forward(request, training, endpoint_id, "completions")
+    return await forward(request, deployment, endpoint_id, "completions")
 
 
 @router.get("/{endpoint_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the endpoint's status (as GET …/endpoints/{id} answers it) "
                                    "now and whenever it changes, until it answers with every model or never will"))
-async def follow(endpoint_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
+async def follow(endpoint_id: str, deployment: DeploymentDep, request: Request) -> StreamingResponse:
     """The endpoint's status now, then whenever it changes, until it answers with every model or never will."""
-    return await status_events(request, service.get, training, endpoint_id, "endpointId", "endpoint")
+    return await status_events(request, service.get, deployment, endpoint_id, "endpointId", "endpoint")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.api.lanes import LaneRoute
 from optimize.core.errors import Forbidden, Invalid, NotFound
 from optimize.jobs import registry as job_kinds
@@ -30,37 +30,37 @@ def _kind(name: str):
     return job_kinds.kind(name)
 
 
-def _fenced(training, kind_name: str, job_id: str, token: str) -> None:
+def _fenced(deployment, kind_name: str, job_id: str, token: str) -> None:
     kind = _kind(kind_name)
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         fence(session, kind.lifecycle, job_id, token)
 
 
-def _fenced_reader(training, kind_name: str, job_id: str, token: str, sha256: str) -> None:
+def _fenced_reader(deployment, kind_name: str, job_id: str, token: str, sha256: str) -> None:
     """Fenced, and refused (403) a blob the job does not read."""
     kind = _kind(kind_name)
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         row, _lease = fence(session, kind.lifecycle, job_id, token)
-        readable = kind.readable_blobs(training, session, row)
-    if not readable.allows(sha256, training.blobs):
+        readable = kind.readable_blobs(deployment, session, row)
+    if not readable.allows(sha256, deployment.blobs):
         raise Forbidden(f"{kind_name} {job_id} does not read blob {sha256[:12]}…",
                         hint="a worker reads only its own job's inputs (the blobs its spec names)")
 
 
 @router.get("/{kind}/{job_id}")
-def job_spec(kind: str, job_id: str, training: TrainingDep, lease: Lease) -> dict:
-    return _kind(kind).worker_spec(training, job_id, lease, {})
+def job_spec(kind: str, job_id: str, deployment: DeploymentDep, lease: Lease) -> dict:
+    return _kind(kind).worker_spec(deployment, job_id, lease, {})
 
 
 @router.get("/{kind}/{job_id}/blobs/{sha256}")
-def get_blob(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
+def get_blob(kind: str, job_id: str, sha256: str, deployment: DeploymentDep, registry: RegistryDep,
              lease: Lease) -> Response:
     """The blob's bytes, only as far as they match its name: a corrupt copy is quarantined and answered 410
     `corrupt` (or, when it changed after the check, cut short before its last chunk). Only a blob the job reads
     (403 `forbidden` otherwise). On a store in a bucket (S3): a 307 to a short-lived presigned GET, so that the
     worker reads the bucket itself (and hashes what it reads)."""
     registry.blobs.path_for(sha256)  # refuses a malformed digest
-    _fenced_reader(training, kind, job_id, lease, sha256)
+    _fenced_reader(deployment, kind, job_id, lease, sha256)
     url = registry.blobs.download_url(sha256)
     if url is not None:
         return RedirectResponse(url, status_code=307)
@@ -69,11 +69,11 @@ def get_blob(kind: str, job_id: str, sha256: str, training: TrainingDep, registr
 
 
 @router.put("/{kind}/{job_id}/blobs/{sha256}")
-async def put_blob(kind: str, job_id: str, sha256: str, request: Request, training: TrainingDep,
+async def put_blob(kind: str, job_id: str, sha256: str, request: Request, deployment: DeploymentDep,
                    registry: RegistryDep, lease: Lease) -> JSONResponse:
     """A worker's output (a save's files, an analysis' per-row lengths), stored under its digest."""
     registry.blobs.path_for(sha256)  # refuses a malformed digest before reading anything
-    await run_in_threadpool(_fenced, training, kind, job_id, lease)
+    await run_in_threadpool(_fenced, deployment, kind, job_id, lease)
     writer = registry.blobs.writer()
     try:
         async for chunk in request.stream():
@@ -86,13 +86,13 @@ async def put_blob(kind: str, job_id: str, sha256: str, request: Request, traini
 
 
 @router.post("/{kind}/{job_id}/blobs/{sha256}/target")
-def upload_target(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep, lease: Lease,
+def upload_target(kind: str, job_id: str, sha256: str, deployment: DeploymentDep, registry: RegistryDep, lease: Lease,
                   body: Any = Body(default=None)) -> dict[str, Any]:
     """Where the worker writes a blob of its output itself: on a store in a bucket (S3), a short-lived presigned
     PUT with the checksum of its name signed in (`url`, `headers`), then `POST …/blobs/{sha256}/written`; `url`
     null: PUT it to the server."""
     registry.blobs.path_for(sha256)
-    _fenced(training, kind, job_id, lease)
+    _fenced(deployment, kind, job_id, lease)
     size = (body or {}).get("bytes") if isinstance(body, dict) else None
     if type(size) is not int or size < 0:
         raise Invalid("bytes must be the blob's size (an integer)")
@@ -101,18 +101,18 @@ def upload_target(kind: str, job_id: str, sha256: str, training: TrainingDep, re
 
 
 @router.post("/{kind}/{job_id}/blobs/{sha256}/written", status_code=201)
-def written(kind: str, job_id: str, sha256: str, training: TrainingDep, registry: RegistryDep,
+def written(kind: str, job_id: str, sha256: str, deployment: DeploymentDep, registry: RegistryDep,
             lease: Lease) -> dict[str, Any]:
     """A blob the worker wrote to the bucket itself, accepted once the bucket holds its name's bytes."""
     registry.blobs.path_for(sha256)
-    _fenced(training, kind, job_id, lease)
+    _fenced(deployment, kind, job_id, lease)
     return {"sha256": sha256, "bytes": registry.blobs.accept_upload(sha256)}
 
 
 @router.post("/{kind}/{job_id}/{action}")
-def job_action(kind: str, job_id: str, action: str, training: TrainingDep, lease: Lease,
+def job_action(kind: str, job_id: str, action: str, deployment: DeploymentDep, lease: Lease,
                body: Any = Body(default=None)) -> Any:
     handler = _kind(kind).handler(action)
     if handler is None or action == "spec":
         raise NotFound(f"a {kind} worker has no action {action!r}")
-    return handler(training, job_id, lease, body if isinstance(body, dict) else {})
+    return handler(deployment, job_id, lease, body if isinstance(body, dict) else {})

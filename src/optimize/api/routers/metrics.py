@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.prometheus import metrics_text
 from optimize.core.access import current
 from optimize.core.errors import Forbidden
@@ -21,8 +21,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
                              "content": {"text/plain": {"schema": {
                                  "type": "string", "description": "Jobs by kind and phase, devices by pool and "
                                                                   "state, and each READY endpoint's load"}}}}})
-async def metrics(training: TrainingDep) -> PlainTextResponse:
+async def metrics(deployment: DeploymentDep) -> PlainTextResponse:
     if current() is not None:
         raise Forbidden("a token limited to projects or namespaces cannot read the deployment's metrics, which "
                         "count every project's jobs", hint="scrape with a token that has no limits")
-    return PlainTextResponse(await run_in_threadpool(metrics_text, training), media_type=CONTENT_TYPE)
+    return PlainTextResponse(await run_in_threadpool(metrics_text, deployment), media_type=CONTENT_TYPE)

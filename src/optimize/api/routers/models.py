@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 
-from optimize.api.deps import RegistryDep, TrainingDep
+from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.core.digests import verified_chunks
 from optimize.core.errors import Invalid
 from optimize.registry import model_files, models
@@ -56,10 +56,10 @@ def get_version(namespace: str, name: str, selector: str, registry: RegistryDep)
 
 
 @router.get("/{namespace}/{name}/versions/{selector}/files", response_model=ModelFiles)
-async def list_files(namespace: str, name: str, selector: str, training: TrainingDep) -> dict:
+async def list_files(namespace: str, name: str, selector: str, deployment: DeploymentDep) -> dict:
     """What downloading the version writes: each file's path, sha256 and size (an adapter's folder with the
     tokenizer and chat template it trained under, or a base model's selected folder)."""
-    listed = await run_in_threadpool(model_files.version_files, training.store, training.blobs, training.catalog,
+    listed = await run_in_threadpool(model_files.version_files, deployment.store, deployment.blobs, deployment.catalog,
                                      namespace, name, selector)  # a base model's first listing hashes its files
     return listed.json()
 
@@ -69,9 +69,9 @@ async def list_files(namespace: str, name: str, selector: str, training: Trainin
                              "content": {"application/octet-stream": {
                                  "schema": {"type": "string", "format": "binary",
                                             "description": "The file's bytes"}}}}})
-async def get_file(namespace: str, name: str, selector: str, path: str, training: TrainingDep) -> Response:
+async def get_file(namespace: str, name: str, selector: str, path: str, deployment: DeploymentDep) -> Response:
     """One file of the version, streamed; its digest is the one the file list gives."""
-    item = await run_in_threadpool(model_files.version_file, training.store, training.blobs, training.catalog,
+    item = await run_in_threadpool(model_files.version_file, deployment.store, deployment.blobs, deployment.catalog,
                                    namespace, name, selector, path)
     headers = {"X-Content-Type-Options": "nosniff", "X-Checksum-Sha256": item.sha256}
     filename = item.path.rsplit("/", 1)[-1]
@@ -80,7 +80,7 @@ async def get_file(namespace: str, name: str, selector: str, path: str, training
         return Response(item.content, media_type="application/octet-stream", headers=headers)
     # the bytes leave only as far as they match the digest listed: a stored object that does not is quarantined
     if item.source == "adapter":
-        size, chunks = await run_in_threadpool(training.blobs.stream, item.sha256)
+        size, chunks = await run_in_threadpool(deployment.blobs.stream, item.sha256)
     else:
         size, chunks = item.location.stat().st_size, verified_chunks(item.location, item.sha256)
     return StreamingResponse(chunks, media_type="application/octet-stream",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.evaluation.scores import scores
 from optimize.projects import service
 from optimize.schemas.projects import Project, ProjectChange, ProjectList, ProjectRequest, Scores
@@ -16,34 +16,34 @@ router = APIRouter(prefix="/v1/training/projects", tags=["training"])
 
 @router.post("", response_model=Project, status_code=201, response_description="The project was created",
              responses={200: {"model": Project, "description": "The project existed already"}})
-def create_project(body: ProjectRequest, training: TrainingDep) -> JSONResponse:
-    project, created = service.create_project(training.store, body.name, body.description)
+def create_project(body: ProjectRequest, deployment: DeploymentDep) -> JSONResponse:
+    project, created = service.create_project(deployment.store, body.name, body.description)
     return JSONResponse(project, status_code=201 if created else 200)
 
 
 @router.get("", response_model=ProjectList)
-def list_projects(training: TrainingDep, archived: bool = False) -> dict:
-    return {"projects": service.list_projects(training.store, archived)}
+def list_projects(deployment: DeploymentDep, archived: bool = False) -> dict:
+    return {"projects": service.list_projects(deployment.store, archived)}
 
 
 @router.get("/{name}", response_model=Project)
-def get_project(name: str, training: TrainingDep) -> dict:
-    return service.get_project(training.store, name)
+def get_project(name: str, deployment: DeploymentDep) -> dict:
+    return service.get_project(deployment.store, name)
 
 
 @router.post("/{name}/archive", response_model=ProjectChange)
-def archive_project(name: str, training: TrainingDep) -> dict:
+def archive_project(name: str, deployment: DeploymentDep) -> dict:
     """Archive: left out of lists with its runs, no new work; refused while any of its work is in progress."""
-    return service.archive_project(training.store, name)
+    return service.archive_project(deployment.store, name)
 
 
 @router.post("/{name}/unarchive", response_model=ProjectChange)
-def unarchive_project(name: str, training: TrainingDep) -> dict:
-    return service.unarchive_project(training.store, name)
+def unarchive_project(name: str, deployment: DeploymentDep) -> dict:
+    return service.unarchive_project(deployment.store, name)
 
 
 @router.get("/{name}/scores", response_model=Scores)
-def project_scores(name: str, training: TrainingDep, dataset: str | None = None, grader: str | None = None) -> dict:
+def project_scores(name: str, deployment: DeploymentDep, dataset: str | None = None, grader: str | None = None) -> dict:
     """The baseline and one column per training configuration, for one dataset and grader."""
-    return scores(training, name, dataset, grader)
+    return scores(deployment, name, dataset, grader)
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.api.bodies import documented_as, required_body
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
@@ -26,76 +26,76 @@ add_log_route(router, "run")  # GET …/{id}/logs: the worker's log, per attempt
 @router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",
              responses={200: {"model": Run | DryRun, "description": "The run its submissionId already names; with "
                                                                     "dryRun=true, what a submission checks"}})
-async def start_run(training: TrainingDep,
+async def start_run(deployment: DeploymentDep,
                     plan: Annotated[Any, documented_as(RunPlan), Body(description="A run plan (kind: run)")],
                     dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
     # on the submissions' lane: a plan's reward terms and bundles are user code, which the service waits for
     if dryRun:
-        return JSONResponse(await SUBMISSIONS_LANE.run(runs.dry_run, training, plan))
-    run, created = await SUBMISSIONS_LANE.run(runs.submit, training, plan)
+        return JSONResponse(await SUBMISSIONS_LANE.run(runs.dry_run, deployment, plan))
+    run, created = await SUBMISSIONS_LANE.run(runs.submit, deployment, plan)
     return JSONResponse(run, status_code=202 if created else 200)
 
 
 @router.get("", response_model=RunList)
-def list_runs(training: TrainingDep, project: str | None = None, phase: str | None = None,
+def list_runs(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
               archived: bool = False) -> dict:
     """Runs of archived projects are left out unless `archived=true` or their project is named."""
-    return {"runs": runs.list_runs(training, project, phase, archived)}
+    return {"runs": runs.list_runs(deployment, project, phase, archived)}
 
 
 @router.get("/{run_id}", response_model=Run)
-def get_run(run_id: str, training: TrainingDep, settings: bool = False) -> dict:
-    return runs.get_run(training, run_id, settings)
+def get_run(run_id: str, deployment: DeploymentDep, settings: bool = False) -> dict:
+    return runs.get_run(deployment, run_id, settings)
 
 
 @router.get("/{run_id}/metrics", response_model=RunMetrics)
-def get_metrics(run_id: str, training: TrainingDep, limit: Limit = None) -> dict:
+def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> dict:
     """The run's metrics; with `limit`, only the last `limit` training steps."""
-    return runs.run_metrics(training, run_id, limit)
+    return runs.run_metrics(deployment, run_id, limit)
 
 
 @router.get("/{run_id}/rollouts", response_model=RunRollouts)
-def get_rollouts(run_id: str, training: TrainingDep,
+def get_rollouts(run_id: str, deployment: DeploymentDep,
                  step: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="The update to show (default: the "
                                                    "newest with recorded rollouts)")] = None) -> dict:
     """A grpo or gspo run's sampled rollouts at one update: prompts, completions, each reward term's score and the
     weighted total, with the updates that have recorded rollouts. 400 for a run of another method; 404 for a step
     without recorded rollouts, naming the steps with some."""
-    return runs.run_rollouts(training, run_id, step)
+    return runs.run_rollouts(deployment, run_id, step)
 
 
 @router.get("/{run_id}/snapshots", response_model=RunSnapshots)
-def get_snapshots(run_id: str, training: TrainingDep) -> dict:
-    return runs.run_snapshots(training, run_id)
+def get_snapshots(run_id: str, deployment: DeploymentDep) -> dict:
+    return runs.run_snapshots(deployment, run_id)
 
 
 @router.post("/{run_id}/pause", response_model=Run, status_code=202, response_description="The pause was accepted",
              responses={200: {"model": Run, "description": "The same pause is already in progress"}},
              openapi_extra=required_body())
-def pause_run(run_id: str, training: TrainingDep,
+def pause_run(run_id: str, deployment: DeploymentDep,
               body: Annotated[Any, documented_as(PauseRequest), Body()] = None) -> JSONResponse:
     """202 when the pause is accepted; 200 when the same pause is already in progress."""
-    run, accepted = lifecycle.pause(training, run_id, body.get("checkpoint") if isinstance(body, dict) else None)
+    run, accepted = lifecycle.pause(deployment, run_id, body.get("checkpoint") if isinstance(body, dict) else None)
     return JSONResponse(run, status_code=202 if accepted else 200)
 
 
 @router.post("/{run_id}/resume", response_model=Run, status_code=202,
              response_description="The run is queued for a new attempt")
-def resume_run(run_id: str, training: TrainingDep) -> dict:
-    return lifecycle.resume(training, run_id)
+def resume_run(run_id: str, deployment: DeploymentDep) -> dict:
+    return lifecycle.resume(deployment, run_id)
 
 
 @router.post("/{run_id}/cancel", response_model=Run, status_code=202, response_description="The run was cancelled",
              responses={200: {"model": Run, "description": "The run was already cancelled"}})
-def cancel_run(run_id: str, training: TrainingDep) -> JSONResponse:
+def cancel_run(run_id: str, deployment: DeploymentDep) -> JSONResponse:
     """202 when cancelled now; 200 when the run was already cancelled."""
-    run, cancelled = lifecycle.cancel(training, run_id)
+    run, cancelled = lifecycle.cancel(deployment, run_id)
     return JSONResponse(run, status_code=202 if cancelled else 200)
 
 
 @router.get("/{run_id}/events", response_class=StreamingResponse,
             responses=event_stream("Server-sent events: the run's status (as GET /v1/training/runs/{id} answers "
                                    "it) now and after each change, until it has ended or paused"))
-async def follow(run_id: str, training: TrainingDep, request: Request) -> StreamingResponse:
+async def follow(run_id: str, deployment: DeploymentDep, request: Request) -> StreamingResponse:
     """The run's current status first, then a status after each change, until the run has ended or paused."""
-    return await status_events(request, runs.get_run, training, run_id, "runId", "run")
+    return await status_events(request, runs.get_run, deployment, run_id, "runId", "run")

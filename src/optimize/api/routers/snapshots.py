@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from optimize.api.bodies import documented_as
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.core.errors import Invalid
 from optimize.schemas.runs import PinRequest, RegisteredSnapshot, RegisterSnapshotRequest, Snapshot, SnapshotDetail
 from optimize.training.server import snapshots
@@ -16,26 +16,26 @@ router = APIRouter(prefix="/v1/training/snapshots", tags=["training"])
 
 
 @router.get("/{snapshot_id}", response_model=SnapshotDetail)
-def get_snapshot(snapshot_id: str, training: TrainingDep) -> dict:
-    return snapshots.get_snapshot(training, snapshot_id)
+def get_snapshot(snapshot_id: str, deployment: DeploymentDep) -> dict:
+    return snapshots.get_snapshot(deployment, snapshot_id)
 
 
 @router.post("/{snapshot_id}/register", response_model=RegisteredSnapshot)
-def register_snapshot(snapshot_id: str, training: TrainingDep,
+def register_snapshot(snapshot_id: str, deployment: DeploymentDep,
                       body: Annotated[Any, documented_as(RegisterSnapshotRequest), Body()] = None) -> dict:
-    return snapshots.register(training, snapshot_id, _field(body, "name", str))
+    return snapshots.register(deployment, snapshot_id, _field(body, "name", str))
 
 
 @router.post("/{snapshot_id}/pin", response_model=Snapshot)
-def pin_snapshot(snapshot_id: str, training: TrainingDep,
+def pin_snapshot(snapshot_id: str, deployment: DeploymentDep,
                  body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
-    return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=True)
+    return snapshots.pin(deployment, snapshot_id, _field(body, "kinds", list), pinned=True)
 
 
 @router.post("/{snapshot_id}/unpin", response_model=Snapshot)
-def unpin_snapshot(snapshot_id: str, training: TrainingDep,
+def unpin_snapshot(snapshot_id: str, deployment: DeploymentDep,
                    body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
-    return snapshots.pin(training, snapshot_id, _field(body, "kinds", list), pinned=False)
+    return snapshots.pin(deployment, snapshot_id, _field(body, "kinds", list), pinned=False)
 
 
 def _field(body: Any, name: str, kind: type) -> Any:

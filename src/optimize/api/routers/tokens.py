@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from optimize.api.auth import caller_of
-from optimize.api.deps import TrainingDep
+from optimize.api.deps import DeploymentDep
 from optimize.auth import tokens
 from optimize.schemas.auth import IssuedToken, Token, TokenCreate, TokenList, WhoAmI
 
@@ -13,20 +13,20 @@ router = APIRouter(prefix="/v1/auth", tags=["auth"])
 
 
 @router.post("/tokens", response_model=IssuedToken, status_code=201)
-def create_token(body: TokenCreate, request: Request, training: TrainingDep) -> dict:
-    token, record = tokens.issue(training.store, body.name, tokens.parse_role(body.role), projects=body.projects,
+def create_token(body: TokenCreate, request: Request, deployment: DeploymentDep) -> dict:
+    token, record = tokens.issue(deployment.store, body.name, tokens.parse_role(body.role), projects=body.projects,
                                  namespaces=body.namespaces, created_by=caller_of(request).token_id)
     return {**record, "token": token}
 
 
 @router.get("/tokens", response_model=TokenList)
-def list_tokens(training: TrainingDep, revoked: bool = False) -> dict:
-    return {"tokens": tokens.list_tokens(training.store, include_revoked=revoked)}
+def list_tokens(deployment: DeploymentDep, revoked: bool = False) -> dict:
+    return {"tokens": tokens.list_tokens(deployment.store, include_revoked=revoked)}
 
 
 @router.delete("/tokens/{token_id}", response_model=Token)
-def revoke_token(token_id: str, request: Request, training: TrainingDep) -> dict:
-    return tokens.revoke(training.store, token_id, caller_of(request))
+def revoke_token(token_id: str, request: Request, deployment: DeploymentDep) -> dict:
+    return tokens.revoke(deployment.store, token_id, caller_of(request))
 
 
 @router.get("/whoami", response_model=WhoAmI)

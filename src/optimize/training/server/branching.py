@@ -197,11 +197,11 @@ def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) 
     return overrides
 
 
-def prepare(training: Deployment, parent_id: str, snapshot_id: str | None, restore: str, overrides: Any,
+def prepare(deployment: Deployment, parent_id: str, snapshot_id: str | None, restore: str, overrides: Any,
             max_steps: int | None = None, epochs: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The child's plan document and its branch record, every rule checked; nothing is stored."""
     overrides = _check_overrides(overrides, max_steps, epochs)
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         parent = find_run(session, parent_id)
         snapshot = source_snapshot(session, parent, snapshot_id, need_state=restore == "trainingState")
         mode, why = choose_restore(restore or "auto", snapshot, parent, overrides)
@@ -214,29 +214,29 @@ def prepare(training: Deployment, parent_id: str, snapshot_id: str | None, resto
     return document, record
 
 
-def branch(training: Deployment, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
+def branch(deployment: Deployment, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
            overrides: Any = None, max_steps: int | None = None, epochs: int | None = None,
            dry: bool = False) -> dict[str, Any]:
-    document, record = prepare(training, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
+    document, record = prepare(deployment, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
     if dry:
-        return {**dry_run(training, document, starts_from=_registered_at(training, record["snapshotId"]),
+        return {**dry_run(deployment, document, starts_from=_registered_at(deployment, record["snapshotId"]),
                           branch=record), "branch": record}
-    run, _ = submit(training, document, branch=record)
+    run, _ = submit(deployment, document, branch=record)
     return run
 
 
-def _registered_at(training: Deployment, snapshot_id: str) -> str | None:
+def _registered_at(deployment: Deployment, snapshot_id: str) -> str | None:
     """The model version registered from a snapshot's weights (what a branch from it starts from), if any: the dry
     run reads the sampled answers of that model."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         registered = session.get(Snapshot, snapshot_id).registered or []
     return registered[0] if registered else None
 
 
-def continue_run(training: Deployment, parent_id: str, steps: int, snapshot_id: str | None = None,
+def continue_run(deployment: Deployment, parent_id: str, steps: int, snapshot_id: str | None = None,
                  overrides: Any = None, dry: bool = False) -> dict[str, Any]:
     """A trainingState branch of `steps` more updates (its schedule spans them at the child's learning rate)."""
-    return branch(training, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
+    return branch(deployment, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
 
 
 def grid_points(grid: Any) -> list[dict[str, Any]]:
@@ -291,22 +291,22 @@ def _refuse_overlapping(paths: list[str]) -> None:
             prefixes.setdefault(prefix, path)
 
 
-def sweep(training: Deployment, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
+def sweep(deployment: Deployment, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
           dry: bool = False) -> dict[str, Any]:
     """One branch per grid point; every point is checked (as a dry run) before any is submitted."""
     points = grid_points(grid)
     checked = []
     for number, point in enumerate(points, 1):
         try:
-            document, record = prepare(training, parent_id, snapshot_id, restore, point)
-            dry_run(training, document, branch=record)
+            document, record = prepare(deployment, parent_id, snapshot_id, restore, point)
+            dry_run(deployment, document, branch=record)
         except (Invalid, Refused, NotFound) as error:
             raise type(error)(f"sweep point {number} ({_describe(point)}): {error.message}", hint=error.hint) from None
         checked.append((point, document, record))
     if dry:
         return {"dryRun": True, "points": [{"overrides": p, "restore": r["restore"], "why": r["why"]}
                                            for p, _, r in checked]}
-    runs = [{"overrides": p, **submit(training, d, branch=r)[0]} for p, d, r in checked]
+    runs = [{"overrides": p, **submit(deployment, d, branch=r)[0]} for p, d, r in checked]
     return {"runs": runs}
 
 
@@ -314,10 +314,10 @@ def _describe(point: dict[str, Any]) -> str:
     return ", ".join(f"{path}={value!r}" for path, value in leaves(point).items())
 
 
-def children(training: Deployment, run_id: str, recursive: bool = False) -> dict[str, Any]:
+def children(deployment: Deployment, run_id: str, recursive: bool = False) -> dict[str, Any]:
     from optimize.training.server.views import run_json
 
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         root = find_run(session, run_id)
         rows, frontier = [], [(root.id, 1)]
         while frontier:
@@ -330,9 +330,9 @@ def children(training: Deployment, run_id: str, recursive: bool = False) -> dict
         return {"runId": root.id, "runs": rows}
 
 
-def ancestry(training: Deployment, run_id: str) -> dict[str, Any]:
+def ancestry(deployment: Deployment, run_id: str) -> dict[str, Any]:
     """The chain from the root run to this one, each hop with its source snapshot, step and step budget."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         chain = []
         while run is not None:

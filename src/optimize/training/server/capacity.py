@@ -20,10 +20,10 @@ from optimize.store.tables import DeviceHold, Project, Run
 from optimize.training.server.phases import RunPhase
 
 
-def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]:
+def capacity(deployment: Deployment, project: str | None = None) -> dict[str, Any]:
     """Pools and devices as they are; claims and quotas of the project asked for, else of every project the
     caller's token sees (a limited token sees only its own projects' claims)."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         if project is not None:
             project = find_project(session, project).name
         holds = session.scalars(select(DeviceHold).order_by(DeviceHold.since)).all()
@@ -31,7 +31,7 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
         names = [project] if project else [name for name in session.scalars(
             only_visible(select(Project.name).where(Project.archived.is_(False)), visible_projects(Project.name))
             .order_by(Project.name))]
-        quotas = quota_usage(session, training.quotas, names)
+        quotas = quota_usage(session, deployment.quotas, names)
     held_by = {h.device_id: h for h in holds}
     granted: dict[str, list[DeviceHold]] = defaultdict(list)
     for hold in holds:
@@ -40,12 +40,12 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
     for run in queued:
         waiting[run.device_profile] += run.device_count
     pools = []
-    for profile in training.profiles:
+    for profile in deployment.profiles:
         purposes = [profile.pool] + ([SERVING] if profile.kind == "cpu" else [])  # a cpu keeps slots for serving
         for pool in purposes:
             names = pool_devices(profile, pool)
             busy = sum(1 for name in names if name in held_by)
-            online = training.online.get(profile.name, 0) if training.online is not None else len(names)
+            online = deployment.online.get(profile.name, 0) if deployment.online is not None else len(names)
             pools.append({"pool": pool, "profile": profile.name, "kind": profile.kind, "online": online,
                           "accelerator": profile.accelerator, "memoryGiB": profile.memory_gib, "declared": len(names),
                           "free": max(0, min(len(names), online) - busy), "granted": busy,
@@ -54,7 +54,7 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
     device_rows = [{"device": d.device_id, "profile": d.profile, "pool": d.pool,
                     "held": d.device_id in held_by,
                     "heldBy": held_by[d.device_id].subject if d.device_id in held_by else None}
-                   for d in all_devices(training.profiles)]
+                   for d in all_devices(deployment.profiles)]
     claims = [{"kind": items[0].kind.upper(), "subject": subject, "for": subject.split(":", 1)[1],
                "project": items[0].project, "devices": [h.device_id for h in items],
                "profile": items[0].device_id.split(":", 1)[0], "state": "GRANTED", "since": iso(items[0].since)}
@@ -65,8 +65,8 @@ def capacity(training: Deployment, project: str | None = None) -> dict[str, Any]
     limits = current()
     claims = [c for c in claims if (project is None or c["project"] == project)
               and (limits is None or limits.sees_project(c["project"]))]
-    executor = training.executor
+    executor = deployment.executor
     return {"pools": pools, "devices": device_rows, "claims": claims, "projects": quotas,
             "executor": executor.name if executor is not None else None,
             "nodes": executor.nodes() if executor is not None else None,  # a cluster's machines; None on one
-            "envelopes": "strict" if training.catalog.strict_envelopes else "advisory", "warnings": []}
+            "envelopes": "strict" if deployment.catalog.strict_envelopes else "advisory", "warnings": []}

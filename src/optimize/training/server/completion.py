@@ -18,13 +18,13 @@ from optimize.training.server.attempts import end_attempt
 from optimize.training.server.phases import RUN, RunPhase
 
 
-def register_adapter(training: Deployment, session, run: Run, snapshot: Snapshot, modules: list[str],
+def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapshot, modules: list[str],
                      weights_digest: str | None, name: str | None = None) -> str:
     """Register the snapshot's weights as a version of the project's model; returns its reference."""
     weights = next((a for a in snapshot.artifacts if a["kind"] == "weights"), None)
     if weights is None:
         raise Invalid(f"snapshot {snapshot.id[:12]} holds no adapter weights")
-    entry = training.catalog.find(run.base_entry_id)
+    entry = deployment.catalog.find(run.base_entry_id)
     lora = hyperparams_of(run.resolved["config"])["lora"]
     descriptor = {
         "variant": "ADAPTER",
@@ -51,12 +51,12 @@ def register_adapter(training: Deployment, session, run: Run, snapshot: Snapshot
     return reference
 
 
-def complete_run(training: Deployment, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
+def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
     final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
                            .order_by(Snapshot.step.desc()).limit(1))
     if final is None or not any(a["kind"] == "weights" for a in final.artifacts):
         raise Invalid("a run completes only once its final save, with its adapter weights, is committed")
-    reference = register_adapter(training, session, run, final, body.get("modules") or [], body.get("weightsDigest"))
+    reference = register_adapter(deployment, session, run, final, body.get("modules") or [], body.get("weightsDigest"))
     cost = {**(run.cost or {}), **(body.get("cost") or {})}
     results = {**(run.results or {}), **(body.get("results") or {})}
     losses = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id, RunMetric.kind == "train")

@@ -14,7 +14,7 @@ from optimize.registry.models import resolve_model_reference
 from optimize.store.tables import Run
 
 
-def trained_instructions(training: Deployment, session, reference: str) -> str | None:
+def trained_instructions(deployment: Deployment, session, reference: str) -> str | None:
     """None for a model no run produced, or whose run's first row has no system message."""
     _, version = resolve_model_reference(session, reference)
     run = session.get(Run, version.produced_by_id) if version.produced_by_kind == "run" else None
@@ -22,7 +22,7 @@ def trained_instructions(training: Deployment, session, reference: str) -> str |
         return None
     try:
         first = examples_objects(session, run.dataset_digest)[0]
-        with training.blobs.verified_path(first["sha256"]).open("rb") as handle:
+        with deployment.blobs.verified_path(first["sha256"]).open("rb") as handle:
             messages = json.loads(handle.readline()).get("messages") or []
     except (IndexError, OSError, ValueError, AttributeError, NotFound, Gone):  # Gone: a corrupt copy
         return None

@@ -26,7 +26,7 @@ from optimize.training.server.views import run_json
 CHECKPOINTS = ("latest", "save")
 
 
-def pause(training: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
+def pause(deployment: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
     """Record a pause; returns (run, accepted now). The same pause sent again while pausing is not new."""
     if checkpoint not in CHECKPOINTS:
         raise Invalid(f"checkpoint {checkpoint!r} is not one of latest, save",
@@ -65,7 +65,7 @@ def pause(training: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str,
             "resourcesReleased": False}), f"run {short}")
         return run_json(run, current_attempt(session, run)), True
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
 def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], reason: str = "paused",
@@ -88,7 +88,7 @@ def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], r
                       progress={**(run.progress or {}), "savedStep": point.step if point else None})
 
 
-def resume(training: Deployment, run_id: str) -> dict[str, Any]:
+def resume(deployment: Deployment, run_id: str) -> dict[str, Any]:
     """Queue a paused run for a new attempt from its newest resumable save."""
 
     def decide(session) -> dict[str, Any]:
@@ -100,14 +100,14 @@ def resume(training: Deployment, run_id: str) -> dict[str, Any]:
                            hint=f"wait for it to pause: akka training runs wait {short}")
         if phase is not RunPhase.PAUSED:
             raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
-        check_queue_room(session, run.project, training.quotas)
+        check_queue_room(session, run.project, deployment.quotas)
         moved(queue_from_newest_save(session, run, {"afterPause": run.pause}, pause=None), f"run {short}")
         return run_json(run)
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)
 
 
-def cancel(training: Deployment, run_id: str) -> tuple[dict[str, Any], bool]:
+def cancel(deployment: Deployment, run_id: str) -> tuple[dict[str, Any], bool]:
     """Cancel a run in any unfinished phase; returns (run, cancelled now). Its worker, if any, is stopped."""
 
     def decide(session) -> tuple[dict[str, Any], bool]:
@@ -123,4 +123,4 @@ def cancel(training: Deployment, run_id: str) -> tuple[dict[str, Any], bool]:
         record(session, RUN.subject(run.id), "cancelled", phase=phase.value)
         return run_json(run), True
 
-    return decided(training.store, decide)
+    return decided(deployment.store, decide)

@@ -50,24 +50,24 @@ def _leased(session, run_id: str, token: str) -> tuple[Run, RunAttempt]:
     return run, session.get(RunAttempt, (run_id, lease.attempt))
 
 
-def job_spec(training: Deployment, run_id: str, token: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def job_spec(deployment: Deployment, run_id: str, token: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         return RunSpec.model_validate({
             "runId": run.id, "attempt": attempt.number, "project": run.project, "method": run.method,
             "config": run.resolved["config"], "execution": run.resolved["execution"],
-            "devices": attempt.devices, "leaseSeconds": training.lease_seconds,
+            "devices": attempt.devices, "leaseSeconds": deployment.lease_seconds,
             "dataset": _objects(session, run.dataset_digest),
             "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
-            "model": job_model(training.store, training.catalog.find(run.base_entry_id), run.base_commit),
+            "model": job_model(deployment.store, deployment.catalog.find(run.base_entry_id), run.base_commit),
             "resume": _resume_point(session, run),
             "branch": {"restore": run.branch["restore"], "step": run.branch["step"],
                        "artifacts": [_artifact(a) for a in run.branch["artifacts"]]} if run.branch else None,
-            "judges": _judges(training, session, run),
+            "judges": _judges(deployment, session, run),
         }).wire()
 
 
-def _judges(training: Deployment, session, run: Run) -> dict[str, Any]:
+def _judges(deployment: Deployment, session, run: Run) -> dict[str, Any]:
     """Each judge reward term's model, by the term's name: its frozen reference, its adapter's weights manifest,
     its instructions (the term's own, else a trained judge's) and its base model, which may differ from the run's."""
     judges = {}
@@ -78,12 +78,12 @@ def _judges(training: Deployment, session, run: Run) -> dict[str, Any]:
         instructions = term.get("instructions")
         if instructions is None and manifest:
             try:
-                instructions = trained_instructions(training, session, term["judgeReference"])
+                instructions = trained_instructions(deployment, session, term["judgeReference"])
             except NotFound:  # the version is gone: the built-in instructions grade
                 instructions = None
         judges[term["name"]] = {
             "reference": term["judgeReference"], "adapterManifest": manifest, "instructions": instructions,
-            "model": job_model(training.store, training.catalog.find(term["judgeBaseEntryId"]),
+            "model": job_model(deployment.store, deployment.catalog.find(term["judgeBaseEntryId"]),
                                term["judgeBaseCommit"])}
     return judges
 
@@ -116,12 +116,12 @@ def instructions(run: Run) -> dict[str, Any]:
             "stop": stop["message"] if stop else None}
 
 
-def report_progress(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def report_progress(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """Rows done of rows total while preparing; the step while training; the start checks once they ran.
     The first report with `training: true` moves the run to TRAINING."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run, lease = fence(session, RUN, run_id, token)
-        extend(lease, training.lease_seconds)
+        extend(lease, deployment.lease_seconds)
         progress = {**(run.progress or {}), **(body.get("progress") or {})}
         values: dict[str, Any] = {"progress": progress}
         if body.get("checks") is not None:
@@ -138,8 +138,8 @@ def report_progress(training: Deployment, run_id: str, token: str, body: dict[st
         return instructions(run)
 
 
-def report_metrics(training: Deployment, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def report_metrics(deployment: Deployment, run_id: str, token: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         for item in items:
             if item.get("kind") not in ("train", "validation") or not isinstance(item.get("step"), int):
@@ -190,12 +190,12 @@ def _updates(session, run_id: str, order: Any, limit: int) -> list[guards.Update
     return [guards.Update.of(step, values or {}) for step, values in rows]
 
 
-def report_rollouts(training: Deployment, run_id: str, token: str, records: Any) -> dict[str, Any]:
+def report_rollouts(deployment: Deployment, run_id: str, token: str, records: Any) -> dict[str, Any]:
     """A reinforcement run's sample of rollouts, one record per update: `{step, items: [{prompt, completion,
     scores: {term: value}, total, errors?, group?}]}`. Each update keeps one record: the first one sent, replaced
     only by a later attempt's (which trained the update again after a resume). What is stored is bounded here,
     whatever the worker sent: `ROLLOUT_ITEMS` completions, `ROLLOUT_TEXT` characters of a text, cut and marked."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)  # a stale worker is told so before anything else
         if not isinstance(records, list) or len(records) > ROLLOUT_RECORDS:
             raise Invalid(f"rollouts need records: a list of at most {ROLLOUT_RECORDS} updates' samples")
@@ -258,10 +258,10 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def commit_snapshot(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """A save becomes a snapshot only once every file its manifests name is held under its digest; the
     manifests were uploaded last, so a half-uploaded save is never listed."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         _leased(session, run_id, token)  # a stale worker is told so before anything else
     step = body.get("step")
     if type(step) is not int or step < 0:
@@ -270,13 +270,13 @@ def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[st
     for item in body.get("artifacts") or []:
         if item.get("kind") not in ARTIFACT_KINDS:
             raise Invalid(f"artifact kind {item.get('kind')!r} is not one of {', '.join(ARTIFACT_KINDS)}")
-        manifest = _verified_manifest(training, item.get("manifestSha256", ""))
+        manifest = _verified_manifest(deployment, item.get("manifestSha256", ""))
         artifacts.append({"kind": item["kind"], "manifestDigest": f"sha256:{item['manifestSha256']}",
                           "bytes": sum(f["bytes"] for f in manifest["files"]),
                           "files": [f["path"] for f in manifest["files"]]})
     if not artifacts:
         raise Invalid("a snapshot needs at least one artifact")
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         insert_ignoring_conflict(session, Snapshot, {
             "id": new_id(), "run_id": run.id, "attempt": attempt.number, "step": step, "epoch": body.get("epoch"),
@@ -290,16 +290,16 @@ def commit_snapshot(training: Deployment, run_id: str, token: str, body: dict[st
         return snapshot_json(snapshot)
 
 
-def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
-    if not training.blobs.holds(sha256):  # a corrupt copy is quarantined: not held
+def _verified_manifest(deployment: Deployment, sha256: str) -> dict[str, Any]:
+    if not deployment.blobs.holds(sha256):  # a corrupt copy is quarantined: not held
         raise Invalid(f"manifest sha256:{sha256} is not held; upload it before committing the snapshot")
     try:
         # held_path: a store in a bucket reads it through its local cache
-        manifest = json.loads(training.blobs.held_path(sha256).read_bytes())
+        manifest = json.loads(deployment.blobs.held_path(sha256).read_bytes())
         files = manifest["files"]
         if not all(isinstance(f["path"], str) and isinstance(f["bytes"], int) for f in files):
             raise TypeError
-        missing = [f["path"] for f in files if not training.blobs.holds(f["sha256"])]
+        missing = [f["path"] for f in files if not deployment.blobs.holds(f["sha256"])]
     except (ValueError, KeyError, TypeError):
         raise Invalid(f"blob sha256:{sha256} is not a snapshot manifest (JSON with files of path, sha256 and bytes)"
                       ) from None
@@ -308,10 +308,10 @@ def _verified_manifest(training: Deployment, sha256: str) -> dict[str, Any]:
     return manifest
 
 
-def finish(training: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """The worker's last word: failed with a reason, stopped for a pause, or completed with its final snapshot,
     which is registered as the project's model."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
         if body.get("failed"):
             fail_run(session, run, str(body["failed"]), by_worker=True)
@@ -321,5 +321,5 @@ def finish(training: Deployment, run_id: str, token: str, body: dict[str, Any]) 
                 raise Invalid(f"run {run.id[:12]} is {run.phase}, not pausing; its worker cannot report a pause")
             finish_pause(session, run, attempt, body["paused"], by_worker=True)
             return {"phase": run.phase}
-        complete_run(training, session, run, attempt, body)
+        complete_run(deployment, session, run, attempt, body)
         return {"phase": run.phase, "model": run.model_reference}

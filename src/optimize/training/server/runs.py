@@ -54,7 +54,7 @@ from optimize.training.server.prediction import predict, unavailable
 from optimize.training.server.views import metric_json, run_json, snapshot_json
 
 
-def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
     """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
     A branch (training.server.branching) passes the snapshot it starts from and its restore mode."""
     if not isinstance(document, dict):
@@ -63,19 +63,19 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
     digest = hashlib.sha256(json.dumps({k: v for k, v in document.items() if k != "submissionId"},
                                        sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     submission_id = plan.submission_id or new_id()
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         existing = session.scalar(select(Run).where(Run.submission_id == submission_id))
         if existing is not None:
             return _same_submission(existing, digest), False
-    entry = training.catalog.find(plan.base_model)
-    checked = _check_rule_bundles(training, plan)
-    with training.store.transaction() as session:
-        project, admitted, branch = _admit(training, session, plan, document, entry, branch, checked)
+    entry = deployment.catalog.find(plan.base_model)
+    checked = _check_rule_bundles(deployment, plan)
+    with deployment.store.transaction() as session:
+        project, admitted, branch = _admit(deployment, session, plan, document, entry, branch, checked)
         refuse_kl_on_inherited_policy(admitted, branch)
-        check_new_work(session, project.name, "run", training.quotas)
-        sections, state, to_analyze = check_lengths(training, session, admitted, plan)
+        check_new_work(session, project.name, "run", deployment.quotas)
+        sections, state, to_analyze = check_lengths(deployment, session, admitted, plan)
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
-        preflight = predict(training.blobs, session, document, entry, admitted.dataset.digest, admitted.commit)
+        preflight = predict(deployment.blobs, session, document, entry, admitted.dataset.digest, admitted.commit)
         if preflight is None and state != "waiting":
             preflight = unavailable()
         now = utcnow()
@@ -103,11 +103,11 @@ def submit(training: Deployment, document: Any, branch: dict[str, Any] | None = 
         queue_wake(session)
         body = run_json(run)
     for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
-        start_analysis(training, reference, entry.id)
+        start_analysis(deployment, reference, entry.id)
     return body, True
 
 
-def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
+def dry_run(deployment: Deployment, document: Any, starts_from: str | None = None,
             branch: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything a submission checks, with nothing started (no run, no analysis): the resolved settings with
     their sources, the envelope verdict, the Lengths section and the datasets' diagnostics; for a reinforcement run,
@@ -116,26 +116,26 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
     if not isinstance(document, dict):
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)
-    entry = training.catalog.find(plan.base_model)
-    checked = _check_rule_bundles(training, plan)
-    with training.store.transaction() as session:
-        project, admitted, branch = _admit(training, session, plan, document, entry, branch, checked)
+    entry = deployment.catalog.find(plan.base_model)
+    checked = _check_rule_bundles(deployment, plan)
+    with deployment.store.transaction() as session:
+        project, admitted, branch = _admit(deployment, session, plan, document, entry, branch, checked)
         refuse_kl_on_inherited_policy(admitted, branch)
         starts_from = starts_from or ((branch or {}).get("source") or {}).get("model")
-        sections, state, _ = check_lengths(training, session, admitted, plan)
+        sections, state, _ = check_lengths(deployment, session, admitted, plan)
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
                             if plan.config.method in REINFORCEMENT else (None, []))
-        estimates = (_rollout_estimates(training, session, admitted, plan)
+        estimates = (_rollout_estimates(deployment, session, admitted, plan)
                      if plan.config.method in REINFORCEMENT else None)
     limits = ReadLimits.from_env()
-    opener = lambda sha256: training.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
+    opener = lambda sha256: deployment.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
     warnings = list(admitted.warnings)
     reinforcement = {}
     if plan.config.method in REINFORCEMENT:
         config = admitted.resolved["config"]
         reinforcement = {**user_code.call(f"reward check of a {plan.config.method} dry run", _reward_checks,
-                                          training, config, starts_from or entry.id, project.name,
+                                          deployment, config, starts_from or entry.id, project.name,
                                           admitted.dataset.reference, sampling, groups, objects, opener, warnings,
                                           project=project.name),
                          "estimates": estimates}
@@ -145,7 +145,7 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
         "resolved": {"config": admitted.resolved["config"], "execution": admitted.resolved["execution"],
                      "sources": admitted.sources, "lengths": sections},
         "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
-                     "mode": "strict" if training.catalog.strict_envelopes else "advisory"},
+                     "mode": "strict" if deployment.catalog.strict_envelopes else "advisory"},
         "warnings": warnings,
         "source": (branch or {}).get("source"),
         "lengthCheck": record_check(sections, state),
@@ -155,25 +155,25 @@ def dry_run(training: Deployment, document: Any, starts_from: str | None = None,
     }
 
 
-def _rollout_estimates(training: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
+def _rollout_estimates(deployment: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
     """A reinforcement run's steps and rollouts, and its tokens and time where its dataset's analysis is done (the
     analysis a supervised run's estimate reads; `analysis.estimates`)."""
-    analysis = analysis_for(session, training.blobs, admitted.dataset.digest, admitted.commit)
+    analysis = analysis_for(session, deployment.blobs, admitted.dataset.digest, admitted.commit)
     done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
-    lengths = lengths_file(training.blobs, analysis.id, analysis.lengths_sha256) if done else None
+    lengths = lengths_file(deployment.blobs, analysis.id, analysis.lengths_sha256) if done else None
     return estimate_scaled(session, estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry), plan,
                            admitted.entry.id)
 
 
-def _reward_checks(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
+def _reward_checks(deployment: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
                    groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The dry run's reward on the rows' own answers and on the sampled groups (on a worker of the user-code pool)."""
-    return {"rewardCheck": reward_check(config, objects[dataset], opener, training.blobs.held_path),
-            "groupsCheck": _groups_check(training, config, model, project, dataset, sampling, groups, objects, opener,
+    return {"rewardCheck": reward_check(config, objects[dataset], opener, deployment.blobs.held_path),
+            "groupsCheck": _groups_check(deployment, config, model, project, dataset, sampling, groups, objects, opener,
                                          warnings)}
 
 
-def _groups_check(training: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
+def _groups_check(deployment: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
                   groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The run's reward on the groups sampled from `model` (see `reward_check.groups_check`), with a warning when it
     is constant on most of them; or, with no sampling evaluation to read, the command that makes one."""
@@ -183,7 +183,7 @@ def _groups_check(training: Deployment, config: dict[str, Any], model: str, proj
             f"akka training evaluations start --model {model} --project {project} --dataset {dataset} --generations "
             f"{min(rl['generations'], 16)} --temperature {rl['temperature']:g} --rows 64 "
             f"--max-new-tokens {rl['maxCompletionLength']} --wait")}
-    checked = groups_check(config, groups, objects[dataset], opener, training.blobs.held_path)
+    checked = groups_check(config, groups, objects[dataset], opener, deployment.blobs.held_path)
     share = checked["zeroVarianceShare"]
     if share is not None and share > MOSTLY_CONSTANT:
         warnings.append(f"the reward is constant on {share:.0%} of the {checked['groups']} prompt groups sampled from "
@@ -210,7 +210,7 @@ def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | N
                       hint="Set klBeta to 0, or train without inheriting a policy.")
 
 
-def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
+def _admit(deployment: Deployment, session, plan, document: dict[str, Any], entry,
            branch: dict[str, Any] | None = None, checked: frozenset[tuple[str, str]] = frozenset()
            ) -> tuple[Any, Admitted, dict[str, Any] | None]:
     """The project, the admitted plan and where it starts: a branch's record, or a `source.model` start (which
@@ -218,8 +218,8 @@ def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
     terms' bundles are checked to import unless `checked` (by `_check_rule_bundles`) holds each as resolved now."""
     project = open_project(session, plan.project)
     refuse_if_archived(session, project.name)
-    admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), training.profiles,
-                     training.catalog.strict_envelopes)
+    admitted = admit(session, plan, document, entry, session.get(BaseModelSelection, entry.id), deployment.profiles,
+                     deployment.catalog.strict_envelopes)
     if plan.source is not None:
         if branch is not None:
             raise Invalid("a branch starts from its parent's save; it takes no source.model",
@@ -230,13 +230,13 @@ def _admit(training: Deployment, session, plan, document: dict[str, Any], entry,
             f"{admitted.config_hash}:{branch['source']['model']}:{lora}".encode()).hexdigest()
     config = admitted.resolved["config"]
     if not _rule_bundles(config) <= checked:  # an alias moved since they were checked: checked again, here
-        _check_references(training, plan.config.method, config, project.name)
+        _check_references(deployment, plan.config.method, config, project.name)
     check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
-                 admitted.device_count, config["maxSeqLength"], training.profiles)
+                 admitted.device_count, config["maxSeqLength"], deployment.profiles)
     return project, admitted, branch
 
 
-def _check_rule_bundles(training: Deployment, plan) -> frozenset[tuple[str, str]]:
+def _check_rule_bundles(deployment: Deployment, plan) -> frozenset[tuple[str, str]]:
     """Each rule term's bundle imports and names its function (the method's `check_references`), checked before the
     submission's transaction opens. The (archive digest, function) pairs checked: none when the plan has no rule
     term, or one admission refuses anyway (naming the term, as it always has)."""
@@ -249,17 +249,17 @@ def _check_rule_bundles(training: Deployment, plan) -> frozenset[tuple[str, str]
     try:
         for index, term in enumerate(config["reward"]["terms"]):
             check_term(term, f"config.reward.terms[{index}]")
-        with training.store.transaction() as session:
+        with deployment.store.transaction() as session:
             resolve_reward_bundles(session, config)
     except PlatformError:
         return frozenset()
-    _check_references(training, plan.config.method, config, plan.project)
+    _check_references(deployment, plan.config.method, config, plan.project)
     return _rule_bundles(config)
 
 
-def _check_references(training: Deployment, method: str, config: dict[str, Any], project: str) -> None:
+def _check_references(deployment: Deployment, method: str, config: dict[str, Any], project: str) -> None:
     user_code.call(f"bundle import check of a {method} plan", method_for(method).check_references, config,
-                   training.blobs, project=project)
+                   deployment.blobs, project=project)
 
 
 def _rule_bundles(config: dict[str, Any]) -> frozenset[tuple[str, str]]:
@@ -272,14 +272,14 @@ def subjects(admitted: Admitted) -> list[Subject]:
     return [Subject(role, pick.reference, pick.digest) for role, pick in picks]
 
 
-def check_lengths(training: Deployment, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
+def check_lengths(deployment: Deployment, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
     """The length and template check at submission: refused now where an analysis is done; otherwise the run
     waits for the analyses to start (one device), or the check does not run (several devices). Returns the
     Lengths sections, the check's state and the datasets to analyze."""
     config = plan.config
     if config.method in REINFORCEMENT:  # a prompt's budget is checked as the worker renders it (training.prep.prompts)
         return [], "notRun", []
-    sections, state = evaluate(session, training.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
+    sections, state = evaluate(session, deployment.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
                                config.max_seq_length, config.data.truncation)
     reason = refusal(sections, config.data.truncation, config.max_seq_length, admitted.entry.id)
     if reason:
@@ -303,31 +303,31 @@ def find_run(session, run_id: str) -> Run:
                              visible_projects(Run.project))
 
 
-def get_run(training: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:
-    with training.store.transaction() as session:
-        return run_status(training, session, find_run(session, run_id), settings)
+def get_run(deployment: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
+        return run_status(deployment, session, find_run(session, run_id), settings)
 
 
-def run_status(training: Deployment, session, run: Run, settings: bool = False) -> dict[str, Any]:
+def run_status(deployment: Deployment, session, run: Run, settings: bool = False) -> dict[str, Any]:
     """The run as `get` and its event stream show it: with what it waits for while it is queued."""
     body = run_json(run, current_attempt(session, run), settings=settings)
-    body["waitingFor"] = waiting_for(session, training, "run", run)
+    body["waitingFor"] = waiting_for(session, deployment, "run", run)
     return body
 
 
-def list_runs(training: Deployment, project: str | None = None, phase: str | None = None,
+def list_runs(deployment: Deployment, project: str | None = None, phase: str | None = None,
               include_archived: bool = False) -> list[dict[str, Any]]:
     """Runs, newest first. Runs of archived projects only with `include_archived` or when their project is named;
     each row says whether its project is archived (`projectArchived`)."""
     query = project_work(Run, project, include_archived)
     if phase:
         query = query.where(Run.phase.in_(phases_asked(RUN, phase, {"open": OPEN})))
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         return [run_json(run) | {"projectArchived": archived} for run, archived in session.execute(query.limit(500))]
 
 
-def run_metrics(training: Deployment, run_id: str, limit: int | None = None) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def run_metrics(deployment: Deployment, run_id: str, limit: int | None = None) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         rows = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id)
                                .order_by(RunMetric.step, RunMetric.kind)).all()
@@ -338,11 +338,11 @@ def run_metrics(training: Deployment, run_id: str, limit: int | None = None) -> 
         return {"runId": run.id, "steps": steps, "validation": validation}
 
 
-def run_rollouts(training: Deployment, run_id: str, step: int | None = None) -> dict[str, Any]:
+def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -> dict[str, Any]:
     """The rollouts recorded at `step` (default: the newest update recorded) and the updates that have some. A
     supervised or preference run is refused naming its method; a step without a record is not found, naming the
     steps with one."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         methods = " and ".join(sorted(REINFORCEMENT))
         if run.method not in REINFORCEMENT:
@@ -383,8 +383,8 @@ def _article(method: str) -> str:
     return "an" if method and method[0] in "aefhilmnorsx" else "a"
 
 
-def run_snapshots(training: Deployment, run_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def run_snapshots(deployment: Deployment, run_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         items = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
                                 .order_by(Snapshot.attempt, Snapshot.step)).all()

@@ -28,16 +28,16 @@ def find_snapshot(session, snapshot_id: str) -> Snapshot:
                              None if visible is None else Snapshot.run_id.in_(select(Run.id).where(visible)))
 
 
-def get_snapshot(training: Deployment, snapshot_id: str) -> dict[str, Any]:
-    with training.store.transaction() as session:
+def get_snapshot(deployment: Deployment, snapshot_id: str) -> dict[str, Any]:
+    with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         run = session.get(Run, snapshot.run_id)
         return {**snapshot_json(snapshot), "project": run.project, "modelName": run.model_name}
 
 
-def register(training: Deployment, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
+def register(deployment: Deployment, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
     """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         kinds = live_kinds(snapshot)
         short = snapshot.id[:12]
@@ -49,30 +49,30 @@ def register(training: Deployment, snapshot_id: str, name: str | None = None) ->
                           hint="register a snapshot that holds weights (see: akka training runs snapshots RUN)")
         run = session.get(Run, snapshot.run_id)
         open_project(session, run.project)  # an archived project takes no new candidates
-        files = _weights_files(training, snapshot)
+        files = _weights_files(deployment, snapshot)
         if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
             raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
-        reference = register_adapter(training, session, run, snapshot,
+        reference = register_adapter(deployment, session, run, snapshot,
                                      adapted_modules(files["adapter_config.json"]),
                                      weights_digest(files["adapter_model.safetensors"]), name)
         record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
         return {**snapshot_json(snapshot), "model": reference}
 
 
-def _weights_files(training: Deployment, snapshot: Snapshot) -> dict[str, Any]:
+def _weights_files(deployment: Deployment, snapshot: Snapshot) -> dict[str, Any]:
     weights = next(a for a in snapshot.artifacts if a["kind"] == "weights")
     hint = "register a snapshot of the run that still holds its weights (akka training snapshots register)"
     digest = weights["manifestDigest"].removeprefix("sha256:")
-    manifest = json.loads(training.blobs.held_path(
+    manifest = json.loads(deployment.blobs.held_path(
         digest, f"the weights manifest sha256:{digest} of snapshot {snapshot.id[:12]}", hint=hint).read_bytes())
-    return {item["path"]: training.blobs.held_path(
+    return {item["path"]: deployment.blobs.held_path(
         item["sha256"], f"{item['path']} (sha256:{item['sha256']}) of snapshot {snapshot.id[:12]}", hint=hint)
         for item in manifest["files"]}
 
 
-def pin(training: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
+def pin(deployment: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
     """Pin (or unpin) kinds of a snapshot, both it holds by default; all or nothing, and idempotent."""
-    with training.store.transaction() as session:
+    with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         held = [a["kind"] for a in snapshot.artifacts]
         asked = list(dict.fromkeys(kinds)) if kinds else held
