@@ -580,3 +580,23 @@ class RunRollout(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     items: Mapped[list] = mapped_column(JSON)
     at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class JobEdge(Base):
+    """An edge of the job graph (`jobs.graph`): the job (`kind`, `job_id`) waits for the upstream job and takes its
+    `output` (null: it only waits). `if_upstream_fails` says what an upstream that ended without completing does to
+    it — `fail`: it ends too, naming the upstream; `proceed`: it goes on without that output. `waits_until`: past
+    it the edge stops holding the job (it goes on without the output)."""
+
+    __tablename__ = "job_edges"
+    __table_args__ = (UniqueConstraint("kind", "job_id", "upstream_kind", "upstream_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    job_id: Mapped[str] = mapped_column(String(32), index=True)
+    upstream_kind: Mapped[str] = mapped_column(String(32))
+    upstream_id: Mapped[str] = mapped_column(String(32), index=True)
+    output: Mapped[str | None] = mapped_column(String(32))
+    if_upstream_fails: Mapped[str] = mapped_column(String(16))
+    waits_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
