@@ -22,6 +22,7 @@ class AnalysisKind(JobKind):
     lifecycle = ANALYSIS
     waiting = AnalysisPhase.PENDING
     granted = AnalysisPhase.RUNNING
+    completed = AnalysisPhase.DONE
     pool = None
     on_restart = Recovery.REQUEUE
     on_lost = Recovery.REQUEUE
@@ -38,6 +39,10 @@ class AnalysisKind(JobKind):
 
     def fail(self, deployment: Any, session: Session, row: Analysis, reason: str) -> bool:
         return transition(session, ANALYSIS, row, AnalysisPhase.FAILED, reason=reason[:4000])
+
+    def outputs(self, row: Analysis) -> dict[str, Any]:
+        """Its `report`: the analysis a run's length check reads (the run's edges name it)."""
+        return {"report": {"analysisId": row.id, "lengthsSha256": row.lengths_sha256}}
 
     def readable_blobs(self, deployment: Any, session: Session, row: Analysis) -> Readable:
         """The shards of the dataset version it measures (it writes its lengths, and reads nothing back)."""

@@ -8,9 +8,11 @@ worker process on this host; it claims no device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from optimize import __version__
 from optimize.analysis.estimates import estimate
@@ -54,9 +56,11 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
 
 
 def start_analysis(deployment: Deployment, dataset: str, model: str | None,
-                   plan_document: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+                   plan_document: dict[str, Any] | None = None,
+                   waited_by: Callable[[Session, str], None] | None = None) -> tuple[dict[str, Any], bool]:
     """Start an analysis or return the one kept; returns (analysis, whether it was (re)started: the scheduler
-    starts its worker).
+    starts its worker). `waited_by(session, analysis id)` runs in the same transaction: a run recording its edge to
+    the analysis (`jobs.graph`), so the analysis is never kept without the edge of the run that started it.
 
     With a run plan, the base model is the plan's `baseModel` unless `model` is given, a `model` naming another
     one is refused, and a finished analysis comes back with the estimates of the plan's steps and time."""
@@ -87,6 +91,8 @@ def start_analysis(deployment: Deployment, dataset: str, model: str | None,
         if restart:
             restart = transition(session, ANALYSIS, item, AnalysisPhase.PENDING, reason=None, started_at=None,
                                  finished_at=None)
+        if waited_by is not None:
+            waited_by(session, item.id)
         body = analysis_json(item)
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:

@@ -44,6 +44,11 @@ class DistillationKind(JobKind):
         return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.source_digest)),
                         frozenset({manifest} if manifest else set()))
 
+    def outputs(self, row: Distillation) -> dict[str, Any]:
+        """Its `dataset`: the version its assembly registered (reference, digest, rows), there once it completed —
+        a job taking it (`jobs.graph`) waits through the assembly, and ends with the rule's message if it failed."""
+        return {"dataset": row.registered}
+
     def housekeeping(self, deployment: Any) -> None:
         service.assemble_waiting(deployment)
 

@@ -58,6 +58,7 @@ class JobKind:
     lifecycle: ClassVar[Lifecycle]
     waiting: ClassVar[StrEnum]  # where it waits for a grant
     granted: ClassVar[StrEnum]  # where a grant moves it
+    completed: ClassVar[StrEnum | None] = None  # where it has completed and its outputs are there (else COMPLETED)
     pool: ClassVar[str | None] = "training"  # the devices it draws on; None: it needs none
     on_restart: ClassVar[Recovery] = Recovery.REQUEUE  # a server start found its worker's lease open
     on_lost: ClassVar[Recovery] = Recovery.FAIL  # its worker died or stopped heart-beating
@@ -101,6 +102,16 @@ class JobKind:
 
     def max_attempts(self, row: Any) -> int:
         return self.max_attempts_default
+
+    # --- what the job graph asks (`jobs.graph`) ----------------------------------------------------------------
+
+    def completed_phase(self) -> StrEnum:
+        """The phase in which its job completed: the jobs waiting for it may go on and take its outputs."""
+        return self.completed or self.lifecycle.phases["COMPLETED"]
+
+    def outputs(self, row: Any) -> dict[str, Any]:
+        """What a completed job gives the jobs that wait for it, by name (an analysis's `report`)."""
+        return {}
 
     # --- what recovery asks ------------------------------------------------------------------------------------
 

@@ -3,7 +3,10 @@
 A grant is one transaction: the lease with the holds on its devices (a device's primary key keeps it to one
 holder) and the job's move to its granted phase; the worker is launched after the commit. Oldest first within a
 kind. Work the deployment's devices can never hold fails with the reason (also when the inventory changed since
-it was queued). A kind may keep a job waiting before it claims anything (`before_grant`: a run's length check).
+it was queued). Nothing is granted to a job while an edge of the job graph holds it (`jobs.graph.readiness`: an
+upstream it waits for has not completed), and one whose upstream ended without completing ends by the graph's rule
+(`graph.upstream_ended`). A kind may keep a job waiting before it claims anything (`before_grant`: a run's length
+check, on the analyses its edges waited for).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from optimize.core.clock import iso
-from optimize.jobs import leases, registry
+from optimize.jobs import graph, leases, registry
 from optimize.jobs.devices import pool_devices
 from optimize.jobs.kinds import JobKind
 from optimize.jobs.leases import Grant
@@ -95,7 +98,11 @@ class Scheduler:
                 if count and (profile is None or profile.devices < count):
                     kind.fail(self.deployment, session, row, kind.never_fits(row, self.deployment.profiles))
                     return None
-                if not kind.before_grant(self.deployment, session, row):
+                edges = graph.readiness(session, kind.name, row.id)
+                if edges.failed:
+                    kind.fail(self.deployment, session, row, edges.failed)
+                    return None
+                if not edges.ready or not kind.before_grant(self.deployment, session, row):
                     return None
                 chosen: list[str] = []
                 if count:

@@ -1,5 +1,6 @@
 """What a waiting job waits for, in words: the holders of the devices it needs (e.g. "waiting for the cpu device
-held by endpoint 3f2a1b2c3d4e (idle 8 min)"), or what its kind keeps it waiting on (a run's dataset analyses)."""
+held by endpoint 3f2a1b2c3d4e (idle 8 min)"), what its kind keeps it waiting on (a run's dataset analyses), or the
+upstream jobs its edges wait for (`jobs.graph`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimize.jobs import registry
+from optimize.jobs import graph, registry
 from optimize.jobs.devices import pool_devices
 from optimize.store.tables import DeviceHold
 
@@ -18,7 +19,7 @@ def waiting_for(session: Session, deployment: Any, kind_name: str, row: Any) -> 
     kind = registry.kind(kind_name)
     if row.phase != kind.waiting.value:
         return None
-    own = kind.waiting_reason(session, row)
+    own = kind.waiting_reason(session, row) or graph.readiness(session, kind_name, row.id).waiting
     if own:
         return own
     profile_name, count = kind.request(row)

@@ -62,8 +62,10 @@ class RunKind(JobKind):
         return f"run {row.id[:12]} ({row.phase.title()}{at})"
 
     def before_grant(self, deployment: Any, session: Session, row: Run) -> bool:
-        """The length and template check before the claim: False while the run waits for its analyses (or was
-        refused by them); after the wait limit the run goes on with the check marked as not run."""
+        """The length and template check before the claim, once its edges to its analyses no longer hold it (each
+        done or failed, or the wait limit passed): False when they refused it, or while one it has no edge to (none
+        existed when it was submitted) is still missing before the wait limit; after it the run goes on with the
+        check marked as not run."""
         check = row.length_check or {}
         if check.get("status") != "waiting":
             prediction.settle(deployment, session, row)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -28,6 +29,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, PlatformError, Refused
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
+from optimize.jobs import graph
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.lifecycle import phases_asked
 from optimize.jobs.waiting import waiting_for
@@ -100,11 +102,27 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
         if not inserted:  # another request with the same id won the race
             return _same_submission(run, digest), False
         record(session, RUN.subject(run.id), "phase", phase=RunPhase.QUEUED.value)
+        if state == "waiting":  # the analyses under way; those it starts below get theirs as they are started
+            _wait_for_analyses(deployment, session, run_id, now, [s["analysisId"] for s in sections
+                                                                  if s["status"] in ("pending", "running")])
         queue_wake(session)
         body = run_json(run)
+    waits = (lambda session, analysis_id: _wait_for_analyses(deployment, session, run_id, now, [analysis_id])
+             ) if state == "waiting" else None
     for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
-        start_analysis(deployment, reference, entry.id)
+        start_analysis(deployment, reference, entry.id, waited_by=waits)
     return body, True
+
+
+def _wait_for_analyses(deployment: Deployment, session, run_id: str, submitted: datetime,
+                       analysis_ids: list[str]) -> None:
+    """The run's edges to the analyses its length check waits for (`jobs.graph`), in the caller's transaction (the
+    run's, or the analysis's as it is started): it takes their reports, goes on unchecked when one fails, and waits
+    at most `analysis_wait_seconds` from its submission; its check (`RunKind.before_grant`) then reads them."""
+    until = submitted + timedelta(seconds=deployment.analysis_wait_seconds)
+    graph.add_edges(session, "run", run_id, [
+        graph.Edge("analysis", analysis_id, output="report", if_upstream_fails=graph.IfUpstreamFails.PROCEED,
+                   waits_until=until) for analysis_id in analysis_ids])
 
 
 def dry_run(deployment: Deployment, document: Any, starts_from: str | None = None,
