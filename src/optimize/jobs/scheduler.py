@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from optimize.core.clock import iso
+from optimize.core.crashpoints import crashpoint
 from optimize.jobs import graph, leases, registry
 from optimize.jobs.devices import pool_devices
 from optimize.jobs.kinds import JobKind
@@ -104,6 +105,7 @@ class Scheduler:
                     return None
                 if not edges.ready or not kind.before_grant(self.deployment, session, row):
                     return None
+                crashpoint("scheduler.grant")  # fault tests: the server dies as a job it may grant is granted
                 chosen: list[str] = []
                 if count:
                     free = free_devices(session, profile, kind.pool, self.deployment.online)
