@@ -36,6 +36,6 @@ def test_the_server_refuses_to_start_on_a_bad_quota(monkeypatch, tmp_path, capsy
     from optimize.cli.main import main
 
     monkeypatch.setenv("OPTIMIZE_QUOTA_OPEN_RUNS", "many")
-    assert main(["server", "start", "--port", "0", "--data-dir", str(tmp_path)]) == 1
+    assert main(["server", "start", "--port", "0", "--data-dir", str(tmp_path)]) == 2  # a usage error
     assert "OPTIMIZE_QUOTA_OPEN_RUNS must be a whole number of at least 0, not 'many'" in capsys.readouterr().err
     assert not (tmp_path / "server.json").exists()

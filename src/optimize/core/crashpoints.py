@@ -9,11 +9,13 @@ import os
 import signal
 from collections import Counter
 
+from optimize.core.environment import setting
+
 _hits: Counter[str] = Counter()
 
 
 def crashpoint(site: str) -> None:
-    spec = os.environ.get("OPTIMIZE_CRASH_AT")
+    spec = setting("OPTIMIZE_CRASH_AT")
     if not spec:
         return
     name, _, count = spec.partition(":")

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1024 * 1024
+from optimize.core.environment import declared
 
 
 @dataclass(frozen=True, slots=True)
 class DatasetLimits:
-    """Upload and shard limits for dataset versions (the spec's defaults)."""
+    """Upload and shard limits for dataset versions (the spec's defaults, declared with their settings)."""
 
-    max_shard_bytes: int = 256 * MIB
-    max_shards: int = 1000
-    upload_expiry_seconds: int = 7 * 24 * 3600
-    max_line_bytes: int = 32 * MIB
+    max_shard_bytes: int = declared("OPTIMIZE_MAX_SHARD_BYTES").default_value
+    max_shards: int = declared("OPTIMIZE_MAX_SHARDS").default_value
+    upload_expiry_seconds: int = declared("OPTIMIZE_UPLOAD_EXPIRY_SECONDS").default_value
+    max_line_bytes: int = declared("OPTIMIZE_MAX_LINE_BYTES").default_value
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -30,5 +30,5 @@ class DatasetLimits:
             max_shard_bytes=int(body["maxShardBytes"]),
             max_shards=int(body["maxShards"]),
             upload_expiry_seconds=int(body["uploadExpirySeconds"]),
-            max_line_bytes=int(body.get("maxLineBytes", cls.max_line_bytes)),
+            max_line_bytes=int(body.get("maxLineBytes", declared("OPTIMIZE_MAX_LINE_BYTES").default_value)),
         )

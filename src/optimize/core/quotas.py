@@ -12,11 +12,11 @@ request over a quota is answered 429, naming the quota and what holds it.
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from optimize.core.environment import declared, setting
 from optimize.core.errors import Invalid
 
 GIB = 1024 ** 3
@@ -28,10 +28,10 @@ NAMES = {"open_runs": "openRuns", "queued_work": "queuedWork", "upload_sessions"
 class Quota:
     """One project's quotas."""
 
-    open_runs: int = 100
-    queued_work: int = 50
-    upload_sessions: int = 100
-    stored_bytes: int = 500 * GIB
+    open_runs: int = declared("OPTIMIZE_QUOTA_OPEN_RUNS").default_value
+    queued_work: int = declared("OPTIMIZE_QUOTA_QUEUED_WORK").default_value
+    upload_sessions: int = declared("OPTIMIZE_QUOTA_UPLOAD_SESSIONS").default_value
+    stored_bytes: int = declared("OPTIMIZE_QUOTA_STORED_BYTES").default_value
 
     def to_json(self) -> dict[str, int]:
         return {NAMES[f.name]: getattr(self, f.name) for f in fields(self)}
@@ -51,20 +51,13 @@ class Quotas:
         return {"default": self.default.to_json(), "projects": {k: v.to_json() for k, v in self.projects.items()}}
 
 
-def quotas_from_env(environ: dict[str, str] | None = None) -> Quotas:
-    env = os.environ if environ is None else environ
-    base = Quota()
-    default = Quota(**{name: _count(env, f"OPTIMIZE_QUOTA_{name.upper()}", getattr(base, name)) for name in NAMES})
-    text = env.get("OPTIMIZE_PROJECT_QUOTAS", "").strip()
-    if not text:
+def quotas_from_env(environ: Mapping[str, str] | None = None) -> Quotas:
+    """The quotas the OPTIMIZE_QUOTA_* variables and OPTIMIZE_PROJECT_QUOTAS set (in `environ`, else this
+    process's environment); a malformed one is refused naming it."""
+    default = Quota(**{name: setting(f"OPTIMIZE_QUOTA_{name.upper()}", environ) for name in NAMES})
+    document = setting("OPTIMIZE_PROJECT_QUOTAS", environ)
+    if document is None:
         return Quotas(default)
-    try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise Invalid(f"OPTIMIZE_PROJECT_QUOTAS is not JSON: {error}",
-                      hint='e.g. OPTIMIZE_PROJECT_QUOTAS=\'{"demo": {"openRuns": 5}}\'') from None
-    if not isinstance(document, dict):
-        raise Invalid("OPTIMIZE_PROJECT_QUOTAS must map project names to quotas")
     by_key = {v: k for k, v in NAMES.items()}
     projects = {}
     for project, values in document.items():
@@ -75,11 +68,6 @@ def quotas_from_env(environ: dict[str, str] | None = None) -> Quotas:
         projects[str(project).lower()] = replace(default, **{by_key[k]: _whole(v, f"{project}.{k}")
                                                              for k, v in values.items()})
     return Quotas(default, projects)
-
-
-def _count(env, variable: str, fallback: int) -> int:
-    text = env.get(variable, "").strip()
-    return fallback if not text else _whole(text, variable)
 
 
 def _whole(value: Any, what: str) -> int:

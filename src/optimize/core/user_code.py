@@ -23,28 +23,23 @@ within their own time limits (a bundle's process is killed at its limit), so a s
 from __future__ import annotations
 
 import contextvars
-import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from optimize.core.access import check_project, current_token
-from optimize.core.errors import Invalid, TooMany, Unavailable
+from optimize.core.environment import declared, setting
+from optimize.core.errors import TooMany, Unavailable
 
 T = TypeVar("T")
 
-WORKERS = 4
-PER_TOKEN = 4
-PER_PROJECT = 8
-WAITING = 32
-NAMED = 5  # holders a refusal names
-
 SETTINGS = {"workers": "OPTIMIZE_USER_CODE_WORKERS", "per_token": "OPTIMIZE_USER_CODE_PER_TOKEN",
             "per_project": "OPTIMIZE_USER_CODE_PER_PROJECT", "waiting": "OPTIMIZE_USER_CODE_WAITING"}
-
-DEFAULTS = {"workers": WORKERS, "per_token": PER_TOKEN, "per_project": PER_PROJECT, "waiting": WAITING}
+DEFAULTS: dict[str, int] = {field: declared(name).default_value for field, name in SETTINGS.items()}
+WORKERS, PER_TOKEN, PER_PROJECT, WAITING = (DEFAULTS[field] for field in SETTINGS)
+NAMED = 5  # holders a refusal names
 
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("optimize_user_code_worker", default=False)
 
@@ -59,25 +54,10 @@ class UserCodeLimits:
     waiting: int = WAITING
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> UserCodeLimits:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> UserCodeLimits:
         """The limits the OPTIMIZE_USER_CODE_* variables set; a value that is no whole number above 0 is refused
         (Invalid naming the variable), so a typo stops the server at its start."""
-        env = os.environ if environ is None else environ
-        return cls(**{field: _whole(env, name, DEFAULTS[field]) for field, name in SETTINGS.items()})
-
-
-def _whole(env, name: str, default: int) -> int:
-    text = (env.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise Invalid(f"{name}={text!r} is not a whole number above 0",
-                      hint=f"set {name} to a whole number above 0, or unset it for the default ({default})")
-    return value
+        return cls(**{field: setting(name, environ) for field, name in SETTINGS.items()})
 
 
 @dataclass(frozen=True, slots=True, eq=False)
