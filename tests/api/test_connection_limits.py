@@ -28,7 +28,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from optimize.api import problems, status_stream, stream_slots
-from optimize.api.connection_timeouts import deadline_protocol, number_from_env
+from optimize.api.connection_timeouts import deadline_protocol, protocol_from_env
 from optimize.api.serve import bind, uvicorn_config
 from optimize.api.status_stream import status_events
 from optimize.api.stream_slots import Slot, StreamSlots
@@ -214,7 +214,7 @@ def test_past_the_connection_ceiling_a_request_is_answered_503_until_places_free
 def test_a_bad_limit_stops_the_server_at_its_start_naming_the_variable(tmp_path):
     with pytest.raises(RuntimeError) as failed:
         start_server(tmp_path / "bad", env={"OPTIMIZE_HEADER_TIMEOUT_SECONDS": "soon"})
-    assert "server exited with 1" in str(failed.value)
+    assert "server exited with 2" in str(failed.value)  # a malformed setting: a usage error
     assert "OPTIMIZE_HEADER_TIMEOUT_SECONDS='soon' is not a number of seconds above 0" in str(failed.value)
 
 
@@ -428,11 +428,11 @@ def test_limits_from_the_environment(monkeypatch):
         monkeypatch.setenv("OPTIMIZE_STREAMS_PER_TOKEN", bad)
         with pytest.raises(Invalid, match="OPTIMIZE_STREAMS_PER_TOKEN"):
             stream_slots.stream_cap()
-    monkeypatch.setenv("OPTIMIZE_X", "0")
-    assert number_from_env("OPTIMIZE_X", 1000, whole=True, zero_allowed=True) == 0  # no ceiling
+    monkeypatch.setenv("OPTIMIZE_MAX_CONNECTIONS", "0")
+    assert protocol_from_env().max_connections == 0  # no ceiling
     for bad in ("0", "nan", "inf", "-2", "soon"):
-        monkeypatch.setenv("OPTIMIZE_X", bad)
-        with pytest.raises(Invalid, match="OPTIMIZE_X"):
-            number_from_env("OPTIMIZE_X", 10.0)
-    monkeypatch.setenv("OPTIMIZE_X", "0.25")
-    assert number_from_env("OPTIMIZE_X", 10.0) == 0.25
+        monkeypatch.setenv("OPTIMIZE_IDLE_TIMEOUT_SECONDS", bad)
+        with pytest.raises(Invalid, match="OPTIMIZE_IDLE_TIMEOUT_SECONDS"):
+            protocol_from_env()
+    monkeypatch.setenv("OPTIMIZE_IDLE_TIMEOUT_SECONDS", "0.25")
+    assert protocol_from_env().idle_seconds == 0.25

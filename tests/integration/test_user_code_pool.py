@@ -127,7 +127,7 @@ def test_a_malformed_setting_stops_the_server_at_its_start_in_one_line(tmp_path)
     started = subprocess.run([sys.executable, "-m", "optimize", "server", "start", "--port", "0", "--data-dir",
                               str(tmp_path / "data")], capture_output=True, text=True, timeout=60,
                              env={**os.environ, "OPTIMIZE_USER_CODE_WORKERS": "four"})
-    assert started.returncode == 1
+    assert started.returncode == 2
     assert started.stderr.strip() == ("error: OPTIMIZE_USER_CODE_WORKERS='four' is not a whole number above 0 (set "
                                       "OPTIMIZE_USER_CODE_WORKERS to a whole number above 0, or unset it for the "
                                       "default (4))")

@@ -9,18 +9,15 @@ The declared Content-Length is checked first; a body sent without one (chunked) 
 
 from __future__ import annotations
 
-import os
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from optimize.api.bodies import is_json_body
 from optimize.api.problems import send_problem
-
-DEFAULT_MAX_JSON_BYTES = 1024 * 1024
+from optimize.core.environment import setting
 
 
 def max_json_bytes() -> int:
-    return int(os.environ.get("OPTIMIZE_MAX_JSON_BYTES", DEFAULT_MAX_JSON_BYTES))
+    return setting("OPTIMIZE_MAX_JSON_BYTES")
 
 
 class BodyTooLarge(Exception):

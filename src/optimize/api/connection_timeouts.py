@@ -24,34 +24,16 @@ half-sent connections cannot hold those places for long.
 from __future__ import annotations
 
 import json
-import os
 from asyncio import TimerHandle
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from optimize.api.problems import send_problem
-from optimize.core.errors import Invalid
+from optimize.core.environment import declared, setting
 
-HEADER_TIMEOUT_SECONDS = 10.0
-IDLE_TIMEOUT_SECONDS = 60.0
-MAX_CONNECTIONS = 1000
-
-
-def number_from_env(name: str, default: float, *, whole: bool = False, zero_allowed: bool = False) -> float:
-    """A positive number from the environment (a whole one with `whole`; 0 too with `zero_allowed`), else `default`;
-    anything else is refused naming the variable, so a typo stops the server at its start."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        value = None
-    if value is None or value < 0 or (value == 0 and not zero_allowed) or value != value or value == float("inf"):
-        kind = "a whole number" if whole else "a number of seconds"
-        raise Invalid(f"{name}={text!r} is not {kind} above 0" + (" (or 0)" if zero_allowed else ""),
-                      hint=f"set {name} to {kind} above 0, or unset it for the default ({default:g})")
-    return value
+HEADER_TIMEOUT_SECONDS: float = declared("OPTIMIZE_HEADER_TIMEOUT_SECONDS").default_value
+IDLE_TIMEOUT_SECONDS: float = declared("OPTIMIZE_IDLE_TIMEOUT_SECONDS").default_value
+MAX_CONNECTIONS: int = declared("OPTIMIZE_MAX_CONNECTIONS").default_value
 
 
 class DeadlineProtocol(HttpToolsProtocol):
@@ -204,7 +186,5 @@ def deadline_protocol(header_seconds: float, idle_seconds: float, max_connection
 def protocol_from_env() -> type[DeadlineProtocol]:
     """The protocol with the limits this process is configured with (OPTIMIZE_HEADER_TIMEOUT_SECONDS,
     OPTIMIZE_IDLE_TIMEOUT_SECONDS, OPTIMIZE_MAX_CONNECTIONS); a bad value is refused naming its variable."""
-    return deadline_protocol(number_from_env("OPTIMIZE_HEADER_TIMEOUT_SECONDS", HEADER_TIMEOUT_SECONDS),
-                             number_from_env("OPTIMIZE_IDLE_TIMEOUT_SECONDS", IDLE_TIMEOUT_SECONDS),
-                             int(number_from_env("OPTIMIZE_MAX_CONNECTIONS", MAX_CONNECTIONS, whole=True,
-                                                 zero_allowed=True)))
+    return deadline_protocol(setting("OPTIMIZE_HEADER_TIMEOUT_SECONDS"), setting("OPTIMIZE_IDLE_TIMEOUT_SECONDS"),
+                             setting("OPTIMIZE_MAX_CONNECTIONS"))

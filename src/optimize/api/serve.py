@@ -21,6 +21,7 @@ from optimize.api.stream_slots import stream_cap
 from optimize.auth.tokens import ADMIN_TOKEN_FILE, list_tokens
 from optimize.blobs import open_blob_store
 from optimize.core import local_servers, user_code
+from optimize.core.environment import setting
 from optimize.core.errors import Invalid, Unavailable
 from optimize.core.settings import ServerSettings
 
@@ -58,7 +59,9 @@ def check_trackers(settings: ServerSettings) -> None:
 
 
 def serve(settings: ServerSettings, sock: socket.socket) -> None:
-    try:  # a bad connection, stream or user-code limit, or no cluster to join, stops the start before anything is made
+    # `akka server start` refused a malformed setting before it bound the socket (core.environment.check_all); what
+    # can still fail here is a cluster that does not answer, before anything is made
+    try:
         http = protocol_from_env()
         stream_cap()
         user_code.limits()
@@ -116,7 +119,7 @@ def uvicorn_config(app, http: type[asyncio.Protocol] | None = None) -> uvicorn.C
     """How the server speaks HTTP: httptools with deadlines on half-sent requests and a ceiling on connections
     (`http`, default: `protocol_from_env()`; see optimize.api.connection_timeouts), 30 s of keep-alive between
     requests, no access log."""
-    return uvicorn.Config(app, log_level=os.environ.get("OPTIMIZE_LOG_LEVEL", "warning"),
+    return uvicorn.Config(app, log_level=setting("OPTIMIZE_LOG_LEVEL"),
                           http=http or protocol_from_env(), timeout_keep_alive=30, access_log=False)
 
 

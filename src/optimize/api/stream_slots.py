@@ -12,15 +12,13 @@ from collections import deque
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from optimize.api.connection_timeouts import number_from_env
+from optimize.core.environment import setting
 from optimize.core.errors import TooMany
-
-STREAMS_PER_TOKEN = 16
 
 
 def stream_cap() -> int:
     """How many status streams one token may hold open at once (OPTIMIZE_STREAMS_PER_TOKEN)."""
-    return int(number_from_env("OPTIMIZE_STREAMS_PER_TOKEN", STREAMS_PER_TOKEN, whole=True))
+    return setting("OPTIMIZE_STREAMS_PER_TOKEN")
 
 
 class StreamSlots:

@@ -15,7 +15,6 @@ out of the thread; a tracker's calls all happen on it (`close` too, when the ser
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 
 from optimize.core.clock import as_utc
-from optimize.core.errors import Invalid
+from optimize.core.environment import setting
 from optimize.store.tables import Run, RunMetric
 from optimize.training.server.phases import TERMINAL
 
@@ -212,18 +211,10 @@ def new_points(session, run_id: str, kind: str, after: tuple[int, int]) -> list[
     return [(row.attempt, row.step, epoch_ms(row.at), dict(row.values or {})) for row in rows]
 
 
-def sweep_seconds(variable: str, default: float = 2.0) -> float:
+def sweep_seconds(variable: str) -> float:
     """The seconds between sweeps, from `variable` (OPTIMIZE_MLFLOW_SWEEP_SECONDS, …); refused unless a number above
     0 (`akka server start` asks before it binds its port)."""
-    text = os.environ.get(variable, str(default))
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds > 0 or seconds == float("inf"):
-        raise Invalid(f"{variable} is {text!r}, not a number of seconds above 0",
-                      hint=f"set {variable} to the seconds between sweeps (default {default:g}), or unset it")
-    return seconds
+    return setting(variable)
 
 
 def mark(point: tuple[int, int]) -> str:

@@ -1,4 +1,4 @@
-"""`akka server start|status|gc`."""
+"""`akka server start|settings|status|gc`."""
 
 from __future__ import annotations
 
@@ -25,52 +25,62 @@ def start(
     ] = None,
     database_url: Annotated[
         str | None,
-        typer.Option("--database-url", envvar="OPTIMIZE_DATABASE_URL",
-                     help="SQL store URL, e.g. postgresql://user@host/db (default: SQLite in the data dir)."),
+        typer.Option("--database-url",
+                     help="SQL store URL, e.g. postgresql://user@host/db (env OPTIMIZE_DATABASE_URL, default: SQLite "
+                          "in the data dir)."),
     ] = None,
     blob_store: Annotated[
         str | None,
-        typer.Option("--blob-store", envvar="OPTIMIZE_BLOB_STORE",
-                     help="Where blobs live: s3://BUCKET/PREFIX (endpoint, region and credentials from the AWS_* "
-                          "variables; default: the data dir's blobs folder)."),
+        typer.Option("--blob-store",
+                     help="Where blobs live: s3://BUCKET/PREFIX (env OPTIMIZE_BLOB_STORE; endpoint, region and "
+                          "credentials from the AWS_* variables; default: the data dir's blobs folder)."),
     ] = None,
     mlflow: Annotated[
         str | None,
-        typer.Option("--mlflow", envvar="OPTIMIZE_MLFLOW_URI", metavar="URI",
+        typer.Option("--mlflow", metavar="URI",
                      help="Forward every run's metrics, params and end status to this MLflow tracking server "
-                          "(docs/trackers.md; default: none)."),
+                          "(env OPTIMIZE_MLFLOW_URI; docs/trackers.md; default: none)."),
     ] = None,
     wandb: Annotated[
         str | None,
-        typer.Option("--wandb", envvar="OPTIMIZE_WANDB", metavar="offline|online",
+        typer.Option("--wandb", metavar="offline|online",
                      help="Forward every run's metrics to Weights & Biases: offline (folders to send with `wandb "
                           "sync`) or online (WANDB_API_KEY, WANDB_ENTITY, WANDB_PROJECT, WANDB_BASE_URL); "
-                          "docs/trackers.md. Default: none."),
+                          "env OPTIMIZE_WANDB; docs/trackers.md. Default: none."),
     ] = None,
     wandb_dir: Annotated[
         Path | None,
-        typer.Option("--wandb-dir", envvar="OPTIMIZE_WANDB_DIR",
-                     help="W&B's folder: offline runs are written in DIR/wandb (default: the data dir)."),
+        typer.Option("--wandb-dir",
+                     help="W&B's folder: offline runs are written in DIR/wandb (env OPTIMIZE_WANDB_DIR, default: "
+                          "the data dir)."),
     ] = None,
     catalog: Annotated[
         Path | None, typer.Option("--catalog", help="The applied base-model catalog (default: the shipped one).")
     ] = None,
     executor: Annotated[
-        str | None, typer.Option("--executor", envvar="OPTIMIZE_EXECUTOR", metavar="local|ray",
+        str | None, typer.Option("--executor", metavar="local|ray",
                                  help="Where workers run: processes on this host (local, the default) or the nodes "
-                                      "of a Ray cluster (ray).")
+                                      "of a Ray cluster (ray); env OPTIMIZE_EXECUTOR.")
     ] = None,
     ray_address: Annotated[
-        str | None, typer.Option("--ray-address", envvar="OPTIMIZE_RAY_ADDRESS",
-                                 help="The Ray cluster to join with --executor ray (default: RAY_ADDRESS, or a "
-                                      "cluster started on this host).")
+        str | None, typer.Option("--ray-address",
+                                 help="The Ray cluster to join with --executor ray (env OPTIMIZE_RAY_ADDRESS; "
+                                      "default: RAY_ADDRESS, or a cluster started on this host).")
     ] = None,
 ) -> None:
-    """Start the server in the foreground: migrations applied, then the API on HOST:PORT."""
+    """Start the server in the foreground: migrations applied, then the API on HOST:PORT. Every OPTIMIZE_* setting
+    is checked first (`akka server settings` lists them): a malformed one refuses the start, exit 2."""
+    from optimize.core.environment import check_all
+    from optimize.core.errors import Invalid, PlatformError
+
+    try:
+        check_all()  # every OPTIMIZE_* setting, before anything is read from one or a port is bound
+    except Invalid as error:
+        print(f"error: {error.message} ({error.hint})", file=sys.stderr, flush=True)  # one line, naming it
+        raise typer.Exit(2) from None
     from optimize.api.serve import bind, check_blob_store, check_trackers, serve
     from optimize.catalog.catalog import load_catalog
     from optimize.cli.output import print_error
-    from optimize.core.errors import PlatformError
     from optimize.core.settings import ServerSettings, default_home, parse_blob_store, wandb_where
     from optimize.scoring.sandbox import UNSAFE_SETTING, require_sandbox
 
@@ -145,6 +155,24 @@ def _check_wandb_dir(folder: Path) -> None:
         raise typer.Exit(1) from None
 
 
+@command(app, "settings")
+def settings(out: Output) -> None:
+    """List every OPTIMIZE_* setting with the value `akka server start` would use here (secrets masked), its
+    default, type and meaning; those set in this environment are marked. Exits 2 where one is malformed, as the
+    start would (docs/settings.md)."""
+    from optimize.cli.output import CommandFailed
+    from optimize.core.environment import listing
+
+    rows = list(listing())
+    out.emit({"settings": rows}, _render_settings)
+    problems = [row["problem"] for row in rows if row["problem"]]
+    if problems:
+        if not out.is_json:  # the document above names them in JSON modes
+            for problem in problems:
+                print(f"error: {problem}", file=sys.stderr, flush=True)
+        raise CommandFailed(2)
+
+
 @command(app, "status")
 def status(out: Output) -> None:
     """Say whether a server answers at --server; exits 1 when none does."""
@@ -188,3 +216,19 @@ def _render_collected(con, data) -> None:
 
 def _render_status(con, data) -> None:
     con.print(f"[green]●[/] Optimize {data['version']} answers at {data['server']} (store: {data['database']})")
+
+
+def _render_settings(con, data) -> None:
+    from optimize.cli.render import footer, table
+
+    grid = table("", "SETTING", "VALUE", "DEFAULT", "TYPE", "MEANING")
+    for column in grid.columns[:2] + grid.columns[4:5]:
+        column.no_wrap = True  # names and types read whole; the meaning wraps first
+    for column in grid.columns[2:4]:
+        column.max_width = 32
+    for row in data["settings"]:
+        value = f"{row['shown']} (malformed)" if row["problem"] else row["shown"]
+        grid.add_row("*" if row["set"] else "", row["name"], value, row["default"], row["type"], row["meaning"])
+    con.print(grid)
+    chosen = sum(row["set"] for row in data["settings"])
+    con.print(f"{footer(len(data['settings']), 'setting')[:-1]}, {chosen} set here (marked *); secrets are masked.")
