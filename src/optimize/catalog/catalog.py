@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from optimize.catalog.schema import CatalogFile, Entry, entry_id_problems
+from optimize.core.environment import setting
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.jobs.devices import DeviceProfile
 
@@ -19,7 +19,7 @@ SHIPPED = Path(__file__).resolve().parents[3] / "catalogs" / "default.yaml"
 
 def shipped_catalog_path() -> Path:
     """The catalog shipped with Optimize (`catalogs/default.yaml`), unless OPTIMIZE_CATALOG names another."""
-    return Path(os.environ.get("OPTIMIZE_CATALOG") or SHIPPED)
+    return setting("OPTIMIZE_CATALOG") or SHIPPED
 
 
 def check_replica_profile(entry: Entry, profile: DeviceProfile, profiles: list[DeviceProfile], work: str) -> None:

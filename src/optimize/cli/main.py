@@ -9,7 +9,6 @@ answers.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -17,6 +16,7 @@ import typer
 from optimize import __version__
 from optimize.cli.commands import auth, registry, server, training
 from optimize.cli.output import CommandFailed, activate, print_error
+from optimize.core.environment import setting
 
 app = typer.Typer(
     name="akka",
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print_error("interrupted", code="interrupted")
         return 130
     except Exception as error:  # noqa: BLE001 - the process edge: report, never a traceback
-        if os.environ.get("OPTIMIZE_DEBUG"):
+        if _debugging():
             raise
         print_error(f"unexpected failure: {type(error).__name__}: {error}", "set OPTIMIZE_DEBUG=1 to see where",
                     code="unexpected")
@@ -64,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         activate(None)
     return 0
+
+
+def _debugging() -> bool:
+    try:
+        return setting("OPTIMIZE_DEBUG")
+    except ValueError:  # set, though to neither on nor off: show the traceback it was set for
+        return True
 
 
 def run() -> None:

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 
 from optimize.core import local_servers
+from optimize.core.environment import setting
 
 
 def credentials_file() -> Path:
-    return Path(os.environ.get("OPTIMIZE_CREDENTIALS") or Path.home() / ".optimize" / "credentials.json")
+    return setting("OPTIMIZE_CREDENTIALS")
 
 
 def find_token(url: str, given: str | None = None) -> str | None:

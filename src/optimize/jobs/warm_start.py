@@ -24,13 +24,15 @@ from pathlib import Path
 
 import psutil
 
+from optimize.core.environment import setting
+
 log = logging.getLogger("optimize.jobs")
 READY_SECONDS = 180  # importing takes seconds; a warm worker not ready by then is given up
 PER_JOB = ("OPTIMIZE_LEASE_TOKEN", "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")  # set per job, after the fork
 
 
 def enabled() -> bool:
-    return os.environ.get("OPTIMIZE_WARM_WORKERS", "1") != "0"
+    return setting("OPTIMIZE_WARM_WORKERS")
 
 
 class WarmChild:

@@ -28,7 +28,6 @@ left naming a blob that is gone.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from datetime import timedelta
 from typing import Any
@@ -37,6 +36,7 @@ from sqlalchemy import delete, exists, select
 
 from optimize.blobs.local import ASIDE  # noqa: F401 - where the local store's candidates wait (tests read it)
 from optimize.core.clock import as_utc, utcnow
+from optimize.core.environment import setting
 from optimize.registry.blob_references import References, references
 from optimize.registry.upload_phases import UploadPhase
 from optimize.store.tables import DatasetObject, Shard, UploadSession
@@ -50,7 +50,7 @@ log = logging.getLogger("optimize.collector")
 def blob_grace() -> timedelta:
     """OPTIMIZE_GC_BLOB_GRACE_SECONDS, or an hour where it is unset or not a number of seconds."""
     try:
-        seconds = float(os.environ.get("OPTIMIZE_GC_BLOB_GRACE_SECONDS") or BLOB_GRACE_SECONDS)
+        seconds = setting("OPTIMIZE_GC_BLOB_GRACE_SECONDS")
     except ValueError:
         seconds = BLOB_GRACE_SECONDS
     return timedelta(seconds=max(seconds, 0.0))

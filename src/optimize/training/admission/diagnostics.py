@@ -9,11 +9,11 @@ read whole; above them, the first examples are read, or the first examples of up
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.core.environment import setting
 from optimize.core.sharding import UTF8_BOM
 
 SPREAD_SHARDS = 16
@@ -27,9 +27,7 @@ class ReadLimits:
 
     @classmethod
     def from_env(cls) -> ReadLimits:
-        base = cls()
-        return cls(int(os.environ.get("OPTIMIZE_DRY_RUN_MAX_EXAMPLES", base.max_examples)),
-                   int(os.environ.get("OPTIMIZE_DRY_RUN_MAX_BYTES", base.max_bytes)))
+        return cls(setting("OPTIMIZE_DRY_RUN_MAX_EXAMPLES"), setting("OPTIMIZE_DRY_RUN_MAX_BYTES"))
 
 
 def plan_reads(objects: list[dict[str, Any]], limits: ReadLimits) -> tuple[list[tuple[int, dict[str, Any]]], int, int]:

@@ -5,7 +5,7 @@ logs RUN`). Off by default: profiling slows the updates it measures."""
 
 from __future__ import annotations
 
-import os
+from optimize.core.environment import setting
 
 WARMUP = 2
 ROWS = 30
@@ -13,8 +13,8 @@ ROWS = 30
 
 def profiled_updates() -> int:
     try:
-        return max(0, int(os.environ.get("OPTIMIZE_PROFILE_UPDATES", "0")))
-    except ValueError:
+        return setting("OPTIMIZE_PROFILE_UPDATES")
+    except ValueError:  # a worker profiles nothing rather than fail its run over it
         return 0
 
 
