@@ -66,9 +66,9 @@ def test_settings_names_a_malformed_setting_and_exits_two(capsys, settings_env, 
     cli = Cli(capsys, "http://127.0.0.1:9")
     done = cli("server", "settings")
     assert done.code == 2
-    assert done.err.strip() == ("error: OPTIMIZE_GC_SECONDS='hourly' is not a number of seconds above 0 (set "
-                                "OPTIMIZE_GC_SECONDS to a number of seconds above 0, or unset it for the default "
-                                "(3600))")
+    assert done.err.strip() == ("error: OPTIMIZE_GC_SECONDS='hourly' is not a number of seconds of at least 0 (set "
+                                "OPTIMIZE_GC_SECONDS to a number of seconds of at least 0, or unset it for the "
+                                "default (3600))")
     assert "hourly (malformed)" in done.out
     as_json = cli("server", "settings", "-o", "json")
     assert as_json.code == 2 and as_json.err == ""

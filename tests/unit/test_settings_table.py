@@ -179,7 +179,7 @@ def test_the_listing_carries_a_malformed_settings_refusal_and_no_value():
     rows = {row["name"]: row for row in listing({"OPTIMIZE_GC_SECONDS": "hourly"})}
     row = rows["OPTIMIZE_GC_SECONDS"]
     assert row["value"] is None and row["shown"] == "hourly" and row["set"]
-    assert row["problem"].startswith("OPTIMIZE_GC_SECONDS='hourly' is not a number of seconds above 0 (set ")
+    assert row["problem"].startswith("OPTIMIZE_GC_SECONDS='hourly' is not a number of seconds of at least 0 (set ")
     assert all(other["problem"] is None for name, other in rows.items() if name != "OPTIMIZE_GC_SECONDS")
 
 

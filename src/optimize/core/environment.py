@@ -155,8 +155,9 @@ SETTINGS: tuple[Setting, ...] = (
             "How long an endpoint holds its device without a request before it is taken down."),
     Setting("OPTIMIZE_WARM_WORKERS", Flag(), "1",
             "Fork local workers from a warm one that has its imports done, rather than start each from scratch."),
-    Setting("OPTIMIZE_GC_SECONDS", Number("a number of seconds"), "3600",
-            "How often the server removes expired upload sessions and what nothing references."),
+    Setting("OPTIMIZE_GC_SECONDS", Number("a number of seconds", zero_allowed=True), "3600",
+            "How often the server removes expired upload sessions and what nothing references (0: only when "
+            "`akka server gc` asks)."),
     Setting("OPTIMIZE_GC_BLOB_GRACE_SECONDS", Number("a number of seconds", zero_allowed=True), "3600",
             "How old an unreferenced blob must be before the collector removes it."),
     # --- the server: trackers ---
