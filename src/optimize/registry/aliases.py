@@ -1,84 +1,95 @@
-"""Aliases of versioned registry artifacts (datasets, scoring bundles): moving one keeps its history, and the
-first moves of one alias from two requests at once both succeed, one after the other."""
+"""Aliases of any registry noun that declares alias tables (`ArtifactKind.aliases`): moving one keeps its history,
+and the first moves of one alias from two requests at once both succeed, one after the other. `latest` is the
+registry's own: always on the newest version, its history every version."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict
+from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.names import check_alias
+from optimize.registry import artifacts
+from optimize.registry.artifacts import ArtifactKind
 from optimize.store.db import Store
 from optimize.store.events import record
 
-T = TypeVar("T")
+
+def _tables(kind: ArtifactKind) -> artifacts.AliasTables:
+    if kind.aliases is None:
+        raise Invalid(f"{kind.plural} have no movable aliases; a version is named by vN, sha256:HEX or latest")
+    return kind.aliases
 
 
-@dataclass(frozen=True)
-class AliasTables:
-    """Where one kind of artifact keeps its aliases: the pointer table, the history table, the owner's column."""
-
-    kind: str  # the subject prefix of its events: dataset, bundle
-    pointer: Any  # (owner id, alias) -> version id
-    move: Any  # every version an alias pointed at
-    owner_column: str  # dataset_id, bundle_id
-    version: Any  # the versions table (its `version` number, `created_at`)
-
-
-def move_alias(session: Session, tables: AliasTables, owner: Any, alias: str, version: Any) -> bool:
+def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, version: Any) -> bool:
     """Point `alias` of `owner` at `version`, keeping its history; returns whether it moved."""
+    tables = _tables(kind)
     alias = check_alias(alias)
     now = utcnow()
     pointer = session.get(tables.pointer, (owner.id, alias))
     if pointer is not None and pointer.version_id == version.id:
         return False
     if pointer is None:
-        session.add(tables.pointer(**{tables.owner_column: owner.id}, alias=alias, version_id=version.id,
+        session.add(tables.pointer(**{kind.owner_column: owner.id}, alias=alias, version_id=version.id,
                                    updated_at=now))
     else:
         pointer.version_id = version.id
         pointer.updated_at = now
-    session.add(tables.move(**{tables.owner_column: owner.id}, alias=alias, version_id=version.id, moved_at=now))
-    record(session, f"{tables.kind}:{owner.namespace}/{owner.name}", "alias-moved", alias=alias,
-           version=version.version)
+    session.add(tables.move(**{kind.owner_column: owner.id}, alias=alias, version_id=version.id, moved_at=now))
+    record(session, artifacts.subject(kind, owner), "alias-moved", alias=alias, version=version.version)
     return True
 
 
-def retried(store: Store, label: str, alias: str, move: Callable[[Session], T]) -> T:
-    """`move(session)` in a transaction, again when a concurrent first move of the same alias inserted its
-    pointer first (then this one reads it and moves it)."""
-    for attempt in range(10):
-        try:
-            with store.transaction() as session:
-                return move(session)
-        except IntegrityError:
-            time.sleep(0.01 * (attempt + 1))
-    raise Conflict(f"alias {alias} of {label} could not be moved under concurrent moves", hint="retry")
+def set_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str, selector: str
+              ) -> dict[str, Any]:
+    """Point NS/NAME's `alias` at the version `selector` names: the alias as `alias get` shows it, and `moved`."""
+    def move() -> dict[str, Any]:
+        with store.transaction() as session:
+            owner = artifacts.get(session, kind, namespace, name)
+            moved = move_alias(session, kind, owner, alias, artifacts.resolve_version(session, kind, owner, selector))
+            return {**alias_json(session, kind, owner, check_alias(alias)), "moved": moved}
+
+    return artifacts.retried(move, lambda: Conflict(
+        f"alias {alias} of {namespace}/{name} could not be moved under concurrent moves", hint="retry"))
 
 
-def alias_json(session: Session, tables: AliasTables, owner: Any, alias: str) -> dict[str, Any]:
+def get_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str) -> dict[str, Any]:
+    """Where the alias points and every version it pointed at; `latest` too."""
+    with store.transaction() as session:
+        owner = artifacts.get(session, kind, namespace, name)
+        alias = kind.wording.alias_name(alias)
+        label = artifacts.label(owner)
+        if alias == "latest":
+            versions = list(reversed(artifacts.newest_first(session, kind, owner)))
+            if not versions:
+                raise NotFound(f"{kind.noun} {label} has no versions", hint=kind.wording.empty_hint(label))
+            return latest_json(owner, versions)
+        if kind.aliases is None or session.get(kind.aliases.pointer, (owner.id, alias)) is None:
+            raise NotFound(f"{kind.noun} {label} has no alias {alias!r}",
+                           hint=kind.wording.no_alias_hint(label, alias))
+        return alias_json(session, kind, owner, alias)
+
+
+def alias_json(session: Session, kind: ArtifactKind, owner: Any, alias: str) -> dict[str, Any]:
     """A moved alias as `alias get` shows it: the version it names and every move, oldest first."""
+    tables = _tables(kind)
     pointer = session.get(tables.pointer, (owner.id, alias))
-    current = session.get(tables.version, pointer.version_id)
+    current = session.get(kind.version, pointer.version_id)
     moves = session.execute(
-        select(tables.move.moved_at, tables.version.version)
-        .join(tables.version, tables.version.id == tables.move.version_id)
-        .where(getattr(tables.move, tables.owner_column) == owner.id, tables.move.alias == alias)
+        select(tables.move.moved_at, kind.version.version)
+        .join(kind.version, kind.version.id == tables.move.version_id)
+        .where(getattr(tables.move, kind.owner_column) == owner.id, tables.move.alias == alias)
         .order_by(tables.move.id))
-    return {"alias": alias, "managed": False, "reference": f"{owner.namespace}/{owner.name}:v{current.version}",
+    return {"alias": alias, "managed": False, "reference": artifacts.reference(owner, current),
             "version": current.version,
             "history": [{"version": version, "since": iso(moved_at)} for moved_at, version in moves]}
 
 
 def latest_json(owner: Any, versions: list[Any]) -> dict[str, Any]:
     """`latest`, the alias the registry keeps on the newest version; its history is every version."""
-    return {"alias": "latest", "managed": True, "reference": f"{owner.namespace}/{owner.name}:v{versions[-1].version}",
+    return {"alias": "latest", "managed": True, "reference": artifacts.reference(owner, versions[-1]),
             "version": versions[-1].version,
             "history": [{"version": v.version, "since": iso(v.created_at)} for v in versions]}

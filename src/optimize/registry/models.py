@@ -1,5 +1,6 @@
-"""Models: registering versions (base models on selection, trained models from runs), resolving references,
-reading and listing versions.
+"""Models, the registry noun `nouns.MODELS` on the one base (`registry/artifacts.py`): registering versions (base
+models on selection, trained models from runs), resolving references, reading and listing versions (filtered by
+base model and producer). A model's files are `registry/model_files.py`.
 
 A version's digest covers what a serving process loads (variant and descriptor), never when or by what it was
 registered, so registering the same thing twice returns the version it already is.
@@ -11,18 +12,16 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimize.core.access import check_namespace, only_visible, visible_namespaces
-from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Invalid, NotFound
+from optimize.core.errors import Invalid
 from optimize.core.names import check_name
-from optimize.core.refs import Reference, parse_reference, parse_selector
-from optimize.registry.namespaces import ensure_exists, ensure_open, is_archived
-from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.events import record
-from optimize.store.tables import Model, ModelVersion, Namespace
+from optimize.core.refs import Reference, parse_reference
+from optimize.registry import artifact_views, artifacts
+from optimize.registry.nouns import MODELS
+from optimize.store.db import Store
+from optimize.store.tables import Model, ModelVersion
 
 VARIANTS = ("BASE", "ADAPTER", "WEIGHTS")
 
@@ -46,35 +45,14 @@ def register_version(
     check_archived: bool = True,
 ) -> ModelVersion:
     """Append a version to NS/NAME, or return the version holding the same digest; creates what is missing."""
-    namespace, name = check_name(namespace, "namespace"), check_name(name, "model name")
+    namespace, name = artifacts.checked_names(MODELS, namespace, name)
     if variant not in VARIANTS:
         raise Invalid(f"model variant {variant!r} is not one of {', '.join(VARIANTS)}")
-    now = utcnow()
-    (ensure_open if check_archived else ensure_exists)(session, namespace)
-    insert_ignoring_conflict(session, Model, {"namespace": namespace, "name": name, "created_at": now},
-                             ["namespace", "name"])
-    # Lock the model row (PostgreSQL; SQLite serializes writers) so numbers are taken one registration at a
-    # time; the unique constraints remain the guarantee.
-    model = session.scalar(
-        select(Model).where(Model.namespace == namespace, Model.name == name).with_for_update()
-    )
-    digest = model_digest(variant, descriptor)
-    existing = session.scalar(
-        select(ModelVersion).where(ModelVersion.model_id == model.id, ModelVersion.digest == digest)
-    )
-    if existing is not None:
-        return existing
-    number = (session.scalar(
-        select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id)
-    ) or 0) + 1
-    version = ModelVersion(
-        model_id=model.id, version=number, digest=digest, variant=variant, descriptor=descriptor, lineage=lineage,
-        produced_by_kind=produced_by_kind, produced_by_id=produced_by_id, created_at=now,
-    )
-    session.add(version)
-    session.flush()
-    record(session, f"model:{namespace}/{name}", "registered", version=number, digest=digest)
-    return version
+    return artifacts.append_version(
+        session, MODELS, namespace, name, model_digest(variant, descriptor),
+        {"variant": variant, "descriptor": descriptor, "lineage": lineage, "produced_by_kind": produced_by_kind,
+         "produced_by_id": produced_by_id},
+        check_archived=check_archived).version
 
 
 def _base_location(repository: str) -> tuple[str, str]:
@@ -111,97 +89,26 @@ def base_model_reference(session: Session, repository: str, commit: str) -> str 
 
 
 def find_model(session: Session, namespace: str, name: str) -> Model | None:
-    return session.scalar(select(Model).where(Model.namespace == namespace, Model.name == name))
+    return artifacts.find(session, MODELS, namespace, name)
 
 
 def _get_model(session: Session, namespace: str, name: str) -> Model:
-    namespace, name = check_name(namespace, "namespace"), check_name(name, "model name")
-    check_namespace(namespace)
-    model = find_model(session, namespace, name)
-    if model is None:
-        raise NotFound(
-            f"model {namespace}/{name} does not exist",
-            hint="a model is registered by selecting a base model (akka training base-models select) "
-                 "or by a completed training run",
-        )
-    return model
+    return artifacts.get(session, MODELS, namespace, name)
 
 
 def _resolve_version(session: Session, model: Model, selector: str) -> ModelVersion:
     """The version a selector names: `latest`, `vN` or `sha256:HEX` (models have no movable aliases yet)."""
-    label = f"{model.namespace}/{model.name}"
-    query = select(ModelVersion).where(ModelVersion.model_id == model.id)
-    if selector.lower() == "latest":
-        found = session.scalar(query.order_by(ModelVersion.version.desc()).limit(1))
-        what = "versions"
-    else:
-        number, alias, digest = parse_selector(selector)
-        if number is not None:
-            found = session.scalar(query.where(ModelVersion.version == number))
-            what = f"version v{number}"
-        elif digest is not None:
-            found = session.scalar(query.where(ModelVersion.digest == digest))
-            what = f"version with digest {digest}"
-        else:
-            found, what = None, f"alias {alias!r}"
-    if found is None:
-        raise NotFound(f"model {label} has no {what}",
-                       hint=f"list its versions with: akka registry models versions {label}")
-    return found
+    return artifacts.resolve_version(session, MODELS, model, selector)
 
 
 def resolve_model_reference(session: Session, reference: Reference | str) -> tuple[Model, ModelVersion]:
     """The model and version a reference names; `NS/NAME` and `:latest` name the newest version."""
-    if isinstance(reference, str):
-        reference = parse_reference(reference)
-    model = _get_model(session, reference.namespace, reference.name)
-    return model, _resolve_version(session, model, reference.selector)
-
-
-def model_version_json(model: Model, version: ModelVersion, *, archived: bool, aliases: list[str]) -> dict[str, Any]:
-    produced_by = None
-    if version.produced_by_kind is not None:
-        produced_by = {"kind": version.produced_by_kind, "id": version.produced_by_id}
-    return {
-        "reference": f"{model.namespace}/{model.name}:v{version.version}",
-        "model": f"{model.namespace}/{model.name}",
-        "namespace": model.namespace,
-        "name": model.name,
-        "version": version.version,
-        "digest": version.digest,
-        "variant": version.variant,
-        "registeredAt": iso(version.created_at),
-        "lifecycle": "active",
-        "aliases": aliases,
-        "archived": archived,
-        "servingModel": version.descriptor,
-        "lineage": version.lineage,
-        "producedBy": produced_by,
-    }
-
-
-def _newest_id(session: Session, model: Model) -> int | None:
-    return session.scalar(
-        select(ModelVersion.id).where(ModelVersion.model_id == model.id).order_by(ModelVersion.version.desc()).limit(1)
-    )
-
-
-def describe_version(session: Session, model: Model, version: ModelVersion) -> dict[str, Any]:
-    """A version's JSON, with `latest` among its aliases when it is the newest."""
-    return model_version_json(model, version, archived=is_archived(session, model.namespace),
-                              aliases=["latest"] if _newest_id(session, model) == version.id else [])
-
-
-def _version_count(session: Session, model: Model) -> int:
-    return session.scalar(select(func.count()).select_from(ModelVersion).where(ModelVersion.model_id == model.id))
+    return artifacts.resolve_reference(session, MODELS, reference)
 
 
 def get_model(store: Store, namespace: str, name: str, selector: str) -> dict[str, Any]:
-    with store.transaction() as session:
-        model = _get_model(session, namespace, name)
-        body = describe_version(session, model, _resolve_version(session, model, selector))
-        body["versionCount"] = _version_count(session, model)
-        return body
+    """A version with its model's version count."""
+    return artifact_views.read_version(store, MODELS, namespace, name, selector)
 
 
 def _base_model_matcher(session: Session, base_model: str):
@@ -233,39 +140,15 @@ def list_versions(
         )
     with store.transaction() as session:
         model = _get_model(session, namespace, name)
-        query = select(ModelVersion).where(ModelVersion.model_id == model.id)
-        if produced_by_kind is not None:
-            query = query.where(ModelVersion.produced_by_kind == produced_by_kind,
-                                ModelVersion.produced_by_id == produced_by_id)
-        versions = list(session.scalars(query.order_by(ModelVersion.version.desc())))
+        producer = () if produced_by_kind is None else (ModelVersion.produced_by_kind == produced_by_kind,
+                                                         ModelVersion.produced_by_id == produced_by_id)
+        versions = artifacts.newest_first(session, MODELS, model, *producer)
         if base_model is not None:
             matches = _base_model_matcher(session, base_model)
             versions = [item for item in versions if matches(item.lineage)]
-        archived = is_archived(session, model.namespace)
-        newest = _newest_id(session, model)
-        return [model_version_json(model, item, archived=archived,
-                                   aliases=["latest"] if item.id == newest else []) for item in versions]
+        return artifact_views.version_list(session, MODELS, model, versions)
 
 
 def list_models(store: Store, namespace: str | None, include_archived: bool) -> list[dict[str, Any]]:
     """Models with their newest version; archived namespaces only with `include_archived` or by name."""
-    with store.transaction() as session:
-        query = select(Model, Namespace).join(Namespace, Namespace.name == Model.namespace)
-        if namespace is not None:
-            query = query.where(Model.namespace == check_name(namespace, "namespace"))
-            check_namespace(namespace)
-        elif not include_archived:
-            query = query.where(Namespace.archived.is_(False))
-        query = only_visible(query, visible_namespaces(Model.namespace))
-        items = []
-        for model, space in session.execute(query.order_by(Model.namespace, Model.name)):
-            latest = _resolve_version(session, model, "latest")
-            items.append({
-                "model": f"{model.namespace}/{model.name}",
-                "namespace": model.namespace,
-                "name": model.name,
-                "versions": _version_count(session, model),
-                "archived": space.archived,
-                "latest": model_version_json(model, latest, archived=space.archived, aliases=["latest"]),
-            })
-        return items
+    return artifact_views.list_artifacts(store, MODELS, namespace, include_archived)

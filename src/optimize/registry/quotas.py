@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 from optimize.core.errors import TooMany
 from optimize.core.quotas import Quota
 from optimize.core.sizes import human_size
+from optimize.registry.nouns import NOUNS
 from optimize.registry.upload_phases import UploadPhase
 from optimize.store.db import hold_key
-from optimize.store.tables import Bundle, BundleVersion, Dataset, DatasetVersion, UploadSession
+from optimize.store.tables import UploadSession
 
 
 def lock_namespace(session: Session, namespace: str) -> None:
@@ -34,14 +35,16 @@ def open_sessions(session: Session, namespace: str) -> list[UploadSession]:
 
 
 def stored_bytes(session: Session, namespace: str, sessions: list[UploadSession]) -> int:
-    """The bytes of the namespace's dataset versions and bundle archives, and what its open sessions announce."""
-    datasets = session.scalar(select(func.coalesce(func.sum(DatasetVersion.size_bytes), 0))
-                              .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
-                              .where(Dataset.namespace == namespace)) or 0
-    bundles = session.scalar(select(func.coalesce(func.sum(BundleVersion.size_bytes), 0))
-                             .join(Bundle, Bundle.id == BundleVersion.bundle_id)
-                             .where(Bundle.namespace == namespace)) or 0
-    return int(datasets) + int(bundles) + sum(item["bytes"] for upload in sessions for item in upload.manifest)
+    """The bytes of the namespace's versions of every noun that declares them counted (dataset versions, bundle
+    archives), and what its open sessions announce."""
+    held = 0
+    for kind in NOUNS:
+        if kind.stored_bytes is not None:
+            held += int(session.scalar(
+                select(func.coalesce(func.sum(getattr(kind.version, kind.stored_bytes)), 0))
+                .join(kind.owner, kind.owner.id == getattr(kind.version, kind.owner_column))
+                .where(kind.owner.namespace == namespace)) or 0)
+    return held + sum(item["bytes"] for upload in sessions for item in upload.manifest)
 
 
 def registry_usage(session: Session, namespace: str) -> dict[str, int]:

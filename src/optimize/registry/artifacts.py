@@ -1,0 +1,284 @@
+"""The one base of the registry's versioned nouns (datasets, models, scoring bundles, and any declared after them).
+
+A noun is a declaration, `ArtifactKind`: its tables (the named artifact NS/NAME, its versions, and its alias
+pointers and their history where it has aliases), the words of its refusals, the subject of its events, how its
+digest is kept and what its version views add. From the declaration the base gives every noun the same:
+
+- lookups: NS/NAME within the token's limits, and the version a selector names (`latest`, `vN`, an alias or
+  `sha256:HEX`), refused in the noun's words;
+- versions: `append_version` appends a version, or returns the one holding the same digest, taking numbers one
+  registration at a time under the artifact's row lock (the unique constraints remain the guarantee) and recording
+  the noun's event; the namespace is created by the first registration and an archived one takes no new versions;
+- aliases with their history (`registry/aliases.py`) and the list/get views (`registry/artifact_views.py`).
+
+The noun's special parts (a dataset's shards and upload sessions, a model's files, a bundle's archive and check)
+stay in its own modules, on top of these.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from optimize.core.access import check_namespace
+from optimize.core.clock import iso, utcnow
+from optimize.core.errors import Conflict, NotFound
+from optimize.core.names import check_name
+from optimize.core.refs import Reference, parse_reference, parse_selector
+from optimize.registry.namespaces import ensure_exists, ensure_open
+from optimize.store.db import insert_ignoring_conflict
+from optimize.store.events import record
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DigestRule:
+    """Where a version keeps its digest, and how the kept value reads as the `sha256:HEX` a version is shown and
+    selected by."""
+
+    column: str = "digest"
+    bare_hex: bool = False  # the column keeps the hex alone (a bundle's: its archive's blob is named by it)
+
+    def shown(self, version: Any) -> str:
+        value = getattr(version, self.column)
+        return f"sha256:{value}" if self.bare_hex else value
+
+    def kept(self, digest: str) -> str:
+        return digest.removeprefix("sha256:") if self.bare_hex else digest
+
+    def matches(self, table: Any, digest: str) -> Any:
+        return getattr(table, self.column) == self.kept(digest)
+
+
+def _no_hint(_label: str) -> str | None:
+    return None
+
+
+def _no_alias_hint(_label: str, _alias: str) -> str | None:
+    return None
+
+
+def _alias_name(alias: str) -> str:
+    return check_name(alias, "alias")
+
+
+@dataclass(frozen=True)
+class Wording:
+    """The words a noun's refusals use where the nouns differ; `label` is NS/NAME."""
+
+    name: str  # how a bad name is called: "name", "model name"
+    missing_hint: Callable[[str], str]  # the hint when NS/NAME does not exist
+    empty_hint: Callable[[str], str | None] = _no_hint  # the hint when it has no versions
+    digest_words: str = "a version with digest"  # "… has no a version with digest sha256:…"
+    alias_name: Callable[[str], str] = _alias_name  # an alias as `alias get` reads it
+    no_alias_hint: Callable[[str, str], str | None] = _no_alias_hint  # the hint when the alias is not set
+
+
+@dataclass(frozen=True)
+class AliasTables:
+    """Where a noun keeps its aliases: the pointer (owner id, alias) → version id, and every move of one."""
+
+    pointer: Any
+    move: Any
+
+
+def _created_at(version: Any) -> dict[str, Any]:
+    return {"createdAt": iso(version.created_at)}
+
+
+def _nothing(_owner: Any) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class ArtifactKind:
+    """A registry noun, declared: everything the base needs to give it versions, aliases, archival and views."""
+
+    noun: str  # dataset: its events' subject prefix (`dataset:NS/NAME`), the first word of its refusals, its key
+    plural: str  # datasets: its API path and CLI group (`akka registry datasets …`)
+    owner: Any  # the table of named artifacts: id, namespace, name, created_at
+    version: Any  # the table of versions: id, the owner's column, version, the digest's column, created_at
+    owner_column: str  # the versions' column naming their artifact: dataset_id
+    wording: Wording
+    digest: DigestRule = field(default_factory=DigestRule)
+    registered: str = "version-registered"  # the event recorded on the artifact when a version is appended
+    fields: Callable[[Any], dict[str, Any]] = _created_at  # what a version's view adds to the shared head
+    summary: Callable[[Any], dict[str, Any]] = _nothing  # what a list entry adds after the artifact's name
+    lineage: str | None = None  # the versions' column saying what produced a version, shown as `lineage`
+    aliases: AliasTables | None = None  # None: only `latest`, which the registry keeps on the newest version
+    stored_bytes: str | None = None  # the versions' column counted against the namespace's storedBytes quota
+
+
+def label(owner: Any) -> str:
+    return f"{owner.namespace}/{owner.name}"
+
+
+def reference(owner: Any, version: Any) -> str:
+    return f"{owner.namespace}/{owner.name}:v{version.version}"
+
+
+def subject(kind: ArtifactKind, owner: Any) -> str:
+    """The subject of the artifact's events."""
+    return f"{kind.noun}:{label(owner)}"
+
+
+# --- lookups -----------------------------------------------------------------------------------------------------
+
+
+def checked_names(kind: ArtifactKind, namespace: str, name: str) -> tuple[str, str]:
+    """NS and NAME lowered, or refused naming the rule a name breaks."""
+    return check_name(namespace, "namespace"), check_name(name, kind.wording.name)
+
+
+def find(session: Session, kind: ArtifactKind, namespace: str, name: str) -> Any | None:
+    return session.scalar(select(kind.owner).where(kind.owner.namespace == namespace, kind.owner.name == name))
+
+
+def get(session: Session, kind: ArtifactKind, namespace: str, name: str) -> Any:
+    """NS/NAME, refused when a name is not one, when the token's limits leave the namespace out, or when it does
+    not exist."""
+    namespace, name = checked_names(kind, namespace, name)
+    check_namespace(namespace)
+    owner = find(session, kind, namespace, name)
+    if owner is None:
+        label = f"{namespace}/{name}"
+        raise NotFound(f"{kind.noun} {label} does not exist", hint=kind.wording.missing_hint(label))
+    return owner
+
+
+def versions_of(kind: ArtifactKind, owner: Any) -> Select:
+    return select(kind.version).where(getattr(kind.version, kind.owner_column) == owner.id)
+
+
+def newest_first(session: Session, kind: ArtifactKind, owner: Any, *where: Any) -> list[Any]:
+    return list(session.scalars(versions_of(kind, owner).where(*where).order_by(kind.version.version.desc())))
+
+
+def resolve_version(session: Session, kind: ArtifactKind, owner: Any, selector: str) -> Any:
+    """The version a selector names: `latest`, `vN`, an alias or `sha256:HEX`."""
+    name = label(owner)
+    query = versions_of(kind, owner)
+    if selector.lower() == "latest":
+        found = session.scalar(query.order_by(kind.version.version.desc()).limit(1))
+        if found is None:
+            raise NotFound(f"{kind.noun} {name} has no versions", hint=kind.wording.empty_hint(name))
+        return found
+    number, alias, digest = parse_selector(selector)
+    if number is not None:
+        found = session.scalar(query.where(kind.version.version == number))
+        what = f"version v{number}"
+    elif digest is not None:
+        found = session.scalar(query.where(kind.digest.matches(kind.version, digest)))
+        what = f"{kind.wording.digest_words} {digest}"
+    else:
+        pointer = session.get(kind.aliases.pointer, (owner.id, alias)) if kind.aliases else None
+        found = session.get(kind.version, pointer.version_id) if pointer else None
+        what = f"alias {alias!r}"
+    if found is None:
+        raise NotFound(f"{kind.noun} {name} has no {what}",
+                       hint=f"list its versions with: akka registry {kind.plural} versions {name}")
+    return found
+
+
+def resolve_reference(session: Session, kind: ArtifactKind, text: Reference | str) -> tuple[Any, Any]:
+    """The artifact and version a reference names; `NS/NAME` and `:latest` name the newest version."""
+    parsed = parse_reference(text) if isinstance(text, str) else text
+    owner = get(session, kind, parsed.namespace, parsed.name)
+    return owner, resolve_version(session, kind, owner, parsed.selector)
+
+
+def newest_id(session: Session, kind: ArtifactKind, owner: Any) -> int | None:
+    return session.scalar(select(kind.version.id).where(getattr(kind.version, kind.owner_column) == owner.id)
+                          .order_by(kind.version.version.desc()).limit(1))
+
+
+def version_count(session: Session, kind: ArtifactKind, owner: Any) -> int:
+    return session.scalar(select(func.count()).select_from(kind.version)
+                          .where(getattr(kind.version, kind.owner_column) == owner.id))
+
+
+def aliases_by_version(session: Session, kind: ArtifactKind, owner: Any) -> dict[int, list[str]]:
+    """Alias names per version id, with `latest` on the newest version."""
+    result: dict[int, list[str]] = {}
+    newest = newest_id(session, kind, owner)
+    if newest is not None:
+        result[newest] = ["latest"]
+    if kind.aliases is not None:
+        pointers = session.scalars(select(kind.aliases.pointer).where(
+            getattr(kind.aliases.pointer, kind.owner_column) == owner.id).order_by(kind.aliases.pointer.alias))
+        for pointer in pointers:
+            result.setdefault(pointer.version_id, []).append(pointer.alias)
+    return result
+
+
+# --- versions ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registered:
+    """What `append_version` found or made: the artifact, the version, and whether this registration created it."""
+
+    owner: Any
+    version: Any
+    created: bool
+
+
+def append_version(
+    session: Session,
+    kind: ArtifactKind,
+    namespace: str,
+    name: str,
+    digest: str,
+    columns: dict[str, Any],
+    *,
+    owner_columns: dict[str, Any] | None = None,
+    check_archived: bool = True,
+    before_insert: Callable[[], None] | None = None,
+) -> Registered:
+    """Append a version holding `digest` (with the noun's own `columns`) to NS/NAME, or return the version that
+    already holds it; creates the namespace and the artifact (with `owner_columns`) when they are new.
+
+    An archived namespace is refused unless `check_archived` is false (work the server does on its own, such as a
+    base model's selection). `before_insert` runs only when a version is about to be created, under the row lock:
+    a quota's check, for instance. The new version's event is recorded on the artifact."""
+    namespace, name = checked_names(kind, namespace, name)
+    (ensure_open if check_archived else ensure_exists)(session, namespace)
+    now = utcnow()
+    insert_ignoring_conflict(session, kind.owner,
+                             {"namespace": namespace, "name": name, "created_at": now, **(owner_columns or {})},
+                             ["namespace", "name"])
+    # Lock the artifact's row (PostgreSQL; SQLite serializes writers) so numbers are taken one registration at a
+    # time; the unique constraints remain the guarantee.
+    owner = session.scalar(select(kind.owner).where(kind.owner.namespace == namespace, kind.owner.name == name)
+                           .with_for_update())
+    existing = session.scalar(versions_of(kind, owner).where(kind.digest.matches(kind.version, digest)))
+    if existing is not None:
+        return Registered(owner, existing, created=False)
+    if before_insert is not None:
+        before_insert()
+    number = (session.scalar(select(func.max(kind.version.version))
+                             .where(getattr(kind.version, kind.owner_column) == owner.id)) or 0) + 1
+    version = kind.version(**{kind.owner_column: owner.id, kind.digest.column: kind.digest.kept(digest)},
+                           version=number, created_at=now, **columns)
+    session.add(version)
+    session.flush()
+    record(session, subject(kind, owner), kind.registered, version=number, digest=digest)
+    return Registered(owner, version, created=True)
+
+
+def retried(attempt: Callable[[], T], refusal: Callable[[], Conflict]) -> T:
+    """`attempt()` (one transaction), again when a concurrent registration or move inserted the same row first
+    (then the next attempt reads it); `refusal()` after ten tries."""
+    for tries in range(10):
+        try:
+            return attempt()
+        except IntegrityError:
+            time.sleep(0.01 * (tries + 1))
+    raise refusal()

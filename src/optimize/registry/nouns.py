@@ -1,0 +1,62 @@
+"""The registry's nouns, each a declaration on the one base (`registry/artifacts.py`): its tables, the words of its
+refusals, its events, its digest rule and what its views add. A new noun is one more declaration here (with its
+tables in `store/tables.py`, a migration, and its answers' schema)."""
+
+from __future__ import annotations
+
+from optimize.core.names import check_name
+from optimize.registry.artifacts import AliasTables, ArtifactKind, DigestRule, Wording
+from optimize.registry.views import bundle_fields, dataset_fields, model_fields
+from optimize.store.tables import (
+    Bundle,
+    BundleAlias,
+    BundleAliasMove,
+    BundleVersion,
+    Dataset,
+    DatasetAlias,
+    DatasetAliasMove,
+    DatasetVersion,
+    Model,
+    ModelVersion,
+)
+
+
+def _list_hint(plural: str):
+    return lambda label: f"list its versions with: akka registry {plural} versions {label}"
+
+
+DATASETS = ArtifactKind(
+    noun="dataset", plural="datasets", owner=Dataset, version=DatasetVersion, owner_column="dataset_id",
+    wording=Wording(name="name", missing_hint=lambda label: f"register it with: akka registry datasets register "
+                                                             f"{label} -f FILE",
+                    alias_name=str.lower),
+    fields=dataset_fields, summary=lambda dataset: {"kind": dataset.kind}, lineage="lineage",
+    aliases=AliasTables(DatasetAlias, DatasetAliasMove), stored_bytes="size_bytes",
+)
+
+
+def _bundle_register_hint(label: str) -> str:
+    return f"register it with: akka registry bundles register {label} -f DIR_OR_ZIP"
+
+
+BUNDLES = ArtifactKind(
+    noun="bundle", plural="bundles", owner=Bundle, version=BundleVersion, owner_column="bundle_id",
+    wording=Wording(name="bundle name", missing_hint=_bundle_register_hint, empty_hint=_bundle_register_hint,
+                    alias_name=lambda alias: check_name(alias, "alias"),
+                    no_alias_hint=lambda label, alias: f"point it at a version with: akka registry bundles alias set "
+                                                       f"{label}:{alias} --version vN"),
+    digest=DigestRule(column="sha256", bare_hex=True), fields=bundle_fields,
+    aliases=AliasTables(BundleAlias, BundleAliasMove), stored_bytes="size_bytes",
+)
+
+# Models have no movable aliases yet: a version is named by vN, sha256:HEX or latest.
+MODELS = ArtifactKind(
+    noun="model", plural="models", owner=Model, version=ModelVersion, owner_column="model_id",
+    wording=Wording(name="model name",
+                    missing_hint=lambda _label: "a model is registered by selecting a base model (akka training "
+                                                "base-models select) or by a completed training run",
+                    empty_hint=_list_hint("models"), digest_words="version with digest"),
+    registered="registered", fields=model_fields, lineage="lineage",
+)
+
+NOUNS = (DATASETS, MODELS, BUNDLES)
