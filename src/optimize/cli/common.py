@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from optimize.cli.output import MODES, CommandFailed, Output, activate, print_error
+from optimize.core.environment import setting
 from optimize.core.errors import PlatformError
 from optimize.core.settings import DEFAULT_URL
 
@@ -35,15 +36,16 @@ _COMMON = [
         annotation=Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq expression.")],
     ),
     inspect.Parameter(
-        "server", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_URL,
-        annotation=Annotated[str, typer.Option("--server", envvar="OPTIMIZE_URL", help="URL of the Optimize server.")],
+        "server", inspect.Parameter.KEYWORD_ONLY, default=None,
+        annotation=Annotated[str | None, typer.Option(
+            "--server", help=f"URL of the Optimize server (env OPTIMIZE_URL, default {DEFAULT_URL}).")],
     ),
     inspect.Parameter(
         "token", inspect.Parameter.KEYWORD_ONLY, default=None,
         annotation=Annotated[str | None, typer.Option(
-            "--token", envvar="OPTIMIZE_TOKEN", show_envvar=True,
-            help="API token (default: the one `akka auth login` stored for this server, else the admin token of a "
-                 "server this user runs here).")],
+            "--token",
+            help="API token (env OPTIMIZE_TOKEN; default: the one `akka auth login` stored for this server, else the "
+                 "admin token of a server this user runs here).")],
     ),
 ]
 
@@ -59,11 +61,11 @@ def command(group: typer.Typer, name: str, **options: Any) -> Callable[[Callable
                for p in signature.parameters.values() if p.name != "out"]
 
         @functools.wraps(fn)
-        def wrapper(*args: Any, click_context: typer.Context, output: str, jq: str | None, server: str,
+        def wrapper(*args: Any, click_context: typer.Context, output: str, jq: str | None, server: str | None,
                     token: str | None, **kwargs: Any) -> None:
             if output not in MODES:
                 raise typer.BadParameter(f"{output!r} is not one of {', '.join(MODES)}", param_hint="'-o'")
-            out = Output(output, jq, server, token)
+            out = Output(output, jq, server or setting("OPTIMIZE_URL"), token or setting("OPTIMIZE_TOKEN"))
             activate(out)
             try:
                 run_reporting_errors(lambda: fn(*args, out=out, **kwargs))
