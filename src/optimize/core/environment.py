@@ -173,8 +173,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds between the W&B forwarder's sweeps of new metrics.", refusal=IS_TEXT_NOT),
     # --- endpoints (read by the endpoint's worker) ---
     Setting("OPTIMIZE_ENDPOINT_ENGINE", Choice(("auto", "transformers", "vllm")), "auto",
-            "An endpoint's engine: vLLM, Transformers with continuous batching, or vLLM where it is installed and "
-            "a GPU is visible.", read_by=WORKER),
+            "An endpoint's engine: auto (vLLM where it is installed and a GPU is visible, else Transformers with "
+            "continuous batching), transformers or vllm.", read_by=WORKER),
     Setting("OPTIMIZE_ENDPOINT_BATCH", Whole(), "16", "Requests an endpoint decodes together.", read_by=WORKER),
     Setting("OPTIMIZE_ENDPOINT_QUEUE", Whole(zero_allowed=True), "64",
             "Requests that wait for a place in the batch; one more is answered 429.", read_by=WORKER),
@@ -199,7 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Training updates profiled after the warm-up ones, printed to the run's log (0: none).", read_by=WORKER),
     Setting("OPTIMIZE_CRASH_AT", Text("site or site:n"), None,
             "Kill the process at the n-th hit of a named crash point (fault tests only).",
-            read_by=f"{SERVER}, {WORKER}", unset="none"),
+            read_by=f"{SERVER}, {CLI}", unset="none"),
     # --- the CLI ---
     Setting("OPTIMIZE_URL", Text("an http(s) URL"), "http://127.0.0.1:9001",
             "The server the CLI talks to (`--server`).", read_by=CLI),
