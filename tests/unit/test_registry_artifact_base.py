@@ -5,6 +5,7 @@ the registry's own declarations name columns their tables have."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pytest
@@ -114,7 +115,7 @@ def test_versions_are_numbered_in_order_and_the_same_digest_is_the_version_it_al
         with pytest.raises(NotFound, match="widget shop/gear has no version v3") as missing:
             artifacts.resolve_version(session, WIDGETS, gear, "v3")
         assert missing.value.hint == "list its versions with: akka registry widgets versions shop/gear"
-        with pytest.raises(NotFound, match=f"widget shop/gear has no a version with digest {GREEN}"):
+        with pytest.raises(NotFound, match=f"widget shop/gear has no version with digest {GREEN}"):
             artifacts.resolve_reference(session, WIDGETS, f"shop/gear@{GREEN}")
         with pytest.raises(NotFound, match="widget shop/none does not exist") as absent:
             artifacts.get(session, WIDGETS, "shop", "none")
@@ -187,3 +188,16 @@ def test_the_registrys_declarations_name_columns_their_tables_have(kind):
     if kind.aliases is not None:
         assert {kind.owner_column, "alias", "version_id"} <= columns(kind.aliases.pointer)
         assert {kind.owner_column, "alias", "version_id", "moved_at"} <= columns(kind.aliases.move)
+
+
+def test_registrations_at_once_take_numbers_one_at_a_time(store):
+    """Twelve registrations into one new artifact at once: eight digests get eight numbers, the same digest
+    registered four times more is one version, and no registration is refused."""
+    digests = ["sha256:" + f"{index:064x}" for index in range(8)]
+    wanted = digests + [digests[0]] * 4
+    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+        registered = list(pool.map(lambda digest: register(store, digest, "grey", name="race"), wanted))
+    assert sorted(item.version.version for item in registered if item.created) == list(range(1, 9))
+    assert {item.version.id for item in registered if item.version.digest == digests[0]} == {
+        next(item.version.id for item in registered if item.version.digest == digests[0] and item.created)}
+    assert sorted(data["version"] for _, data in events(store, "race")) == list(range(1, 9))

@@ -4,7 +4,6 @@ tables in `store/tables.py`, a migration, and its answers' schema)."""
 
 from __future__ import annotations
 
-from optimize.core.names import check_name
 from optimize.registry.artifacts import AliasTables, ArtifactKind, DigestRule, Wording
 from optimize.registry.views import bundle_fields, dataset_fields, model_fields
 from optimize.store.tables import (
@@ -20,16 +19,21 @@ from optimize.store.tables import (
     ModelVersion,
 )
 
+# How datasets' and bundles' refusals have always named a digest none of their versions holds; their answers keep it.
+_THEIR_DIGEST_WORDS = "a version with digest"
+
 
 def _list_hint(plural: str):
     return lambda label: f"list its versions with: akka registry {plural} versions {label}"
 
 
+# Chat conversations or preference pairs; versions are appended by an upload's commit (`registry/uploads.py`).
+# `alias get` lowers the alias it is asked for without checking its name (an odd name is simply not found).
 DATASETS = ArtifactKind(
     noun="dataset", plural="datasets", owner=Dataset, version=DatasetVersion, owner_column="dataset_id",
     wording=Wording(name="name", missing_hint=lambda label: f"register it with: akka registry datasets register "
                                                              f"{label} -f FILE",
-                    alias_name=str.lower),
+                    digest_words=_THEIR_DIGEST_WORDS, alias_name=str.lower),
     fields=dataset_fields, summary=lambda dataset: {"kind": dataset.kind}, lineage="lineage",
     aliases=AliasTables(DatasetAlias, DatasetAliasMove), stored_bytes="size_bytes",
 )
@@ -39,10 +43,11 @@ def _bundle_register_hint(label: str) -> str:
     return f"register it with: akka registry bundles register {label} -f DIR_OR_ZIP"
 
 
+# Scoring bundles: a version is its archive's bytes, kept as the blob its bare sha256 names.
 BUNDLES = ArtifactKind(
     noun="bundle", plural="bundles", owner=Bundle, version=BundleVersion, owner_column="bundle_id",
     wording=Wording(name="bundle name", missing_hint=_bundle_register_hint, empty_hint=_bundle_register_hint,
-                    alias_name=lambda alias: check_name(alias, "alias"),
+                    digest_words=_THEIR_DIGEST_WORDS,
                     no_alias_hint=lambda label, alias: f"point it at a version with: akka registry bundles alias set "
                                                        f"{label}:{alias} --version vN"),
     digest=DigestRule(column="sha256", bare_hex=True), fields=bundle_fields,
@@ -55,7 +60,7 @@ MODELS = ArtifactKind(
     wording=Wording(name="model name",
                     missing_hint=lambda _label: "a model is registered by selecting a base model (akka training "
                                                 "base-models select) or by a completed training run",
-                    empty_hint=_list_hint("models"), digest_words="version with digest"),
+                    empty_hint=_list_hint("models")),
     registered="registered", fields=model_fields, lineage="lineage",
 )
 
