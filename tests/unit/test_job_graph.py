@@ -86,6 +86,8 @@ def test_an_edge_to_a_job_that_does_not_exist_is_refused(store):
         graph.add_edges(session, "run", "r1", [Edge("analysis", "nosuchjob")])
     with store.transaction() as session, pytest.raises(GraphError, match="no such job exists"):
         graph.add_edges(session, "run", "r1", [Edge("nosuchkind", "x")])
+    with store.transaction() as session, pytest.raises(GraphError, match="endpoints never complete"):
+        graph.validate(session, {("run", "r1"): [("endpoint", "e1")], ("endpoint", "e1"): []})
     assert readiness(store, "run", "r1") == graph.READY  # nothing was kept
 
 

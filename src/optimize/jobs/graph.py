@@ -70,11 +70,6 @@ class GraphError(Invalid):
 # --- the rules ---------------------------------------------------------------------------------------------
 
 
-def completed_phase(kind: Any) -> StrEnum:
-    """The phase in which a kind's job has completed and its outputs are there (`JobKind.completed`)."""
-    return kind.completed_phase()
-
-
 def upstream_ended(edge: JobEdge | Edge, phase: StrEnum, reason: str | None) -> Readiness:
     """The rule for an upstream that ended without completing (any terminal phase but its completed one: FAILED,
     CANCELLED, an analysis's `failed`), applied wherever a job's edges are read (`readiness`):
@@ -100,7 +95,7 @@ def edge_readiness(session: Session, edge: JobEdge, now: datetime | None = None)
                 Readiness(False, failed=f"{edge.upstream_kind} {edge.upstream_id[:12]}, which it waits for, no longer "
                                         "exists"))
     phase = kind.lifecycle.phase_of(upstream)
-    if phase == completed_phase(kind):
+    if phase == kind.completed_phase():
         return READY
     if phase in kind.lifecycle.terminal:
         return upstream_ended(edge, phase, getattr(upstream, kind.reason_column, None))
@@ -129,7 +124,7 @@ def taken(session: Session, kind: str, job_id: str) -> dict[str, Any]:
             continue
         upstream_kind = registry.kind(edge.upstream_kind)
         upstream = session.get(upstream_kind.lifecycle.table, edge.upstream_id)
-        if upstream is not None and upstream_kind.lifecycle.phase_of(upstream) == completed_phase(upstream_kind):
+        if upstream is not None and upstream_kind.lifecycle.phase_of(upstream) == upstream_kind.completed_phase():
             outputs.setdefault(edge.output, []).append(upstream_kind.outputs(upstream).get(edge.output))
     return outputs
 
@@ -167,6 +162,8 @@ def validate(session: Session | None, declared: dict[Node, list[Node]]) -> None:
                 raise GraphError(f"{_named(node)} cannot wait for itself")
             if upstream not in declared and not _exists(session, upstream):
                 raise GraphError(f"{_named(node)} cannot wait for {_named(upstream)}: no such job exists")
+            if upstream[0] in registry.KINDS and registry.kind(upstream[0]).completed_phase() is None:
+                raise GraphError(f"{_named(node)} cannot wait for {_named(upstream)}: {upstream[0]}s never complete")
     cycle = find_cycle(lambda node: declared.get(node, []) + _stored_upstreams(session, node), declared)
     if cycle:
         raise GraphError("the jobs would wait for one another in a cycle: " + " → ".join(map(_named, cycle)))

@@ -105,9 +105,10 @@ class JobKind:
 
     # --- what the job graph asks (`jobs.graph`) ----------------------------------------------------------------
 
-    def completed_phase(self) -> StrEnum:
-        """The phase in which its job completed: the jobs waiting for it may go on and take its outputs."""
-        return self.completed or self.lifecycle.phases["COMPLETED"]
+    def completed_phase(self) -> StrEnum | None:
+        """The phase in which its job completed: the jobs waiting for it may go on and take its outputs (None: its
+        jobs never complete, as an endpoint serves until it is taken down, so no job can wait for one)."""
+        return self.completed or self.lifecycle.phases.__members__.get("COMPLETED")
 
     def outputs(self, row: Any) -> dict[str, Any]:
         """What a completed job gives the jobs that wait for it, by name (an analysis's `report`)."""
