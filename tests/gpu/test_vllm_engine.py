@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimize.evaluation.vllm_engine import available
+from optimize.workloads.engines import vllm_available as available
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not available(), reason="needs vllm and an NVIDIA GPU")]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from optimize.distillation.decisions import REASONS, decisions, judge, parse_smoke
-from optimize.serving.tool_calls import read
+from optimize.workloads.tool_calls import read
 
 WEATHER = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
 ROW = {"messages": [

@@ -1,4 +1,4 @@
-"""Estimates scaled by this deployment's own runs (`optimize.analysis.throughput`): a run's shape and when two are
+"""Estimates scaled by this deployment's own runs (`optimize.workloads.throughput`): a run's shape and when two are
 the same, one completed run's factor (measured over predicted throughput), the median of the last runs of a shape
 read from the store, and an estimate's answer scaled — or left as it was with no run of its shape."""
 
@@ -8,7 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from optimize.analysis.throughput import (
+from optimize.core.clock import iso, utcnow
+from optimize.schemas.plans import parse_plan
+from optimize.store.tables import Project, Run
+from optimize.workloads.throughput import (
     Scale,
     Shape,
     estimate_scaled,
@@ -17,9 +20,6 @@ from optimize.analysis.throughput import (
     scaled,
     shape_of,
 )
-from optimize.core.clock import iso, utcnow
-from optimize.schemas.plans import parse_plan
-from optimize.store.tables import Project, Run
 from tests.conftest import migrated_store
 
 MODEL = "optimize/tiny-llama-3.2"

@@ -13,7 +13,7 @@ from importlib import resources
 
 import pytest
 
-from optimize.serving.tool_calls import PARSERS, parse
+from optimize.workloads.tool_calls import PARSERS, parse
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",

@@ -8,7 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from optimize.analysis.report import COMMON_LIMITS, row_lengths
+from optimize.analysis.report import COMMON_LIMITS
+from optimize.workloads.lengths import row_lengths
 
 
 def histogram(lengths_file: Path, bins: int) -> dict[str, Any]:

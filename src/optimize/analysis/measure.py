@@ -18,8 +18,7 @@ from optimize.chat.normalize import normalize_messages, row_tools
 from optimize.chat.render import ALL, FINAL, ChatRenderer, RenderError, trained_messages
 from optimize.chat.template_checks import TemplateFinding, findings_from_spans
 from optimize.chat.turns import trimmed
-
-TRIM_FROM = 512
+from optimize.workloads.lengths import TRIM_FROM
 
 
 @dataclass(slots=True)

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import json
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 COMMON_LIMITS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -57,25 +54,6 @@ class ReportBuilder:
             "findings": self.findings,
             "findingCount": self.finding_count,
         }
-
-
-LENGTHS_HINT = ("the operator can restore it from a backup of the server's blob store; an analysis that is kept is "
-                "not run again")
-
-
-def lengths_file(blobs, analysis_id: str, sha256: str) -> Path:
-    """Where the analysis' per-row figures are held: refused with Gone (410), naming the file and the analysis,
-    when they are no longer held (a copy found corrupt is quarantined by the read that finds it, also a 410)."""
-    return blobs.held_path(sha256, f"the per-row lengths file sha256:{sha256} of analysis {analysis_id[:12]}",
-                           hint=LENGTHS_HINT)
-
-
-def row_lengths(lengths_file: Path) -> Iterator[int]:
-    """Each row's token length, in row order, from the per-row figures an analysis' worker stores (a JSONL blob of
-    `[length, trimmed, trained]` per row)."""
-    with lengths_file.open() as handle:
-        for line in handle:
-            yield int(json.loads(line)[0])
 
 
 def percentile(ordered: list[int], pct: float) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from optimize.chat.normalize import normalize_messages, row_tools
 from optimize.chat.rows import RowError, check_chat_row
-from optimize.serving.tool_calls import read
+from optimize.workloads.tool_calls import read
 
 REASONS = {
     "empty": "the answer is empty",

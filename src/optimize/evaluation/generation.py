@@ -19,8 +19,10 @@ __all__ = ["Answer", "TransformersGenerator", "answer_text", "generator_for", "s
 
 def generator_for(model_dir: str | Path, adapter_dir: str | Path | None = None):
     """vLLM where it is installed and a GPU is visible, else Transformers `generate`."""
-    from optimize.evaluation import vllm_engine
+    from optimize.workloads.engines import vllm_available
 
-    if vllm_engine.available():
-        return vllm_engine.VLLMGenerator(model_dir, adapter_dir)
+    if vllm_available():
+        from optimize.evaluation.vllm_engine import VLLMGenerator
+
+        return VLLMGenerator(model_dir, adapter_dir)
     return TransformersGenerator(model_dir, adapter_dir)

@@ -16,17 +16,6 @@ from pathlib import Path
 from optimize.evaluation.generation import Answer, answer_text
 
 
-def available() -> bool:
-    """True where vLLM is installed and a GPU is visible to this job."""
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        return False
-    import torch
-
-    return torch.cuda.is_available()
-
-
 class VLLMGenerator:
     def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None, precision: str = "bf16",
                  memory_fraction: float = 0.85) -> None:

@@ -26,8 +26,8 @@ from optimize.serving.load import EndpointLoad
 
 
 def available() -> bool:
-    """True where vLLM is installed and a GPU is visible (the evaluation engine's rule)."""
-    from optimize.evaluation.vllm_engine import available as vllm_available
+    """True where vLLM is installed and a GPU is visible (the rule evaluations share, `workloads.engines`)."""
+    from optimize.workloads.engines import vllm_available
 
     return vllm_available()
 

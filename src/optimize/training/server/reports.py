@@ -32,11 +32,11 @@ from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapsh
 from optimize.training.server import guards
 from optimize.training.server.attempts import fail_run
 from optimize.training.server.completion import complete_run
-from optimize.training.server.instructions import trained_instructions
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
 from optimize.training.server.views import snapshot_json
+from optimize.workloads.models import trained_instructions
 
 ARTIFACT_KINDS = ("weights", "trainingState")
 ROLLOUT_RECORDS = 64  # updates' rollout samples one call may carry

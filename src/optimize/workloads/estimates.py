@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from optimize.analysis.report import row_lengths
 from optimize.catalog.schema import Entry
 from optimize.schemas.plans import (
     REINFORCEMENT,
@@ -27,6 +26,7 @@ from optimize.schemas.plans import (
     steps_per_epoch,
     total_steps,
 )
+from optimize.workloads.lengths import row_lengths
 
 LOOP = ("training.epochs", "training.maxSteps", "training.batchSize", "training.gradientAccumulation")
 INPUTS = ("config.method", "config.maxSeqLength", *(f"config.hyperparams.{name}" for name in LOOP),
