@@ -17,6 +17,7 @@ it is tested without a server. `follow.py` feeds it and chooses where the result
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +27,6 @@ from rich.table import Table
 from rich.text import Text
 
 WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
-ID_KEYS = {"runs": "runId", "evaluations": "evaluationId", "endpoints": "endpointId", "analyses": "analysisId",
-           "distillations": "distillationId"}
-ITEMS = {"runs": "run", "evaluations": "evaluation", "endpoints": "endpoint", "analyses": "analysis",
-         "distillations": "distillation"}
 
 
 @dataclass
@@ -120,76 +117,110 @@ class Tracker:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.follows = FOLLOWED[kind]
         self.pace = Pace()
 
     def read(self, status: dict[str, Any], now: float) -> Reading:
-        reading = Reading(self.kind, status.get(ID_KEYS[self.kind], ""), status.get("phase", ""), now)
-        if self.kind == "runs":
-            self._run(status, reading, now)
-        elif self.kind == "evaluations":
-            progress = status.get("progress") or {}
-            reading.done, reading.total, reading.unit = progress.get("answered", 0), progress.get("total"), "answers"
-            self._measured(reading, now, "answers", active=status.get("phase") == "RUNNING")
-        elif self.kind == "distillations":
-            progress = status.get("progress") or {}
-            if progress.get("decisions"):  # 0 until its worker has read the source: nothing to count yet
-                reading.done, reading.total = progress.get("answered", 0), progress["decisions"]
-                reading.unit, reading.accepted = "decisions answered", progress.get("accepted", 0)
-                self._measured(reading, now, "answers", active=status.get("phase") == "RUNNING")
-        elif self.kind == "analyses":
-            progress = status.get("progress") or {}
-            if progress.get("rowsTotal") or progress.get("rowsMeasured") is not None:
-                reading.done, reading.total = progress.get("rowsMeasured", 0), progress.get("rowsTotal")
-                reading.unit = "rows measured"
-                self._measured(reading, now, "rows", active=status.get("phase") == "running")
-        # an endpoint's headline says how many of its models answer: there is nothing to measure a pace of
+        reading = Reading(self.kind, status.get(self.follows.id_key, ""), status.get("phase", ""), now)
+        self.follows.read(status, reading, now, self.pace)
         return reading
 
-    def _measured(self, reading: Reading, now: float, noun: str, active: bool) -> None:
-        if reading.done is None:
-            return
-        self.pace.add(now, reading.done)
-        rate = self.pace.per_second()
-        if not active or not reading.total or reading.done >= reading.total:
-            return
+
+def _measured(pace: Pace, reading: Reading, now: float, noun: str, active: bool) -> None:
+    """The count's pace and the ETA it gives, for a kind that counts answers, decisions or rows at a steady pace."""
+    if reading.done is None:
+        return
+    pace.add(now, reading.done)
+    rate = pace.per_second()
+    if not active or not reading.total or reading.done >= reading.total:
+        return
+    if rate:
+        reading.eta_seconds = max(reading.total - reading.done, 0) / rate
+        reading.eta_basis = f"from the last {pace.counted()} {noun}"
+        reading.eta_status = "measured"
+    else:
+        reading.eta_status = "measuring"
+
+
+def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    progress = status.get("progress") or {}
+    phase = status.get("phase")
+    if phase == "PREPARING" and progress.get("rowsTotal") and not progress.get("totalSteps"):
+        reading.done, reading.total = progress.get("rowsDone", 0), progress["rowsTotal"]
+        reading.unit = "rows prepared"
+    elif progress.get("totalSteps"):
+        reading.done, reading.total = progress.get("observedStep", 0), progress["totalSteps"]
+        reading.unit = "steps"
+    reading.loss = progress.get("loss")
+    # The server's account of training time (its TRAINING spans) is the clock: it leaves out queueing,
+    # preparing and pauses, and a follower that starts late reads the same clock as one that started early.
+    trained = ((status.get("timing") or {}).get("phaseMillis") or {}).get("TRAINING")
+    seconds = trained / 1000 if trained is not None else now
+    if phase == "TRAINING" and reading.unit == "steps":
+        pace.add(seconds, reading.done, progress.get("tokens"))
+        reading.tokens_per_second = pace.tokens_per_second()
+        rate = pace.per_second()
         if rate:
             reading.eta_seconds = max(reading.total - reading.done, 0) / rate
-            reading.eta_basis = f"from the last {self.pace.counted()} {noun}"
+            reading.eta_basis = f"from the last {pace.counted()} steps"
             reading.eta_status = "measured"
-        else:
-            reading.eta_status = "measuring"
+        elif reading.done < reading.total:
+            reading.eta_status = "measuring"  # the estimate may be far off on a loaded machine: no figure
+        return
+    predicted = (status.get("prediction") or {}).get("seconds")
+    left = None if predicted is None else predicted - (trained or 0) / 1000
+    if left is not None and left > 0 and phase in ("QUEUED", "PREPARING"):
+        # Before training: what the pre-flight estimate leaves of the training time, held (not counted down)
+        reading.eta_seconds, reading.eta_basis = left, "from the pre-flight estimate"
+        reading.eta_status, reading.counting = "estimated", False
 
-    def _run(self, status: dict[str, Any], reading: Reading, now: float) -> None:
-        progress = status.get("progress") or {}
-        phase = status.get("phase")
-        if phase == "PREPARING" and progress.get("rowsTotal") and not progress.get("totalSteps"):
-            reading.done, reading.total = progress.get("rowsDone", 0), progress["rowsTotal"]
-            reading.unit = "rows prepared"
-        elif progress.get("totalSteps"):
-            reading.done, reading.total = progress.get("observedStep", 0), progress["totalSteps"]
-            reading.unit = "steps"
-        reading.loss = progress.get("loss")
-        # The server's account of training time (its TRAINING spans) is the clock: it leaves out queueing,
-        # preparing and pauses, and a follower that starts late reads the same clock as one that started early.
-        trained = ((status.get("timing") or {}).get("phaseMillis") or {}).get("TRAINING")
-        seconds = trained / 1000 if trained is not None else now
-        if phase == "TRAINING" and reading.unit == "steps":
-            self.pace.add(seconds, reading.done, progress.get("tokens"))
-            reading.tokens_per_second = self.pace.tokens_per_second()
-            rate = self.pace.per_second()
-            if rate:
-                reading.eta_seconds = max(reading.total - reading.done, 0) / rate
-                reading.eta_basis = f"from the last {self.pace.counted()} steps"
-                reading.eta_status = "measured"
-            elif reading.done < reading.total:
-                reading.eta_status = "measuring"  # the estimate may be far off on a loaded machine: no figure
-            return
-        predicted = (status.get("prediction") or {}).get("seconds")
-        left = None if predicted is None else predicted - (trained or 0) / 1000
-        if left is not None and left > 0 and phase in ("QUEUED", "PREPARING"):
-            # Before training: what the pre-flight estimate leaves of the training time, held (not counted down)
-            reading.eta_seconds, reading.eta_basis = left, "from the pre-flight estimate"
-            reading.eta_status, reading.counting = "estimated", False
+
+def _read_evaluation(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    progress = status.get("progress") or {}
+    reading.done, reading.total, reading.unit = progress.get("answered", 0), progress.get("total"), "answers"
+    _measured(pace, reading, now, "answers", active=status.get("phase") == "RUNNING")
+
+
+def _read_distillation(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    progress = status.get("progress") or {}
+    if progress.get("decisions"):  # 0 until its worker has read the source: nothing to count yet
+        reading.done, reading.total = progress.get("answered", 0), progress["decisions"]
+        reading.unit, reading.accepted = "decisions answered", progress.get("accepted", 0)
+        _measured(pace, reading, now, "answers", active=status.get("phase") == "RUNNING")
+
+
+def _read_analysis(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    progress = status.get("progress") or {}
+    if progress.get("rowsTotal") or progress.get("rowsMeasured") is not None:
+        reading.done, reading.total = progress.get("rowsMeasured", 0), progress.get("rowsTotal")
+        reading.unit = "rows measured"
+        _measured(pace, reading, now, "rows", active=status.get("phase") == "running")
+
+
+def _read_endpoint(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    """An endpoint's headline says how many of its models answer: there is nothing to measure a pace of."""
+
+
+@dataclass(frozen=True)
+class Followed:
+    """How one kind's status is followed: the item a JSON event names, the key of its id in a status, and the
+    reader that sets a Reading's figures from a status (keeping the item's pace)."""
+
+    item: str
+    id_key: str
+    read: Callable[[dict[str, Any], Reading, float, Pace], None]
+
+
+# by the kind's route family, as `wait` commands name it
+FOLLOWED: dict[str, Followed] = {
+    "runs": Followed("run", "runId", _read_run),
+    "evaluations": Followed("evaluation", "evaluationId", _read_evaluation),
+    "endpoints": Followed("endpoint", "endpointId", _read_endpoint),
+    "analyses": Followed("analysis", "analysisId", _read_analysis),
+    "distillations": Followed("distillation", "distillationId", _read_distillation),
+}
+ID_KEYS = {kind: followed.id_key for kind, followed in FOLLOWED.items()}
+ITEMS = {kind: followed.item for kind, followed in FOLLOWED.items()}
 
 
 def duration(seconds: float) -> str:
