@@ -161,10 +161,13 @@ def fresh_postgres_url() -> str:
 
 
 def migrated_store(backend: str, folder: Path):
-    """A migrated store on SQLite (a file in `folder`) or on a fresh PostgreSQL schema (skips without one)."""
+    """A migrated store on SQLite (a file in `folder`) or on a fresh PostgreSQL schema (skips without one), with the
+    server's job kinds registered with the kernel, as a server process has them (`create_app` does the same)."""
+    from optimize.api.kinds import register_kinds
     from optimize.store.db import Store
     from optimize.store.migrate import upgrade
 
+    register_kinds()
     if backend == "postgres":
         if not postgres_available():
             pytest.skip("no PostgreSQL answers")

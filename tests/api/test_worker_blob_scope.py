@@ -18,12 +18,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from optimize.analysis.job import KIND as ANALYSIS
 from optimize.api.app import create_app
 from optimize.blobs.local import LocalBlobStore
 from optimize.core.settings import ServerSettings
-from optimize.jobs import registry as job_kinds
 from optimize.jobs.kinds import Readable
 from optimize.jobs.scheduler import Scheduler
+from optimize.serving.job import KIND as ENDPOINT
 from optimize.store.tables import JobLease
 from tests.conftest import from_standin
 
@@ -55,7 +56,7 @@ def leased_analysis(client: TestClient, dataset: str) -> tuple[str, str]:
     assert started.status_code in (200, 201, 202), started.text
     analysis_id = started.json()["analysisId"]
     training = client.app.state.deployment
-    Scheduler(training).admit(job_kinds.kind("analysis"))
+    Scheduler(training).admit(ANALYSIS)
     with training.store.transaction() as session:
         token = session.scalar(select(JobLease.token).where(JobLease.kind == "analysis",
                                                             JobLease.job_id == analysis_id,
@@ -133,7 +134,7 @@ def test_a_manifest_opens_the_files_it_lists_and_nothing_else(tmp_path):
                                "files": [{"path": "adapter_model.safetensors", "sha256": listed, "bytes": 15}]}
                               ).encode())
     endpoint = SimpleNamespace(adapters=[{"name": "shop/m:v1", "manifestDigest": f"sha256:{manifest}"}])
-    readable = job_kinds.kind("endpoint").readable_blobs(None, None, endpoint)
+    readable = ENDPOINT.readable_blobs(None, None, endpoint)
     assert readable.allows(manifest, store) and readable.allows(listed, store)
     assert not readable.allows(unlisted, store)
     assert not Readable().allows(listed, store)  # nothing is readable unless the job names it

@@ -9,8 +9,10 @@ import itertools
 import pytest
 from sqlalchemy import select
 
+from optimize.api.kinds import SERVED
 from optimize.core.clock import utcnow
-from optimize.jobs import leases, registry
+from optimize.evaluation.job import KIND as EVALUATION
+from optimize.jobs import leases
 from optimize.jobs.lifecycle import IllegalTransition, transition
 from optimize.registry.upload_phases import UPLOAD
 from optimize.store.tables import (
@@ -29,7 +31,7 @@ from optimize.store.tables import (
 from optimize.training.server.phases import ATTEMPT
 from tests.conftest import migrated_store
 
-LIFECYCLES = [kind.lifecycle for kind in registry.kinds()] + [ATTEMPT, UPLOAD]
+LIFECYCLES = [served.declaration.lifecycle for served in SERVED] + [ATTEMPT, UPLOAD]
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -127,7 +129,7 @@ def _key(row):
 
 
 def test_a_move_under_a_lease_loses_once_the_lease_has_ended(store):
-    kind = registry.kind("evaluation")
+    kind = EVALUATION
     with store.transaction() as session:
         row = _row(session, kind.lifecycle, "RUNNING")
         session.flush()

@@ -6,7 +6,7 @@ Each check takes the project's lock first (`lock_project`, also taken by `open_p
 transaction that stores the work commits, so concurrent submissions count one after another and never admit
 more than the quota.
 
-What counts comes from the kernel's registry of kinds, as for `work_in_progress`: a run is open in any phase its
+What counts comes from the kinds registered with the kernel, as for `work_in_progress`: a run is open in any phase its
 lifecycle does not call terminal, and an item of any project kind is queued in the phase where it waits for a
 grant.
 """
@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import TooMany
 from optimize.core.quotas import Quota, Quotas
+from optimize.jobs.registry import kinds
 from optimize.projects.service import lock_project
 from optimize.registry.quotas import registry_usage
 from optimize.store.tables import Project
@@ -27,8 +28,6 @@ RUN = "run"
 
 
 def _project_kinds():
-    from optimize.jobs.registry import kinds  # the kinds' services build on projects (see work_in_progress)
-
     return [kind for kind in kinds() if kind.project_work]
 
 

@@ -15,6 +15,7 @@ from optimize.core.access import check_project, only_visible, visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
+from optimize.jobs.registry import kinds
 from optimize.store.db import Store, hold_writes, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Namespace, Project, Run
@@ -149,11 +150,9 @@ def unarchive_project(store: Store, name: str) -> dict[str, Any]:
 
 def work_in_progress(session, name: str) -> list[str]:
     """Every unfinished item of the project, described as `kind id (PHASE)`: per kind of work, its items in a phase
-    its lifecycle does not count as terminal, in the order of the kernel's registry of kinds. The kinds come from
-    that registry (their services build on projects, so projects does not import them); a kind counts here when
-    it declares `project_work`."""
-    from optimize.jobs.registry import kinds
-
+    its lifecycle does not count as terminal, in the order the kinds were registered with the kernel (the kinds'
+    services build on projects, so projects knows them only by their declarations); a kind counts here when it
+    declares `project_work`."""
     items = []
     for kind in kinds():
         if not kind.project_work:

@@ -8,17 +8,17 @@ import typer
 
 from optimize.cli.commands import projects
 from optimize.cli.common import client_for, command
+from optimize.cli.kinds import groups
 from optimize.cli.output import Output
 from optimize.cli.quota_view import render_quotas
 from optimize.cli.render import DASH, age, footer, table
-from optimize.jobs import registry as kinds
 
 app = typer.Typer(help="Training: projects, runs, base models, dataset analyses, capacity.", no_args_is_help=True)
 base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
 app.add_typer(base_models, name="base-models")
 app.add_typer(projects.app, name="projects")
-for group, commands in kinds.commands():  # each job kind's groups, from the kernel's registry of kinds
-    app.add_typer(commands, name=group.name, hidden=group.hidden)
+for group in groups():  # each job kind's groups, from the CLI's table of kinds
+    app.add_typer(group.commands, name=group.name, hidden=group.hidden)
 
 
 @command(base_models, "list")
