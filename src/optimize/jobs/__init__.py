@@ -2,5 +2,6 @@
 kinds to come) shares — lifecycles as data with one guarded `transition`, one lease implementation, declared
 recovery, one device-grant path, the executor protocol, and the effects a transition has after its commit.
 
-A kind declares itself in its own package (`optimize.<package>.job`) and is named once in `jobs.registry`.
+A kind declares itself in its own package (`optimize.<package>.job`); the kernel names none, and knows the kinds
+the server registers with it (`jobs.registry`, from `api.kinds`).
 """

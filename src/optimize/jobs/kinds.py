@@ -3,8 +3,9 @@ on, its recovery policy, and the few things only it knows (what to request, what
 to waiting from its newest resumable point, how it fails, the blobs its worker may read, and the handlers of its
 worker's routes).
 
-The kernel (scheduler, reaper, recovery, internal routes) works on these declarations only; a new kind is a
-subclass in its own package plus one line in `jobs.registry`.
+The kernel (scheduler, reaper, recovery, internal routes) works on these declarations only, as the server registers
+them (`jobs.registry`); a new kind is a subclass in its own package plus one entry in each process's table of kinds
+(`api.kinds`, `cli.kinds`, `worker.kinds`).
 """
 
 from __future__ import annotations
