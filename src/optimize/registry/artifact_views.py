@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from optimize.core.access import check_namespace, only_visible, visible_namespaces
 from optimize.core.names import check_name
 from optimize.registry import artifacts
+from optimize.registry.archival import is_archived
 from optimize.registry.artifacts import ArtifactKind
-from optimize.registry.namespaces import is_archived
 from optimize.store.db import Store
 from optimize.store.tables import Namespace
 

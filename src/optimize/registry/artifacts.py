@@ -31,7 +31,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, NotFound
 from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference, parse_selector
-from optimize.registry.namespaces import ensure_exists, ensure_open
+from optimize.registry.archival import ensure_exists, ensure_open
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 

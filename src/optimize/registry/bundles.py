@@ -29,7 +29,7 @@ from optimize.core.names import check_alias
 from optimize.core.refs import Reference
 from optimize.core.server_paths import shows_server_paths
 from optimize.registry import aliases, artifact_views, artifacts
-from optimize.registry.namespaces import refuse_if_archived
+from optimize.registry.archival import refuse_if_archived
 from optimize.registry.nouns import BUNDLES
 from optimize.registry.quotas import check_stored_bytes, lock_namespace
 from optimize.registry.uploads import Registry

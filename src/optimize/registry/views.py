@@ -65,13 +65,13 @@ def bundle_fields(version: BundleVersion) -> dict[str, Any]:
     }
 
 
-def namespace_json(namespace: Namespace, datasets: int, models: int) -> dict[str, Any]:
+def namespace_json(namespace: Namespace, counts: dict[str, int]) -> dict[str, Any]:
+    """A namespace with how many artifacts of each noun it holds, by the noun's plural (datasets, models, …)."""
     return {
         "name": namespace.name,
         "description": namespace.description,
         "archived": namespace.archived,
         "archivedAt": iso(namespace.archived_at),
         "createdAt": iso(namespace.created_at),
-        "datasets": datasets,
-        "models": models,
+        **counts,
     }
