@@ -14,7 +14,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.registry import aliases, artifact_views, artifacts
-from optimize.registry.artifacts import AliasTables, ArtifactKind, Wording
+from optimize.registry.artifact_kind import AliasTables, ArtifactKind, Wording
 from optimize.registry.namespaces import set_archived
 from optimize.registry.nouns import NOUNS
 from optimize.store.tables import Event, UtcDateTime

@@ -13,12 +13,12 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.names import check_alias
 from optimize.registry import artifacts
-from optimize.registry.artifacts import ArtifactKind
+from optimize.registry.artifact_kind import AliasTables, ArtifactKind
 from optimize.store.db import Store
 from optimize.store.events import record
 
 
-def _tables(kind: ArtifactKind) -> artifacts.AliasTables:
+def _tables(kind: ArtifactKind) -> AliasTables:
     if kind.aliases is None:
         raise Invalid(f"{kind.plural} have no movable aliases; a version is named by vN, sha256:HEX or latest")
     return kind.aliases

@@ -19,7 +19,7 @@ from optimize.core.access import check_namespace, only_visible, visible_namespac
 from optimize.core.names import check_name
 from optimize.registry import artifacts
 from optimize.registry.archival import is_archived
-from optimize.registry.artifacts import ArtifactKind
+from optimize.registry.artifact_kind import ArtifactKind
 from optimize.store.db import Store
 from optimize.store.tables import Namespace
 

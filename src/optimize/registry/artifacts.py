@@ -1,15 +1,18 @@
 """The one base of the registry's versioned nouns (datasets, models, scoring bundles, and any declared after them).
 
-A noun is a declaration, `ArtifactKind`: its tables (the named artifact NS/NAME, its versions, and its alias
-pointers and their history where it has aliases), the words of its refusals, the subject of its events, how its
-digest is kept and what its version views add. From the declaration the base gives every noun the same:
+A noun is a declaration, `ArtifactKind` (`registry/artifact_kind.py`): its tables (the named artifact NS/NAME, its
+versions, and its alias pointers and their history where it has aliases), the words of its refusals, the subject of
+its events, how its digest is kept and what its version views add. From the declaration the base gives every noun
+the same:
 
 - lookups: NS/NAME within the token's limits, and the version a selector names (`latest`, `vN`, an alias or
   `sha256:HEX`), refused in the noun's words;
 - versions: `append_version` appends a version, or returns the one holding the same digest, taking numbers one
   registration at a time under the artifact's row lock (the unique constraints remain the guarantee) and recording
-  the noun's event; the namespace is created by the first registration and an archived one takes no new versions;
-- aliases with their history (`registry/aliases.py`) and the list/get views (`registry/artifact_views.py`).
+  the noun's event; the namespace is created by the first registration and an archived one takes no new versions
+  (`registry/archival.py`);
+- aliases with their history (`registry/aliases.py`) and the list/get views (`registry/artifact_views.py`); the
+  namespace quota on stored bytes counts the nouns that declare their versions' bytes (`registry/quotas.py`).
 
 The noun's special parts (a dataset's shards and upload sessions, a model's files, a bundle's archive and check)
 stay in its own modules, on top of these.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Select, func, select
@@ -27,93 +30,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.core.access import check_namespace
-from optimize.core.clock import iso, utcnow
+from optimize.core.clock import utcnow
 from optimize.core.errors import Conflict, NotFound
 from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference, parse_selector
 from optimize.registry.archival import ensure_exists, ensure_open
+from optimize.registry.artifact_kind import ArtifactKind
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DigestRule:
-    """Where a version keeps its digest, and how the kept value reads as the `sha256:HEX` a version is shown and
-    selected by."""
-
-    column: str = "digest"
-    bare_hex: bool = False  # the column keeps the hex alone (a bundle's: its archive's blob is named by it)
-
-    def shown(self, version: Any) -> str:
-        value = getattr(version, self.column)
-        return f"sha256:{value}" if self.bare_hex else value
-
-    def kept(self, digest: str) -> str:
-        return digest.removeprefix("sha256:") if self.bare_hex else digest
-
-    def matches(self, table: Any, digest: str) -> Any:
-        return getattr(table, self.column) == self.kept(digest)
-
-
-def _no_hint(_label: str) -> str | None:
-    return None
-
-
-def _no_alias_hint(_label: str, _alias: str) -> str | None:
-    return None
-
-
-def _alias_name(alias: str) -> str:
-    return check_name(alias, "alias")
-
-
-@dataclass(frozen=True)
-class Wording:
-    """The words a noun's refusals use where the nouns differ; `label` is NS/NAME."""
-
-    name: str  # how a bad name is called: "name", "model name"
-    missing_hint: Callable[[str], str]  # the hint when NS/NAME does not exist
-    empty_hint: Callable[[str], str | None] = _no_hint  # the hint when it has no versions
-    digest_words: str = "version with digest"  # "model NS/NAME has no version with digest sha256:…"
-    alias_name: Callable[[str], str] = _alias_name  # an alias as `alias get` reads it
-    no_alias_hint: Callable[[str, str], str | None] = _no_alias_hint  # the hint when the alias is not set
-
-
-@dataclass(frozen=True)
-class AliasTables:
-    """Where a noun keeps its aliases: the pointer (owner id, alias) → version id, and every move of one."""
-
-    pointer: Any
-    move: Any
-
-
-def _created_at(version: Any) -> dict[str, Any]:
-    return {"createdAt": iso(version.created_at)}
-
-
-def _nothing(_owner: Any) -> dict[str, Any]:
-    return {}
-
-
-@dataclass(frozen=True)
-class ArtifactKind:
-    """A registry noun, declared: everything the base needs to give it versions, aliases, archival and views."""
-
-    noun: str  # dataset: its events' subject prefix (`dataset:NS/NAME`), the first word of its refusals, its key
-    plural: str  # datasets: its API path and CLI group (`akka registry datasets …`)
-    owner: Any  # the table of named artifacts: id, namespace, name, created_at
-    version: Any  # the table of versions: id, the owner's column, version, the digest's column, created_at
-    owner_column: str  # the versions' column naming their artifact: dataset_id
-    wording: Wording
-    digest: DigestRule = field(default_factory=DigestRule)
-    registered: str = "version-registered"  # the event recorded on the artifact when a version is appended
-    fields: Callable[[Any], dict[str, Any]] = _created_at  # what a version's view adds to the shared head
-    summary: Callable[[Any], dict[str, Any]] = _nothing  # what a list entry adds after the artifact's name
-    lineage: str | None = None  # the versions' column saying what produced a version, shown as `lineage`
-    aliases: AliasTables | None = None  # None: only `latest`, which the registry keeps on the newest version
-    stored_bytes: str | None = None  # the versions' column counted against the namespace's storedBytes quota
 
 
 def label(owner: Any) -> str:

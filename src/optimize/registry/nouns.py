@@ -4,7 +4,7 @@ tables in `store/tables.py`, a migration, and its answers' schema)."""
 
 from __future__ import annotations
 
-from optimize.registry.artifacts import AliasTables, ArtifactKind, DigestRule, Wording
+from optimize.registry.artifact_kind import AliasTables, ArtifactKind, DigestRule, Wording
 from optimize.registry.views import bundle_fields, dataset_fields, model_fields
 from optimize.store.tables import (
     Bundle,
