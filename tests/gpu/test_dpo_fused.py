@@ -25,6 +25,7 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
     from optimize.chat.families import template_kwargs
     from optimize.chat.render import ChatRenderer
     from optimize.schemas.plans import RunConfig
+    from optimize.schemas.resolved import resolved_config
     from optimize.training.engines import harness
     from optimize.training.prep.pairs import PairFitter
 
@@ -42,6 +43,7 @@ def test_the_fused_dpo_loss_trains_and_reports_accuracy(tmp_path):
                                       ).model_dump(by_alias=True, mode="json")
     config["model"].update(precision="bf16", gradientCheckpointing=True, attentionImplementation="sdpa")
     config["preference"]["fusedLoss"] = True
+    config = resolved_config(config)  # the resolved plan as the worker reads it from its spec
     hooks = RecordingHooks()
     outcome = harness.train(str(tmp_path / "model"), config, None, tmp_path / "pairs.parquet", 16, None,
                             Path(tmp_path / "work"), hooks)

@@ -24,6 +24,7 @@ def test_the_default_kernels_train_and_the_training_peak_is_measured_apart_from_
     from optimize.catalog.catalog import load_catalog
     from optimize.catalog.standins import StandIn, build
     from optimize.schemas.plans import RunConfig
+    from optimize.schemas.resolved import resolved_config
     from optimize.training.admission.kernels import default_kernels
     from optimize.training.engines import harness
 
@@ -38,6 +39,7 @@ def test_the_default_kernels_train_and_the_training_peak_is_measured_apart_from_
                                       ).model_dump(by_alias=True, mode="json")
     config["model"].update(precision="bf16", gradientCheckpointing=False, attentionImplementation="sdpa")
     config["liger"] = {path.split(".", 1)[1]: value for path, value in kernels.items()}
+    config = resolved_config(config)  # the resolved plan as the worker reads it from its spec
     hooks = RecordingHooks()
     preparing: dict = {}
     outcome = harness.train(str(tmp_path / "model"), config, None, tmp_path / "rows.parquet", 32, None,

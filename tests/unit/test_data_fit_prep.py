@@ -107,6 +107,7 @@ def prepare(model, tmp_path, monkeypatch):
 
     from optimize.schemas.jobs import RunSpec
     from optimize.schemas.plans import Execution, RunConfig
+    from optimize.schemas.resolved import ResolvedPlan
     from optimize.training.engines import harness
     from optimize.worker import run as worker_run
 
@@ -127,6 +128,7 @@ def prepare(model, tmp_path, monkeypatch):
         if mask_column:
             plan_config["loss"] = {"explicitLossMaskColumn": mask_column}
         config = RunConfig.model_validate(plan_config).model_dump(by_alias=True, mode="json")
+        config["model"] = {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
         lines = {reference: [orjson.dumps(row) for row in rows]}
         if validation is not None:
             config["validation"]["dataset"] = f"{PROJECT}/valid:v1"
@@ -142,7 +144,8 @@ def prepare(model, tmp_path, monkeypatch):
         reached.clear()
         workdir = Path(tempfile.mkdtemp(dir=tmp_path))
         with pytest.raises(_ReachedTraining):
-            worker_run._train(_ServerStandInRows(lines), spec, reporter, None, workdir, {})
+            plan = ResolvedPlan.model_validate({"config": spec["config"], "execution": spec["execution"]})
+            worker_run._train(_ServerStandInRows(lines), spec, plan, reporter, None, workdir, {})
         [data_fit] = [r["dataFit"] for r in reporter.reports if "dataFit" in r]
         return Prepared(data_fit, reached["kept"], reached["train"], reached["validation"])
 

@@ -7,13 +7,16 @@ import pytest
 
 from optimize.catalog.catalog import load_catalog
 from optimize.catalog.schema import Envelope
+from optimize.schemas.plans import Hyperparams, RlHyperparams
 from optimize.training.admission.memory import (
     calibration_for,
     estimate,
     lora_parameters,
     resolve_checkpointing,
     shape_of,
+    workload_of,
 )
+from optimize.training.methods import method_for
 
 LLAMA = "meta-llama/llama-3.2-1b-instruct"
 KERNELS = {"rms_norm": True, "swiglu": True, "rope": True}
@@ -23,9 +26,12 @@ KERNELS = {"rms_norm": True, "swiglu": True, "rope": True}
 MEASURED_H200 = [(True, {}, 7.1), (False, {}, 38.2), (False, KERNELS, 32.3)]
 
 
-def config(batch=16, length=1024, method="sft", precision="bf16", liger=None, rank=16):
-    return {"method": method, "maxSeqLength": length, "model": {"precision": precision}, "liger": liger or {},
-            "hyperparams": {"training": {"batchSize": batch}, "lora": {"rank": rank, "targets": "all-linear"}}}
+def config(batch=16, length=1024, method="sft", precision="bf16", liger=None, rank=16, generations=None):
+    """A run's workload as admission makes it (`workload_of`) from its method and the settings it trains with."""
+    section = {"training": {"batchSize": batch}, "lora": {"rank": rank, "targets": "all-linear"}}
+    trained_with = Hyperparams.model_validate(section) if generations is None else \
+        RlHyperparams.model_validate({**section, "generations": generations})
+    return workload_of(method_for(method), trained_with, length, precision, liger or {})
 
 
 @pytest.mark.parametrize("checkpointing, liger, measured", MEASURED_H200)
@@ -51,8 +57,7 @@ def test_the_parts_follow_the_shape_the_batch_and_the_precision():
     assert fp32["activationsGiB"] == pytest.approx(2 * one["activationsGiB"], abs=0.02)
     pairs = estimate(shape, config(batch=8, method="dpo"), False)  # a chosen and a rejected answer per row
     assert pairs["tokensPerPass"] == 2 * one["tokensPerPass"]
-    rollouts = {**config(), "rlHyperparams": {"training": {"batchSize": 2}, "generations": 8,
-                                              "lora": {"rank": 16, "targets": "all-linear"}}}
+    rollouts = config(batch=2, method="grpo", generations=8)  # 2 prompts, each rolled out 8 times
     assert estimate(shape, rollouts, False)["tokensPerPass"] == 16 * 1024
     assert estimate(shape, config(), True)["peakGiB"] < estimate(shape, config(), False)["peakGiB"]
 

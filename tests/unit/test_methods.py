@@ -10,6 +10,7 @@ import pytest
 
 from optimize.core.errors import Refused
 from optimize.schemas.plans import RunConfig
+from optimize.schemas.resolved import ResolvedModelSettings
 from optimize.training.methods import HOLDS, METHODS, declared, method_for, reader_of, trained
 from optimize.training.methods.base import TRAINER_METRICS
 
@@ -18,6 +19,16 @@ NOT_TRAINED = "method {} is not trained on this deployment yet; methods sft, dpo
 
 def config(**fields) -> RunConfig:
     return RunConfig.model_validate({"dataset": "x", **fields})
+
+
+SHARED = ("dataset", "seed", "max_seq_length", "liger", "data", "loss", "validation", "preference", "smoke", "checks")
+
+
+def resolve(plan: RunConfig, on_cpu: bool = True):
+    """The method's resolution of a plan's config, over what admission resolves for every method (as on the cpu)."""
+    shared = {name: getattr(plan, name) for name in SHARED} | {"model": ResolvedModelSettings(
+        precision="fp32", gradient_checkpointing=False, attention_implementation="sdpa")}
+    return method_for(plan.method).resolve(plan, shared, on_cpu)
 
 
 def test_every_method_a_plan_can_name_is_declared_with_its_dataset_kind():
@@ -67,16 +78,14 @@ def test_resolved_defaults_gradient_checkpointing_and_the_preference_section():
     assert method_for("sft").gradient_checkpointing(on_cpu=False) is None  # the memory estimate decides
     assert method_for("dpo").gradient_checkpointing(on_cpu=True) is True
     plan = config(method="dpo", hyperparams={"training": {"batchSize": 4}}, maxSeqLength=512)
-    resolved = plan.model_dump(by_alias=True, mode="json")
-    warnings = method_for("dpo").resolve(resolved, plan, on_cpu=True)
-    assert resolved["preference"]["fusedLoss"] is False
+    resolved, warnings = resolve(plan, on_cpu=True)
+    assert resolved.preference.fused_loss is False
     assert warnings == ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own sigmoid "
                         "loss"]
-    resolved = plan.model_dump(by_alias=True, mode="json")
-    assert method_for("dpo").resolve(resolved, plan, on_cpu=False) == [] and resolved["preference"]["fusedLoss"]
-    resolved = config().model_dump(by_alias=True, mode="json")
-    assert method_for("sft").resolve(resolved, config(), on_cpu=True) == [] and \
-        resolved["preference"]["fusedLoss"] is None  # sft leaves the preference section as the plan has it
+    resolved, warnings = resolve(plan, on_cpu=False)
+    assert warnings == [] and resolved.preference.fused_loss is True
+    resolved, warnings = resolve(config(), on_cpu=True)
+    assert warnings == [] and resolved.preference.fused_loss is None  # sft leaves the preference section as stated
 
 
 def test_metric_names():
@@ -88,14 +97,13 @@ def test_metric_names():
 
 
 def test_results_a_method_adds_to_the_run():
-    plan = config(method="dpo").model_dump(by_alias=True, mode="json")
-    plan["preference"]["fusedLoss"] = False
+    plan, _ = resolve(config(method="dpo"), on_cpu=True)
     last = {"loss": 0.6, "preferenceAccuracy": 0.75, "rewardMargin": 0.02}
     assert method_for("dpo").results(plan, last) == {"preference": {
         "accuracy": 0.75, "rewardMargin": 0.02, "lossType": "sigmoid", "beta": 0.1, "loss": "trl"}}
-    plan["preference"]["fusedLoss"] = True
-    assert method_for("dpo").results(plan, {})["preference"]["loss"] == "liger-fused"
-    assert method_for("sft").results(config().model_dump(by_alias=True, mode="json"), last) == {}
+    fused = plan.model_copy(update={"preference": plan.preference.model_copy(update={"fused_loss": True})})
+    assert method_for("dpo").results(fused, {})["preference"]["loss"] == "liger-fused"
+    assert method_for("sft").results(resolve(config())[0], last) == {}
 
 
 def test_prepared_columns():
@@ -115,8 +123,7 @@ def test_the_liger_kernels_of_a_supervised_run_reach_trl_on_a_gpu(tmp_path, monk
 
     from optimize.training.methods.sft import liger_arguments
 
-    resolved = config().model_dump(by_alias=True, mode="json")
-    resolved["liger"] = {"rms_norm": True, "geglu": True, "fused_linear_cross_entropy": False}
+    resolved = resolve(config(liger={"rms_norm": True, "geglu": True, "fused_linear_cross_entropy": False}))[0]
     common = {"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True}
     find_spec = importlib.util.find_spec
     if find_spec("liger_kernel") is None:  # this machine (no GPU) lacks it
@@ -146,8 +153,7 @@ def test_trl_s_supervised_trainer_takes_the_default_kernels_as_resolved(tmp_path
     entry = load_catalog().find("optimize/tiny-llama-3.2")
     kernels = default_kernels(entry, "sft", "h200", 1, on_gpu=True, liger=True)
     assert kernels == {"liger.rms_norm": True, "liger.swiglu": True, "liger.rope": True}
-    resolved = config().model_dump(by_alias=True, mode="json")
-    resolved["liger"] = {path.split(".", 1)[1]: value for path, value in kernels.items()}
+    resolved = resolve(config(liger={path.split(".", 1)[1]: value for path, value in kernels.items()}))[0]
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *rest: object() if name == "liger_kernel" else find_spec(name, *rest))
@@ -160,7 +166,7 @@ def test_trl_s_supervised_trainer_takes_the_default_kernels_as_resolved(tmp_path
                                         None, [])
     assert trainer.args.liger_kernel_config == {"fused_linear_cross_entropy": False, "rms_norm": True, "rope": True,
                                                 "swiglu": True}
-    stated = {**resolved, "liger": {**resolved["liger"], "fused_linear_cross_entropy": True}}
+    stated = resolved.model_copy(update={"liger": {**resolved.liger, "fused_linear_cross_entropy": True}})
     with pytest.raises(ValueError, match="not supported"):  # why admission refuses it (test_run_resolution)
         method_for("sft").trainer(model, method_for("sft").arguments(stated, common, cuda=True),
                                   AutoTokenizer.from_pretrained(tmp_path / "model"), None, rows, None, [])

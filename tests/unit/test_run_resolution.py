@@ -96,9 +96,9 @@ def test_sources_name_stated_default_and_default_kernel_values(session):
     assert result.sources["config.hyperparams.lora.rank"] == "default"
     assert result.sources["config.model.attentionImplementation"] == "defaultKernels"
     assert result.sources["config.liger.rms_norm"] == "defaultKernels"
-    assert result.resolved["config"]["model"]["attentionImplementation"] == "flex_attention"
-    assert result.resolved["config"]["model"]["precision"] == "bf16"  # a GPU profile
-    assert result.resolved["config"]["dataset"] == "proj/chat:v1"  # resolved in the project's namespace, frozen
+    assert result.resolved.config.model.attention_implementation == "flex_attention"
+    assert result.resolved.config.model.precision == "bf16"  # a GPU profile
+    assert result.resolved.config.dataset == "proj/chat:v1"  # resolved in the project's namespace, frozen
 
 
 def test_a_value_the_run_sets_is_kept_over_the_default_kernels(session):
@@ -106,9 +106,9 @@ def test_a_value_the_run_sets_is_kept_over_the_default_kernels(session):
     document["config"]["model"] = {"attentionImplementation": "sdpa"}
     document["config"]["liger"] = {"geglu": False}
     result = admitted(session, document)
-    assert result.resolved["config"]["model"]["attentionImplementation"] == "sdpa"
+    assert result.resolved.config.model.attention_implementation == "sdpa"
     assert result.sources["config.model.attentionImplementation"] == "stated"
-    assert result.resolved["config"]["liger"] == {"geglu": False, "rms_norm": True}
+    assert result.resolved.config.liger == {"geglu": False, "rms_norm": True}
 
 
 def test_the_configuration_hash_covers_config_and_kernels_not_execution(session):
@@ -121,7 +121,7 @@ def test_the_configuration_hash_covers_config_and_kernels_not_execution(session)
 
 
 def test_cpu_runs_resolve_fp32_without_recomputation(session):
-    model = admitted(session, plan_document(deviceProfile="cpu")).resolved["config"]["model"]
+    model = admitted(session, plan_document(deviceProfile="cpu")).resolved.document()["config"]["model"]
     assert model == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
 
 
@@ -283,9 +283,9 @@ def test_stop_when_is_a_reinforcement_run_s_and_its_kl_bound_needs_a_kl_penalty(
     document = grpo_document(1, klBeta=0.04)
     document["execution"]["stopWhen"] = {"rewardDropBelow": 0.2, "klAbove": 0.5}
     result = admitted(session, document)
-    assert result.resolved["execution"]["stopWhen"] == {"rewardDropBelow": 0.2, "klAbove": 0.5}
+    assert result.resolved.document()["execution"]["stopWhen"] == {"rewardDropBelow": 0.2, "klAbove": 0.5}
     assert result.sources["execution.stopWhen.klAbove"] == "stated"
-    assert admitted(session, grpo_document(1)).resolved["execution"]["stopWhen"] is None
+    assert admitted(session, grpo_document(1)).resolved.document()["execution"]["stopWhen"] is None
     sft = plan_document(deviceProfile="cpu", stopWhen={"klAbove": 0.3})
     with pytest.raises(Refused) as refused:
         admitted(session, sft)
@@ -336,7 +336,7 @@ def test_gradient_checkpointing_is_resolved_from_the_memory_estimate_on_a_gpu(se
                                                                                monkeypatch):
     monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: False)
     result = admitted_on(session, llama_plan(), memory_gib)
-    assert result.resolved["config"]["model"]["gradientCheckpointing"] is checkpointing
+    assert result.resolved.config.model.gradient_checkpointing is checkpointing
     assert result.sources["config.model.gradientCheckpointing"] == "memoryEstimate"
     memory = result.memory
     assert memory["predicted"]["gradientCheckpointing"] is checkpointing
@@ -353,9 +353,9 @@ def test_sharding_on_several_gpus_is_fsdp_only_where_a_whole_copy_does_not_fit_o
     document = llama_plan(hyperparams={"training": {"batchSize": batch}})
     document["execution"]["gpus"] = 2
     result = admitted_on(session, document, memory_gib, devices=2)
-    assert result.resolved["execution"]["sharding"] == sharding
+    assert result.resolved.execution.sharding == sharding
     assert result.sources["execution.sharding"] == "memoryEstimate"
-    assert result.resolved["config"]["model"]["gradientCheckpointing"] is checkpointing
+    assert result.resolved.config.model.gradient_checkpointing is checkpointing
     predicted, reason = result.memory["predicted"], result.memory["shardingReason"]
     budget = round(memory_gib * 0.9, 1)
     if sharding == "ddp":
@@ -375,7 +375,7 @@ def test_a_stated_sharding_is_kept_and_one_device_refuses_it(session, monkeypatc
     document = llama_plan()
     document["execution"] |= {"gpus": 2, "sharding": "fsdp"}
     result = admitted_on(session, document, 140, devices=2)
-    assert result.resolved["execution"]["sharding"] == "fsdp" and result.sources["execution.sharding"] == "stated"
+    assert result.resolved.execution.sharding == "fsdp" and result.sources["execution.sharding"] == "stated"
     assert result.memory["shardingReason"] is None and result.memory["predicted"]["shards"] == 2
     one = llama_plan()
     one["execution"]["sharding"] = "ddp"
@@ -383,21 +383,21 @@ def test_a_stated_sharding_is_kept_and_one_device_refuses_it(session, monkeypatc
         admitted_on(session, one, 140)
     assert refused.value.hint == "remove execution.sharding, or set execution.gpus to 2 or more"
     cpu = admitted(session, plan_document(deviceProfile="cpu"))
-    assert cpu.resolved["execution"]["sharding"] is None  # one device: nothing to split
+    assert cpu.resolved.execution.sharding is None  # one device: nothing to split
 
 
 def test_liger_defaults_join_the_estimate_and_a_stated_choice_is_kept(session, monkeypatch):
     monkeypatch.setattr("optimize.training.admission.kernels.liger_installed", lambda: True)
     result = admitted_on(session, llama_plan(), 140)
-    assert result.resolved["config"]["liger"] == {"rms_norm": True, "swiglu": True, "rope": True}
+    assert result.resolved.config.liger == {"rms_norm": True, "swiglu": True, "rope": True}
     assert result.sources["config.liger.swiglu"] == "defaultKernels"
     # with the fused norm and swiglu (rank 8 by default: a smaller adapter than the 16)
     assert result.memory["predicted"]["peakGiB"] == pytest.approx(32.2, abs=0.1)
     stated = admitted_on(session, llama_plan(model={"gradientCheckpointing": True}, liger={"rope": False}), 140)
-    assert stated.resolved["config"]["model"]["gradientCheckpointing"] is True
+    assert stated.resolved.config.model.gradient_checkpointing is True
     assert stated.sources["config.model.gradientCheckpointing"] == "stated"
     assert stated.memory["checkpointingReason"] is None and stated.memory["predicted"]["gradientCheckpointing"]
-    assert stated.resolved["config"]["liger"]["rope"] is False and stated.sources["config.liger.rope"] == "stated"
+    assert stated.resolved.config.liger["rope"] is False and stated.sources["config.liger.rope"] == "stated"
     assert stated.config_hash != result.config_hash
 
 

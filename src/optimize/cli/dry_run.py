@@ -7,6 +7,7 @@ from typing import Any
 
 from optimize.cli.render import DASH
 from optimize.core.paths import lookup
+from optimize.schemas.resolved import ResolvedReinforcement, resolved_config
 
 SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels",
            "memoryEstimate": "memory estimate"}
@@ -26,29 +27,29 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"[yellow]Warning[/]      {warning}")
     if d.get("memory"):
         con.print(f"Memory       {memory_line(d['memory'])}", markup=False)
-    rl = (d["resolved"].get("config") or {}).get("rlHyperparams")
-    if rl:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
-        con.print(f"Rollouts     klBeta {rl['klBeta']:g}, temperature {rl['temperature']:g}, {rl['generations']} "
-                  f"generations per prompt, completions up to {rl['maxCompletionLength']} tokens, "
-                  f"{rl['importanceSampling']}-level importance sampling")
-        con.print(f"[bold]Reward[/] ({d['resolved']['config']['reward']['aggregation']} of the terms; each scored "
-                  "on the first rows' own answers)")
-        for term, check in zip(d["resolved"]["config"]["reward"]["terms"], d.get("rewardCheck") or [], strict=False):
+    config = resolved_config(d["resolved"]["config"])  # the resolved plan, read into its model
+    rl = config.rl_hyperparams if isinstance(config, ResolvedReinforcement) else None
+    if rl is not None:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
+        con.print(f"Rollouts     klBeta {rl.kl_beta:g}, temperature {rl.temperature:g}, {rl.generations} "
+                  f"generations per prompt, completions up to {rl.max_completion_length} tokens, "
+                  f"{rl.importance_sampling}-level importance sampling")
+        con.print(f"[bold]Reward[/] ({config.reward.aggregation} of the terms; each scored on the first rows' own "
+                  "answers)")
+        for term, check in zip(config.reward.terms, d.get("rewardCheck") or [], strict=False):
             if check.get("note"):
-                con.print(f"  {term['name']} ({term['kind']}, weight {term['weight']:g})  {check['note']}",
-                          markup=False)
+                con.print(f"  {term.name} ({term.kind}, weight {term.weight:g})  {check['note']}", markup=False)
                 continue
             mean = DASH if check["mean"] is None else f"{check['mean']:.3f}"
             spread = "" if check["std"] is None else f" ± {check['std']:.3f}"
             errors = "; ".join(f"line {e['line']}: {e['error']}" for e in check["firstErrors"])
-            con.print(f"  {term['name']} ({term['kind']}, weight {term['weight']:g})  mean {mean}{spread} over "
+            con.print(f"  {term.name} ({term.kind}, weight {term.weight:g})  mean {mean}{spread} over "
                       f"{check['scored']} of {check['rows']} rows" + (f"; {check['errors']} error(s): {errors}"
                                                                        if check["errors"] else ""))
         _groups(con, d.get("groupsCheck"))
         _rollout_estimates(con, d.get("estimates"))
     con.print("[bold]Lengths[/]")
-    if rl and not d["resolved"]["lengths"]:
-        budget = d["resolved"]["config"]["maxSeqLength"] - rl["maxCompletionLength"]
+    if rl is not None and not d["resolved"]["lengths"]:
+        budget = config.max_seq_length - rl.max_completion_length
         con.print(f"  each prompt may hold {budget} tokens (maxSeqLength less maxCompletionLength), checked as the "
                   "run renders it")
     for section in d["resolved"]["lengths"]:

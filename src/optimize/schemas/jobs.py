@@ -10,6 +10,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from optimize.schemas.plans import Execution
+from optimize.schemas.resolved import ResolvedConfig
+
 
 class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
@@ -63,8 +66,8 @@ class RunSpec(Spec):
     attempt: int = Field(description="This attempt's number")
     project: str = Field(description="Its project")
     method: str = Field(description="Its training method")
-    config: dict[str, Any] = Field(description="The resolved config section of its plan")
-    execution: dict[str, Any] = Field(description="The resolved execution section of its plan")
+    config: ResolvedConfig = Field(description="The resolved config section of its plan (`schemas.resolved`)")
+    execution: Execution = Field(description="The resolved execution section of its plan")
     devices: list[str] = Field(description="The devices granted")
     lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
     dataset: ExamplesSpec = Field(description="The training examples")

@@ -58,6 +58,12 @@ class TrainingLoop(_Part):
     validation_frequency_steps: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="validationFrequencySteps",
                                                    description="Validate every this many updates")
 
+    def updates(self, rows: int, devices: int = 1) -> int:
+        """The optimizer updates this loop makes over `rows` on `devices` (`total_steps`)."""
+        if self.max_steps:
+            return self.max_steps
+        return steps_per_epoch(rows, self.batch_size, self.gradient_accumulation, devices) * self.epochs
+
 
 class Hyperparams(_Part):
     lora: Lora = Field(default_factory=Lora, description="The LoRA adapter trained")
@@ -366,7 +372,8 @@ METHODS: tuple[str, ...] = get_args(RunConfig.model_fields["method"].annotation)
 
 
 def hyperparams_of(config: dict) -> dict:
-    """The adapter, optimizer and loop a resolved config trains with: `rlHyperparams` for a reinforcement run."""
+    """The adapter, optimizer and loop a resolved config's JSON trains with: `rlHyperparams` for a reinforcement run
+    (a typed one says it as `trained_with`: `schemas.resolved`)."""
     return config["rlHyperparams"] if config["method"] in REINFORCEMENT else config["hyperparams"]
 
 
@@ -375,7 +382,7 @@ def steps_per_epoch(rows: int, batch_size: int, accumulation: int, devices: int 
 
 
 def total_steps(rows: int, training: dict, devices: int = 1) -> int:
-    """`training` is the resolved `config.hyperparams.training` block."""
+    """`training` is the resolved `config.hyperparams.training` block as JSON (`TrainingLoop.updates`, typed)."""
     if training.get("maxSteps"):
         return int(training["maxSteps"])
     per_epoch = steps_per_epoch(rows, training["batchSize"], training["gradientAccumulation"], devices)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import RunSpec
+from optimize.schemas.resolved import ResolvedConfig, ResolvedPlan, ResolvedReward, ResolvedTerm, resolved_config
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import Channel
 from optimize.worker.frame import Abandoned, run_framed
@@ -41,13 +42,14 @@ def run_training(channel: Channel, run_id: str) -> int:
 
 def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str) -> dict[str, Any]:
     """One attempt with its save uploader and a work folder of its own, removed whatever the end."""
-    execution = spec["execution"]
-    policy = UploadPolicy(execution["resumableSaveEvery"], execution["resumableSaveMinutes"] * 60)
+    # the resolved plan admission made, read back into its model
+    plan = ResolvedPlan.model_validate({"config": spec["config"], "execution": spec["execution"]})
+    policy = UploadPolicy(plan.execution.resumable_save_every, plan.execution.resumable_save_minutes * 60)
     uploader = SaveUploader(channel, channel.base, policy, before_commit=reporter.flush).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
     preparing = {"workerStart": process_age()}  # the worker's start and its spec, before anything else
     try:
-        return _train(channel, spec, reporter, uploader, workdir, preparing)
+        return _train(channel, spec, plan, reporter, uploader, workdir, preparing)
     except PausedWhilePreparing:
         uploader.close(pausing=True)
         return {"paused": {"step": None}}
@@ -55,60 +57,58 @@ def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _train(channel: Channel, spec: dict[str, Any], reporter: Reporter, uploader: SaveUploader,
+def _train(channel: Channel, spec: dict[str, Any], plan: ResolvedPlan, reporter: Reporter, uploader: SaveUploader,
            workdir: Path, preparing: dict[str, float]) -> dict[str, Any]:
     from optimize.training.engines import harness
     from optimize.training.methods import method_for
 
-    config = spec["config"]
-    method = method_for(config["method"])  # what differs by method: rows, recipe, results
-    smoke = config.get("smoke") if not (spec.get("resume") or spec.get("branch")) else None  # passed already
+    config = plan.config
+    method = method_for(config.method)  # what differs by method: rows, recipe, results
+    smoke = config.smoke if not (spec.get("resume") or spec.get("branch")) else None  # passed already
     # the engine's imports first, then the model's load beside the downloads and the rows (a smoke check loads
     # its own copy first, so then only the imports are done ahead)
     started = time.monotonic()
-    sharded = len(spec["devices"]) > 1 and spec["execution"].get("sharding") == "fsdp"  # loaded on the host
+    sharded = len(spec["devices"]) > 1 and plan.execution.sharding == "fsdp"  # loaded on the host
     preload = harness.Preload(spec["model"]["path"], config, model=not smoke, place=not sharded) \
         if _model_cached(spec) else None
     preparing["imports"] = round(time.monotonic() - started, 2)
     try:
-        return _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload)
+        return _prepared_and_trained(channel, spec, plan, reporter, uploader, workdir, preparing, method, smoke,
+                                     preload)
     finally:
         if preload is not None:
             preload.close()
 
 
-def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing, method, smoke, preload):
+def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader, workdir, preparing, method, smoke,
+                          preload):
     from optimize.training.engines import harness
 
-    config = spec["config"]
+    config, execution = plan.config, plan.execution
     part = _Parts(preparing)
     resume_from = _download_save(channel, spec["resume"], workdir / "resume") if spec.get("resume") else None
     branch = spec.get("branch")
     start = harness.Start(branch["restore"], _download_save(channel, branch, workdir / "branch"), branch["step"]
                           ) if branch else None
-    for term in (config.get("reward") or {}).get("terms") or []:  # a scoring bundle, verified, on local disk
-        if term.get("bundleSha256"):
-            term["bundlePath"] = str(channel.fetch_blob(term["bundleSha256"]))
-        if term.get("kind") == "judge":
-            _judge_files(channel, term, (spec.get("judges") or {}).get(term["name"]), workdir)
+    config = _with_term_files(channel, spec, config, workdir)
     renderer = renderer_for(spec["model"])
     total = spec["dataset"]["rows"] + (spec["validation"]["rows"] if spec["validation"] else 0)
     counter = _Progress(reporter, total)
     train_fit, eval_fit = method.fitter(renderer, config), method.fitter(renderer, config)
     part.done("downloads")
     first_rows: list[dict[str, Any]] = []
-    train_rows = _prepare(channel, spec["dataset"], method, train_fit, counter, config["dataset"],
-                          workdir / "train.parquet", first_rows, smoke["rows"] if smoke else 0)
+    train_rows = _prepare(channel, spec["dataset"], method, train_fit, counter, config.dataset,
+                          workdir / "train.parquet", first_rows, smoke.rows if smoke else 0)
     eval_rows = None
     if spec["validation"]:
-        eval_rows = _prepare(channel, spec["validation"], method, eval_fit, counter, config["validation"]["dataset"],
+        eval_rows = _prepare(channel, spec["validation"], method, eval_fit, counter, config.validation.dataset,
                              workdir / "validation.parquet")
-    for fit, name in ((train_fit, config["dataset"]), (eval_fit, config["validation"]["dataset"])):
+    for fit, name in ((train_fit, config.dataset), (eval_fit, config.validation.dataset)):
         if name:
             method.check_fit(fit, name)
         if name and not fit.counts.rows:
             raise RowRefused(f"no row of {name} is left: every row is longer than maxSeqLength "
-                             f"{config['maxSeqLength']} under data.truncation: {config['data']['truncation']}; raise "
+                             f"{config.max_seq_length} under data.truncation: {config.data.truncation}; raise "
                              "maxSeqLength or shorten the rows")
     kept = train_fit.counts.rows
     part.done("rows")
@@ -160,14 +160,15 @@ def _prepared_and_trained(channel, spec, reporter, uploader, workdir, preparing,
         def stop_asked(self) -> bool:
             return reporter.stop_asked is not None
 
-    trained = {"modelDir": spec["model"]["path"], "config": config, "saveEvery": spec["execution"].get("saveEvery"),
+    trained = {"modelDir": spec["model"]["path"], "config": config.model_dump(by_alias=True, mode="json"),
+               "saveEvery": execution.save_every,
                "trainRows": str(train_rows), "rows": kept, "evalRows": str(eval_rows) if eval_rows else None,
                "workdir": str(workdir), "resumeFrom": str(resume_from) if resume_from else None,
                "start": {"restore": start.restore, "directory": str(start.directory), "step": start.step}
-               if start else None, "sharding": spec["execution"].get("sharding")}
+               if start else None, "sharding": execution.sharding}
     ranks = _ranks(channel, len(spec["devices"]), trained)
     try:
-        outcome = harness.train(spec["model"]["path"], config, spec["execution"].get("saveEvery"), train_rows,
+        outcome = harness.train(spec["model"]["path"], config, execution.save_every, train_rows,
                                 kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
                                 sharding=trained["sharding"])
         if ranks is not None:
@@ -247,7 +248,8 @@ def run_replica(channel: Channel, run_id: str, index: int) -> int:
     share_cores(distributed.world()[1])
     start = work["start"]
     try:
-        harness.train(work["modelDir"], work["config"], work["saveEvery"], Path(work["trainRows"]), work["rows"],
+        harness.train(work["modelDir"], resolved_config(work["config"]), work["saveEvery"], Path(work["trainRows"]),
+                      work["rows"],
                       Path(work["evalRows"]) if work["evalRows"] else None, Path(work["workdir"]), _Following(),
                       Path(work["resumeFrom"]) if work["resumeFrom"] else None,
                       harness.Start(start["restore"], Path(start["directory"]), start["step"]) if start else None,
@@ -314,19 +316,37 @@ class PausedWhilePreparing(Exception):
     """A latest pause reached the worker before its first update: it stops without training."""
 
 
-def _judge_files(channel: Channel, term: dict[str, Any], judge: dict[str, Any] | None, workdir: Path) -> None:
+def _with_term_files(channel: Channel, spec: dict[str, Any], config: ResolvedConfig,
+                     workdir: Path) -> ResolvedConfig:
+    """The config with its reward terms' files on local disk: a scoring bundle, verified; a judge's model
+    (`_judge_files`). A config without reward terms is returned as it is."""
+    reward = config.reward
+    if not isinstance(reward, ResolvedReward):  # a reinforcement run's: what a supervised plan states is not read
+        return config
+    local = []
+    for term in reward.terms:
+        if term.bundle_sha256:
+            term = term.model_copy(update={"bundle_path": str(channel.fetch_blob(term.bundle_sha256))})
+        if term.kind == "judge":
+            term = _judge_files(channel, term, (spec.get("judges") or {}).get(term.name), workdir)
+        local.append(term)
+    return config.model_copy(update={"reward": reward.model_copy(update={"terms": local})})
+
+
+def _judge_files(channel: Channel, term: ResolvedTerm, judge: dict[str, Any] | None, workdir: Path) -> ResolvedTerm:
     """A judge term's model as the reward loads it: its base model's block (where this host caches it, how its
     prompts render), its adapter's files downloaded (verified) through the job's lease, and its instructions."""
     if judge is None:
-        raise RuntimeError(f"the spec names no judge model for reward term {term['name']}")
+        raise RuntimeError(f"the spec names no judge model for reward term {term.name}")
     if not judge["model"].get("path") or not Path(judge["model"]["path"]).is_dir():
-        raise RuntimeError(f"the judge of reward term {term['name']}, {judge['reference']}, needs base model "
+        raise RuntimeError(f"the judge of reward term {term.name}, {judge['reference']}, needs base model "
                            f"{judge['model']['id']}, which is not in this host's model cache")
-    term["judgeModel"] = judge["model"]
+    adapter = None
     if judge.get("adapterManifest"):
         manifest = judge["adapterManifest"]
-        term["judgeAdapterPath"] = str(channel.fetch_artifact(manifest, workdir / f"judge-{manifest[:16]}"))
-    term["instructions"] = judge.get("instructions")
+        adapter = str(channel.fetch_artifact(manifest, workdir / f"judge-{manifest[:16]}"))
+    return term.model_copy(update={"judge_model": judge["model"], "judge_adapter_path": adapter,
+                                   "instructions": judge.get("instructions")})
 
 
 def _download_save(channel: Channel, save: dict[str, Any], target: Path) -> Path:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from optimize.training.methods import declared
+
 MEASURED_PROFILE = "h200"
 FLEX_ATTENTION = frozenset({"google/gemma-4-e2b-it", "google/gemma-4-e4b-it", "google/gemma-4-12b-it"})
 LIGER_NORM_GEGLU = frozenset({"google/gemma-4-e2b-it", "google/gemma-4-e4b-it"})
@@ -37,7 +39,7 @@ def default_kernels(entry, method: str, device_profile: str, devices: int, on_gp
     model = entry.repository.lower()
     chosen: dict[str, Any] = {}
     liger = liger_installed() if liger is None else liger
-    if on_gpu and liger and method == "sft" and entry.architecture.get("class") in LIGER_FAMILIES:
+    if on_gpu and liger and declared(method).liger_kernels and entry.architecture.get("class") in LIGER_FAMILIES:
         chosen.update({f"liger.{kernel}": True for kernel in LIGER_KERNELS})
     if device_profile != MEASURED_PROFILE or devices <= 1:
         return chosen

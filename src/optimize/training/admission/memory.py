@@ -33,7 +33,7 @@ activations are each device's own micro-batch's, as under ddp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 GIB = 2**30
@@ -95,13 +95,30 @@ def lora_parameters(shape: Shape, rank: int, targets: Any) -> int:
     return shape.layers * sum(rank * (sizes[n][0] + sizes[n][1]) for n in names)
 
 
-def sequences_per_pass(config: dict[str, Any]) -> int:
-    """The sequences one micro-batch forwards: rows, twice for pairs, rows x generations for rollouts."""
-    if config.get("rlHyperparams"):
-        rl = config["rlHyperparams"]
-        return rl["training"]["batchSize"] * rl["generations"]
-    rows = config["hyperparams"]["training"]["batchSize"]
-    return 2 * rows if config["method"] == "dpo" else rows
+@dataclass(frozen=True)
+class Workload:
+    """What the estimate reads of a run: its method (an envelope calibrates its own method's runs), one
+    micro-batch's rows and the sequences each forwards, their length, the precision, the adapter and the kernels."""
+
+    method: str
+    batch_size: int  # rows (prompts for a reinforcement run) per device per pass
+    sequences_per_row: int  # 2 for a preference pair, `generations` for a prompt's rollouts
+    sequence_length: int  # maxSeqLength: the longest a batch is padded to
+    precision: str
+    lora_rank: int
+    lora_targets: Any
+    liger: dict[str, bool]
+
+    @property
+    def sequences_per_pass(self) -> int:
+        return self.batch_size * self.sequences_per_row
+
+
+def workload_of(method, trained_with, sequence_length: int, precision: str, liger: dict[str, bool]) -> Workload:
+    """A run's workload: `method` its recipe (`training.methods`), `trained_with` the adapter, optimizer and loop it
+    trains with (`hyperparams`, or `rlHyperparams` for a reinforcement run)."""
+    return Workload(method.name, trained_with.training.batch_size, method.sequences_per_row(trained_with),
+                    sequence_length, precision, trained_with.lora.rank, trained_with.lora.targets, dict(liger))
 
 
 @dataclass(frozen=True)
@@ -110,17 +127,16 @@ class Calibration:
     basis: str
 
 
-def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
+def estimate(shape: Shape, workload: Workload, checkpointing: bool,
              calibration: Calibration | None = None, shards: int = 1) -> dict[str, Any]:
-    """The predicted peak (GiB per device) and its parts, for the resolved config with checkpointing on or off,
+    """The predicted peak (GiB per device) and its parts, for the run's workload with checkpointing on or off,
     with the weights and the adapter state sharded over `shards` devices (fsdp; 1: a whole copy on each)."""
-    hyper = config.get("rlHyperparams") or config["hyperparams"]
-    precision = config["model"]["precision"] or "bf16"
+    precision = workload.precision
     width = BYTES.get(precision, 2) / 2  # activations are fitted at bf16
-    liger = config.get("liger") or {}
-    tokens = sequences_per_pass(config) * config["maxSeqLength"]
+    liger = workload.liger
+    tokens = workload.sequences_per_pass * workload.sequence_length
     weights = shape.parameters * BYTES.get(precision, 2) / shards
-    adapter = lora_parameters(shape, hyper["lora"]["rank"], hyper["lora"]["targets"]) * ADAPTER_STATE_BYTES / shards
+    adapter = lora_parameters(shape, workload.lora_rank, workload.lora_targets) * ADAPTER_STATE_BYTES / shards
     if shards > 1:  # a sharded layer's full weights while it computes, and the next one's, gathered ahead
         weights += 2 * (shape.parameters - shape.vocab * shape.hidden) / shape.layers * BYTES.get(precision, 2)
     layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
@@ -135,16 +151,18 @@ def estimate(shape: Shape, config: dict[str, Any], checkpointing: bool,
             "tokensPerPass": tokens, "gradientCheckpointing": checkpointing, "shards": shards}
 
 
-def calibration_for(entry, shape: Shape, config: dict[str, Any]) -> Calibration | None:
+def calibration_for(entry, shape: Shape, workload: Workload) -> Calibration | None:
     """The scale that makes the estimate give a measured envelope's own peak: the first envelope of the entry for
     the run's method and precision that records its peak and the conditions it was measured under."""
     for envelope in entry.envelopes:
         conditions = envelope.conditions
-        if (envelope.gpu_memory_per_device_gib is None or conditions is None or envelope.method != config["method"]
-                or envelope.precision.lower() != (config["model"]["precision"] or "bf16")):
+        if (envelope.gpu_memory_per_device_gib is None or conditions is None or envelope.method != workload.method
+                or envelope.precision.lower() != workload.precision):
             continue
-        measured_config = _envelope_config(config, envelope, conditions)
-        plain = estimate(shape, measured_config, conditions.gradient_checkpointing)
+        measured = replace(workload, batch_size=conditions.batch_size, lora_rank=conditions.lora_rank,
+                           lora_targets="all-linear", sequence_length=envelope.longest_sequence,
+                           liger=conditions.liger, precision=envelope.precision.lower())
+        plain = estimate(shape, measured, conditions.gradient_checkpointing)
         static = plain["weightsGiB"] + plain["adapterStateGiB"]
         if plain["activationsGiB"] <= 0 or envelope.gpu_memory_per_device_gib <= static:
             continue
@@ -154,17 +172,7 @@ def calibration_for(entry, shape: Shape, config: dict[str, Any]) -> Calibration 
     return None
 
 
-def _envelope_config(config: dict[str, Any], envelope, conditions) -> dict[str, Any]:
-    """The run's config at the conditions an envelope was measured under."""
-    hyper_key = "rlHyperparams" if config.get("rlHyperparams") else "hyperparams"
-    hyper = dict(config[hyper_key])
-    hyper["training"] = {**hyper["training"], "batchSize": conditions.batch_size}
-    hyper["lora"] = {**hyper["lora"], "rank": conditions.lora_rank, "targets": "all-linear"}
-    return {**config, hyper_key: hyper, "maxSeqLength": envelope.longest_sequence,
-            "liger": conditions.liger, "model": {**config["model"], "precision": envelope.precision.lower()}}
-
-
-def resolve_checkpointing(shape: Shape | None, config: dict[str, Any], device_gib: float | None,
+def resolve_checkpointing(shape: Shape | None, workload: Workload, device_gib: float | None,
                           calibration: Calibration | None, shards: int = 1) -> tuple[bool, str]:
     """Gradient checkpointing for a GPU run that leaves it out: on only where the run would not fit without it.
     Returns the choice and why."""
@@ -172,7 +180,7 @@ def resolve_checkpointing(shape: Shape | None, config: dict[str, Any], device_gi
         return True, "the catalog gives no shape for this model, so its memory is not estimated; on to be safe"
     if device_gib is None:
         return True, "the device profile does not say its memory; on to be safe"
-    without = estimate(shape, config, False, calibration, shards)["peakGiB"]
+    without = estimate(shape, workload, False, calibration, shards)["peakGiB"]
     budget = round(device_gib * HEADROOM, 1)
     if without > budget:
         return True, (f"without it the run would peak at about {without:g} GiB, past {budget:g} GiB "
@@ -181,7 +189,7 @@ def resolve_checkpointing(shape: Shape | None, config: dict[str, Any], device_gi
                    f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
 
 
-def resolve_sharding(shape: Shape | None, config: dict[str, Any], device_gib: float | None,
+def resolve_sharding(shape: Shape | None, workload: Workload, checkpointing: bool, device_gib: float | None,
                      calibration: Calibration | None, devices: int) -> tuple[str, str]:
     """How a GPU run on several devices that leaves `execution.sharding` out splits its work: ddp where a whole copy
     of the model fits one device with gradient checkpointing as the plan has it (on where it leaves it out: the
@@ -190,13 +198,12 @@ def resolve_sharding(shape: Shape | None, config: dict[str, Any], device_gib: fl
         return "ddp", "the catalog gives no shape for this model, so whether a whole copy fits one device is not known"
     if device_gib is None:
         return "ddp", "the device profile does not say its memory, so whether a whole copy fits one device is not known"
-    checkpointing = config["model"]["gradientCheckpointing"] is not False
-    whole = estimate(shape, config, checkpointing, calibration)["peakGiB"]
+    whole = estimate(shape, workload, checkpointing, calibration)["peakGiB"]
     budget = round(device_gib * HEADROOM, 1)
     if whole <= budget:
         return "ddp", (f"a whole copy of the model on each device peaks at about {whole:g} GiB, within {budget:g} GiB "
                        f"({HEADROOM:.0%} of the device's {device_gib:g} GiB)")
-    sharded = estimate(shape, config, checkpointing, calibration, shards=devices)["peakGiB"]
+    sharded = estimate(shape, workload, checkpointing, calibration, shards=devices)["peakGiB"]
     still = (f", still past {budget:g} GiB: what a device keeps of its micro-batch is not sharded; a smaller batchSize "
              "or maxSeqLength lowers it") if sharded > budget else ""
     return "fsdp", (f"a whole copy of the model on each device would peak at about {whole:g} GiB, past {budget:g} GiB "

@@ -1,11 +1,12 @@
-"""Admission: a valid plan becomes a frozen run record.
+"""Admission: a valid plan becomes a frozen run record, its resolved plan (`schemas.resolved.ResolvedPlan`, one
+model per method) made here once.
 
 References are resolved here and the exact versions recorded, so moving an alias later changes no accepted
 run. Every config and execution value is resolved (defaults filled in by the profile the run asks for, and the
 default kernels by model type) and its source kept: `stated` when the plan gave it, `default` or
 `defaultKernels` otherwise. The configuration hash covers the base model commit and the resolved config, not
-execution. What differs by training method (its dataset kind, its refusals, its defaults) is the method's own,
-in `training.methods`.
+execution. What differs by training method (its dataset kind, its refusals, its defaults, the resolved model it
+makes) is the method's own, in `training.methods`.
 """
 
 from __future__ import annotations
@@ -25,28 +26,29 @@ from optimize.core.paths import lookup
 from optimize.core.refs import parse_reference
 from optimize.jobs.devices import DeviceProfile
 from optimize.registry.bundles import resolve_bundle
-from optimize.registry.datasets import resolve_reference
 from optimize.registry.models import find_model, resolve_model_reference
-from optimize.schemas.plans import REINFORCEMENT, RunPlan, StopWhen
+from optimize.schemas.plans import RunPlan, Validation
+from optimize.schemas.resolved import (
+    ResolvedConfig,
+    ResolvedModelSettings,
+    ResolvedPlan,
+    ResolvedReward,
+    ResolvedTerm,
+)
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
 from optimize.training.admission.kernels import default_kernels
 from optimize.training.admission.memory import (
+    Workload,
     calibration_for,
     estimate,
     resolve_checkpointing,
     resolve_sharding,
     shape_of,
+    workload_of,
 )
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
-
-
-@dataclass
-class DatasetPick:
-    reference: str
-    digest: str
-    rows: int
-    tool_rows: int
+from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset
 
 
 @dataclass
@@ -56,8 +58,8 @@ class Admitted:
     dataset: DatasetPick
     validation: DatasetPick | None
     model_name: str
-    resolved: dict[str, Any]
-    sources: dict[str, str]
+    resolved: ResolvedPlan
+    sources: dict[str, str]  # each resolved leaf's path -> stated, default, defaultKernels or memoryEstimate
     config_hash: str
     device_count: int
     warnings: list[str]
@@ -93,7 +95,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     method = method_for(config.method)
     method.admit(config)
     if config.smoke is not None:
-        _admit_smoke(config)
+        method.admit_smoke(config)
     if config.hyperparams.lora.adapt_experts:  # never silently left out: the adapter would lack what was asked
         reason = "lora.adaptExperts is not trained on this deployment yet" if entry.adapt_experts else \
             f"base model {entry.id} has no expert weights that lora.adaptExperts could adapt"
@@ -102,140 +104,123 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     profile = next((p for p in profiles if p.name == plan.execution.device_profile), None)
     on_cpu = plan.execution.device_profile == "cpu" or (profile is not None and profile.kind == "cpu")
     devices = max(1, plan.execution.gpus)
-    if config.liger and config.method != "sft" and any(config.liger.values()):
-        other = "preference.fusedLoss (Liger's fused DPO loss)" if config.method == "dpo" else "none"
-        raise Refused(f"config.liger turns on Liger's kernels in supervised runs; a {config.method} run does not take "
-                      f"them (its Liger setting: {other})", hint="remove config.liger")
-    if config.method == "sft" and config.liger.get("fused_linear_cross_entropy"):
-        raise Refused("config.liger.fused_linear_cross_entropy would replace the fused LM head TRL's supervised "
-                      "trainer computes its loss with (in chunks: the full logits are never held)",
-                      hint="remove config.liger.fused_linear_cross_entropy, or set it to false")
+    method.admit_liger(config)
     if on_cpu and config.liger:
         raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
-    resolved = {"config": config.model_dump(by_alias=True, mode="json"),
-                "execution": plan.execution.model_dump(by_alias=True, mode="json")}
-    resolved["config"]["dataset"] = dataset.reference
-    resolved["config"]["validation"]["dataset"] = validation.reference if validation else None
-    model = resolved["config"]["model"]
-    if model["precision"] is None:
-        model["precision"] = "fp32" if on_cpu else "bf16"
-    method_warnings = method.resolve(resolved["config"], config, on_cpu)  # e.g. a dpo run's preference section
-    if plan.execution.stop_when is not None:
-        _admit_stop_when(plan.execution.stop_when, resolved["config"])
-    resolve_reward_bundles(session, resolved["config"])
-    resolve_reward_judges(session, resolved["config"])
+    precision = config.model.precision or ("fp32" if on_cpu else "bf16")
+    # the default kernels apply where the plan leaves their setting out; they join the resolved config and its hash
     kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
                                                               devices, on_gpu=not on_cpu).items()
                if lookup(document, f"config.{path}") is None}
-    for path, value in kernels.items():
-        _set(resolved["config"], path, value)
-    if model["attentionImplementation"] is None:
-        model["attentionImplementation"] = "sdpa"
+    liger = {**config.liger, **{path.split(".", 1)[1]: on for path, on in kernels.items() if path.startswith("liger.")}}
+    attention = config.model.attention_implementation or kernels.get("model.attentionImplementation") or "sdpa"
     if plan.execution.sharding is not None and devices == 1:
         raise Refused(f"execution.sharding {plan.execution.sharding} says how a run splits its work across several "
                       "devices; this run has one (execution.gpus 1)",
                       hint="remove execution.sharding, or set execution.gpus to 2 or more")
-    memory = memory_plan(entry, resolved["config"], resolved["execution"], devices,
-                         method.gradient_checkpointing(on_cpu),
-                         profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
+    memory, checkpointing, sharding = memory_plan(
+        entry, workload_of(method, method.trained_with(config), config.max_seq_length, precision, liger),
+        config.model.gradient_checkpointing, plan.execution.sharding, devices, method.gradient_checkpointing(on_cpu),
+        profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
+    shared = {"dataset": dataset.reference, "seed": config.seed, "max_seq_length": config.max_seq_length,
+              "model": ResolvedModelSettings(precision=precision, gradient_checkpointing=checkpointing,
+                                             attention_implementation=attention),
+              "liger": liger, "data": config.data, "loss": config.loss,
+              "validation": Validation.model_validate({"dataset": validation.reference if validation else None}),
+              "preference": config.preference, "smoke": config.smoke, "checks": config.checks}
+    resolved_config, method_warnings = method.resolve(config, shared, on_cpu)  # e.g. a dpo run's loss
+    if plan.execution.stop_when is not None:
+        method.admit_stop_when(plan.execution.stop_when, resolved_config)
+    resolved = ResolvedPlan(config=resolve_reward_terms(session, resolved_config),
+                            execution=plan.execution.model_copy(update={"sharding": sharding}))
+    stored = resolved.document()
     stated = set(_leaves(document.get("config") or {}, "config.")) | set(_leaves(document.get("execution") or {},
                                                                                    "execution."))
     sources = {path: ("stated" if path in stated else "defaultKernels" if path[len("config."):] in kernels
-                      else "default") for path in _leaves(resolved, "")}
+                      else "default") for path in _leaves(stored, "")}
     if memory.get("checkpointingReason") and "config.model.gradientCheckpointing" not in stated:
         sources["config.model.gradientCheckpointing"] = "memoryEstimate"
     if memory.get("shardingReason") and "execution.sharding" not in stated:
         sources["execution.sharding"] = "memoryEstimate"
-    warnings = check_envelopes(entry, config.method, model["precision"], plan.execution.device_profile, devices,
+    warnings = check_envelopes(entry, config.method, precision, plan.execution.device_profile, devices,
                                on_cpu, config.max_seq_length, strict_envelopes) + method_warnings
-    digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": resolved["config"]}
+    digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": stored["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings, memory)
 
 
-def memory_plan(entry: Entry, config: dict[str, Any], execution: dict[str, Any], devices: int, fixed: bool | None,
-                device_gib: float | None, on_cpu: bool) -> dict[str, Any]:
+def memory_plan(entry: Entry, workload: Workload, stated_checkpointing: bool | None, stated_sharding: str | None,
+                devices: int, fixed: bool | None, device_gib: float | None, on_cpu: bool
+                ) -> tuple[dict[str, Any], bool, str | None]:
     """Resolve `execution.sharding` on several devices where the plan leaves it out (ddp on the cpu; on a GPU the
     memory estimate's: fsdp only where a whole copy of the model does not fit one device), then
     `model.gradientCheckpointing` (the method's fixed choice, or on a GPU the estimate's: on only where the run
-    would not fit without it), and predict the run's peak per device."""
-    model = config["model"]
+    would not fit without it), and predict the run's peak per device. Returns the memory record, checkpointing and
+    sharding."""
     reason = sharding_reason = None
     shape = shape_of(entry)
-    calibration = calibration_for(entry, shape, config) if shape is not None else None
-    if devices > 1 and execution.get("sharding") is None:
+    calibration = calibration_for(entry, shape, workload) if shape is not None else None
+    sharding = stated_sharding
+    if devices > 1 and sharding is None:
         if on_cpu:
-            execution["sharding"] = "ddp"
+            sharding = "ddp"
         else:
-            execution["sharding"], sharding_reason = resolve_sharding(shape, config, device_gib, calibration, devices)
-    shards = devices if execution.get("sharding") == "fsdp" else 1
-    if model["gradientCheckpointing"] is None:
+            sharding, sharding_reason = resolve_sharding(shape, workload, stated_checkpointing is not False,
+                                                         device_gib, calibration, devices)
+    shards = devices if sharding == "fsdp" else 1
+    checkpointing = stated_checkpointing
+    if checkpointing is None:
         if fixed is not None or on_cpu:
-            model["gradientCheckpointing"] = bool(fixed)
+            checkpointing = bool(fixed)
         else:
-            model["gradientCheckpointing"], reason = resolve_checkpointing(shape, config, device_gib, calibration,
-                                                                           shards)
+            checkpointing, reason = resolve_checkpointing(shape, workload, device_gib, calibration, shards)
     if shape is None:
         return {"predicted": None, "checkpointingReason": reason, "shardingReason": sharding_reason,
                 "basis": f"the catalog gives no shape (hiddenSize, layers, heads, kvHeads, vocab, parameters) for "
-                         f"{entry.id}, so its peak is not estimated"}
-    predicted = estimate(shape, config, bool(model["gradientCheckpointing"]), calibration, shards)
+                         f"{entry.id}, so its peak is not estimated"}, checkpointing, sharding
+    predicted = estimate(shape, workload, checkpointing, calibration, shards)
     return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
             "shardingReason": sharding_reason,
-            "basis": calibration.basis if calibration else "fitted to peaks measured on one H200"}
+            "basis": calibration.basis if calibration else "fitted to peaks measured on one H200"}, \
+        checkpointing, sharding
 
 
-def _admit_stop_when(stop_when: StopWhen, config: dict[str, Any]) -> None:
-    """`execution.stopWhen` watches what only a reinforcement run reports: its reward, and its KL where it takes a
-    KL penalty (TRL measures none without one)."""
-    if config["method"] not in REINFORCEMENT:
-        raise Refused(f"execution.stopWhen watches a reinforcement run's reward and KL, which a {config['method']} "
-                      "run does not report", hint="remove execution.stopWhen, or train with method grpo or gspo")
-    if stop_when.reward_drop_below is None and stop_when.kl_above is None:
-        raise Invalid("execution.stopWhen names no bound",
-                      hint="set execution.stopWhen.rewardDropBelow, klAbove or both, or remove execution.stopWhen")
-    if stop_when.kl_above is not None and config["rlHyperparams"]["klBeta"] == 0:
-        raise Refused("execution.stopWhen.klAbove watches the KL against the starting policy, which a run with "
-                      "rlHyperparams.klBeta 0 does not measure",
-                      hint="remove execution.stopWhen.klAbove, or set rlHyperparams.klBeta above 0")
+def resolve_reward_terms(session: Session, config: ResolvedConfig) -> ResolvedConfig:
+    """The config with its reward's terms resolved (`resolve_terms`); a config without a reward is returned as it is."""
+    reward = config.reward
+    if not isinstance(reward, ResolvedReward):
+        return config
+    return config.model_copy(update={"reward": reward.model_copy(update={"terms": resolve_terms(session,
+                                                                                                reward.terms)})})
 
 
-def _admit_smoke(config) -> None:
-    """A smoke check trains the first rows as they are: a dpo run has none, and no row may be left out or trimmed."""
-    if config.method == "dpo":
-        raise Refused("a dpo run takes no smoke check (it has no answers of its own to score)",
-                      hint="remove config.smoke")
-    if config.data.truncation not in ("error", "right"):
-        raise Refused(f"data.truncation: {config.data.truncation} leaves out or trims rows, which a smoke check "
-                      "trains as they are", hint="set data.truncation: error, or remove config.smoke")
-
-
-def resolve_reward_bundles(session: Session, config: dict[str, Any]) -> None:
+def resolve_terms(session: Session, terms: list[ResolvedTerm]) -> list[ResolvedTerm]:
     """Each rule term's scoring bundle resolved to its exact version (a moved alias changes no accepted run, and the
-    version is in the configuration hash) and its archive's digest (the blob the worker downloads)."""
-    for term in (config.get("reward") or {}).get("terms") or []:
-        if term["kind"] == "rule":
-            term["bundle"], term["bundleSha256"] = resolve_bundle(session, term["bundle"])
+    version is in the configuration hash) and its archive's digest (the blob the worker downloads); each judge
+    term's model resolved and frozen (`resolve_judge`)."""
+    resolved = []
+    for index, term in enumerate(terms):
+        if term.kind == "rule":
+            bundle, sha256 = resolve_bundle(session, term.bundle)
+            term = term.model_copy(update={"bundle": bundle, "bundle_sha256": sha256})
+        elif term.kind == "judge":
+            term = term.model_copy(update=resolve_judge(session, term.model, f"config.reward.terms[{index}].model"))
+        resolved.append(term)
+    return resolved
 
 
 JUDGE_HINT = ("select the base model first (akka training base-models select MODEL; list them: akka training "
               "base-models list), or name a registered model (list them: akka registry models list)")
 
 
-def resolve_reward_judges(session: Session, config: dict[str, Any]) -> None:
-    """Each judge term's model resolved and frozen, as an evaluation's judge is: `judgeReference` (the exact
-    `NS/NAME:vN` of a registered model, or the base model's catalog id), `judgeBaseEntryId` and `judgeBaseCommit`
-    (the base model the worker loads, selected on this deployment), and `judgeManifestDigest` (an adapter's weights
-    manifest, which the worker downloads; None for a base model). A model this deployment cannot load is refused
-    naming the term's field."""
-    for index, term in enumerate((config.get("reward") or {}).get("terms") or []):
-        if term["kind"] == "judge":
-            term.update(_resolve_judge(session, term["model"], f"config.reward.terms[{index}].model"))
-
-
-def _resolve_judge(session: Session, text: str, field: str) -> dict[str, Any]:
+def resolve_judge(session: Session, text: str, field: str) -> dict[str, Any]:
+    """A judge term's model resolved and frozen, as an evaluation's judge is: `judge_reference` (the exact
+    `NS/NAME:vN` of a registered model, or the base model's catalog id), `judge_base_entry_id` and
+    `judge_base_commit` (the base model the worker loads, selected on this deployment), and `judge_manifest_digest`
+    (an adapter's weights manifest, which the worker downloads; None for a base model). A model this deployment
+    cannot load is refused naming the term's field."""
     version = None
     try:
         reference = parse_reference(text)
@@ -254,9 +239,9 @@ def _resolve_judge(session: Session, text: str, field: str) -> dict[str, Any]:
             raise Refused(f"{field}: the judge {label} is an adapter over base model {descriptor['baseRepository']}, "
                           "which is not selected on this deployment",
                           hint=f"select it first: akka training base-models select {descriptor['baseRepository']}")
-        return {"judgeReference": label, "judgeBaseEntryId": selection.entry_id,
-                "judgeBaseCommit": descriptor["baseCommit"],
-                "judgeManifestDigest": descriptor["artifact"]["manifestDigest"]}
+        return {"judge_reference": label, "judge_base_entry_id": selection.entry_id,
+                "judge_base_commit": descriptor["baseCommit"],
+                "judge_manifest_digest": descriptor["artifact"]["manifestDigest"]}
     if version is not None and version.variant != "BASE":
         raise Refused(f"{field}: {model.namespace}/{model.name}:v{version.version} holds {version.variant.lower()} "
                       "weights, which a judge cannot load", hint="name a base model or a trained adapter")
@@ -265,8 +250,8 @@ def _resolve_judge(session: Session, text: str, field: str) -> dict[str, Any]:
     if selection is None:
         raise NotFound(f"{field}: {text!r} is neither a base model selected on this deployment nor a registered "
                        "model", hint=JUDGE_HINT)
-    return {"judgeReference": selection.entry_id, "judgeBaseEntryId": selection.entry_id,
-            "judgeBaseCommit": selection.commit, "judgeManifestDigest": None}
+    return {"judge_reference": selection.entry_id, "judge_base_entry_id": selection.entry_id,
+            "judge_base_commit": selection.commit, "judge_manifest_digest": None}
 
 
 def _selection(session: Session, name: str) -> BaseModelSelection | None:
@@ -283,35 +268,19 @@ def _selection(session: Session, name: str) -> BaseModelSelection | None:
 def pick_dataset(session: Session, text: str, project: str, field: str, method: str | None) -> DatasetPick:
     """A dataset reference; one with no namespace resolves inside the project's namespace. `method` is the
     training method that reads it; None for an evaluation, which reads chat rows."""
-    qualified = text if "/" in text else f"{project}/{text}"
-    try:
-        reference = parse_reference(qualified)
-    except Invalid as error:
-        raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
-    found, version = resolve_reference(session, reference)
-    label = f"{found.namespace}/{found.name}:v{version.version}"
-    wanted = declared(method).dataset_kind if method is not None else "chat"
-    if found.kind != wanted and method is None:
-        raise Refused(f"{field} {label} holds {HOLDS.get(found.kind, found.kind)}; an evaluation reads {HOLDS[wanted]} "
-                      "(the model answers each conversation and the grader scores the answer against its last "
-                      "assistant message), so a dataset of pairs cannot be evaluated",
-                      hint="evaluate on a chat dataset")
-    if found.kind != wanted:
-        other = reader_of(found.kind)  # the method that would train what the dataset holds
-        holds = HOLDS.get(found.kind, found.kind)
-        raise Refused(f"{field} {label} holds {holds}; method {method} trains on {HOLDS[wanted]}",
+    if method is None:
+        return pick_chat_dataset(session, text, project, field)
+    picked, kind = find_dataset(session, text, project, field)
+    wanted = declared(method).dataset_kind
+    if kind != wanted:
+        other = reader_of(kind)  # the method that would train what the dataset holds
+        holds = HOLDS.get(kind, kind)
+        raise Refused(f"{field} {picked.reference} holds {holds}; method {method} trains on {HOLDS[wanted]}",
                       hint=f"name a {wanted} dataset" + (f", or train it with method {other}" if other else ""))
-    return DatasetPick(label, version.digest, version.rows, version.tool_rows)
+    return picked
 
 
 def _leaves(document: Any, prefix: str) -> list[str]:
     if isinstance(document, dict) and document:
         return [leaf for key, value in document.items() for leaf in _leaves(value, f"{prefix}{key}.")]
     return [prefix.rstrip(".")] if prefix else []
-
-
-def _set(document: dict[str, Any], path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for part in parents:
-        document = document.setdefault(part, {})
-    document[last] = value

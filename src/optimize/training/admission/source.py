@@ -17,17 +17,17 @@ from sqlalchemy.orm import Session
 
 from optimize.core.errors import NotFound, Refused
 from optimize.registry.models import resolve_model_reference
-from optimize.schemas.plans import hyperparams_of
+from optimize.schemas.plans import RunPlan
+from optimize.schemas.resolved import ResolvedPlan
 
 
-def source_start(session: Session, document: dict[str, Any], resolved: dict[str, Any], entry, commit: str
-                 ) -> dict[str, Any] | None:
-    """The start record of a plan with `source.model` (None without one), its adapter's rank and alpha written into
-    the resolved LoRA settings; refused naming `source.model` when the version cannot be trained on here."""
-    source = document.get("source") or {}
-    if not source.get("model"):
-        return None
-    text = source["model"]
+def source_start(session: Session, plan: RunPlan, resolved: ResolvedPlan, entry, commit: str
+                 ) -> tuple[dict[str, Any] | None, ResolvedPlan]:
+    """The start record of a plan with `source.model` (None without one) and the resolved plan with its adapter's
+    rank and alpha as its LoRA settings; refused naming `source.model` when the version cannot be trained on here."""
+    if plan.source is None or not plan.source.model:
+        return None, resolved
+    text = plan.source.model
     try:
         model, version = resolve_model_reference(session, text)
     except NotFound as error:
@@ -42,14 +42,17 @@ def source_start(session: Session, document: dict[str, Any], resolved: dict[str,
                       f"{str(descriptor.get('baseCommit'))[:12]}, not over the run's base model {entry.id} at "
                       f"{commit[:12]}", hint=f"set baseModel to the adapter's base, or start from {entry.id} without "
                                              "source.model")
-    config = document.get("config") or {}
-    section = "rlHyperparams" if "rlHyperparams" in config else "hyperparams"
-    if "lora" in (config.get(section) or {}):
+    config = plan.config
+    section, stated = ("rlHyperparams", config.rl_hyperparams) if "rl_hyperparams" in config.model_fields_set else \
+        ("hyperparams", config.hyperparams)
+    if stated is not None and "lora" in stated.model_fields_set:
         raise Refused(f"config.{section}.lora is stated, but a run from source.model {reference} trains that "
                       "adapter and keeps its LoRA settings", hint=f"remove config.{section}.lora")
-    lora = hyperparams_of(resolved["config"])["lora"]
-    lora.update(rank=descriptor.get("adapterRank", lora["rank"]), alpha=descriptor.get("adapterAlpha", lora["alpha"]))
+    lora = resolved.config.trained_with.lora
+    lora = lora.model_copy(update={"rank": descriptor.get("adapterRank", lora.rank),
+                                   "alpha": descriptor.get("adapterAlpha", lora.alpha)})
+    resolved = resolved.model_copy(update={"config": resolved.config.with_trained(lora=lora)})
     return {"restore": "weights", "step": 0, "source": {"model": reference},
             "artifacts": [{"kind": "weights", "manifestDigest": descriptor["artifact"]["manifestDigest"]}],
             "parentRunId": None, "snapshotId": None, "requested": "weights",
-            "why": f"starts from the weights of {reference}, with a fresh optimizer and its LoRA settings"}
+            "why": f"starts from the weights of {reference}, with a fresh optimizer and its LoRA settings"}, resolved

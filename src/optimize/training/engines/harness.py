@@ -29,12 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from optimize.schemas.plans import hyperparams_of, total_steps
+from optimize.schemas.resolved import ResolvedConfig
 from optimize.training.adapters import weights_digest
 from optimize.training.engines import distributed
 from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.engines.profiling import profiled_updates, update_profiler
 from optimize.training.methods import method_for
+
+# the torch dtype of each precision (a function of torch, which is imported only where a model is loaded)
+DTYPES = {"fp32": lambda torch: torch.float32, "bf16": lambda torch: torch.bfloat16,
+          "fp16": lambda torch: torch.float16}
 
 
 class EngineHooks(Protocol):
@@ -84,7 +88,7 @@ class Preload:
     Transformers' lazy names at once can fail ("cannot import name …"). With `model` False (an attempt that runs a
     smoke check first, which loads its own copy) only the imports are done."""
 
-    def __init__(self, model_dir: str, config: dict[str, Any], model: bool = True, place: bool = True) -> None:
+    def __init__(self, model_dir: str, config: ResolvedConfig, model: bool = True, place: bool = True) -> None:
         import peft  # noqa: F401 - imported here, ahead, on this thread
         import trl  # noqa: F401
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401
@@ -122,17 +126,41 @@ class Preload:
         self._model = None
 
 
-def load_model(model_dir: str, config: dict[str, Any], dtype=None, place: bool = True):
+def load_model(model_dir: str, config: ResolvedConfig, dtype=None, place: bool = True):
     """The base model under plain Transformers at the run's precision (or `dtype`) and attention, on the GPU when
     one is visible and `place` (a sharded run leaves it on the host: FSDP moves each rank's shard)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    dtype = dtype or {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-        config["model"]["precision"]]
+    dtype = dtype or DTYPES[config.model.precision](torch)
     loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
-                                                  attn_implementation=config["model"]["attentionImplementation"])
+                                                  attn_implementation=config.model.attention_implementation)
     return loaded.to(f"cuda:{distributed.local_device()}") if place and torch.cuda.is_available() else loaded
+
+
+def common_arguments(config: ResolvedConfig, workdir: Path, steps: int, save_every: int, offset: int,
+                     evaluates: bool, cuda: bool, ranks: int = 1, sharded: bool = False) -> dict[str, Any]:
+    """The trainer arguments every method's TRL config takes (`Method.arguments` adds its own): the loop, the
+    optimizer and the schedule the run trains with, its seed, precision and saves. `steps` is the engine's update
+    counter, `offset` a trainingState branch's start on its parent's counter."""
+    trained_with = config.trained_with
+    loop, optimizer, precision = trained_with.training, trained_with.optimizer, config.model.precision
+    return dict(
+        output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop.batch_size,
+        per_device_eval_batch_size=loop.batch_size, gradient_accumulation_steps=loop.gradient_accumulation,
+        learning_rate=optimizer.learning_rate, weight_decay=optimizer.weight_decay, warmup_steps=loop.warmup_steps,
+        lr_scheduler_type="linear", seed=config.seed, data_seed=config.seed, logging_steps=1,
+        # on the parent's counter the trainer's own save rule would count from the parent's start
+        save_strategy="steps", save_steps=save_every if not offset else 10**9, save_only_model=False,
+        eval_strategy="steps" if evaluates else "no",
+        eval_steps=(loop.validation_frequency_steps or save_every) if evaluates else None,
+        bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
+        activation_checkpointing=config.model.gradient_checkpointing, report_to="none",
+        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
+        # several ranks: gloo on the cpu; the adapter's weights are all used, so DDP need not search for unused ones
+        **({"ddp_backend": "nccl" if cuda else "gloo", "ddp_find_unused_parameters": False} if ranks > 1 else {}),
+        **({"fsdp": True, "fsdp_config": distributed.FSDP_CONFIG} if sharded else {}),
+    )
 
 
 @dataclass(frozen=True)
@@ -144,11 +172,11 @@ class Start:
     step: int  # the parent's update the save was taken at
 
 
-def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_rows: Path, rows: int,
+def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_rows: Path, rows: int,
           eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
           start: Start | None = None, preload: Preload | None = None,
           preparing: dict[str, float] | None = None, sharding: str | None = None) -> Outcome:
-    """Train by `config["method"]` on prepared rows memory-mapped from local disk; from the save in `resume_from`
+    """Train by `config.method` on prepared rows memory-mapped from local disk; from the save in `resume_from`
     (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
 
     A trainingState branch goes on from its parent's update counter (so the optimizer, RNG and data position
@@ -166,15 +194,14 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     from peft import LoraConfig
     from transformers import AutoTokenizer, TrainerCallback
 
-    method = method_for(config["method"])
+    method = method_for(config.method)
     cuda = torch.cuda.is_available()
-    precision = config["model"]["precision"]
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    hyperparams = hyperparams_of(config)  # rlHyperparams for a reinforcement run
-    loop = hyperparams["training"]
-    lora = hyperparams["lora"]
+    precision = config.model.precision
+    dtype = DTYPES[precision](torch)
+    hyperparams = config.trained_with  # rlHyperparams for a reinforcement run
+    loop, lora = hyperparams.training, hyperparams.lora
     rank, ranks = distributed.world()
-    own_steps = total_steps(rows, loop, ranks)  # batchSize is per device: an update takes a batch from each
+    own_steps = loop.updates(rows, ranks)  # batchSize is per device: an update takes a batch from each
     offset = start.step if start is not None and start.restore == "trainingState" else 0
     steps = offset + own_steps  # the engine's counter; hooks see updates from 0
     save_every = save_every or own_steps
@@ -184,26 +211,11 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     def load(at_dtype):
         return load_model(model_dir, config, at_dtype, place=not sharded)
 
-    common = dict(
-        output_dir=str(workdir), max_steps=steps, per_device_train_batch_size=loop["batchSize"],
-        per_device_eval_batch_size=loop["batchSize"], gradient_accumulation_steps=loop["gradientAccumulation"],
-        learning_rate=hyperparams["optimizer"]["learningRate"],
-        weight_decay=hyperparams["optimizer"]["weightDecay"], warmup_steps=loop["warmupSteps"],
-        lr_scheduler_type="linear", seed=config["seed"], data_seed=config["seed"], logging_steps=1,
-        # on the parent's counter the trainer's own save rule would count from the parent's start
-        save_strategy="steps", save_steps=save_every if not offset else 10**9, save_only_model=False,
-        eval_strategy="steps" if eval_rows else "no",
-        eval_steps=(loop.get("validationFrequencySteps") or save_every) if eval_rows else None,
-        bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
-        activation_checkpointing=bool(config["model"]["gradientCheckpointing"]), report_to="none",
-        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
-        # several ranks: gloo on the cpu; the adapter's weights are all used, so DDP need not search for unused ones
-        **({"ddp_backend": "nccl" if cuda else "gloo", "ddp_find_unused_parameters": False} if ranks > 1 else {}),
-        **({"fsdp": True, "fsdp_config": distributed.FSDP_CONFIG} if sharded else {}),
-    )
+    common = common_arguments(config, workdir, steps, save_every, offset, eval_rows is not None, cuda, ranks,
+                              sharded)
     args = method.arguments(config, common, cuda)
-    peft_config = LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                             target_modules=lora["targets"], task_type="CAUSAL_LM")
+    peft_config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                             target_modules=lora.targets, task_type="CAUSAL_LM")
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
 
     class Bridge(TrainerCallback):
@@ -212,8 +224,8 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
             if sharded and not rank:
                 print(distributed.sharded_units(model, ranks), flush=True)
             if offset:
-                _own_schedule(optimizer, lr_scheduler, hyperparams["optimizer"]["learningRate"],
-                              loop["warmupSteps"], offset, own_steps)
+                _own_schedule(optimizer, lr_scheduler, hyperparams.optimizer.learning_rate, loop.warmup_steps,
+                              offset, own_steps)
 
         def on_step_end(self, args, state, control, **kwargs):
             own = state.global_step - offset
@@ -306,7 +318,7 @@ def train(model_dir: str, config: dict[str, Any], save_every: int | None, train_
     return _finished(outcome, clock, cuda)
 
 
-def _checked_by_rank_0(trainer, load, dtype, config: dict[str, Any], cuda: bool, rank: int) -> dict[str, Any]:
+def _checked_by_rank_0(trainer, load, dtype, config: ResolvedConfig, cuda: bool, rank: int) -> dict[str, Any]:
     """The start checks on rank 0's first batch; every rank takes its verdict (a failed check stops them all)."""
     checks, failure = None, None
     if rank == 0:
@@ -320,7 +332,7 @@ def _checked_by_rank_0(trainer, load, dtype, config: dict[str, Any], cuda: bool,
     return checks
 
 
-def _start_checks(trainer, load, dtype, config: dict[str, Any], cuda: bool) -> dict[str, Any]:
+def _start_checks(trainer, load, dtype, config: ResolvedConfig, cuda: bool) -> dict[str, Any]:
     """The reference check on the first batch; raises StartCheckFailed when it fails.
 
     The random state is put back afterwards so training draws what a plain TRL run with the same seed draws
@@ -329,7 +341,7 @@ def _start_checks(trainer, load, dtype, config: dict[str, Any], cuda: bool) -> d
 
     state = torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
     batch = next(iter(trainer.get_train_dataloader()))
-    stated = config.get("checks", {}).get("reference", {})
+    stated = config.checks.reference.model_dump(exclude_none=True)  # the bounds the plan states
     check = reference_check(trainer.model, load, batch, dtype, stated)
     torch.set_rng_state(state[0])
     if cuda:

@@ -10,14 +10,14 @@ scored, or when the mean score is below `minScore`. Its adapter is thrown away: 
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optimize.schemas.plans import REINFORCEMENT, hyperparams_of
+from optimize.schemas.resolved import ResolvedConfig
 from optimize.training.engines import harness
+from optimize.training.methods import method_for
 
 
 class SmokeFailed(Exception):
@@ -52,39 +52,38 @@ class _QuietHooks:
         return None  # a pause waits for the full run's first update
 
 
-def smoke_check(model_dir: str, config: dict[str, Any], train_rows: Path, rows: list[dict[str, Any]], renderer,
+def smoke_check(model_dir: str, config: ResolvedConfig, train_rows: Path, rows: list[dict[str, Any]], renderer,
                 workdir: Path, hooks) -> dict[str, Any]:
     """Train the slice, answer and score it; the report (status passed), or SmokeFailed carrying it."""
-    smoke = config["smoke"]
-    sliced = copy.deepcopy(config)
-    sliced["smoke"] = None
-    hyperparams_of(sliced)["training"]["maxSteps"] = smoke["steps"]
+    smoke = config.smoke
+    method = method_for(config.method)
+    sliced = config.with_loop(max_steps=smoke.steps).model_copy(update={"smoke": None})
     slice_path = _slice(train_rows, len(rows), workdir / "smoke-rows.parquet")
     quiet = _QuietHooks(hooks)
     harness.train(model_dir, sliced, None, slice_path, len(rows), None, workdir / "smoke", quiet)
-    report = {"status": "passed", "rows": len(rows), "steps": smoke["steps"], "leftOut": 0, "scored": 0,
-              "meanScore": None, "minScore": smoke.get("minScore"),
+    report = {"status": "passed", "rows": len(rows), "steps": smoke.steps, "leftOut": 0, "scored": 0,
+              "meanScore": None, "minScore": smoke.min_score,
               "loss": quiet.losses[-1] if quiet.losses else None, "reason": None}
     if any(not math.isfinite(loss) for loss in quiet.losses):
-        return _failed(report, f"the slice's loss is not finite ({quiet.losses[-1]}) after {smoke['steps']} "
+        return _failed(report, f"the slice's loss is not finite ({quiet.losses[-1]}) after {smoke.steps} "
                                "updates; lower the learning rate")
     samples, left_out = _samples(rows)
     report["leftOut"] = left_out
     if not samples:
         return _failed(report, f"none of the slice's {len(rows)} rows ends in a text answer to score "
                                f"({left_out} answer(s) call tools)")
-    answers = _answer(model_dir, quiet.saved_to, renderer, samples, _max_new_tokens(config))
-    scores = _score(config, [sample.__class__(prompt=sample.prompt, completion=answer, expected=sample.expected,
-                                              fields=sample.fields) for sample, answer in zip(samples, answers,
-                                                                                           strict=True)])
+    answers = _answer(model_dir, quiet.saved_to, renderer, samples, method.smoke_answer_tokens(config))
+    answered = [sample.__class__(prompt=sample.prompt, completion=answer, expected=sample.expected,
+                                 fields=sample.fields) for sample, answer in zip(samples, answers, strict=True)]
+    scores = _score(method.smoke_terms(config), answered)
     values = [value for value in scores if value is not None]
     report["scored"] = len(values)
     if not values:
         return _failed(report, f"none of the {len(samples)} answers could be scored")
     report["meanScore"] = round(sum(values) / len(values), 6)
-    if smoke.get("minScore") is not None and report["meanScore"] < smoke["minScore"]:
+    if smoke.min_score is not None and report["meanScore"] < smoke.min_score:
         return _failed(report, f"the answers' mean score {report['meanScore']:.4f} is below smoke.minScore "
-                               f"{smoke['minScore']:g}")
+                               f"{smoke.min_score:g}")
     return report
 
 
@@ -119,12 +118,6 @@ def _samples(rows: list[dict[str, Any]]):
     return samples, left_out
 
 
-def _max_new_tokens(config: dict[str, Any]) -> int:
-    if config["method"] in REINFORCEMENT:
-        return config["rlHyperparams"]["maxCompletionLength"]
-    return min(256, config["maxSeqLength"])
-
-
 def _answer(model_dir: str, adapter: Path | None, renderer, samples, max_new_tokens: int) -> list[str]:
     """Greedy answers of the base model with the slice's adapter, each prompt rendered with the generation prompt
     (and without its tools, as the run renders its rows' prompts for scoring)."""
@@ -148,14 +141,11 @@ def _answer(model_dir: str, adapter: Path | None, renderer, samples, max_new_tok
     return answers
 
 
-def _score(config: dict[str, Any], samples) -> list[float | None]:
-    """Each answer's score: the reward terms' weighted sum (a reinforcement run), or the smoke's grader."""
+def _score(terms: list[dict[str, Any]], samples) -> list[float | None]:
+    """Each answer's score: the weighted sum of the method's smoke terms (a reinforcement run's reward terms, or the
+    smoke's grader)."""
     from optimize.training.methods.judging import term_member
 
-    if config["method"] in REINFORCEMENT:
-        terms = config["reward"]["terms"]
-    else:
-        terms = [{"kind": config["smoke"].get("grader") or "jsonFieldMatch", "weight": 1.0}]
     totals: list[float | None] = [0.0] * len(samples)
     for term in terms:
         member = term_member(term)

@@ -11,10 +11,14 @@ on the cpu profile the run says so in its settings and trains with TRL's own los
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimize.core.errors import Refused
 from optimize.training.methods.base import TRAINER_METRICS, Method
+
+if TYPE_CHECKING:
+    from optimize.schemas.plans import Hyperparams, RunConfig
+    from optimize.schemas.resolved import ResolvedDpo
 
 # TRL's preference log keys -> Optimize's metric names (preference accuracy and reward margin, per update)
 PREFERENCE_METRICS = {"rewards/accuracies": "preferenceAccuracy", "rewards/margins": "rewardMargin",
@@ -29,6 +33,7 @@ class Dpo(Method):
     columns = ("prompt_ids", "chosen_ids", "rejected_ids")
     metric_names = {**TRAINER_METRICS, **PREFERENCE_METRICS}
     reference_check = False  # the check compares supervised batches; a pair batch has no labels to compare on
+    liger_setting = "preference.fusedLoss (Liger's fused DPO loss)"
 
     def admit(self, config) -> None:
         # a pair is kept or left out whole: cutting or trimming it would change what is preferred
@@ -36,44 +41,54 @@ class Dpo(Method):
             raise Refused(f"data.truncation: {config.data.truncation} applies to chat rows; a dpo run keeps or leaves "
                           "out whole pairs", hint="set data.truncation to error or drop")
 
+    def admit_smoke(self, config: RunConfig) -> None:
+        raise Refused("a dpo run takes no smoke check (it has no answers of its own to score)",
+                      hint="remove config.smoke")
+
+    def sequences_per_row(self, trained_with: Hyperparams) -> int:
+        return 2  # a pass holds each pair's chosen and rejected answers
+
     def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
         # a pass holds chosen and rejected answers: on a GPU the estimate counts both; on the cpu they are recomputed
         return True if on_cpu else None
 
-    def resolve(self, resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
+    def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool) -> tuple[ResolvedDpo, list[str]]:
         """Which loss the run computes: Liger's fused loss where a pass holds more than one pair (by default at a
         maxSeqLength of 1024 or less) and a GPU runs it; TRL's own otherwise, said in the run's settings."""
-        preference = resolved["preference"]
-        several = config.hyperparams.training.batch_size > 1
-        wanted = preference["fusedLoss"] if preference["fusedLoss"] is not None else \
-            several and config.max_seq_length <= 1024
-        preference["fusedLoss"] = bool(wanted) and not on_cpu
-        if wanted and on_cpu:
-            return ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own "
-                    f"{preference['lossType']} loss"]
-        return []
+        from optimize.schemas.resolved import ResolvedDpo, ResolvedPreference
 
-    def fitter(self, renderer, config: dict[str, Any]):
+        preference = config.preference
+        several = config.hyperparams.training.batch_size > 1
+        wanted = preference.fused_loss if preference.fused_loss is not None else \
+            several and config.max_seq_length <= 1024
+        resolved = ResolvedPreference(beta=preference.beta, loss_type=preference.loss_type,
+                                      fused_loss=bool(wanted) and not on_cpu)
+        warnings = ["Liger's fused DPO loss needs a GPU; this run on the cpu profile computes TRL's own "
+                    f"{preference.loss_type} loss"] if wanted and on_cpu else []
+        return ResolvedDpo(**{**shared, "preference": resolved}, method=self.name, hyperparams=config.hyperparams,
+                           rl_hyperparams=config.rl_hyperparams, reward=config.reward), warnings
+
+    def fitter(self, renderer, config: ResolvedDpo):
         from optimize.training.prep.pairs import PairFitter
 
-        return PairFitter(renderer, config["maxSeqLength"], config["data"]["truncation"])
+        return PairFitter(renderer, config.max_seq_length, config.data.truncation)
 
     def columns_of(self, pair) -> tuple[list[int], ...]:
         return pair.prompt_ids, pair.chosen_ids, pair.rejected_ids
 
-    def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
+    def arguments(self, config: ResolvedDpo, common: dict[str, Any], cuda: bool):
         import importlib.util
 
         from trl import DPOConfig
 
-        fused = bool(config["preference"].get("fusedLoss")) and cuda
+        preference = config.preference
+        fused = preference.fused_loss and cuda
         if fused and importlib.util.find_spec("liger_kernel") is None:  # said, never fallen back from silently
             raise RuntimeError("the run computes Liger's fused DPO loss (preference.fusedLoss), and liger-kernel is "
                                "not installed on this training machine; install liger-kernel there, or set "
                                "preference.fusedLoss: false to compute TRL's own loss")
-        preference = config["preference"]
-        return DPOConfig(**common, beta=preference["beta"], loss_type=[preference["lossType"]],
-                         max_length=config["maxSeqLength"], use_liger_kernel=fused)
+        return DPOConfig(**common, beta=preference.beta, loss_type=[preference.loss_type],
+                         max_length=config.max_seq_length, use_liger_kernel=fused)
 
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
                 workdir=None):
@@ -89,12 +104,12 @@ class Dpo(Method):
         return PreparedPairs(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
                              train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks)
 
-    def results(self, config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
+    def results(self, config: ResolvedDpo, last: dict[str, float]) -> dict[str, Any]:
         """The run's last preference accuracy and reward margin, and the loss it computed."""
-        preference = config["preference"]
+        preference = config.preference
         return {"preference": {"accuracy": last.get("preferenceAccuracy"), "rewardMargin": last.get("rewardMargin"),
-                               "lossType": preference["lossType"], "beta": preference["beta"],
-                               "loss": "liger-fused" if preference["fusedLoss"] else "trl"}}
+                               "lossType": preference.loss_type, "beta": preference.beta,
+                               "loss": "liger-fused" if preference.fused_loss else "trl"}}
 
 
 DPO = Dpo()

@@ -12,10 +12,14 @@ tools is refused (no reinforcement engine renders a row's tools into its prompts
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from optimize.core.errors import Refused
+from optimize.core.errors import Invalid, Refused
 from optimize.training.methods.base import TRAINER_METRICS, Method
+
+if TYPE_CHECKING:
+    from optimize.schemas.plans import RlHyperparams, RunConfig, StopWhen
+    from optimize.schemas.resolved import ResolvedReinforcement, ResolvedTerm
 
 # GRPOTrainer's log keys -> Optimize's metric names (per update); each term's `rewards/<name>/mean|std` too
 ROLLOUT_METRICS = {"reward": "reward", "reward_std": "rewardStd", "kl": "kl",
@@ -26,11 +30,14 @@ ROLLOUT_METRICS = {"reward": "reward", "reward_std": "rewardStd", "kl": "kl",
 class Reinforcement(Method):
     dataset_kind = "chat"
     section = "rlHyperparams"
+    trained_by = "rlHyperparams"
     columns = ()
     text_columns = ("prompt", "sample")
     metric_names = {**TRAINER_METRICS, **ROLLOUT_METRICS}
     reference_check = False  # the check compares supervised batches; a rollout batch has no labels
     importance_sampling = "token"
+    rewarded = True
+    length_checked = False  # a prompt's budget is checked as the worker renders it (`training.prep.prompts`)
 
     def admit_datasets(self, picks: list[tuple[str, Any]]) -> None:
         for field, pick in picks:
@@ -59,48 +66,65 @@ class Reinforcement(Method):
         for index, term in enumerate(config.reward.terms):
             check_term(term.model_dump(by_alias=True, exclude_none=True), f"config.reward.terms[{index}]")
 
-    def check_references(self, config: dict[str, Any], blobs) -> None:
+    def admit_stop_when(self, stop_when: StopWhen, config: ResolvedReinforcement) -> None:
+        """`execution.stopWhen` watches the run's reward, and its KL where it takes a KL penalty (TRL measures none
+        without one)."""
+        if stop_when.reward_drop_below is None and stop_when.kl_above is None:
+            raise Invalid("execution.stopWhen names no bound",
+                          hint="set execution.stopWhen.rewardDropBelow, klAbove or both, or remove execution.stopWhen")
+        if stop_when.kl_above is not None and config.rl_hyperparams.kl_beta == 0:
+            raise Refused("execution.stopWhen.klAbove watches the KL against the starting policy, which a run with "
+                          "rlHyperparams.klBeta 0 does not measure",
+                          hint="remove execution.stopWhen.klAbove, or set rlHyperparams.klBeta above 0")
+
+    def check_references(self, terms: list[ResolvedTerm], blobs) -> None:
         """Each rule term's bundle must import and name its function: checked in a limited child process now,
         before a device is claimed."""
         from optimize.scoring import BundleRunner
 
-        for index, term in enumerate(config["reward"]["terms"]):
-            if term["kind"] == "rule":
-                with BundleRunner(blobs.verified_path(term["bundleSha256"]), term["function"],
-                                  label=f"config.reward.terms[{index}] {term['bundle']}") as runner:
+        for index, term in enumerate(terms):
+            if term.kind == "rule":
+                with BundleRunner(blobs.verified_path(term.bundle_sha256), term.function,
+                                  label=f"config.reward.terms[{index}] {term.bundle}") as runner:
                     runner.check()
 
     def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
         return False  # rollouts generate with the cache; recomputing activations only slows them
 
-    def resolve(self, resolved: dict[str, Any], config, on_cpu: bool) -> list[str]:
-        """Every rollout default as resolved (klBeta 0.04 and temperature 0.7 when omitted), the importance-sampling
-        level of the method, and each reward term's name."""
+    def trained_with(self, config: RunConfig) -> RlHyperparams:
         from optimize.schemas.plans import RlHyperparams
 
-        if resolved.get("rlHyperparams") is None:
-            resolved["rlHyperparams"] = RlHyperparams().model_dump(by_alias=True, mode="json")
-        rl = resolved["rlHyperparams"]
-        rl["importanceSampling"] = rl["importanceSampling"] or self.importance_sampling
-        resolved["hyperparams"] = None  # the run trains by rlHyperparams
-        seen: dict[str, int] = {}
-        for term in resolved["reward"]["terms"]:
-            base = term["name"] or term["kind"]
-            seen[base] = seen.get(base, 0) + 1
-            term["name"] = term["name"] or (base if seen[base] == 1 else f"{base}{seen[base]}")
-        names = [t["name"] for t in resolved["reward"]["terms"]]
+        return config.rl_hyperparams or RlHyperparams()
+
+    def sequences_per_row(self, trained_with: RlHyperparams) -> int:
+        return trained_with.generations  # a prompt's group of completions trains in one pass
+
+    def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool
+                ) -> tuple[ResolvedReinforcement, list[str]]:
+        """Every rollout default as resolved (klBeta 0.04 and temperature 0.7 when omitted), the importance-sampling
+        level of the method, and each reward term's name."""
+        from optimize.schemas.resolved import ResolvedReinforcement, ResolvedReward, ResolvedRlHyperparams
+
+        rl = self.trained_with(config)
+        stated = {name: getattr(rl, name) for name in type(rl).model_fields}
+        resolved_rl = ResolvedRlHyperparams(**{**stated, "importance_sampling": rl.importance_sampling
+                                               or self.importance_sampling})
+        terms = named_terms(config.reward.terms)
+        names = [term.name for term in terms]
         if len(set(names)) != len(names):
             raise Refused(f"config.reward.terms name a term twice ({', '.join(names)})",
                           hint="give each term its own name")
-        return []
+        reward = ResolvedReward(terms=terms, aggregation=config.reward.aggregation)
+        return ResolvedReinforcement(**shared, method=self.name, hyperparams=None, rl_hyperparams=resolved_rl,
+                                     reward=reward), []
 
     # --- rows (worker)
 
-    def fitter(self, renderer, config: dict[str, Any]):
+    def fitter(self, renderer, config: ResolvedReinforcement):
         from optimize.training.prep.prompts import PromptFitter
 
-        return PromptFitter(renderer, config["maxSeqLength"], config["rlHyperparams"]["maxCompletionLength"],
-                            config["data"]["truncation"])
+        return PromptFitter(renderer, config.max_seq_length, config.rl_hyperparams.max_completion_length,
+                            config.data.truncation)
 
     def columns_of(self, prompt) -> tuple[Any, ...]:
         return prompt.text, prompt.sample
@@ -110,27 +134,26 @@ class Reinforcement(Method):
 
     # --- the TRL recipe (engine)
 
-    def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
+    def arguments(self, config: ResolvedReinforcement, common: dict[str, Any], cuda: bool):
         from trl import GRPOConfig
 
-        rl = config["rlHyperparams"]
-        terms = config["reward"]["terms"]
-        greedy = rl["temperature"] == 0
-        settings = {**common, "per_device_train_batch_size": rl["training"]["batchSize"] * rl["generations"],
-                    "per_device_eval_batch_size": rl["training"]["batchSize"] * rl["generations"]}
-        extra = {"epsilon": 3e-4, "epsilon_high": 4e-4} if rl["importanceSampling"] == "sequence" else {}
-        return GRPOConfig(**settings, beta=rl["klBeta"], num_generations=rl["generations"],
-                          max_completion_length=rl["maxCompletionLength"],
-                          temperature=1.0 if greedy else rl["temperature"],
+        rl = config.rl_hyperparams
+        greedy = rl.temperature == 0
+        completions = rl.training.batch_size * rl.generations  # a device's prompts, each rolled out as a group
+        settings = {**common, "per_device_train_batch_size": completions, "per_device_eval_batch_size": completions}
+        extra = {"epsilon": 3e-4, "epsilon_high": 4e-4} if rl.importance_sampling == "sequence" else {}
+        return GRPOConfig(**settings, beta=rl.kl_beta, num_generations=rl.generations,
+                          max_completion_length=rl.max_completion_length,
+                          temperature=1.0 if greedy else rl.temperature,
                           generation_kwargs={"do_sample": False} if greedy else None,
-                          importance_sampling_level=rl["importanceSampling"],
-                          reward_weights=[t["weight"] for t in terms],
+                          importance_sampling_level=rl.importance_sampling,
+                          reward_weights=[term.weight for term in config.reward.terms],
                           multi_objective_aggregation="normalize_then_sum"
-                          if config["reward"]["aggregation"] == "normalizeThenSum" else "sum_then_normalize",
+                          if config.reward.aggregation == "normalizeThenSum" else "sum_then_normalize",
                           shuffle_dataset=True, **extra)
 
-    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
-                workdir=None, rollouts=None):
+    def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks,
+                config: ResolvedReinforcement | None = None, workdir=None, rollouts=None):
         """`rollouts(update, items)`, when given, receives each update's bounded sample of rollouts (prompts,
         completions, each term's score and the weighted total; `rewards.RolloutRecorder`)."""
         from trl import GRPOTrainer
@@ -177,16 +200,24 @@ class Reinforcement(Method):
                     number if number is not None and math.isfinite(number) else None
         return values
 
-    def results(self, config: dict[str, Any], last: dict[str, float]) -> dict[str, Any]:
+    # --- the smoke check (engine)
+
+    def smoke_answer_tokens(self, config: ResolvedReinforcement) -> int:
+        return config.rl_hyperparams.max_completion_length
+
+    def smoke_terms(self, config: ResolvedReinforcement) -> list[dict[str, Any]]:
+        return [term.member_spec() for term in config.reward.terms]  # scored as the run's rollouts are
+
+    def results(self, config: ResolvedReinforcement, last: dict[str, float]) -> dict[str, Any]:
         """The run's last rollout figures: reward (and per term), KL, the share of groups whose rewards do not vary."""
-        rl = config["rlHyperparams"]
-        terms = {t["name"]: last.get(f"reward:{t['name']}") for t in config["reward"]["terms"]}
+        rl = config.rl_hyperparams
+        terms = {term.name: last.get(f"reward:{term.name}") for term in config.reward.terms}
         return {"rollouts": {"reward": last.get("reward"), "rewardStd": last.get("rewardStd"), "terms": terms,
                              "kl": last.get("kl"), "zeroVarianceShare": last.get("zeroVarianceShare"),
                              "completionLength": last.get("completionLength"),
-                             "clippedShare": last.get("clippedShare"), "klBeta": rl["klBeta"],
-                             "temperature": rl["temperature"], "generations": rl["generations"],
-                             "importanceSampling": rl["importanceSampling"]}}
+                             "clippedShare": last.get("clippedShare"), "klBeta": rl.kl_beta,
+                             "temperature": rl.temperature, "generations": rl.generations,
+                             "importanceSampling": rl.importance_sampling}}
 
 
 class Grpo(Reinforcement):
@@ -196,6 +227,21 @@ class Grpo(Reinforcement):
 class Gspo(Reinforcement):
     name = "gspo"
     importance_sampling = "sequence"
+
+
+def named_terms(terms) -> list[ResolvedTerm]:
+    """The plan's reward terms, each named: by its `name`, else its kind (numbered from the second of a kind on)."""
+    from optimize.schemas.resolved import ResolvedTerm
+
+    seen: dict[str, int] = {}
+    named = []
+    for term in terms:
+        base = term.name or term.kind
+        seen[base] = seen.get(base, 0) + 1
+        stated = term.model_dump(by_alias=True, exclude_unset=True)
+        named.append(ResolvedTerm.model_validate(
+            {**stated, "name": term.name or (base if seen[base] == 1 else f"{base}{seen[base]}")}))
+    return named
 
 
 GRPO, GSPO = Grpo(), Gspo()

@@ -20,7 +20,10 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optimize.schemas.resolved import ResolvedReinforcement, ResolvedTerm
 
 ROLLOUT_GROUPS = 2  # prompt groups recorded per update (each with all of its `generations` completions)
 ROLLOUT_ITEMS = 16  # at most this many completions recorded per update
@@ -30,29 +33,28 @@ CUT_MARK = "…"
 RolloutSink = Callable[[int, list[dict[str, Any]]], None]  # (update, items)
 
 
-def reward_functions(config: dict[str, Any], workdir: Path | None, rollouts: RolloutSink | None = None
+def reward_functions(config: ResolvedReinforcement, workdir: Path | None, rollouts: RolloutSink | None = None
                      ) -> list[Callable[..., list[float | None]]]:
     """One reward function per term; with `rollouts`, each update's sample of rollouts goes to it (update
     numbered as the trainer counts them: the batch scored at `global_step` N trains update N + 1)."""
     from optimize.scoring.samples import Sample
     from optimize.training.methods.judging import term_member
 
-    terms = config["reward"]["terms"]
+    terms = config.reward.terms
     recorder = None
     if rollouts is not None:
-        generations = int((config.get("rlHyperparams") or {}).get("generations") or 1)
-        recorder = RolloutRecorder([t["name"] for t in terms], [float(t.get("weight", 1.0)) for t in terms],
-                                   generations, rollouts)
+        recorder = RolloutRecorder([t.name for t in terms], [t.weight for t in terms],
+                                   config.rl_hyperparams.generations, rollouts)
     functions = []
     for index, term in enumerate(terms):
-        member = term_member(term, f"config.reward.terms[{index}]")
+        member = term_member(term.member_spec(), f"config.reward.terms[{index}]")
         functions.append(_as_reward(term, member, Sample, index, recorder))
     return functions
 
 
-def _as_reward(term: dict[str, Any], member, sample_type, index: int = 0,
+def _as_reward(term: ResolvedTerm, member, sample_type, index: int = 0,
                recorder: RolloutRecorder | None = None) -> Callable[..., list[float | None]]:
-    low, high = term.get("clip") or (None, None)
+    low, high = term.clip or (None, None)
 
     def reward(prompts: list[str], completions: list[Any], sample: list[str], trainer_state: Any = None,
                **_: Any) -> list[float | None]:
@@ -72,7 +74,7 @@ def _as_reward(term: dict[str, Any], member, sample_type, index: int = 0,
             recorder.scored(index, trainer_state, samples, values, errors)
         return values
 
-    reward.__name__ = term["name"]
+    reward.__name__ = term.name
     reward.member = member  # noqa: B010 - kept so the run can close a bundle's process
     return reward
 

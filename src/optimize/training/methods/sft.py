@@ -13,9 +13,14 @@ this way: there TRL reads `use_liger_kernel` as its fused loss (`preference.fuse
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from optimize.core.errors import Refused
 from optimize.training.methods.base import Method
+
+if TYPE_CHECKING:
+    from optimize.schemas.plans import RunConfig
+    from optimize.schemas.resolved import ResolvedSft
 
 
 class Sft(Method):
@@ -23,14 +28,28 @@ class Sft(Method):
     dataset_kind = "chat"
     devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     columns = ("input_ids", "labels")
+    liger_kernels = True
 
-    def fitter(self, renderer, config: dict[str, Any]):
+    def admit_liger(self, config: RunConfig) -> None:
+        """It takes Liger's layer kernels, but not the fused cross entropy, which TRL's own loss stands for."""
+        if config.liger.get("fused_linear_cross_entropy"):
+            raise Refused("config.liger.fused_linear_cross_entropy would replace the fused LM head TRL's supervised "
+                          "trainer computes its loss with (in chunks: the full logits are never held)",
+                          hint="remove config.liger.fused_linear_cross_entropy, or set it to false")
+
+    def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool) -> tuple[ResolvedSft, list[str]]:
+        from optimize.schemas.resolved import ResolvedSft
+
+        return ResolvedSft(**shared, method=self.name, hyperparams=config.hyperparams,
+                           rl_hyperparams=config.rl_hyperparams, reward=config.reward), []
+
+    def fitter(self, renderer, config: ResolvedSft):
         from optimize.chat.render import LossPolicy
         from optimize.training.prep.data_fit import Fitter
 
-        loss = config["loss"]
-        policy = LossPolicy(loss["assistantTurns"], loss["trainOnToolCalls"], loss["explicitLossMaskColumn"])
-        return Fitter(renderer, policy, config["maxSeqLength"], config["data"]["truncation"])
+        loss = config.loss
+        policy = LossPolicy(loss.assistant_turns, loss.train_on_tool_calls, loss.explicit_loss_mask_column)
+        return Fitter(renderer, policy, config.max_seq_length, config.data.truncation)
 
     def columns_of(self, rendered) -> tuple[list[int], ...]:
         # a token the mask leaves out is labelled -100, which the loss ignores
@@ -42,11 +61,11 @@ class Sft(Method):
 
         require_masks(fit, reference)
 
-    def arguments(self, config: dict[str, Any], common: dict[str, Any], cuda: bool):
+    def arguments(self, config: ResolvedSft, common: dict[str, Any], cuda: bool):
         from trl import SFTConfig
 
-        return SFTConfig(**common, max_length=config["maxSeqLength"], dataset_kwargs={"skip_prepare_dataset": True},
-                         **liger_arguments(config.get("liger") or {}, cuda))
+        return SFTConfig(**common, max_length=config.max_seq_length, dataset_kwargs={"skip_prepare_dataset": True},
+                         **liger_arguments(config.liger, cuda))
 
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
                 workdir=None):

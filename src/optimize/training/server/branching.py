@@ -22,8 +22,10 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
-from optimize.schemas.plans import METHODS, REINFORCEMENT, RewardTerm
+from optimize.schemas.plans import METHODS, REINFORCEMENT
+from optimize.schemas.resolved import resolved_plan
 from optimize.store.tables import Run, Snapshot
+from optimize.training.methods import declared
 from optimize.training.server.retention import live_kinds
 from optimize.training.server.runs import dry_run, find_run, submit
 from optimize.training.server.snapshots import find_snapshot
@@ -114,15 +116,13 @@ def _refuse_lora_changes(overrides: dict[str, Any], snapshot: Snapshot) -> None:
 
 def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None, epochs: int | None
                    ) -> dict[str, Any]:
-    """The parent's resolved settings (its datasets at the versions it trained on), the overrides over them."""
-    config = copy.deepcopy(parent.resolved["config"])
-    config["dataset"] = parent.dataset_reference
+    """The parent's resolved settings (its datasets at the versions it trained on) as a plan states them, the
+    overrides over them."""
+    resolved = resolved_plan(parent.resolved)
+    frozen = {"dataset": parent.dataset_reference}
     if parent.validation_reference:
-        config["validation"] = {**config.get("validation", {}), "dataset": parent.validation_reference}
-    _plan_terms(config)
-    if config.get("hyperparams") is None:
-        config.pop("hyperparams", None)  # a reinforcement run's resolved config holds none: it trains by rlHyperparams
-    config = merged(config, overrides)
+        frozen["validation"] = resolved.config.validation.model_copy(update={"dataset": parent.validation_reference})
+    config = merged(resolved.config.model_copy(update=frozen).as_plan(), overrides)
     if overrides.get("method") and overrides["method"] != parent.method:
         _switch_method_sections(config, parent.method)
     if max_steps is not None:
@@ -131,14 +131,14 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
         _training_section(config).update(epochs=epochs, maxSteps=None)
     return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
             "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
-            "config": config, "execution": copy.deepcopy(parent.resolved["execution"])}
+            "config": config, "execution": resolved.execution.model_dump(by_alias=True, mode="json")}
 
 
 def _training_section(config: dict[str, Any]) -> dict[str, Any]:
     """The training block a branch's length is written into: made where the child leaves its method's settings to
     the defaults (a supervised run branched into grpo with no rlHyperparams), refused by its path where the
     overrides put something other than a mapping there."""
-    section = "rlHyperparams" if config["method"] in REINFORCEMENT else "hyperparams"
+    section = declared(config["method"]).trained_by
     if config.get(section) is None:
         config[section] = {}
     if not isinstance(config[section], dict):
@@ -150,20 +150,6 @@ def _training_section(config: dict[str, Any]) -> dict[str, Any]:
         raise Invalid(f"overrides.{section}.training must be a mapping, not "
                       f"{json.dumps(config[section]['training'])[:40]}", hint="e.g. {batchSize: 4}")
     return config[section]["training"]
-
-
-TERM_FIELDS = {info.alias or name for name, info in RewardTerm.model_fields.items()}
-
-
-def _plan_terms(config: dict[str, Any]) -> None:
-    """The parent's reward terms as a plan states them: what admission froze into a term beside its fields (a
-    bundle's archive digest, a judge's base model and manifest) is dropped — the child's admission resolves it again
-    — and a judge keeps the exact model version the parent was judged by."""
-    for term in (config.get("reward") or {}).get("terms") or []:
-        if term.get("judgeReference"):
-            term["model"] = term["judgeReference"]
-        for key in [key for key in term if key not in TERM_FIELDS]:
-            del term[key]
 
 
 def _switch_method_sections(config: dict[str, Any], parent_method: str) -> None:

@@ -14,11 +14,13 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
 from optimize.registry.datasets import examples_objects
+from optimize.schemas.resolved import ResolvedReward, resolved_config
 from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
 from optimize.training.server import attempts, prediction, reports
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
+from optimize.training.server.views import resolved_execution
 
 
 class RunKind(JobKind):
@@ -38,7 +40,7 @@ class RunKind(JobKind):
         return row.method
 
     def max_attempts(self, row: Run) -> int:
-        return int(row.resolved["execution"].get("maxAttempts") or self.max_attempts_default)
+        return resolved_execution(row).max_attempts
 
     def never_fits(self, row: Run, profiles: list[Any]) -> str:
         have = ", ".join(f"{p.name} ({p.devices} device{'s' if p.devices != 1 else ''})" for p in profiles) or "none"
@@ -70,12 +72,12 @@ class RunKind(JobKind):
         if check.get("status") != "waiting":
             prediction.settle(deployment, session, row)
             return True
-        config = row.resolved["config"]
+        config = resolved_config(row.resolved["config"])
         subjects = [Subject(d["role"], d["dataset"], digest) for d, digest in
                     zip(check["datasets"], [row.dataset_digest, row.validation_digest], strict=False)]
         sections, state = evaluate(session, deployment.blobs, subjects, row.base_entry_id, row.base_commit,
-                                   config["maxSeqLength"], config["data"]["truncation"])
-        reason = refusal(sections, config["data"]["truncation"], config["maxSeqLength"], row.base_entry_id)
+                                   config.max_seq_length, config.data.truncation)
+        reason = refusal(sections, config.data.truncation, config.max_seq_length, row.base_entry_id)
         if reason:  # the check keeps the analyses that refused it, so lengthCheck says what the reason names
             row.length_check = record(sections, "refused")
             self.fail(deployment, session, row, f"the run is refused before it claims a device: {reason}")
@@ -121,16 +123,17 @@ class RunKind(JobKind):
         what its spec names."""
         shards = frozenset(o["sha256"] for digest in (row.dataset_digest, row.validation_digest) if digest
                            for o in examples_objects(session, digest))
-        terms = (row.resolved["config"].get("reward") or {}).get("terms") or []
-        shards |= {term["bundleSha256"] for term in terms if term.get("bundleSha256")}
+        reward = resolved_config(row.resolved["config"]).reward
+        terms = reward.terms if isinstance(reward, ResolvedReward) else []  # a reinforcement run's
+        shards |= {term.bundle_sha256 for term in terms if term.bundle_sha256}
         saves = list((row.branch or {}).get("artifacts") or [])
         snapshot_id = (row.resumed or {}).get("snapshotId")
         snapshot = session.get(Snapshot, snapshot_id) if snapshot_id else None
         if snapshot is not None:
             saves += snapshot.artifacts or []
         manifests = {a["manifestDigest"].removeprefix("sha256:") for a in saves}
-        manifests |= {term["judgeManifestDigest"].removeprefix("sha256:") for term in terms
-                      if term.get("judgeManifestDigest")}  # a judge term's adapter
+        manifests |= {term.judge_manifest_digest.removeprefix("sha256:") for term in terms
+                      if term.judge_manifest_digest}  # a judge term's adapter
         return Readable(shards, frozenset(manifests))
 
     def worker_spec(self, deployment, job_id, token, body):

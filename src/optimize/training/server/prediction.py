@@ -1,7 +1,7 @@
 """The pre-flight estimate a run records before it claims devices: the steps, tokens and training time that the
-analysis of its training dataset and the catalog's measured throughput predict (`analysis.estimates`, the same
+analysis of its training dataset and the catalog's measured throughput predict (`workloads.estimates`, the same
 figures `datasets analyze -f RUN_FILE` shows, scaled by this deployment's runs of the same shape:
-`analysis.throughput`), kept on the run so `runs get` shows it against the time measured
+`workloads.throughput`), kept on the run so `runs get` shows it against the time measured
 and a follower's ETA has a basis before the first step.
 
 A run records it at submission where the analysis is already done, otherwise when its length check settles
@@ -12,25 +12,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimize.analysis.estimates import estimate
-from optimize.analysis.report import lengths_file
-from optimize.analysis.throughput import estimate_scaled
 from optimize.core.clock import iso, utcnow
-from optimize.schemas.plans import parse_plan
+from optimize.schemas.phases import AnalysisPhase
+from optimize.schemas.plans import RunPlan, parse_plan
 from optimize.store.tables import Run
 from optimize.training.admission.lengths import analysis_for
+from optimize.workloads.estimates import estimate
+from optimize.workloads.lengths import lengths_file
+from optimize.workloads.throughput import estimate_scaled
 
 NO_ANALYSIS = ("no analysis of the training dataset was done before the run claimed its devices, so there is no "
                "estimate")
 
 
-def predict(blobs, session, plan_document: dict[str, Any], entry, dataset_digest: str,
+def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
             commit: str | None) -> dict[str, Any] | None:
     """The estimate from the training dataset's finished analysis, or None while there is none."""
     analysis = analysis_for(session, blobs, dataset_digest, commit) if commit else None
-    if analysis is None or analysis.phase != "done" or not analysis.lengths_sha256:
+    if analysis is None or analysis.phase != AnalysisPhase.DONE or not analysis.lengths_sha256:
         return None
-    plan = parse_plan(plan_document)
     lengths = lengths_file(blobs, analysis.id, analysis.lengths_sha256)
     figures = estimate_scaled(session, estimate(analysis.report, lengths, plan, entry), plan, entry.id)
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
@@ -44,11 +44,12 @@ def unavailable() -> dict[str, Any]:
 
 
 def settle(deployment, session, run: Run) -> None:
-    """Record the run's estimate once its length check no longer waits (before its devices are claimed)."""
+    """Record the run's estimate once its length check no longer waits (before its devices are claimed): the plan
+    the run stored, read again only here, where its estimate was not recorded at submission."""
     if run.prediction is not None:
         return
     entry = deployment.catalog.find(run.base_entry_id)
-    run.prediction = predict(deployment.blobs, session, run.plan, entry, run.dataset_digest,
+    run.prediction = predict(deployment.blobs, session, parse_plan(run.plan), entry, run.dataset_digest,
                              run.base_commit) or unavailable()
 
 

@@ -19,10 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.analysis.estimates import estimate
-from optimize.analysis.report import lengths_file
 from optimize.analysis.service import start_analysis
-from optimize.analysis.throughput import estimate_scaled
 from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -37,7 +34,9 @@ from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
-from optimize.schemas.plans import REINFORCEMENT, hyperparams_of, parse_plan
+from optimize.schemas.phases import AnalysisPhase
+from optimize.schemas.plans import REINFORCEMENT, parse_plan
+from optimize.schemas.resolved import ResolvedReinforcement, ResolvedReward, ResolvedTerm
 from optimize.scoring.groups import MOSTLY_CONSTANT
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
@@ -46,7 +45,7 @@ from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, analysis_for, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
-from optimize.training.admission.resolve import Admitted, admit, resolve_reward_bundles
+from optimize.training.admission.resolve import Admitted, admit, resolve_terms
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for
@@ -54,6 +53,9 @@ from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
 from optimize.training.server.views import metric_json, run_json, snapshot_json
+from optimize.workloads.estimates import estimate
+from optimize.workloads.lengths import lengths_file
+from optimize.workloads.throughput import estimate_scaled
 
 
 def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
@@ -77,7 +79,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
         check_new_work(session, project.name, "run", deployment.quotas)
         sections, state, to_analyze = check_lengths(deployment, session, admitted, plan)
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
-        preflight = predict(deployment.blobs, session, document, entry, admitted.dataset.digest, admitted.commit)
+        preflight = predict(deployment.blobs, session, plan, entry, admitted.dataset.digest, admitted.commit)
         if preflight is None and state != "waiting":
             preflight = unavailable()
         now = utcnow()
@@ -85,7 +87,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
         inserted = insert_ignoring_conflict(session, Run, {
             "id": run_id, "submission_id": submission_id, "submission_digest": digest, "project": project.name,
             "method": plan.config.method, "phase": RunPhase.QUEUED.value, "attempt": 0, "plan": document,
-            "resolved": admitted.resolved, "sources": admitted.sources, "config_hash": admitted.config_hash,
+            "resolved": admitted.resolved.document(), "sources": admitted.sources, "config_hash": admitted.config_hash,
             "base_entry_id": entry.id, "base_commit": admitted.commit,
             "dataset_reference": admitted.dataset.reference, "dataset_digest": admitted.dataset.digest,
             "dataset_rows": admitted.dataset.rows,
@@ -142,16 +144,17 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
         starts_from = starts_from or ((branch or {}).get("source") or {}).get("model")
         sections, state, _ = check_lengths(deployment, session, admitted, plan)
         objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
+        rewarded = method_for(plan.config.method).rewarded
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
-                            if plan.config.method in REINFORCEMENT else (None, []))
-        estimates = (_rollout_estimates(deployment, session, admitted, plan)
-                     if plan.config.method in REINFORCEMENT else None)
+                            if rewarded else (None, []))
+        estimates = _rollout_estimates(deployment, session, admitted, plan) if rewarded else None
     limits = ReadLimits.from_env()
     opener = lambda sha256: deployment.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
     warnings = list(admitted.warnings)
     reinforcement = {}
-    if plan.config.method in REINFORCEMENT:
-        config = admitted.resolved["config"]
+    resolved = admitted.resolved.document()
+    if rewarded:
+        config = admitted.resolved.config
         reinforcement = {**user_code.call(f"reward check of a {plan.config.method} dry run", _reward_checks,
                                           deployment, config, starts_from or entry.id, project.name,
                                           admitted.dataset.reference, sampling, groups, objects, opener, warnings,
@@ -160,7 +163,7 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
     return {
         "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
         "modelName": admitted.model_name, "configHash": admitted.config_hash,
-        "resolved": {"config": admitted.resolved["config"], "execution": admitted.resolved["execution"],
+        "resolved": {"config": resolved["config"], "execution": resolved["execution"],
                      "sources": admitted.sources, "lengths": sections},
         "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
                      "mode": "strict" if deployment.catalog.strict_envelopes else "advisory"},
@@ -175,32 +178,32 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
 
 def _rollout_estimates(deployment: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
     """A reinforcement run's steps and rollouts, and its tokens and time where its dataset's analysis is done (the
-    analysis a supervised run's estimate reads; `analysis.estimates`)."""
+    analysis a supervised run's estimate reads; `workloads.estimates`)."""
     analysis = analysis_for(session, deployment.blobs, admitted.dataset.digest, admitted.commit)
-    done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
+    done = analysis is not None and analysis.phase == AnalysisPhase.DONE and analysis.lengths_sha256
     lengths = lengths_file(deployment.blobs, analysis.id, analysis.lengths_sha256) if done else None
     return estimate_scaled(session, estimate({"rows": admitted.dataset.rows}, lengths, plan, admitted.entry), plan,
                            admitted.entry.id)
 
 
-def _reward_checks(deployment: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
-                   groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
+def _reward_checks(deployment: Deployment, config: ResolvedReinforcement, model: str, project: str, dataset: str,
+                   sampling, groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The dry run's reward on the rows' own answers and on the sampled groups (on a worker of the user-code pool)."""
     return {"rewardCheck": reward_check(config, objects[dataset], opener, deployment.blobs.held_path),
             "groupsCheck": _groups_check(deployment, config, model, project, dataset, sampling, groups, objects, opener,
                                          warnings)}
 
 
-def _groups_check(deployment: Deployment, config: dict[str, Any], model: str, project: str, dataset: str, sampling,
-                  groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
+def _groups_check(deployment: Deployment, config: ResolvedReinforcement, model: str, project: str, dataset: str,
+                  sampling, groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The run's reward on the groups sampled from `model` (see `reward_check.groups_check`), with a warning when it
     is constant on most of them; or, with no sampling evaluation to read, the command that makes one."""
-    rl = config["rlHyperparams"]
+    rl = config.rl_hyperparams
     if sampling is None:
         return {"evaluationId": None, "model": model, "command": (
             f"akka training evaluations start --model {model} --project {project} --dataset {dataset} --generations "
-            f"{min(rl['generations'], 16)} --temperature {rl['temperature']:g} --rows 64 "
-            f"--max-new-tokens {rl['maxCompletionLength']} --wait")}
+            f"{min(rl.generations, 16)} --temperature {rl.temperature:g} --rows 64 "
+            f"--max-new-tokens {rl.max_completion_length} --wait")}
     checked = groups_check(config, groups, objects[dataset], opener, deployment.blobs.held_path)
     share = checked["zeroVarianceShare"]
     if share is not None and share > MOSTLY_CONSTANT:
@@ -215,15 +218,15 @@ def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | N
     """A reinforcement run on more than one GPU takes no KL penalty when it trains an inherited adapter (a branch
     of another run): its reference policy, the inherited adapter, is not held on every device (release notes,
     "Omitted klBeta")."""
-    config = admitted.resolved["config"]
-    if branch is None or config["method"] not in REINFORCEMENT or admitted.device_count <= 1:
+    config = admitted.resolved.config
+    if branch is None or not isinstance(config, ResolvedReinforcement) or admitted.device_count <= 1:
         return
-    kl = config["rlHyperparams"]["klBeta"]
+    kl = config.rl_hyperparams.kl_beta
     if kl > 0:
         stated = "stated" if admitted.sources.get("config.rlHyperparams.klBeta") == "stated" else "the default"
         inherited = (f"the weights of {branch['source']['model']}" if branch.get("source") else
                      f"a {branch['restore']} branch of run {branch['parentRunId'][:12]}")
-        raise Refused(f"a {config['method']} run on {admitted.device_count} GPUs that trains the adapter it inherits "
+        raise Refused(f"a {config.method} run on {admitted.device_count} GPUs that trains the adapter it inherits "
                       f"({inherited}) takes no KL penalty; rlHyperparams.klBeta is {kl:g} ({stated})",
                       hint="Set klBeta to 0, or train without inheriting a policy.")
 
@@ -242,15 +245,17 @@ def _admit(deployment: Deployment, session, plan, document: dict[str, Any], entr
         if branch is not None:
             raise Invalid("a branch starts from its parent's save; it takes no source.model",
                           hint="remove source from the overrides")
-        branch = source_start(session, document, admitted.resolved, entry, admitted.commit)
-        lora = json.dumps(hyperparams_of(admitted.resolved["config"])["lora"], sort_keys=True)
+        branch, admitted.resolved = source_start(session, plan, admitted.resolved, entry, admitted.commit)
+        lora = json.dumps(admitted.resolved.config.trained_with.lora.model_dump(by_alias=True, mode="json"),
+                          sort_keys=True)
         admitted.config_hash = hashlib.sha256(
             f"{admitted.config_hash}:{branch['source']['model']}:{lora}".encode()).hexdigest()
-    config = admitted.resolved["config"]
-    if not _rule_bundles(config) <= checked:  # an alias moved since they were checked: checked again, here
-        _check_references(deployment, plan.config.method, config, project.name)
-    check_layout(entry, config["method"], config["model"]["precision"], plan.execution.device_profile,
-                 admitted.device_count, config["maxSeqLength"], deployment.profiles)
+    config = admitted.resolved.config
+    terms = _reward_terms(config)
+    if not _rule_bundles(terms) <= checked:  # an alias moved since they were checked: checked again, here
+        _check_references(deployment, plan.config.method, terms, project.name)
+    check_layout(entry, config.method, config.model.precision, plan.execution.device_profile,
+                 admitted.device_count, config.max_seq_length, deployment.profiles)
     return project, admitted, branch
 
 
@@ -259,30 +264,36 @@ def _check_rule_bundles(deployment: Deployment, plan) -> frozenset[tuple[str, st
     submission's transaction opens. The (archive digest, function) pairs checked: none when the plan has no rule
     term, or one admission refuses anyway (naming the term, as it always has)."""
     reward = plan.config.reward
-    if plan.config.method not in REINFORCEMENT or reward is None or not any(t.kind == "rule" for t in reward.terms):
+    if not method_for(plan.config.method).rewarded or reward is None or not any(t.kind == "rule"
+                                                                                 for t in reward.terms):
         return frozenset()
     from optimize.scoring.terms import check_term
 
-    config = {"reward": {"terms": [term.model_dump(by_alias=True, exclude_none=True) for term in reward.terms]}}
     try:
-        for index, term in enumerate(config["reward"]["terms"]):
-            check_term(term, f"config.reward.terms[{index}]")
+        for index, term in enumerate(reward.terms):
+            check_term(term.model_dump(by_alias=True, exclude_none=True), f"config.reward.terms[{index}]")
+        rules = [ResolvedTerm.model_validate({**term.model_dump(by_alias=True, exclude_unset=True), "name": term.kind})
+                 for term in reward.terms if term.kind == "rule"]
         with deployment.store.transaction() as session:
-            resolve_reward_bundles(session, config)
+            rules = resolve_terms(session, rules)
     except PlatformError:
         return frozenset()
-    _check_references(deployment, plan.config.method, config, plan.project)
-    return _rule_bundles(config)
+    _check_references(deployment, plan.config.method, rules, plan.project)
+    return _rule_bundles(rules)
 
 
-def _check_references(deployment: Deployment, method: str, config: dict[str, Any], project: str) -> None:
-    user_code.call(f"bundle import check of a {method} plan", method_for(method).check_references, config,
+def _check_references(deployment: Deployment, method: str, terms: list[ResolvedTerm], project: str) -> None:
+    user_code.call(f"bundle import check of a {method} plan", method_for(method).check_references, terms,
                    deployment.blobs, project=project)
 
 
-def _rule_bundles(config: dict[str, Any]) -> frozenset[tuple[str, str]]:
-    return frozenset((term["bundleSha256"], term["function"]) for term in (config.get("reward") or {}).get("terms")
-                     or [] if term["kind"] == "rule")
+def _reward_terms(config) -> list[ResolvedTerm]:
+    """A resolved config's reward terms (a reinforcement run's; none for a run that is not scored by them)."""
+    return list(config.reward.terms) if isinstance(config.reward, ResolvedReward) else []
+
+
+def _rule_bundles(terms: list[ResolvedTerm]) -> frozenset[tuple[str, str]]:
+    return frozenset((term.bundle_sha256, term.function) for term in terms if term.kind == "rule")
 
 
 def subjects(admitted: Admitted) -> list[Subject]:
@@ -295,7 +306,7 @@ def check_lengths(deployment: Deployment, session, admitted: Admitted, plan) -> 
     waits for the analyses to start (one device), or the check does not run (several devices). Returns the
     Lengths sections, the check's state and the datasets to analyze."""
     config = plan.config
-    if config.method in REINFORCEMENT:  # a prompt's budget is checked as the worker renders it (training.prep.prompts)
+    if not method_for(config.method).length_checked:  # e.g. a prompt's budget, checked as the worker renders it
         return [], "notRun", []
     sections, state = evaluate(session, deployment.blobs, subjects(admitted), admitted.entry.id, admitted.commit,
                                config.max_seq_length, config.data.truncation)
@@ -375,7 +386,7 @@ def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -
                            "rollouts are recorded as the run trains, one sample per update")
         chosen = step if step is not None else (steps[-1] if steps else None)
         record = session.get(RunRollout, (run.id, chosen)) if chosen is not None else None
-        terms = ((run.resolved or {}).get("config", {}).get("reward") or {}).get("terms") or []
+        terms = ((run.resolved or {}).get("config", {}).get("reward") or {}).get("terms") or []  # as stored
         return {
             "runId": run.id, "method": run.method, "phase": run.phase,
             "terms": [{"name": t["name"], "weight": t.get("weight", 1.0)} for t in terms],

@@ -7,7 +7,7 @@ from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
-from optimize.schemas.plans import REINFORCEMENT
+from optimize.schemas.plans import REINFORCEMENT, Execution
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.phases import TERMINAL, RunPhase
 from optimize.training.server.prediction import prediction_json
@@ -38,6 +38,7 @@ def _length_check(run: Run) -> dict[str, Any] | None:
 
 def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False) -> dict[str, Any]:
     millis = phase_millis(run)
+    execution = resolved_execution(run)
     cost = dict(run.cost or {})
     held = cost.get("deviceSeconds")
     if held is None and attempt is not None:  # still running: an estimate of what it holds
@@ -61,8 +62,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         "modelName": run.model_name,
         "execution": {"deviceProfile": run.device_profile, "devices": run.device_count,
                       "devicesHeld": attempt.devices if attempt is not None and attempt.state == "active" else [],
-                      "maxAttempts": run.resolved["execution"].get("maxAttempts", 3),
-                      "sharding": run.resolved["execution"].get("sharding")},
+                      "maxAttempts": execution.max_attempts, "sharding": execution.sharding},
         "configHash": run.config_hash,
         "progress": run.progress or {},
         "savedStep": (run.progress or {}).get("savedStep"),
@@ -91,6 +91,11 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}
                             for path, source in sorted(run.sources.items())}
     return body
+
+
+def resolved_execution(run: Run) -> Execution:
+    """How the run executes, as admission resolved it (the stored `resolved.execution`, read into its model)."""
+    return Execution.model_validate((run.resolved or {}).get("execution") or {})
 
 
 def guards_json(run: Run) -> dict[str, Any] | None:
