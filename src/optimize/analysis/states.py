@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from optimize.jobs.lifecycle import Lifecycle
+from optimize.schemas.phases import AnalysisPhase  # the phases a run's length check reads too
 from optimize.store.tables import Analysis
-
-
-class AnalysisPhase(StrEnum):
-    PENDING = "pending"  # accepted; waiting for the scheduler to start its worker
-    RUNNING = "running"  # the worker is measuring rows
-    DONE = "done"  # the report is kept
-    FAILED = "failed"  # ended with a reason; started again on request unless it refused the dataset
-
 
 TERMINAL = frozenset({AnalysisPhase.DONE, AnalysisPhase.FAILED})
 

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 
 from optimize.deployment import Deployment
 from optimize.jobs.registry import kinds
+from optimize.serving.phases import EndpointPhase
 from optimize.store.tables import Endpoint
 from optimize.training.server.capacity import capacity
 
@@ -48,7 +49,8 @@ def metrics_text(deployment: Deployment) -> str:
             counted = dict(session.execute(select(column, func.count()).group_by(column)).all())
             jobs += [({"kind": job_kind.name, "phase": phase.value}, counted.get(phase.value, 0))
                      for phase in lifecycle.phases]
-        ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY").order_by(Endpoint.created_at)).all()
+        ready = session.scalars(select(Endpoint).where(Endpoint.phase == EndpointPhase.READY.value)
+                                .order_by(Endpoint.created_at)).all()
         endpoints = [({"endpoint": e.id, "project": e.project, "model": e.base["baseEntryId"]}, e.load or {})
                      for e in ready]
     family("optimize_jobs", "gauge", "Jobs by kind and phase", jobs)

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from optimize.jobs.lifecycle import Lifecycle
+from optimize.schemas.phases import EvaluationPhase  # the phases a run's reward check reads too
 from optimize.store.tables import Evaluation
-
-
-class EvaluationPhase(StrEnum):
-    QUEUED = "QUEUED"  # waiting for a device of its profile
-    RUNNING = "RUNNING"  # its worker answers and grades the rows
-    COMPLETED = "COMPLETED"  # every row answered; the report is kept
-    FAILED = "FAILED"  # ended with a reason; its answers are kept for a retry
-    CANCELLED = "CANCELLED"  # ended by a user
-
 
 TERMINAL = frozenset({EvaluationPhase.COMPLETED, EvaluationPhase.FAILED, EvaluationPhase.CANCELLED})
 OPEN = frozenset({EvaluationPhase.QUEUED, EvaluationPhase.RUNNING})

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from optimize.deployment import Deployment
 from optimize.evaluation.graders import parse_bundle_grader, parse_grader
+from optimize.evaluation.phases import EvaluationPhase
 from optimize.projects.service import find_project
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.models import resolve_model_reference
@@ -31,7 +32,7 @@ def scores(deployment: Deployment, project: str, dataset: str | None = None, gra
             bundle = parse_bundle_grader(grader)
             grader = bundle.resolved(*resolve_bundle(session, bundle.reference)).text
         done = [e for e in session.scalars(select(Evaluation).where(Evaluation.project == name,
-                                                                   Evaluation.phase == "COMPLETED")
+                                                                   Evaluation.phase == EvaluationPhase.COMPLETED.value)
                                            .order_by(Evaluation.created_at.desc())).all()
                 if not (e.model.get("sampling") or e.model.get("rows"))]
         if dataset:

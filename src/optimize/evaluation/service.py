@@ -228,7 +228,7 @@ def evaluation_json(item: Evaluation) -> dict[str, Any]:
             "grader": item.grader, "graderInstructions": (item.model.get("judge") or {}).get("instructions"),
             "sampling": item.model.get("sampling"), "rows": item.model.get("rows"),
             "deviceProfile": item.device_profile, "phase": item.phase,
-            "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == "RUNNING" else [],
+            "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == EvaluationPhase.RUNNING else [],
             "progress": item.progress, "report": item.report, "failureReason": item.failure_reason,
             "createdAt": iso(item.created_at), "finishedAt": iso(item.finished_at),
             "terminal": item.phase in TERMINAL, "settled": item.phase in TERMINAL}
@@ -265,7 +265,7 @@ def cancel(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         item = find_evaluation(session, evaluation_id)
         if item.phase in TERMINAL:
-            if item.phase == "CANCELLED":
+            if item.phase == EvaluationPhase.CANCELLED:
                 return evaluation_json(item)
             raise Refused(f"evaluation {item.id[:12]} is {item.phase}; there is nothing to cancel", phase=item.phase)
         # its worker, if any, is stopped once this commits

@@ -40,7 +40,7 @@ from optimize.registry.models import find_model, resolve_model_reference
 from optimize.schemas.jobs import EndpointSpec
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.phases import ACTIVE as OPEN_PHASES
-from optimize.serving.phases import ENDPOINT, TERMINAL, EndpointPhase
+from optimize.serving.phases import ENDPOINT, SERVED, TERMINAL, EndpointPhase
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Endpoint
@@ -99,7 +99,7 @@ LOAD_KEYS = ("served", "inFlight", "queued", "tokens", "tokensPerSecond", "laten
 
 def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     base_id = endpoint.base["baseEntryId"]
-    started = endpoint.phase == "READY"
+    started = endpoint.phase == EndpointPhase.READY
     models = [{"name": base_id, "kind": "base", "ready": started, "enabled": not endpoint.base.get("disabled"),
                "instructions": None}] + [
         {"name": a["name"], "kind": "adapter", "ready": started and bool(a.get("loaded")),
@@ -107,11 +107,11 @@ def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     return {"endpointId": endpoint.id, "project": endpoint.project, "model": endpoint.model_reference,
             "baseModel": {"id": base_id, "commit": endpoint.base["baseCommit"]}, "models": models,
             "phase": endpoint.phase, "attempt": endpoint.attempt, "deviceProfile": endpoint.device_profile,
-            "devicesHeld": endpoint.devices or [] if endpoint.phase in ("STARTING", "READY") else [],
+            "devicesHeld": endpoint.devices or [] if endpoint.phase in SERVED else [],
             "failureReason": endpoint.failure_reason, "createdAt": iso(endpoint.created_at),
             "readyAt": iso(endpoint.ready_at), "lastRequestAt": iso(endpoint.last_request_at),
             "finishedAt": iso(endpoint.finished_at),
-            "load": endpoint.load if endpoint.phase == "READY" else None,
+            "load": endpoint.load if endpoint.phase == EndpointPhase.READY else None,
             "terminal": endpoint.phase in TERMINAL,
             # what `wait` stops at: every model answers, or the endpoint will never answer
             "settled": endpoint.phase in TERMINAL or (started and all(m["ready"] for m in models))}
@@ -197,7 +197,7 @@ def _flagged(entry: dict[str, Any], enabled: bool) -> dict[str, Any]:
 def delete_endpoint(deployment: Deployment, endpoint_id: str) -> dict[str, Any]:
     def decide(session) -> dict[str, Any]:
         endpoint = find_endpoint(session, endpoint_id)
-        if endpoint.phase == "DELETED":
+        if endpoint.phase == EndpointPhase.DELETED:
             return endpoint_json(endpoint)
         # its worker, if any, is stopped once this commits
         forget_routes(deployment)
@@ -213,7 +213,7 @@ def take_down_idle(deployment: Deployment) -> list[str]:
     idle = timedelta(seconds=deployment.endpoint_idle_seconds)
     now = utcnow()
     with deployment.store.transaction() as session:
-        ready = session.scalars(select(Endpoint).where(Endpoint.phase == "READY")).all()
+        ready = session.scalars(select(Endpoint).where(Endpoint.phase == EndpointPhase.READY.value)).all()
         stale = [e for e in ready if as_utc(e.last_request_at or e.ready_at or e.created_at) + idle < now]
         if stale:
             forget_routes(deployment)
@@ -315,8 +315,8 @@ def _route(deployment: Deployment, requested: Any, endpoint_id: str | None) -> t
             if _disabled(endpoint, name):
                 disabled_at = disabled_at or endpoint
                 continue
-            if endpoint.phase != "READY" or not served[name]:
-                state = endpoint.phase if endpoint.phase != "READY" else "loading the adapter"
+            if endpoint.phase != EndpointPhase.READY or not served[name]:
+                state = endpoint.phase if endpoint.phase != EndpointPhase.READY else "loading the adapter"
                 raise Conflict(f"model {name} is not answering yet: endpoint {endpoint.id[:12]} is {state}",
                                hint=f"wait for it: akka training endpoints wait {endpoint.id[:12]}")
             now = utcnow()
@@ -361,7 +361,7 @@ def _served_name(deployment: Deployment, session, wanted: str) -> str:
 def served_models(deployment: Deployment) -> list[dict[str, Any]]:
     """What answers now, in OpenAI's model list shape."""
     with deployment.store.transaction() as session:
-        ready = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase == "READY"),
+        ready = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase == EndpointPhase.READY.value),
                                              visible_projects(Endpoint.project)).order_by(Endpoint.created_at)).all()
         models: dict[str, dict[str, Any]] = {}
         for endpoint in ready:
@@ -395,7 +395,7 @@ def heartbeat(deployment: Deployment, endpoint_id: str, token: str, body: dict[s
     with deployment.store.transaction() as session:
         endpoint, lease = fence(session, ENDPOINT, endpoint_id, token)
         extend(lease, deployment.lease_seconds)
-        if body.get("address") and endpoint.phase == "STARTING":
+        if body.get("address") and endpoint.phase == EndpointPhase.STARTING:
             transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
                        address=str(body["address"]), ready_at=utcnow())
         load = body.get("load")

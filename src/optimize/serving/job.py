@@ -34,7 +34,7 @@ class EndpointKind(JobKind):
     def describe_holder(self, row: Endpoint) -> str:
         from optimize.core.clock import as_utc, utcnow
 
-        if row.phase != "READY":
+        if row.phase != EndpointPhase.READY:
             return f"endpoint {row.id[:12]} ({row.phase.replace('_', ' ').title()})"
         idle = (utcnow() - as_utc(row.last_request_at or row.ready_at or row.created_at)).total_seconds()
         return f"endpoint {row.id[:12]} (idle {idle / 60:.0f} min)"

@@ -41,6 +41,7 @@ from typing import Any
 
 from optimize.core.settings import wandb_where
 from optimize.core.tracker_names import numeric_values, tensorboard_tag
+from optimize.schemas.phases import RunPhase
 from optimize.trackers.sweeper import KINDS, NOTHING_SENT, Forwarded, Point, Sweeper, mark, parse_mark, sweep_seconds
 
 log = logging.getLogger("optimize.trackers.wandb")
@@ -140,7 +141,7 @@ class WandbForwarder(Sweeper):
     def end(self, state: Forwarded, phase: str, finished_at: datetime | None) -> None:
         run_id = state.target.id
         state.target.summary["optimize.phase"] = phase
-        state.target.finish(exit_code=0 if phase == "COMPLETED" else 1)
+        state.target.finish(exit_code=0 if phase == RunPhase.COMPLETED else 1)
         state.target = None
         path = self.ended_file(run_id)
         path.parent.mkdir(parents=True, exist_ok=True)

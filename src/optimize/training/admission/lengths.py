@@ -21,6 +21,7 @@ from optimize.analysis.measure import TRIM_FROM
 from optimize.analysis.report import lengths_file
 from optimize.core.errors import Gone
 from optimize.registry.datasets import content_digest
+from optimize.schemas.phases import AnalysisPhase
 from optimize.store.tables import Analysis
 
 ROWS_NAMED = 20
@@ -53,9 +54,9 @@ def section(analysis: Analysis | None, subject: Subject, entry_id: str, commit: 
         return {**body, "status": "none", "command": command,
                 "note": "no analysis of these rows under this base model commit exists yet"}
     body["analysisId"] = analysis.id
-    if analysis.phase in ("pending", "running"):
+    if analysis.phase in (AnalysisPhase.PENDING, AnalysisPhase.RUNNING):
         return {**body, "status": analysis.phase, "note": f"analysis {analysis.id[:12]} is {analysis.phase}"}
-    if analysis.phase == "failed":
+    if analysis.phase == AnalysisPhase.FAILED:
         reason = (analysis.reason or "no reason was recorded").removeprefix("the analysis failed: ")  # older words
         failed = {**body, "status": "failed", "reason": reason, "note": f"analysis {analysis.id[:12]} failed: {reason}"}
         if analysis.refused:  # the rows fail the same way under this commit and version: fix them, not retry
@@ -138,7 +139,7 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
     sections = []
     for subject in subjects:
         analysis = analysis_for(session, blobs, subject.digest, commit) if commit else None
-        done = analysis is not None and analysis.phase == "done" and analysis.lengths_sha256
+        done = analysis is not None and analysis.phase == AnalysisPhase.DONE and analysis.lengths_sha256
         try:
             held = lengths_file(blobs, analysis.id, analysis.lengths_sha256) if done else None
         except Gone as lost:  # its figures were found corrupt and set aside: the check cannot run on them

@@ -10,19 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from optimize.jobs.lifecycle import Lifecycle
+from optimize.schemas.phases import RunPhase  # the phases the throughput of completed runs reads too
 from optimize.store.tables import Run, RunAttempt
-
-
-class RunPhase(StrEnum):
-    QUEUED = "QUEUED"  # accepted; waiting for devices
-    PREPARING = "PREPARING"  # devices held; the worker reads, checks and renders the rows
-    TRAINING = "TRAINING"  # optimizer updates
-    PAUSING = "PAUSING"  # a pause was accepted; the worker is saving or stopping
-    PAUSED = "PAUSED"  # stopped with its devices released; resumes as a new attempt
-    COMPLETED = "COMPLETED"  # its final save is registered as the project's model
-    FAILED = "FAILED"  # ended with a reason
-    CANCELLED = "CANCELLED"  # ended by a user
-
 
 TERMINAL = frozenset({RunPhase.COMPLETED, RunPhase.FAILED, RunPhase.CANCELLED})
 OPEN = frozenset(RunPhase) - TERMINAL
