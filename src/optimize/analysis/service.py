@@ -29,7 +29,7 @@ from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import extend, fence
+from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
 from optimize.schemas.jobs import AnalysisSpec
@@ -191,9 +191,11 @@ def finish(deployment: Deployment, analysis_id: str, token: str, body: dict[str,
     with deployment.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         if body.get("failed"):
-            transition(session, ANALYSIS, item, AnalysisPhase.FAILED, lease=token, by_worker=True,
-                       reason=str(body["failed"])[:4000], refused=bool(body.get("refused")))
+            reported(transition(session, ANALYSIS, item, AnalysisPhase.FAILED, lease=token, by_worker=True,
+                                reason=str(body["failed"])[:4000], refused=bool(body.get("refused"))),
+                     ANALYSIS, analysis_id)
         else:
-            transition(session, ANALYSIS, item, AnalysisPhase.DONE, lease=token, by_worker=True,
-                       report=body["report"], lengths_sha256=body.get("lengthsSha256"))
+            reported(transition(session, ANALYSIS, item, AnalysisPhase.DONE, lease=token, by_worker=True,
+                                report=body["report"], lengths_sha256=body.get("lengthsSha256")),
+                     ANALYSIS, analysis_id)
         return {"phase": item.phase}

@@ -36,7 +36,7 @@ from optimize.distillation.decisions import REASONS, parse_smoke
 from optimize.distillation.phases import DISTILLATION, OPEN, TERMINAL, DistillationPhase
 from optimize.evaluation.service import resolve_model
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import extend, fence
+from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
@@ -342,10 +342,11 @@ def judge_smoke(deployment: Deployment, distillation_id: str, token: str, body: 
         if not passed:
             why = ", ".join(f"{d} ({answers[d].reason})" if d in answers else f"{d} (not answered)" for d in failed)
             rule = "all of the named decisions" if named else "all but one of the first 16 decisions"
-            transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
-                       failure_reason=(f"the smoke failed: {len(decisions) - len(failed)} of {len(decisions)} "
-                                       f"decisions accepted ({rule} must be); rejected: {why or 'none answered'}; "
-                                       f"read them with: akka training distillations rejections {item.id[:12]}"))
+            reported(transition(
+                session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
+                failure_reason=(f"the smoke failed: {len(decisions) - len(failed)} of {len(decisions)} decisions "
+                                f"accepted ({rule} must be); rejected: {why or 'none answered'}; read them with: "
+                                f"akka training distillations rejections {item.id[:12]}")), DISTILLATION, item.id)
         return {"passed": passed}
 
 
@@ -355,10 +356,11 @@ def finish(deployment: Deployment, distillation_id: str, token: str, body: dict[
     with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
         if body.get("failed"):
-            transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
-                       failure_reason=str(body["failed"])[:4000])
+            reported(transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
+                                failure_reason=str(body["failed"])[:4000]), DISTILLATION, distillation_id)
         else:
-            transition(session, DISTILLATION, item, P.ASSEMBLING, lease=token, by_worker=True)
+            reported(transition(session, DISTILLATION, item, P.ASSEMBLING, lease=token, by_worker=True),
+                     DISTILLATION, distillation_id)
             queue_wake(session)
         return {"phase": item.phase}
 
@@ -433,10 +435,12 @@ def assemble(deployment: Deployment, distillation_id: str) -> None:
         item = session.get(Distillation, distillation_id)
         if item is None or item.phase != P.ASSEMBLING:
             return
+        what = f"distillation {distillation_id[:12]}"  # lost: decided again on a fresh read (`decided`)
         if failure is not None:
-            transition(session, DISTILLATION, item, P.FAILED, failure_reason=failure)
+            moved(transition(session, DISTILLATION, item, P.FAILED, failure_reason=failure), what)
         else:
-            transition(session, DISTILLATION, item, P.COMPLETED, registered={
-                "reference": registered["reference"], "digest": registered["digest"], "rows": registered["rows"]})
+            moved(transition(session, DISTILLATION, item, P.COMPLETED, registered={
+                "reference": registered["reference"], "digest": registered["digest"], "rows": registered["rows"]}),
+                what)
 
     decided(deployment.store, decide)

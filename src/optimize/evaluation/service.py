@@ -28,7 +28,7 @@ from optimize.deployment import Deployment
 from optimize.evaluation.graders import Grade, parse_bundle_grader, parse_grader, report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import extend, fence
+from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
@@ -389,13 +389,13 @@ def finish(deployment: Deployment, evaluation_id: str, token: str, body: dict[st
     with deployment.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
         if body.get("failed"):
-            transition(session, EVALUATION, item, EvaluationPhase.FAILED, lease=token, by_worker=True,
-                       failure_reason=str(body["failed"])[:4000])
+            reported(transition(session, EVALUATION, item, EvaluationPhase.FAILED, lease=token, by_worker=True,
+                                failure_reason=str(body["failed"])[:4000]), EVALUATION, evaluation_id)
         else:  # the report covers every answer held, those kept from an earlier attempt included
             held = session.scalars(select(EvaluationPrediction).where(
                 EvaluationPrediction.evaluation_id == item.id)).all()
-            transition(session, EVALUATION, item, EvaluationPhase.COMPLETED, lease=token, by_worker=True,
-                       failure_reason=None, report=_report(held))
+            reported(transition(session, EVALUATION, item, EvaluationPhase.COMPLETED, lease=token, by_worker=True,
+                                failure_reason=None, report=_report(held)), EVALUATION, evaluation_id)
         return {"phase": item.phase}
 
 

@@ -61,6 +61,14 @@ def fence(session: Session, lifecycle: Any, job_id: str, token: str) -> tuple[An
     return row, lease
 
 
+def reported(won: bool, lifecycle: Any, job_id: str) -> None:
+    """A move the job's worker reported under the lease `fence` found must have won: else its lease ended since
+    (the reaper, a user's cancel), so LeaseLost (409 lease_lost) — nothing of the report is kept, as the transaction
+    rolls back, and the worker stops."""
+    if not won:
+        raise LeaseLost(f"{lifecycle.kind} {job_id} is no longer held by this worker")
+
+
 def extend(lease: JobLease, lease_seconds: float) -> None:
     lease.expires_at = utcnow() + timedelta(seconds=lease_seconds)
 

@@ -4,7 +4,9 @@
 `transition` compare-and-sets on the phase it read (and on the lease when the caller is a worker), records the
 phase event, keeps the phase spans of tables that have them, and queues the transition's effects: leaving an
 active phase ends the job's lease and releases its devices in the same transaction, and after the commit stops
-its worker (unless the worker itself reported) and wakes the scheduler. It returns whether it won; callers check.
+its worker (unless the worker itself reported) and wakes the scheduler. It returns whether it won, and every
+caller checks (`tests/unit/test_transition_results.py` fails on a dropped result): a worker's report that lost is
+refused (`leases.reported`), a decision is made again (`moved` inside `decided`), or a comment says why losing is fine.
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
         )
         upload = session.scalar(select(UploadSession).where(UploadSession.content_key == key))
         if upload.phase == REFUSED:  # the same command again: its rows are checked again (the rules may differ)
-            transition(session, UPLOAD, upload, UploadPhase.OPEN, note="registered again")
+            if not transition(session, UPLOAD, upload, UploadPhase.OPEN, note="registered again"):
+                session.refresh(upload)  # another registration of the same rows reopened it first
             upload.expires_at = expires
         if upload.phase == OPEN and _expired(upload):
             # A session past its expiry starts over; shards already held stay held.
@@ -234,7 +235,8 @@ class ShardReceiver:
         with self.registry.store.transaction() as session:
             upload = session.get(UploadSession, self.upload_id)
             if upload is not None and upload.phase == OPEN:
-                transition(session, UPLOAD, upload, UploadPhase.REFUSED, note=f"shard {self.index} refused")
+                if not transition(session, UPLOAD, upload, UploadPhase.REFUSED, note=f"shard {self.index} refused"):
+                    return  # committed, refused or expired by another request meanwhile: no longer open either way
 
 
 def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver | dict[str, Any]:

@@ -31,7 +31,7 @@ from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
 from optimize.evaluation.service import resolve_model
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import extend, fence
+from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work
@@ -396,8 +396,8 @@ def heartbeat(deployment: Deployment, endpoint_id: str, token: str, body: dict[s
         endpoint, lease = fence(session, ENDPOINT, endpoint_id, token)
         extend(lease, deployment.lease_seconds)
         if body.get("address") and endpoint.phase == EndpointPhase.STARTING:
-            transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
-                       address=str(body["address"]), ready_at=utcnow())
+            reported(transition(session, ENDPOINT, endpoint, EndpointPhase.READY, lease=token, by_worker=True,
+                                address=str(body["address"]), ready_at=utcnow()), ENDPOINT, endpoint_id)
         load = body.get("load")
         if isinstance(load, dict):  # the worker's own figures, kept to the keys and types an endpoint shows
             endpoint.load = {key: load[key] for key in LOAD_KEYS if isinstance(load.get(key), (int, float))

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid
 from optimize.deployment import Deployment
+from optimize.jobs.leases import reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.models import base_model_reference, register_version
 from optimize.schemas.plans import hyperparams_of
@@ -66,5 +67,6 @@ def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt,
         results["trainingLoss"] = {"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
     end_attempt(session, run, attempt, "completed", by_worker=True)
     cost["deviceSeconds"] = run.cost["deviceSeconds"]
-    transition(session, RUN, run, RunPhase.COMPLETED, by_worker=True, model_reference=reference, results=results,
-               cost=cost)
+    # a run cancelled meanwhile is not completed: its adapter's registration rolls back with the refusal
+    reported(transition(session, RUN, run, RunPhase.COMPLETED, by_worker=True, model_reference=reference,
+                        results=results, cost=cost), RUN, run.id)
