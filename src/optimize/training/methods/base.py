@@ -33,6 +33,7 @@ class Method:
     dataset_kind: ClassVar[str]  # the kind of dataset its runs read: chat | preference
     section: ClassVar[str | None] = None  # the plan section it owns (config.<section>), if any
     trained_by: ClassVar[str] = "hyperparams"  # the plan section holding the adapter, optimizer and loop it trains with
+    takes_validation: ClassVar[bool] = True  # whether its runs take a validation dataset
     trained: ClassVar[bool] = True  # False: declared (its plans validate) but refused at admission
     engine: ClassVar[str] = "trl"
     devices: ClassVar[int] = 1  # the most devices its engine trains one run on
@@ -85,6 +86,10 @@ class Method:
     def trained_with(self, config: RunConfig) -> Hyperparams | RlHyperparams:
         """The adapter, optimizer and loop a plan trains with, as the plan states them."""
         return config.hyperparams
+
+    def kl_penalty(self, config: ResolvedConfig) -> float:
+        """The weight of its KL penalty against a reference policy (0: none; a reinforcement run's `klBeta`)."""
+        return 0.0
 
     def sequences_per_row(self, trained_with: Hyperparams | RlHyperparams) -> int:
         """The sequences one row of a micro-batch forwards (the memory estimate's: `admission.memory`)."""

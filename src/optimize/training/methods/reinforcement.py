@@ -31,6 +31,7 @@ class Reinforcement(Method):
     dataset_kind = "chat"
     section = "rlHyperparams"
     trained_by = "rlHyperparams"
+    takes_validation = False  # refused by `admit`: the trained model is evaluated instead
     columns = ()
     text_columns = ("prompt", "sample")
     metric_names = {**TRAINER_METRICS, **ROLLOUT_METRICS}
@@ -55,7 +56,7 @@ class Reinforcement(Method):
             raise Refused(f"a {self.name} run needs config.reward.terms: what scores its completions",
                           hint="e.g. reward: {terms: [{kind: exact}]}, or a scoring bundle's function "
                                "(kind: rule, bundle: NS/NAME, function: MODULE:FUNCTION)")
-        if config.validation.dataset:
+        if config.validation.dataset and not self.takes_validation:
             raise Refused(f"a {self.name} run takes no validation dataset yet",
                           hint="remove config.validation, and evaluate the trained model instead")
         if config.data.truncation not in ("error", "drop"):
@@ -95,6 +96,9 @@ class Reinforcement(Method):
         from optimize.schemas.plans import RlHyperparams
 
         return config.rl_hyperparams or RlHyperparams()
+
+    def kl_penalty(self, config: ResolvedReinforcement) -> float:
+        return config.rl_hyperparams.kl_beta
 
     def sequences_per_row(self, trained_with: RlHyperparams) -> int:
         return trained_with.generations  # a prompt's group of completions trains in one pass

@@ -22,9 +22,10 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
-from optimize.schemas.plans import METHODS, REINFORCEMENT
+from optimize.schemas.plans import METHODS
 from optimize.schemas.resolved import resolved_plan
 from optimize.store.tables import Run, Snapshot
+from optimize.training.methods import METHODS as METHODS_BY_NAME
 from optimize.training.methods import declared
 from optimize.training.server.retention import live_kinds
 from optimize.training.server.runs import dry_run, find_run, submit
@@ -152,19 +153,26 @@ def _training_section(config: dict[str, Any]) -> dict[str, Any]:
     return config[section]["training"]
 
 
+# the sections a method owns beside the settings it trains by (dpo's preference)
+OWN_SECTIONS = {method.section for method in METHODS_BY_NAME.values()
+                if method.section not in (None, method.trained_by)}
+
+
 def _switch_method_sections(config: dict[str, Any], parent_method: str) -> None:
     """A branch that trains another method (a supervised adapter trained on by grpo, through a weights branch)
     keeps the parent's training data and drops what only the parent's method reads: the child states its own
     (`rlHyperparams` and `reward` for a reinforcement run, which takes no validation dataset; `hyperparams` for a
-    supervised or dpo one, from the defaults unless the overrides give them)."""
-    if config["method"] in REINFORCEMENT and parent_method not in REINFORCEMENT:
-        config.pop("hyperparams", None)
-        config.pop("validation", None)
-    elif config["method"] not in REINFORCEMENT and parent_method in REINFORCEMENT:
-        for section in ("rlHyperparams", "reward"):
-            config.pop(section, None)
-    if config["method"] != "dpo":
-        config.pop("preference", None)
+    supervised or dpo one, from the defaults unless the overrides give them), and a section one method owns beside
+    its training settings (dpo's `preference`) is kept only by that method."""
+    child, parent = declared(config["method"]), declared(parent_method)
+    if child.trained_by != parent.trained_by:
+        config.pop(parent.trained_by, None)
+        if parent.rewarded and not child.rewarded:
+            config.pop("reward", None)
+        if not child.takes_validation:
+            config.pop("validation", None)
+    for section in OWN_SECTIONS - {child.section}:
+        config.pop(section, None)
 
 
 def _check_overrides(overrides: Any, max_steps: int | None, epochs: int | None) -> dict[str, Any]:

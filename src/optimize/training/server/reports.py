@@ -25,7 +25,8 @@ from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
 from optimize.schemas.jobs import RunSpec
-from optimize.schemas.plans import REINFORCEMENT, hyperparams_of, total_steps
+from optimize.schemas.plans import REINFORCEMENT, StopWhen
+from optimize.schemas.resolved import ResolvedReward, resolved_config
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapshot
@@ -35,7 +36,7 @@ from optimize.training.server.completion import complete_run
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
-from optimize.training.server.views import snapshot_json
+from optimize.training.server.views import resolved_execution, snapshot_json
 from optimize.workloads.models import trained_instructions
 
 ARTIFACT_KINDS = ("weights", "trainingState")
@@ -71,20 +72,21 @@ def _judges(deployment: Deployment, session, run: Run) -> dict[str, Any]:
     """Each judge reward term's model, by the term's name: its frozen reference, its adapter's weights manifest,
     its instructions (the term's own, else a trained judge's) and its base model, which may differ from the run's."""
     judges = {}
-    for term in (run.resolved["config"].get("reward") or {}).get("terms") or []:
-        if term.get("kind") != "judge":
+    reward = resolved_config(run.resolved["config"]).reward
+    for term in reward.terms if isinstance(reward, ResolvedReward) else []:  # a reinforcement run's terms
+        if term.kind != "judge":
             continue
-        manifest = (term.get("judgeManifestDigest") or "").removeprefix("sha256:") or None
-        instructions = term.get("instructions")
+        manifest = (term.judge_manifest_digest or "").removeprefix("sha256:") or None
+        instructions = term.instructions
         if instructions is None and manifest:
             try:
-                instructions = trained_instructions(deployment, session, term["judgeReference"])
+                instructions = trained_instructions(deployment, session, term.judge_reference)
             except NotFound:  # the version is gone: the built-in instructions grade
                 instructions = None
-        judges[term["name"]] = {
-            "reference": term["judgeReference"], "adapterManifest": manifest, "instructions": instructions,
-            "model": job_model(deployment.store, deployment.catalog.find(term["judgeBaseEntryId"]),
-                               term["judgeBaseCommit"])}
+        judges[term.name] = {
+            "reference": term.judge_reference, "adapterManifest": manifest, "instructions": instructions,
+            "model": job_model(deployment.store, deployment.catalog.find(term.judge_base_entry_id),
+                               term.judge_base_commit)}
     return judges
 
 
@@ -159,11 +161,11 @@ def watch(session, run: Run) -> None:
     recorded = dict(run.guards or {})
     window = recorded.get("window") or guards.window_for(
         (run.progress or {}).get("totalSteps")
-        or total_steps(run.dataset_rows, hyperparams_of(run.resolved["config"])["training"], run.device_count))
+        or resolved_config(run.resolved["config"]).loop.updates(run.dataset_rows, run.device_count))
     anchor = recorded.get("anchor") or guards.anchor_of(_updates(session, run.id, RunMetric.step, 4 * window), window)
     recent = _updates(session, run.id, RunMetric.step.desc(), 2 * window)[::-1]
-    bounds = run.resolved["execution"].get("stopWhen") or {}
-    found, stop = guards.judge(anchor, recent, window, bounds.get("rewardDropBelow"), bounds.get("klAbove"))
+    bounds = resolved_execution(run).stop_when or StopWhen()
+    found, stop = guards.judge(anchor, recent, window, bounds.reward_drop_below, bounds.kl_above)
     now = iso(utcnow())
     warnings = list(recorded.get("warnings") or [])
     for finding in found:

@@ -219,9 +219,9 @@ def refuse_kl_on_inherited_policy(admitted: Admitted, branch: dict[str, Any] | N
     of another run): its reference policy, the inherited adapter, is not held on every device (release notes,
     "Omitted klBeta")."""
     config = admitted.resolved.config
-    if branch is None or not isinstance(config, ResolvedReinforcement) or admitted.device_count <= 1:
+    if branch is None or admitted.device_count <= 1:
         return
-    kl = config.rl_hyperparams.kl_beta
+    kl = method_for(config.method).kl_penalty(config)
     if kl > 0:
         stated = "stated" if admitted.sources.get("config.rlHyperparams.klBeta") == "stated" else "the default"
         inherited = (f"the weights of {branch['source']['model']}" if branch.get("source") else
