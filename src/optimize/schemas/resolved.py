@@ -222,5 +222,10 @@ def resolved_plan(document: dict[str, Any]) -> ResolvedPlan:
     return ResolvedPlan.model_validate(document)
 
 
+def resolved_execution(resolved: dict[str, Any] | None) -> Execution:
+    """How a run executes, from the resolved JSON its row stores (a row stored without it reads as the defaults)."""
+    return Execution.model_validate((resolved or {}).get("execution") or {})
+
+
 def _snake(key: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)

@@ -14,13 +14,12 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
 from optimize.registry.datasets import examples_objects
-from optimize.schemas.resolved import ResolvedReward, resolved_config
+from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
 from optimize.training.server import attempts, prediction, reports
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
-from optimize.training.server.views import resolved_execution
 
 
 class RunKind(JobKind):
@@ -40,7 +39,7 @@ class RunKind(JobKind):
         return row.method
 
     def max_attempts(self, row: Run) -> int:
-        return resolved_execution(row).max_attempts
+        return resolved_execution(row.resolved).max_attempts
 
     def never_fits(self, row: Run, profiles: list[Any]) -> str:
         have = ", ".join(f"{p.name} ({p.devices} device{'s' if p.devices != 1 else ''})" for p in profiles) or "none"

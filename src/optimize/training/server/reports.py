@@ -26,7 +26,7 @@ from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
 from optimize.schemas.jobs import RunSpec
 from optimize.schemas.plans import REINFORCEMENT, StopWhen
-from optimize.schemas.resolved import ResolvedReward, resolved_config
+from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapshot
@@ -36,7 +36,7 @@ from optimize.training.server.completion import complete_run
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
-from optimize.training.server.views import resolved_execution, snapshot_json
+from optimize.training.server.views import snapshot_json
 from optimize.workloads.models import trained_instructions
 
 ARTIFACT_KINDS = ("weights", "trainingState")
@@ -164,7 +164,7 @@ def watch(session, run: Run) -> None:
         or resolved_config(run.resolved["config"]).loop.updates(run.dataset_rows, run.device_count))
     anchor = recorded.get("anchor") or guards.anchor_of(_updates(session, run.id, RunMetric.step, 4 * window), window)
     recent = _updates(session, run.id, RunMetric.step.desc(), 2 * window)[::-1]
-    bounds = resolved_execution(run).stop_when or StopWhen()
+    bounds = resolved_execution(run.resolved).stop_when or StopWhen()
     found, stop = guards.judge(anchor, recent, window, bounds.reward_drop_below, bounds.kl_above)
     now = iso(utcnow())
     warnings = list(recorded.get("warnings") or [])

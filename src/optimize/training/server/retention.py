@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from optimize.schemas.resolved import resolved_execution
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
 
 KINDS = ("weights", "trainingState")
-KEEP_SETTINGS = {"weights": "keepAdapters", "trainingState": "keepTrainingStates"}
+KEEP_SETTINGS = {"weights": "keep_adapters", "trainingState": "keep_training_states"}  # fields of `Execution`
 
 
 def held_kinds(snapshot: Snapshot) -> set[str]:
@@ -42,13 +43,13 @@ def restore_point(session, run_id: str) -> Snapshot | None:
 
 def sweep(session, run: Run) -> list[tuple[str, str]]:
     """Apply the run's keep counts; returns the (snapshot id, kind) pairs swept now."""
-    execution = run.resolved["execution"]
+    execution = resolved_execution(run.resolved)
     snapshots = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
                                 .order_by(Snapshot.step.desc(), Snapshot.attempt.desc())).all()
     resumes_from = restore_point(session, run.id)
     swept_now = []
     for kind, setting in KEEP_SETTINGS.items():
-        keep = execution.get(setting)
+        keep = getattr(execution, setting)
         if not keep:
             continue
         holding = [s for s in snapshots if kind in live_kinds(s)]

@@ -7,7 +7,8 @@ from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
-from optimize.schemas.plans import REINFORCEMENT, Execution
+from optimize.schemas.plans import REINFORCEMENT
+from optimize.schemas.resolved import resolved_execution
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.phases import TERMINAL, RunPhase
 from optimize.training.server.prediction import prediction_json
@@ -38,7 +39,7 @@ def _length_check(run: Run) -> dict[str, Any] | None:
 
 def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False) -> dict[str, Any]:
     millis = phase_millis(run)
-    execution = resolved_execution(run)
+    execution = resolved_execution(run.resolved)
     cost = dict(run.cost or {})
     held = cost.get("deviceSeconds")
     if held is None and attempt is not None:  # still running: an estimate of what it holds
@@ -91,11 +92,6 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         body["settings"] = {path: {"value": lookup(run.resolved, path), "source": source}
                             for path, source in sorted(run.sources.items())}
     return body
-
-
-def resolved_execution(run: Run) -> Execution:
-    """How the run executes, as admission resolved it (the stored `resolved.execution`, read into its model)."""
-    return Execution.model_validate((run.resolved or {}).get("execution") or {})
 
 
 def guards_json(run: Run) -> dict[str, Any] | None:
