@@ -15,11 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from optimize import __version__
-from optimize.analysis.estimates import estimate
 from optimize.analysis.histogram import histogram
-from optimize.analysis.report import lengths_file
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
-from optimize.analysis.throughput import estimate_scaled
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.formats import DatasetFormat
 from optimize.core.access import only_visible, visible_item
@@ -37,6 +34,9 @@ from optimize.schemas.plans import parse_plan
 from optimize.store.db import id_prefix_matches_nothing, insert_ignoring_conflict, shown_id
 from optimize.store.events import record
 from optimize.store.tables import Analysis
+from optimize.workloads.estimates import estimate
+from optimize.workloads.lengths import lengths_file
+from optimize.workloads.throughput import estimate_scaled
 
 ID_PREFIX_MIN = 4
 

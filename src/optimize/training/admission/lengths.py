@@ -17,12 +17,11 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize import __version__
-from optimize.analysis.measure import TRIM_FROM
-from optimize.analysis.report import lengths_file
 from optimize.core.errors import Gone
 from optimize.registry.datasets import content_digest
 from optimize.schemas.phases import AnalysisPhase
 from optimize.store.tables import Analysis
+from optimize.workloads.lengths import TRIM_FROM, lengths_file
 
 ROWS_NAMED = 20
 

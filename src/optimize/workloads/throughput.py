@@ -1,4 +1,4 @@
-"""This deployment's own measure of its estimates: the time estimates (`analysis.estimates`, from the catalog's
+"""This deployment's own measure of its estimates: the time estimates (`workloads.estimates`, from the catalog's
 measured tokens/s) scaled by how fast runs of the same shape actually trained here.
 
 A run's **shape** (`Shape`, the one definition) is its base model, method, device profile and devices, its
@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.core.clock import as_utc, utcnow
+from optimize.schemas.phases import RunPhase
 from optimize.schemas.plans import REINFORCEMENT, RlHyperparams, RunPlan, parse_plan
 from optimize.store.tables import Run
 
@@ -110,7 +111,7 @@ class Scale:
 def measured_scale(session, shape: Shape) -> Scale | None:
     """The factor from the last RECENT completed runs of `shape` on this deployment; None when there is none."""
     runs = session.scalars(select(Run).where(
-        Run.phase == "COMPLETED", Run.base_entry_id == shape.base_model, Run.method == shape.method,
+        Run.phase == RunPhase.COMPLETED.value, Run.base_entry_id == shape.base_model, Run.method == shape.method,
         Run.device_profile == shape.device_profile).order_by(Run.finished_at.desc()).limit(LOOKED_AT)).all()
     found: list[tuple[str, float]] = []
     for run in runs:
@@ -139,7 +140,7 @@ def scaled(figures: dict[str, Any], scale: Scale | None) -> dict[str, Any]:
 
 
 def estimate_scaled(session, figures: dict[str, Any], plan: RunPlan, base_model: str) -> dict[str, Any]:
-    """`figures` (an `analysis.estimates.estimate` answer) scaled by this deployment's runs of the plan's shape."""
+    """`figures` (a `workloads.estimates.estimate` answer) scaled by this deployment's runs of the plan's shape."""
     if figures.get("seconds") is None:
         return scaled(figures, None)
     return scaled(figures, measured_scale(session, shape_of(plan, base_model)))
