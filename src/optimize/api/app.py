@@ -1,9 +1,7 @@
-"""The application factory: store migrated and opened, blob store ready, the jobs an earlier server process left
-recovered, routers mounted."""
+"""The application factory: store migrated and opened, blob store ready, the job kinds of `api.kinds` registered
+with the kernel, the jobs an earlier server process left recovered, routers mounted."""
 
 from __future__ import annotations
-
-import os
 
 from fastapi import FastAPI
 
@@ -11,6 +9,7 @@ from optimize import __version__
 from optimize.api import docs_page, problems
 from optimize.api.auth import TokenGate
 from optimize.api.body_limits import BodyLimits
+from optimize.api.kinds import kind_routers, register_kinds
 from optimize.api.routers import (
     admin,
     base_models,
@@ -33,6 +32,7 @@ from optimize.blobs import open_blob_store
 from optimize.catalog.additions import load_additions
 from optimize.catalog.catalog import load_catalog
 from optimize.core import user_code
+from optimize.core.environment import setting
 from optimize.core.settings import ServerSettings
 from optimize.dashboard import routes as dashboard_routes
 from optimize.deployment import Deployment
@@ -54,6 +54,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     blobs.clear_staging()
     url = settings.resolved_database_url
     upgrade(url)
+    register_kinds()  # before anything asks the kernel about a kind
     app = FastAPI(title="Optimize", version=__version__, redirect_slashes=False, docs_url=None, redoc_url=None)
     app.state.settings = settings
     store = Store(url)
@@ -75,8 +76,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(TokenGate, store=store)
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
                                            bundles, base_models, projects)]
-    # each job kind's routes come from the kernel's registry; the internal family serves every kind's workers
-    for router in (*shared, *job_kinds.routers(), chat.router, metrics.router, internal.router,
+    # each job kind's routes come from this server's table of kinds; the internal family serves every kind's workers
+    for router in (*shared, *kind_routers(), chat.router, metrics.router, internal.router,
                    dashboard_routes.router):
         app.include_router(router)
     return app
@@ -103,7 +104,7 @@ def start_jobs(app: FastAPI, server_url: str) -> None:
     recover_at_start(deployment)
     deployment.scheduler = Scheduler(deployment)
     deployment.scheduler.start()
-    app.state.collector = Collector(app.state.registry, float(os.environ.get("OPTIMIZE_GC_SECONDS", "3600")))
+    app.state.collector = Collector(app.state.registry, setting("OPTIMIZE_GC_SECONDS"))
     app.state.collector.start()
     app.state.mlflow = None
     if settings.resolved_mlflow:  # every run's metrics forwarded to MLflow, on a thread training never waits on

@@ -16,19 +16,19 @@ API does not define.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.core.environment import setting
 from optimize.serving.batcher import RequestTimedOut
-from optimize.serving.tool_calls import parse
+from optimize.workloads.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
 # the deployment's cap on one answer (an endpoint still cuts it to the model's context)
-MOST_MAX_TOKENS = int(os.environ.get("OPTIMIZE_ENDPOINT_MAX_TOKENS", "32768"))
+MOST_MAX_TOKENS: int = setting("OPTIMIZE_ENDPOINT_MAX_TOKENS")
 
 
 CHAT_FIELDS = frozenset({
