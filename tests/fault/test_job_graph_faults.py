@@ -1,6 +1,8 @@
-"""A chain of jobs survives the server's death between its links: a run waiting for its dataset's analysis (an edge of
-the job graph) whose server is killed (SIGKILL) after the analysis completed, as the run was about to be granted,
-is granted after a restart, checked against that analysis, and trains to completion."""
+"""Chains of work survive the server's death between their links (SIGKILL at a crash point): a run waiting for its
+dataset's analysis (an edge of the job graph) whose server dies after the analysis completed, as the run was about
+to be granted, is granted after a restart, checked against that analysis, and trains to completion; a distillation
+whose server dies after its worker ended, before its accepted rows were registered, registers them after a restart
+and completes, the version naming it in its lineage."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import pytest
 from sqlalchemy import select
 
 from optimize.store.db import Store
-from optimize.store.tables import Analysis, JobEdge, Run
+from optimize.store.tables import Analysis, DatasetVersion, Distillation, JobEdge, Run
 from tests.conftest import chat_row, from_standin, start_server, write_jsonl
+from tests.run_fixtures import CAPITALS, capital_rows, plan, write_plan
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 MODEL = "optimize/tiny-llama-3.2"
@@ -93,5 +96,60 @@ def test_a_run_waiting_for_its_analysis_is_granted_after_the_server_died_between
             assert check["status"] == "passed"
             assert [d["analysisId"] for d in check["datasets"]] == [analysis.id]
             assert final["attempt"] == 1
+    finally:
+        restarted.stop()
+
+
+def test_a_distillation_registers_its_rows_after_the_server_died_between_its_worker_and_the_assembly(tmp_path):
+    data_dir = tmp_path / "server"
+    process, url, headers = start_server_dying_at(data_dir, "distillation.assemble")
+    from optimize.cli.main import main
+
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
+            client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
+            client.post("/v1/training/projects", json={"name": "di"}).raise_for_status()
+            assert main(["registry", "datasets", "register", "di/chat", "-f",
+                         str(write_jsonl(tmp_path / "t.jsonl", capital_rows(4))), "--server", url]) == 0
+            teacher = plan("di", "chat", modelName="capitals")  # an adapter that answers capitals and ends its answers
+            teacher["config"]["hyperparams"] = {"optimizer": {"learningRate": 0.02},
+                                                "training": {"maxSteps": 60, "batchSize": 8}}
+            assert main(["training", "runs", "start", "-f", write_plan(tmp_path, teacher), "--force", "--wait",
+                         "--exit-status", "--server", url]) == 0
+            model = client.get("/v1/training/runs", params={"project": "di"}).json()["runs"][0]["results"]["model"]
+            questions = [chat_row(f"What is the capital of {country}?", f"It is {city}.") for country, city in CAPITALS]
+            assert main(["registry", "datasets", "register", "di/questions", "-f",
+                         str(write_jsonl(tmp_path / "q.jsonl", questions)), "--server", url]) == 0
+            started = client.post("/v1/training/distillations", json={
+                "project": "di", "teacher": model, "source": "di/questions", "target": "di/distilled",
+                "temperature": 0, "maxTokens": 24})
+            assert started.status_code in (200, 201, 202), started.text
+            distillation_id = started.json()["distillationId"]
+        assert process.wait(300) == -9  # killed as the assembly was about to register the accepted rows
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    store = Store(f"sqlite:///{data_dir / 'optimize.db'}")
+    with store.transaction() as session:  # as the server left it: answered, its device released, nothing registered
+        left = session.get(Distillation, distillation_id)
+        assert left.phase == "ASSEMBLING" and left.registered is None
+        assert left.progress["answered"] == len(CAPITALS)
+        assert all(version.lineage is None for version in session.scalars(select(DatasetVersion)))  # uploads only
+    store.dispose()
+
+    restarted = start_server(data_dir)
+    try:
+        with httpx.Client(base_url=restarted.url, headers=restarted.headers, timeout=600) as client:
+            deadline = time.monotonic() + 120
+            done = client.get(f"/v1/training/distillations/{distillation_id}").json()
+            while done["phase"] == "ASSEMBLING" and time.monotonic() < deadline:
+                time.sleep(0.5)
+                done = client.get(f"/v1/training/distillations/{distillation_id}").json()
+            assert done["phase"] == "COMPLETED", done.get("failureReason")
+            assert done["registered"]["reference"] == "di/distilled:v1"
+            assert done["registered"]["rows"] == done["progress"]["accepted"]
+            version = client.get("/v1/registry/datasets/di/distilled/versions/v1").json()
+            assert version["lineage"]["producedBy"] == {"kind": "distillation", "id": distillation_id}
     finally:
         restarted.stop()

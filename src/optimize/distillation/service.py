@@ -28,6 +28,7 @@ from optimize.catalog.selection import job_model
 from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, check_floor, crossed_below
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
+from optimize.core.crashpoints import crashpoint
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
@@ -419,6 +420,7 @@ def assemble(deployment: Deployment, distillation_id: str) -> None:
                                "chatTemplateSha256": item.teacher.get("chatTemplateSha256")},
                    "source": {"reference": item.source_reference, "digest": item.source_digest}}
         target, progress = item.target, item.progress
+    crashpoint("distillation.assemble")  # fault tests: the server dies between its worker's end and the registration
     registered, failure = None, None
     if not rows:
         failure = (f"no answer was accepted ({progress.get('rejected', 0)} rejected: "
