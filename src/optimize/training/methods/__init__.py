@@ -35,9 +35,14 @@ def method_for(name: str) -> Method:
     return method
 
 
+def rewarded() -> list[str]:
+    """The methods whose runs are scored by reward terms: they record rollouts and are watched by guards."""
+    return [name for name, method in METHODS.items() if method.rewarded]
+
+
 def reader_of(kind: str) -> str | None:
     """The first trained method that reads datasets of `kind` (what a refusal suggests instead)."""
     return next((name for name, method in METHODS.items() if method.trained and method.dataset_kind == kind), None)
 
 
-__all__ = ["HOLDS", "METHODS", "Method", "declared", "method_for", "reader_of", "trained"]
+__all__ = ["HOLDS", "METHODS", "Method", "declared", "method_for", "reader_of", "rewarded", "trained"]

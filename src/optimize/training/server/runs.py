@@ -35,7 +35,7 @@ from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
 from optimize.schemas.phases import AnalysisPhase
-from optimize.schemas.plans import REINFORCEMENT, parse_plan
+from optimize.schemas.plans import parse_plan
 from optimize.schemas.resolved import ResolvedReinforcement, ResolvedReward, ResolvedTerm
 from optimize.scoring.groups import MOSTLY_CONSTANT
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
@@ -48,7 +48,7 @@ from optimize.training.admission.lengths import record as record_check
 from optimize.training.admission.resolve import Admitted, admit, resolve_terms
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
-from optimize.training.methods import method_for
+from optimize.training.methods import method_for, rewarded
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
@@ -373,8 +373,8 @@ def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -
     steps with one."""
     with deployment.store.transaction() as session:
         run = find_run(session, run_id)
-        methods = " and ".join(sorted(REINFORCEMENT))
-        if run.method not in REINFORCEMENT:
+        methods = " and ".join(sorted(rewarded()))
+        if run.method not in rewarded():
             raise Refused(f"run {run.id[:12]} is {_article(run.method)} {run.method} run; rollouts are recorded for "
                           f"{methods} runs", hint=f"read its metrics with: akka training runs metrics {run.id[:12]}")
         steps = list(session.scalars(select(RunRollout.step).where(RunRollout.run_id == run.id)

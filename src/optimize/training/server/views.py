@@ -7,9 +7,9 @@ from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
-from optimize.schemas.plans import REINFORCEMENT
 from optimize.schemas.resolved import resolved_execution
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
+from optimize.training.methods import rewarded
 from optimize.training.server.phases import TERMINAL, RunPhase
 from optimize.training.server.prediction import prediction_json
 
@@ -96,7 +96,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
 
 def guards_json(run: Run) -> dict[str, Any] | None:
     """A reinforcement run's guards (`training.server.guards`) as recorded; null for other runs."""
-    if run.method not in REINFORCEMENT:
+    if run.method not in rewarded():
         return None
     recorded = run.guards or {}
     return {"window": recorded.get("window"), "anchor": recorded.get("anchor"),
