@@ -64,7 +64,8 @@ READY = Readiness(True)
 
 
 class GraphError(Invalid):
-    """An edge the graph refuses: to a job that does not exist, or one that would close a cycle."""
+    """An edge the graph refuses: to a job that does not exist or of a kind that never completes, or one that would
+    close a cycle."""
 
 
 # --- the rules ---------------------------------------------------------------------------------------------
