@@ -11,13 +11,12 @@ to `receive_shard` and commits with the version's `lineage`, so those rows pass 
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -34,13 +33,14 @@ from optimize.core.quotas import Quotas
 from optimize.core.refs import parse_reference
 from optimize.core.sharding import SINGLE_OBJECT, shard_path
 from optimize.jobs.lifecycle import transition
+from optimize.registry import artifacts
+from optimize.registry.archival import ensure_open, refuse_if_archived
 from optimize.registry.datasets import describe_version, find_dataset, move_alias
-from optimize.registry.namespaces import ensure_open, refuse_if_archived
+from optimize.registry.nouns import DATASETS
 from optimize.registry.quotas import check_new_upload, lock_namespace
 from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.events import record
-from optimize.store.tables import Dataset, DatasetObject, DatasetVersion, Shard, UploadSession
+from optimize.store.tables import DatasetObject, Shard, UploadSession
 
 OPEN, COMMITTED, REFUSED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value, UploadPhase.REFUSED.value
 
@@ -276,13 +276,9 @@ def commit_upload(
     """Register the held shards as a version, or return the version the same content already is. `lineage`
     (what produced the rows, when a job did) is recorded on a version this commit creates; a version that
     already was keeps its own."""
-    for attempt in range(10):
-        try:
-            return _commit_once(registry, upload_id, alias, lineage)
-        except IntegrityError:
-            # Another commit took the same row at the same moment; read again.
-            time.sleep(0.01 * (attempt + 1))
-    raise Conflict(f"upload {upload_id} could not be committed under concurrent registrations", hint="retry")
+    return artifacts.retried(
+        lambda: _commit_once(registry, upload_id, alias, lineage),  # again when another commit took the same row
+        lambda: Conflict(f"upload {upload_id} could not be committed under concurrent registrations", hint="retry"))
 
 
 def _commit_once(
@@ -308,53 +304,23 @@ def _commit_once(
             )
         ensure_open(session, upload.namespace)
         _refuse_other_kind(session, upload.namespace, upload.name, data_format)
-        now = utcnow()
-        insert_ignoring_conflict(
-            session,
-            Dataset,
-            {"namespace": upload.namespace, "name": upload.name, "kind": data_format.kind.value, "created_at": now},
-            ["namespace", "name"],
-        )
-        # Lock the dataset row (PostgreSQL; SQLite serializes writers anyway) so version numbers are taken
-        # one commit at a time; the unique constraints remain the guarantee.
-        dataset = session.scalar(
-            select(Dataset).where(Dataset.namespace == upload.namespace, Dataset.name == upload.name).with_for_update()
-        )
-        version = session.scalar(
-            select(DatasetVersion).where(DatasetVersion.dataset_id == dataset.id,
-                                         DatasetVersion.digest == upload.digest)
-        )
-        created = version is None
-        if created:
-            version = _insert_version(session, dataset, upload, shards, now, lineage)
+        registered = artifacts.append_version(
+            session, DATASETS, upload.namespace, upload.name, upload.digest,
+            {"format": upload.format, "rows": sum(s.rows for s in shards),
+             "tool_rows": sum(s.tool_rows for s in shards), "size_bytes": sum(s.size_bytes for s in shards),
+             "object_count": len(shards), "conversion": upload.conversion, "lineage": lineage},
+            owner_columns={"kind": data_format.kind.value})
+        dataset, version = registered.owner, registered.version
+        if registered.created:
+            for item, shard in zip(upload.manifest, shards, strict=True):
+                session.add(DatasetObject(version_id=version.id, position=item["index"], path=item["path"],
+                                          sha256=shard.sha256, size_bytes=shard.size_bytes, rows=shard.rows))
+            session.flush()
         if alias:
             move_alias(session, dataset, alias, version)
         if upload.phase == OPEN and not transition(session, UPLOAD, upload, UploadPhase.COMMITTED,
                                                    version_id=version.id):
             raise IntegrityError("commit upload", None, Exception("committed concurrently"))  # read again
         body = describe_version(session, dataset, version, registry.blobs.location)
-        body["created"] = created
+        body["created"] = registered.created
         return body
-
-
-def _insert_version(
-    session: Session, dataset: Dataset, upload: UploadSession, shards: list[Shard], now,
-    lineage: dict[str, Any] | None = None,
-) -> DatasetVersion:
-    number = (session.scalar(
-        select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
-    ) or 0) + 1
-    version = DatasetVersion(
-        dataset_id=dataset.id, version=number, digest=upload.digest, format=upload.format,
-        rows=sum(s.rows for s in shards), tool_rows=sum(s.tool_rows for s in shards),
-        size_bytes=sum(s.size_bytes for s in shards), object_count=len(shards), created_at=now,
-        conversion=upload.conversion, lineage=lineage,
-    )
-    session.add(version)
-    session.flush()
-    for item, shard in zip(upload.manifest, shards, strict=True):
-        session.add(DatasetObject(version_id=version.id, position=item["index"], path=item["path"],
-                                  sha256=shard.sha256, size_bytes=shard.size_bytes, rows=shard.rows))
-    record(session, f"dataset:{dataset.namespace}/{dataset.name}", "version-registered",
-           version=number, digest=upload.digest)
-    return version
