@@ -30,6 +30,7 @@ from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
 from optimize.schemas.jobs import AnalysisSpec
+from optimize.schemas.outcomes import AnalysisLastWord
 from optimize.schemas.plans import parse_plan
 from optimize.store.db import id_prefix_matches_nothing, insert_ignoring_conflict, shown_id
 from optimize.store.events import record
@@ -187,15 +188,17 @@ def report_progress(deployment: Deployment, analysis_id: str, token: str, body: 
         return {"phase": item.phase}
 
 
-def finish(deployment: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(deployment: Deployment, analysis_id: str, token: str, body: Any) -> dict[str, Any]:
+    """The worker's last word (read once its lease is known to hold): DONE with its report, or FAILED."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
-        if body.get("failed"):
+        word = AnalysisLastWord.read(body)
+        if word.failed:
             reported(transition(session, ANALYSIS, item, AnalysisPhase.FAILED, lease=token, by_worker=True,
-                                reason=str(body["failed"])[:4000], refused=bool(body.get("refused"))),
+                                reason=word.failure_reason(), refused=word.refused),
                      ANALYSIS, analysis_id)
         else:
             reported(transition(session, ANALYSIS, item, AnalysisPhase.DONE, lease=token, by_worker=True,
-                                report=body["report"], lengths_sha256=body.get("lengthsSha256")),
+                                report=word.report, lengths_sha256=word.lengths_sha256),
                      ANALYSIS, analysis_id)
         return {"phase": item.phase}

@@ -1,10 +1,13 @@
-"""Request bodies a route reads as sent and validates by hand, documented in /openapi.json by a request model.
+"""Request bodies a route reads as sent and parses itself, documented in /openapi.json by their request model.
 
-Such a route refuses a bad body in its own words (a problem+json `detail` naming the field and what to change, and a
-`hint`), which FastAPI's own 422 for a wrong type or a missing field would replace. So the parameter stays `Any` and
-reaches the route exactly as sent, while the operation's requestBody is the model's schema:
+A route parses its body with the model (`RequestModel.parse`, `optimize.schemas.requests`), which refuses a bad body
+in the words each field declares (a problem+json `detail` naming the field and what to change, and a `hint`); FastAPI's
+own 422 for a wrong type or a missing field would replace those words. So the parameter stays `Any` and reaches the
+route exactly as sent, while the operation's requestBody is the model's schema:
 
     body: Annotated[Any, documented_as(PinRequest), Body()] = None
+    …
+    kinds = PinRequest.parse(body).kinds
 
 The model is documented as any typed body is: a `$ref` to components/schemas, its nested models registered there
 too. A body FastAPI lets be left out but the route refuses without (a pause needs its checkpoint) is marked required

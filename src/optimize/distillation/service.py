@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 
 from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
-from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, check_floor, crossed_below
+from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, crossed_below
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.crashpoints import crashpoint
@@ -35,7 +35,6 @@ from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
 from optimize.distillation.decisions import REASONS, parse_smoke
 from optimize.distillation.phases import DISTILLATION, OPEN, TERMINAL, DistillationPhase
-from optimize.evaluation.service import resolve_model
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
@@ -43,88 +42,56 @@ from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
+from optimize.schemas.distillations import DistillationRequest
 from optimize.schemas.jobs import DistillationSpec
+from optimize.schemas.outcomes import LastWord
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Distillation, DistillationAnswer
-from optimize.training.admission.resolve import pick_dataset
+from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.models import resolve_model
 
 log = logging.getLogger("optimize.distillations")
 P = DistillationPhase
-DEFAULTS = {"replicas": 1, "maxTokens": 4096, "maxModelLength": 65536, "temperature": 1.0, "topP": 1.0, "seed": 0,
-            "thinking": False, "acceptanceFloor": DEFAULT_FLOOR}
-FIELDS = {"project", "teacher", "source", "target", "replicas", "maxTokens", "maxModelLength", "temperature", "topP",
-          "seed", "smoke", "thinking", "deviceProfile", "acceptanceFloor"}
 
 
-def _settings(body: dict[str, Any]) -> dict[str, Any]:
-    settings = {key: body[key] if body.get(key) is not None else value for key, value in DEFAULTS.items()}
-    for name, low, high in (("replicas", 1, 8), ("maxTokens", 1, 32768), ("maxModelLength", 16, 10**7),
-                            ("seed", 0, 2**32 - 1)):
-        if type(settings[name]) is not int or not low <= settings[name] <= high:
-            raise Invalid(f"{name} must be an integer from {low} to {high}")
-    for name, low, high in (("temperature", 0.0, 2.0), ("topP", 0.0, 1.0)):
-        value = settings[name]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high \
-                or (name == "topP" and value == 0):
-            above = " (above 0)" if name == "topP" else ""
-            raise Invalid(f"{name} must be a number from {low:g} to {high:g}{above}")
-        settings[name] = float(value)
-    if not isinstance(settings["thinking"], bool):
-        raise Invalid("thinking must be true or false (--thinking on|off)")
-    try:
-        settings["acceptanceFloor"] = check_floor(settings["acceptanceFloor"])
-    except ValueError as error:
-        raise Invalid(str(error)) from None
-    if settings["maxTokens"] >= settings["maxModelLength"]:
-        raise Invalid(f"maxTokens {settings['maxTokens']} leaves no room for a prompt within maxModelLength "
-                      f"{settings['maxModelLength']}", hint="raise --max-model-length or lower --max-tokens")
-    smoke = body.get("smoke")
-    if smoke is not None:
-        if not isinstance(smoke, str):
-            raise Invalid("smoke must be a string of ROW:MESSAGE decisions, e.g. 0:1,3:1")
+def _settings(request: DistillationRequest) -> dict[str, Any]:
+    """What the distillation keeps of its request: every setting with its default filled in, the smoke's
+    decisions as ROW:MESSAGE."""
+    if request.max_tokens >= request.max_model_length:
+        raise Invalid(f"maxTokens {request.max_tokens} leaves no room for a prompt within maxModelLength "
+                      f"{request.max_model_length}", hint="raise --max-model-length or lower --max-tokens")
+    settings = {"replicas": request.replicas, "maxTokens": request.max_tokens,
+                "maxModelLength": request.max_model_length, "temperature": request.temperature,
+                "topP": request.top_p, "seed": request.seed, "thinking": request.thinking,
+                "acceptanceFloor": request.acceptance_floor, "smoke": None}
+    if request.smoke is not None:
         try:
-            settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(smoke)]
+            settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(request.smoke)]
         except ValueError as error:
             raise Invalid(str(error)) from None
-    else:
-        settings["smoke"] = None
     return settings
 
 
-def create(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise Invalid("a distillation needs teacher, source and target")
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise Invalid(f"unknown field(s): {', '.join(unknown)}", hint="fields: " + ", ".join(sorted(FIELDS)))
-    for field in ("teacher", "source", "target"):
-        if not isinstance(body.get(field), str) or not body[field].strip():
-            raise Invalid(f"a distillation needs {field}" + {
-                "teacher": " (a base model or a registered model NS/NAME[:vN])",
-                "source": " (a chat dataset NS/NAME[:vN|:ALIAS])",
-                "target": " (NS/NAME the accepted rows are registered under)"}[field])
-    for field in ("project", "deviceProfile"):
-        if body.get(field) is not None and not isinstance(body[field], str):
-            raise Invalid(f"{field} must be a name (a string)")
-    settings = _settings(body)
+def create(deployment: Deployment, request: DistillationRequest) -> dict[str, Any]:
+    settings = _settings(request)
     with deployment.store.transaction() as session:
-        reference, teacher, owner = resolve_model(deployment, session, body["teacher"])
+        reference, teacher, owner = resolve_model(deployment, session, request.teacher)
         entry = deployment.catalog.find(teacher["baseEntryId"])
         if settings["thinking"] and entry.family != "gemma4":
             raise Refused(f"--thinking on is for Gemma 4 teachers; {entry.id} is a {entry.family} model",
                           hint="leave --thinking out (off)")
         if entry.context_length and settings["maxModelLength"] > entry.context_length:
-            if body.get("maxModelLength") is not None:
+            if "max_model_length" in request.model_fields_set:
                 raise Refused(f"maxModelLength {settings['maxModelLength']} is above {entry.id}'s context of "
                               f"{entry.context_length} tokens", hint=f"pass --max-model-length {entry.context_length}"
                                                                      " or less")
             settings["maxModelLength"] = entry.context_length  # the default, cut to what the teacher holds
-        profile = replica_profile(entry, deployment.profiles, body.get("deviceProfile"), "distillation")
+        profile = replica_profile(entry, deployment.profiles, request.device_profile, "distillation")
         _check_replicas(settings["replicas"], next(p for p in deployment.profiles if p.name == profile))
-        project = project_for_model(session, reference, owner, body.get("project"), "distillation")
-        target = _target(body["target"], project.name)
-        source = pick_dataset(session, body["source"], project.name, "source", None)
+        project = project_for_model(session, reference, owner, request.project, "distillation")
+        target = _target(request.target, project.name)
+        source = pick_chat_dataset(session, request.source, project.name, "source")
         check_new_work(session, project.name, "distillation", deployment.quotas)
         item = Distillation(
             id=new_id(), project=project.name, teacher_reference=reference, teacher=teacher,
@@ -351,14 +318,15 @@ def judge_smoke(deployment: Deployment, distillation_id: str, token: str, body: 
         return {"passed": passed}
 
 
-def finish(deployment: Deployment, distillation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The worker's end: FAILED with its reason, or ASSEMBLING (the device is released; the scheduler's
-    housekeeping registers the rows)."""
+def finish(deployment: Deployment, distillation_id: str, token: str, body: Any) -> dict[str, Any]:
+    """The worker's last word (read once its lease is known to hold): FAILED with its reason, or ASSEMBLING (the
+    device is released; the scheduler's housekeeping registers the rows)."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
-        if body.get("failed"):
+        word = LastWord.read(body)
+        if word.failed:
             reported(transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
-                                failure_reason=str(body["failed"])[:4000]), DISTILLATION, distillation_id)
+                                failure_reason=word.failure_reason()), DISTILLATION, distillation_id)
         else:
             reported(transition(session, DISTILLATION, item, P.ASSEMBLING, lease=token, by_worker=True),
                      DISTILLATION, distillation_id)

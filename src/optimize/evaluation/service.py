@@ -20,9 +20,8 @@ from optimize.catalog.selection import job_model, selection_for
 from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Forbidden, Invalid, NotFound, Refused
+from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
-from optimize.core.refs import parse_reference
 from optimize.core.settings import outbound_hosts
 from optimize.deployment import Deployment
 from optimize.evaluation.graders import Grade, parse_bundle_grader, parse_grader, report
@@ -35,15 +34,16 @@ from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import examples_objects
-from optimize.registry.models import find_model, resolve_model_reference
+from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.jobs import EvaluationSpec
+from optimize.schemas.outcomes import LastWord
 from optimize.scoring import BundleRunner
 from optimize.scoring.groups import zero_variance_share
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
-from optimize.training.admission.resolve import pick_dataset
-from optimize.training.server.instructions import trained_instructions
+from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.models import resolve_model, trained_instructions
 
 
 def check_grader(spec: str | None) -> str:
@@ -93,81 +93,41 @@ def _check_outbound(url: str) -> None:
                                     f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
 
 
-def resolve_model(deployment: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
-    """(reference, model block, the project the model belongs to) for a base model or a registered version."""
-    version = None
-    try:
-        reference = parse_reference(text)
-        if find_model(session, reference.namespace, reference.name) is not None:
-            model, version = resolve_model_reference(session, reference)
-    except Invalid:
-        pass
-    except Forbidden:
-        # a selected base model is also a registry model in its catalog's namespace, which a token limited to other
-        # namespaces may not read; the base model itself is every project's to evaluate and serve
-        if not _names_base_model(deployment, text):
-            raise
-    if version is not None and version.variant == "ADAPTER":
-        d = version.descriptor
-        entry = deployment.catalog.find(d["baseRepository"])
-        return (f"{model.namespace}/{model.name}:v{version.version}",
-                {"kind": "adapter", "baseEntryId": entry.id, "baseCommit": d["baseCommit"],
-                 "manifestDigest": d["artifact"]["manifestDigest"], "weightsDigest": d.get("weightsDigest")},
-                model.namespace)
-    # a base model, also one allowed for serving only: it can be evaluated
-    entry = deployment.catalog.find(version.descriptor["catalogEntry"] if version is not None else text.split(":")[0])
-    selection = selection_for(deployment.store, entry.id)
-    if selection is None:
-        raise NotFound(f"base model {entry.id} is not selected on this deployment",
-                       hint=f"select it first: akka training base-models select {entry.id}")
-    return entry.id, {"kind": "base", "baseEntryId": entry.id, "baseCommit": selection.commit}, None
-
-
-def _names_base_model(deployment: Deployment, text: str) -> bool:
-    wanted = text.split(":")[0].strip().lower()
-    return any(wanted in (entry.id.lower(), entry.repository.lower()) for entry in deployment.catalog.entries)
-
-
-def start(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(body.get("dataset"), str):
-        raise Invalid("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
-    for field in ("project", "deviceProfile", "grader", "graderInstructions"):
-        if body.get(field) is not None and not isinstance(body[field], str):
-            raise Invalid(f"{field} must be a string")
-    grader = check_grader(body.get("grader"))
-    profile = body.get("deviceProfile") or "cpu"
+def start(deployment: Deployment, request: EvaluationRequest) -> dict[str, Any]:
+    grader = check_grader(request.grader)
+    profile = request.device_profile or "cpu"
     if profile not in {p.name for p in deployment.profiles}:
         raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
                       hint="profiles here: " + ", ".join(p.name for p in deployment.profiles))
     bundle = None
     if grader.startswith("bundle:"):
-        if body.get("graderInstructions") is not None:
+        if request.grader_instructions is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
-        grader, bundle = _resolve_bundle_grader(deployment, grader, body.get("project"))
+        grader, bundle = _resolve_bundle_grader(deployment, grader, request.project)
     with deployment.store.transaction() as session:
-        reference, model, owner = resolve_model(deployment, session, body["model"])
+        reference, model, owner = resolve_model(deployment, session, request.model)
         device = next(p for p in deployment.profiles if p.name == profile)
         check_replica_profile(deployment.catalog.find(model["baseEntryId"]), device, deployment.profiles, "evaluation")
         if grader.startswith("model:"):  # the judge is resolved and frozen now, like the model evaluated
             judge_reference, judge, _ = resolve_model(deployment, session, grader.removeprefix("model:"))
             check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), device, deployment.profiles,
                                   "evaluation")
-            instructions = body.get("graderInstructions")
+            instructions = request.grader_instructions
             if instructions is None and judge["kind"] == "adapter":
                 instructions = trained_instructions(deployment, session, judge_reference)
             model["judge"] = {"reference": judge_reference, "instructions": instructions, **judge}
-        elif body.get("graderInstructions") is not None:
+        elif request.grader_instructions is not None:
             raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                           hint="leave them out, or pass --grader model:NS/NAME")
         if bundle is not None:
             model["graderBundle"] = bundle
-        model["maxNewTokens"] = _max_new_tokens(body.get("maxNewTokens"))
-        sampling, rows = _sampling(body)
+        model["maxNewTokens"] = request.max_new_tokens
+        sampling, rows = _sampling(request)
         if sampling:
             model["sampling"] = sampling
-        project = project_for_model(session, reference, owner, body.get("project"), "evaluation")
-        dataset = pick_dataset(session, body["dataset"], project.name, "dataset", None)
+        project = project_for_model(session, reference, owner, request.project, "evaluation")
+        dataset = pick_chat_dataset(session, request.dataset, project.name, "dataset")
         check_new_work(session, project.name, "evaluation", deployment.quotas)
         evaluation = Evaluation(
             id=new_id(), project=project.name, model_reference=reference, model=model,
@@ -183,41 +143,21 @@ def start(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
         return evaluation_json(evaluation)
 
 
-def _max_new_tokens(value: Any) -> int:
-    if value is None:
-        return 256
-    if type(value) is not int or not 1 <= value <= 32768:
-        raise Invalid("maxNewTokens must be an integer from 1 to 32768")
-    return value
-
-
-MAX_GENERATIONS = 16
 MOST_MODEL_FILTER = 1_000  # characters of a model reference an evaluation list is filtered by
 DEFAULT_SAMPLING_TEMPERATURE = 0.7  # a reinforcement run's default rollout temperature
 
 
-def _sampling(body: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
+def _sampling(request: EvaluationRequest) -> tuple[dict[str, Any] | None, int | None]:
     """The sampling asked for (`generations` answers per prompt at `temperature`, seeded) and the first `rows` asked.
     One generation is a greedy answer unless a temperature is stated."""
-    generations, temperature, seed, rows = (body.get(k) for k in ("generations", "temperature", "seed", "rows"))
-    if generations is not None and (type(generations) is not int or not 1 <= generations <= MAX_GENERATIONS):
-        raise Invalid(f"generations must be an integer from 1 to {MAX_GENERATIONS}",
-                      hint="answers sampled per prompt; 4 to 8 is what a reinforcement run's groups hold")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, int | float)
-                                    or not 0 <= temperature <= 2):
-        raise Invalid("temperature must be a number from 0 to 2")
-    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
-        raise Invalid("seed must be an integer from 0 to 4294967295")
-    if rows is not None and (type(rows) is not int or rows < 1):
-        raise Invalid("rows must be a positive integer (the first rows asked)")
-    generations = generations or 1
+    generations, temperature = request.generations, request.temperature
     if generations > 1 and temperature == 0:
         raise Invalid(f"{generations} generations at temperature 0 would be {generations} copies of the greedy "
                       "answer", hint=f"sample at a temperature above 0 (default {DEFAULT_SAMPLING_TEMPERATURE})")
     if generations == 1 and not temperature:
-        return None, rows
+        return None, request.rows
     return {"generations": generations, "temperature": float(temperature or DEFAULT_SAMPLING_TEMPERATURE),
-            "seed": seed or 0}, rows
+            "seed": request.seed}, request.rows
 
 
 def evaluation_json(item: Evaluation) -> dict[str, Any]:
@@ -385,12 +325,14 @@ def add_predictions(deployment: Deployment, evaluation_id: str, token: str, item
         return {"accepted": len(items)}
 
 
-def finish(deployment: Deployment, evaluation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def finish(deployment: Deployment, evaluation_id: str, token: str, body: Any) -> dict[str, Any]:
+    """The worker's last word (read once its lease is known to hold): COMPLETED, or FAILED with its reason."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, EVALUATION, evaluation_id, token)
-        if body.get("failed"):
+        word = LastWord.read(body)
+        if word.failed:
             reported(transition(session, EVALUATION, item, EvaluationPhase.FAILED, lease=token, by_worker=True,
-                                failure_reason=str(body["failed"])[:4000]), EVALUATION, evaluation_id)
+                                failure_reason=word.failure_reason()), EVALUATION, evaluation_id)
         else:  # the report covers every answer held, those kept from an earlier attempt included
             held = session.scalars(select(EvaluationPrediction).where(
                 EvaluationPrediction.evaluation_id == item.id)).all()

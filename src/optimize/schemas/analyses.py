@@ -44,6 +44,8 @@ class Analysis(Answer):
                                                       "null until done")
     progress: dict[str, Any] = Field(default_factory=dict, description="rowsMeasured of rowsTotal, as its worker "
                                                                        "reported them (empty before it starts)")
+    terminal: bool = Field(description="Whether it has ended (done or failed)")
+    settled: bool = Field(description="Whether nothing more will change (as terminal: an analysis is not retried)")
     row_lengths: str | None = Field(default=None, description="sha256:HEX of the per-row lengths file (once done)")
     estimates: dict[str, Any] | None = Field(default=None, description=(
         "Steps and time for the plan given (POST with a plan, once done); `seconds` scaled by how fast runs of the "

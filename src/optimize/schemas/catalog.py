@@ -82,6 +82,9 @@ class Envelope(Answer):
     tokens_per_second: Number | None = Field(description="Training throughput measured, tokens per second per device")
     kind: str = Field(description="Always measurement: what the figures are")
     measurement: Measurement = Field(description="Who measured the envelope, when and on what")
+    conditions: dict[str, Any] | None = Field(
+        default=None, description="The batch, checkpointing, rank and kernels its peak was measured with, where "
+                                  "recorded (the memory estimate is calibrated on them)")
 
 
 class Selection(Answer):

@@ -1,12 +1,12 @@
-"""What every answer model shares: camelCase keys, keys a newer server adds passed through, and the answer kept
-exactly as the service built it.
+"""What every answer model shares: camelCase keys, every key declared, and the answer kept exactly as the service
+built it.
 
 An answer model documents and checks the JSON a route answers: every key it may hold is declared with a
 description (a key that is not always present has a default and is left out of `required`), and a missing
-required key or a value of the wrong type is caught before it leaves the server. It never rewrites the answer:
-the keys come out in the order the service wrote them, a declared key the service left out stays out (it is not
-added as null), and a key the model does not declare passes through unchanged. (The same holds for an answer
-built in code, `Run(run_id=…)`: the keys given are the keys answered.)
+required key, a key the model does not declare or a value of the wrong type is caught before it leaves the server.
+It never rewrites the answer: the keys come out in the order the service wrote them, and a declared key the service
+left out stays out (it is not added as null). (The same holds for an answer built in code, `Run(run_id=…)`: the
+keys given are the keys answered.)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ Number = int | float
 class Answer(BaseModel):
     """Base of the API's answer models: fields are snake_case in Python and camelCase in JSON."""
 
-    model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
 
     _keys: tuple[str, ...] | None = PrivateAttr(default=None)
 
@@ -55,14 +55,6 @@ def _written_keys(model: type[BaseModel], by_alias: bool) -> dict[str, str]:
         alias = field.serialization_alias or field.alias or name
         written[name] = written[field.alias or name] = alias if by_alias else name
     return written
-
-
-class RequestModel(BaseModel):
-    """Base of the request models of routes that read their body as sent and refuse a bad one in their own words
-    (`optimize.api.bodies`): the model documents the body in /openapi.json and validates nothing on the route.
-    Fields are snake_case in Python and camelCase in JSON, as on the wire."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
 
 class OpenAIAnswer(Answer):

@@ -2,36 +2,63 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, ClassVar
 
-from optimize.schemas.common import AcceptanceRate, Answer, BaseModelPin, DatasetPin, Number, RequestModel
+from pydantic import ConfigDict, Field
+
+from optimize.core.acceptance import DEFAULT_FLOOR
+from optimize.schemas.common import AcceptanceRate, Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 
 
-class DistillationRequest(RequestModel):
-    """`POST /v1/training/distillations` (read as sent: the route refuses a bad body in its own words)."""
+FLOOR_REFUSAL = Refusal("acceptanceFloor must be a number from 0 to 1 (the share of answers accepted below which it "
+                        "warns)")
 
-    project: str | None = Field(default=None, description="The project it counts for (a registered teacher's own; "
-                                                          "needed for a base model)")
-    teacher: str = Field(description="The teacher: a base model (serving-only models included) or a registered "
-                                     "model NS/NAME[:vN|:ALIAS] (an adapter over its base)")
-    source: str = Field(description="The chat dataset whose decisions it answers: NS/NAME[:vN|:ALIAS|@sha256:HEX]")
-    target: str = Field(description="NS/NAME the accepted rows are registered under, as its next version")
-    replicas: int | None = Field(default=1, ge=1, le=8, description="Devices answering at once, one a replica")
-    max_tokens: int | None = Field(default=4096, ge=1, le=32768, description="Most tokens of one answer")
-    max_model_length: int | None = Field(default=65536, ge=16, description="Most tokens of a prompt and its answer")
-    temperature: float | None = Field(default=1.0, ge=0, le=2, description="Sampling temperature (0: greedy)")
-    top_p: float | None = Field(default=1.0, gt=0, le=1, description="Nucleus sampling's probability mass")
-    seed: int | None = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
-    smoke: str | None = Field(default=None, description="The smoke's decisions ROW:MESSAGE,... (zero-based; all must "
-                                                        "be accepted); default: the first 16, all but one accepted")
-    thinking: bool | None = Field(default=False, description="Let a Gemma 4 teacher think (its reasoning is "
-                                                             "stripped from the rows)")
-    device_profile: str | None = Field(default=None, description="The device profile it answers on (default: "
-                                                                 "where the catalog serves the teacher, else cpu)")
-    acceptance_floor: float | None = Field(default=0.2, ge=0, le=1, description="The acceptance rate below which "
-                                           "it warns (0: never), judged once 20 decisions are decided")
+
+def _needs(field: str, what: str) -> Refusal:
+    return Refusal(f"a distillation needs {field} ({what})")
+
+
+class DistillationRequest(RequestModel):
+    """`POST /v1/training/distillations`."""
+
+    model_config = ConfigDict(extra="forbid")
+    not_an_object: ClassVar[Refusal] = Refusal("a distillation needs teacher, source and target")
+
+    teacher: Annotated[str, _needs("teacher", "a base model or a registered model NS/NAME[:vN]")] = Field(
+        pattern=r"\S", description="The teacher: a base model (serving-only models included) or a registered model "
+                                   "NS/NAME[:vN|:ALIAS] (an adapter over its base)")
+    source: Annotated[str, _needs("source", "a chat dataset NS/NAME[:vN|:ALIAS]")] = Field(
+        pattern=r"\S", description="The chat dataset whose decisions it answers: NS/NAME[:vN|:ALIAS|@sha256:HEX]")
+    target: Annotated[str, _needs("target", "NS/NAME the accepted rows are registered under")] = Field(
+        pattern=r"\S", description="NS/NAME the accepted rows are registered under, as its next version")
+    project: Annotated[str | None, Refusal("project must be a name (a string)")] = Field(
+        default=None, description="The project it counts for (a registered teacher's own; needed for a base model)")
+    device_profile: Annotated[str | None, Refusal("deviceProfile must be a name (a string)")] = Field(
+        default=None, description="The device profile it answers on (default: where the catalog serves the "
+                                  "teacher, else cpu)")
+    replicas: Annotated[int, Refusal("replicas must be an integer from 1 to 8")] = Field(
+        default=1, ge=1, le=8, description="Devices answering at once, one a replica")
+    max_tokens: Annotated[int, Refusal("maxTokens must be an integer from 1 to 32768")] = Field(
+        default=4096, ge=1, le=32768, description="Most tokens of one answer")
+    max_model_length: Annotated[int, Refusal("maxModelLength must be an integer from 16 to 10000000")] = Field(
+        default=65536, ge=16, le=10**7, description="Most tokens of a prompt and its answer")
+    seed: Annotated[int, Refusal("seed must be an integer from 0 to 4294967295")] = Field(
+        default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
+    temperature: Annotated[float, Refusal("temperature must be a number from 0 to 2")] = Field(
+        default=1.0, ge=0, le=2, description="Sampling temperature (0: greedy)")
+    top_p: Annotated[float, Refusal("topP must be a number from 0 to 1 (above 0)")] = Field(
+        default=1.0, gt=0, le=1, description="Nucleus sampling's probability mass")
+    thinking: Annotated[bool, Refusal("thinking must be true or false (--thinking on|off)")] = Field(
+        default=False, description="Let a Gemma 4 teacher think (its reasoning is stripped from the rows)")
+    acceptance_floor: Annotated[float, FLOOR_REFUSAL] = Field(
+        default=DEFAULT_FLOOR, ge=0, le=1, description="The acceptance rate below which it warns (0: never), judged "
+                                                       "once 20 decisions are decided")
+    smoke: Annotated[str | None, Refusal("smoke must be a string of ROW:MESSAGE decisions, e.g. 0:1,3:1")] = Field(
+        default=None, description="The smoke's decisions ROW:MESSAGE,... (zero-based; all must be accepted); "
+                                  "default: the first 16, all but one accepted")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

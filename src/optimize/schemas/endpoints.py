@@ -3,40 +3,54 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from optimize.schemas.common import Answer, BaseModelPin, Number, OpenAIAnswer, RequestModel
+from optimize.schemas.common import Answer, BaseModelPin, Number, OpenAIAnswer
+from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
-# Read as sent: the routes refuse a bad body in their own words. The chat routes' body is ChatCompletionRequest.
+# The chat routes' body is ChatCompletionRequest, read by the serving process.
+
+_NEEDS_MODEL = Refusal("an endpoint needs model (a base model or a registered model NS/NAME[:vN])")
+_NEEDS_DETACHED = Refusal("detach needs model: the attached model reference to stop serving")
+_NEEDS_SERVED = Refusal("{verb} needs model: the base model or an attached model the endpoint serves")
 
 
 class EndpointRequest(RequestModel):
     """`POST /v1/training/endpoints`: serve a model, on a new endpoint or attached to one of the project's that
     already serves its base model."""
 
-    model: str = Field(min_length=1, description="The model served: a base model, or a registered model "
-                                                 "NS/NAME[:vN|:ALIAS]")
-    project: str | None = Field(default=None, description="The project the endpoint serves for (a registered "
-                                                          "model's own; needed for a base model)")
-    device_profile: str | None = Field(default=None, description="The device profile it runs on (default: one the "
-                                                                 "catalog serves the base model on, else cpu)")
+    not_an_object: ClassVar[Refusal] = _NEEDS_MODEL
+
+    model: Annotated[str, _NEEDS_MODEL] = Field(
+        pattern=r"\S", description="The model served: a base model, or a registered model NS/NAME[:vN|:ALIAS]")
+    project: Annotated[str | None, Refusal("project must be a name (a string)")] = Field(
+        default=None, description="The project the endpoint serves for (a registered model's own; needed for a base "
+                                  "model)")
+    device_profile: Annotated[str | None, Refusal("deviceProfile must be a name (a string)")] = Field(
+        default=None, description="The device profile it runs on (default: one the catalog serves the base model on, "
+                                  "else cpu)")
 
 
 class DetachRequest(RequestModel):
     """`POST /v1/training/endpoints/{id}/detach`."""
 
-    model: str = Field(min_length=1, description="The attached model reference to stop serving")
+    not_an_object: ClassVar[Refusal] = _NEEDS_DETACHED
+
+    model: Annotated[str, _NEEDS_DETACHED] = Field(min_length=1,
+                                                    description="The attached model reference to stop serving")
 
 
 class EnableRequest(RequestModel):
-    """`POST /v1/training/endpoints/{id}/disable` and `…/enable`."""
+    """`POST /v1/training/endpoints/{id}/disable` and `…/enable` (the refusals name the verb, `parse(body, verb=…)`)."""
 
-    model: str = Field(min_length=1, description="The model to disable or enable at the endpoint: the base model's "
-                                                 "id, or an attached adapter's name (NS/NAME selects each of its "
-                                                 "versions attached)")
+    not_an_object: ClassVar[Refusal] = _NEEDS_SERVED
+
+    model: Annotated[str, _NEEDS_SERVED] = Field(
+        min_length=1, description="The model to disable or enable at the endpoint: the base model's id, or an "
+                                  "attached adapter's name (NS/NAME selects each of its versions attached)")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

@@ -2,39 +2,56 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 
 
-class EvaluationRequest(RequestModel):
-    """`POST /v1/training/evaluations` (read as sent: the route refuses a bad body in its own words)."""
+_NEEDS = Refusal("an evaluation needs model (a base model or NS/NAME[:vN]) and dataset (a registry reference)")
+MAX_GENERATIONS = 16
 
-    model: str = Field(description="The model evaluated: a base model, or a registered model NS/NAME[:vN|:ALIAS]")
-    dataset: str = Field(description="The chat dataset whose prompts it answers: a registry reference "
-                                     "NS/NAME[:vN|:ALIAS|@sha256:HEX]; one without a namespace is the project's")
-    grader: str | None = Field(default="json-label-match",
-                               description="json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE] "
-                                           "(the built-in members), http:URL (a scoring service), model:REF (a judge "
-                                           "model) or bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION] (a registered "
-                                           "scoring bundle's function, FUNCTION by default compute_score)")
-    grader_instructions: str | None = Field(default=None, description="Instructions for a judge model's grader "
-                                                                      "(model:REF only; default: the instructions "
-                                                                      "a judge adapter was trained with)")
-    project: str | None = Field(default=None, description="The project the evaluation counts for (a registered "
-                                                          "model's own; needed for a base model)")
-    device_profile: str | None = Field(default="cpu", description="The device profile it runs on")
-    max_new_tokens: int | None = Field(default=256, ge=1, le=32768, description="Most tokens generated per answer")
-    generations: int | None = Field(default=1, ge=1, le=16, description="Answers sampled per prompt (more than one: "
-                                                                        "a sampling evaluation, at a temperature)")
-    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: greedy "
-                                                                            "for one answer, 0.7 for several)")
-    seed: int | None = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
-    rows: int | None = Field(default=None, ge=1, description="Ask only the first rows (default: every row)")
+
+class EvaluationRequest(RequestModel):
+    """`POST /v1/training/evaluations`."""
+
+    not_an_object: ClassVar[Refusal] = _NEEDS
+
+    model: Annotated[str, _NEEDS] = Field(
+        description="The model evaluated: a base model, or a registered model NS/NAME[:vN|:ALIAS]")
+    dataset: Annotated[str, _NEEDS] = Field(
+        description="The chat dataset whose prompts it answers: a registry reference NS/NAME[:vN|:ALIAS|@sha256:HEX]; "
+                    "one without a namespace is the project's")
+    project: Annotated[str | None, Refusal("project must be a string")] = Field(
+        default=None, description="The project the evaluation counts for (a registered model's own; needed for a "
+                                  "base model)")
+    device_profile: Annotated[str | None, Refusal("deviceProfile must be a string")] = Field(
+        default="cpu", description="The device profile it runs on")
+    grader: Annotated[str | None, Refusal("grader must be a string")] = Field(
+        default="json-label-match",
+        description="json-label-match, exact, contains, regex:PATTERN, numeric[:TOLERANCE] (the built-in members), "
+                    "http:URL (a scoring service), model:REF (a judge model) or bundle:NS/NAME[:vN|:ALIAS]#MODULE"
+                    "[:FUNCTION] (a registered scoring bundle's function, FUNCTION by default compute_score)")
+    grader_instructions: Annotated[str | None, Refusal("graderInstructions must be a string")] = Field(
+        default=None, description="Instructions for a judge model's grader (model:REF only; default: the "
+                                  "instructions a judge adapter was trained with)")
+    max_new_tokens: Annotated[int, Refusal("maxNewTokens must be an integer from 1 to 32768")] = Field(
+        default=256, ge=1, le=32768, description="Most tokens generated per answer")
+    generations: Annotated[int, Refusal(
+        f"generations must be an integer from 1 to {MAX_GENERATIONS}",
+        hint="answers sampled per prompt; 4 to 8 is what a reinforcement run's groups hold")] = Field(
+        default=1, ge=1, le=MAX_GENERATIONS, description="Answers sampled per prompt (more than one: a sampling "
+                                                         "evaluation, at a temperature)")
+    temperature: Annotated[float | None, Refusal("temperature must be a number from 0 to 2")] = Field(
+        default=None, ge=0, le=2, description="Sampling temperature (default: greedy for one answer, 0.7 for several)")
+    seed: Annotated[int, Refusal("seed must be an integer from 0 to 4294967295")] = Field(
+        default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
+    rows: Annotated[int | None, Refusal("rows must be a positive integer (the first rows asked)")] = Field(
+        default=None, ge=1, description="Ask only the first rows (default: every row)")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ class Namespace(Answer):
     created_at: str = Field(description="When it was created (ISO 8601, UTC)")
     datasets: int = Field(description="Datasets in the namespace")
     models: int = Field(description="Models in the namespace")
+    bundles: int = Field(description="Scoring bundles in the namespace")
 
 
 class NamespaceChange(Namespace):

@@ -3,12 +3,14 @@ cancel), their branches (`…/branch|continue|sweep`, `…/branches`, `…/ances
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
 from optimize.schemas.analyses import EstimateScale
-from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number, RequestModel
+from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.plans import MOST_STEPS
+from optimize.schemas.requests import Refusal, RequestModel, checked_by_service
 
 # --- requests ----------------------------------------------------------------------------------------------
 # The plan `POST /v1/training/runs` takes is `optimize.schemas.plans.RunPlan`. The routes below read their body as
@@ -23,41 +25,73 @@ OVERRIDES = ("A partial config document over the parent's resolved settings, e.g
              '{"hyperparams": {"optimizer": {"learningRate": 5e-05}}}; what it leaves out is inherited')
 
 
+_CHECKPOINT = Refusal("checkpoint {value!r} is not one of latest, save",
+                      hint="pause with --checkpoint latest (stop against the newest resumable save) or --checkpoint "
+                           "save (save at the next update, then stop)")
+
+
 class PauseRequest(RequestModel):
     """`POST /v1/training/runs/{id}/pause`."""
 
-    checkpoint: Literal["latest", "save"] = Field(
+    not_an_object: ClassVar[Refusal] = _CHECKPOINT
+
+    checkpoint: Annotated[Literal["latest", "save"], _CHECKPOINT] = Field(
         description="latest: stop against the newest save holding the run's training state, discarding the updates "
                     "since; save: save at the next update, then stop")
 
 
-class BranchRequest(RequestModel):
+def _text(name: str) -> Refusal:
+    return Refusal(f"{name} must be a non-empty string, not {{shown}}")
+
+
+def _updates(name: str, missing: str | None = None) -> Refusal:
+    return Refusal(f"{name} must be a positive integer of at most {MOST_STEPS:,}", missing=missing)
+
+
+_OVERRIDES = Refusal("the overrides must be one mapping: a partial config document")
+# the restore mode is checked against the snapshot by the branch (its words name the modes); documented as their enum
+_MODES = {"enum": list(get_args(RestoreMode))}
+
+
+class _BranchBody(RequestModel):
+    """What the branch routes share: the body may be left out, is one JSON object, and names known fields only."""
+
+    model_config = ConfigDict(extra="forbid")
+    may_be_left_out: ClassVar[bool] = True
+    not_an_object: ClassVar[Refusal] = Refusal("the request body must be one JSON object")
+    unknown_fields: ClassVar[Refusal] = Refusal("unknown field(s) {names}; the fields are {fields}")
+
+
+class BranchRequest(_BranchBody):
     """`POST /v1/training/runs/{id}/branch[?dryRun=true]`: a child run from one of the parent's snapshots (the body
     may be left out); an unknown field is refused."""
 
-    model_config = ConfigDict(extra="forbid")
-    snapshot_id: str | None = Field(default=None, description="The parent's snapshot to start from, by id or "
-                                                              "unambiguous prefix (default: its newest one holding "
-                                                              "what the restore mode needs)")
-    restore_mode: RestoreMode | None = Field(default="auto", description=RESTORE_MODE)
-    overrides: dict[str, Any] | None = Field(default=None, description=OVERRIDES + "; it may not change "
-                                                                                   "hyperparams.lora")
-    max_steps: int | None = Field(default=None, ge=1, description="The branch's length in updates (not with epochs, "
-                                                                  "nor with a length in the overrides)")
-    epochs: int | None = Field(default=None, ge=1, description="The branch's length in passes over its data (not "
-                                                               "with maxSteps, nor with a length in the overrides)")
+    snapshot_id: Annotated[str | None, _text("snapshotId")] = Field(
+        default=None, pattern=r"\S", description="The parent's snapshot to start from, by id or unambiguous prefix "
+                                                 "(default: its newest one holding what the restore mode needs)")
+    restore_mode: Annotated[str, _text("restoreMode")] = Field(
+        default="auto", pattern=r"\S", json_schema_extra=_MODES, description=RESTORE_MODE)
+    max_steps: Annotated[int | None, _updates("maxSteps")] = Field(
+        default=None, ge=1, le=MOST_STEPS, description="The branch's length in updates (not with epochs, nor with a "
+                                                       "length in the overrides)")
+    epochs: Annotated[int | None, _updates("epochs")] = Field(
+        default=None, ge=1, le=MOST_STEPS, description="The branch's length in passes over its data (not with "
+                                                       "maxSteps, nor with a length in the overrides)")
+    overrides: Annotated[dict[str, Any] | None, _OVERRIDES] = Field(
+        default=None, description=OVERRIDES + "; it may not change hyperparams.lora")
 
 
-class ContinueRequest(RequestModel):
+class ContinueRequest(_BranchBody):
     """`POST /v1/training/runs/{id}/continue[?dryRun=true]`: a trainingState branch of `steps` more updates; an
     unknown field is refused."""
 
-    model_config = ConfigDict(extra="forbid")
-    steps: int = Field(ge=1, description="How many more updates the continuation trains (its schedule spans them)")
-    snapshot_id: str | None = Field(default=None, description="The parent's snapshot to continue from, by id or "
-                                                              "unambiguous prefix (default: its newest one holding "
-                                                              "its training state)")
-    overrides: dict[str, Any] | None = Field(
+    steps: Annotated[int, _updates("steps", missing="a continuation needs steps: how many more updates it trains")] = (
+        Field(ge=1, le=MOST_STEPS, description="How many more updates the continuation trains (its schedule spans "
+                                               "them)"))
+    snapshot_id: Annotated[str | None, _text("snapshotId")] = Field(
+        default=None, pattern=r"\S", description="The parent's snapshot to continue from, by id or unambiguous "
+                                                 "prefix (default: its newest one holding its training state)")
+    overrides: Annotated[dict[str, Any] | None, _OVERRIDES] = Field(
         default=None, description=OVERRIDES + "; a continuation accepts only hyperparams.optimizer.learningRate and "
                                               "hyperparams.training.validationFrequencySteps")
 
@@ -74,31 +108,42 @@ class SweepGrid(RequestModel):
                                                             "most 50 points")
 
 
-class SweepRequest(RequestModel):
+class SweepRequest(_BranchBody):
     """`POST /v1/training/runs/{id}/sweep[?dryRun=true]`: one branch per grid point, every point checked before any
     is submitted; an unknown field is refused."""
 
-    model_config = ConfigDict(extra="forbid")
-    grid: SweepGrid = Field(description="The grid: each point is an overrides document")
-    snapshot_id: str | None = Field(default=None, description="The parent's snapshot every point starts from, by id "
-                                                              "or unambiguous prefix (default: its newest one holding "
-                                                              "what the restore mode needs)")
-    restore_mode: RestoreMode | None = Field(default="auto", description=RESTORE_MODE)
+    snapshot_id: Annotated[str | None, _text("snapshotId")] = Field(
+        default=None, pattern=r"\S", description="The parent's snapshot every point starts from, by id or "
+                                                 "unambiguous prefix (default: its newest one holding what the restore "
+                                                 "mode needs)")
+    restore_mode: Annotated[str, _text("restoreMode")] = Field(
+        default="auto", pattern=r"\S", json_schema_extra=_MODES, description=RESTORE_MODE)
+    # the grid's rules count its points and compare its paths before any is built: the sweep checks it
+    grid: Annotated[Any, checked_by_service(SweepGrid)] = Field(
+        default=None, description="The grid: each point is an overrides document")
 
 
 class RegisterSnapshotRequest(RequestModel):
     """`POST /v1/training/snapshots/{id}/register` (the body may be left out)."""
 
-    name: str | None = Field(default=None, description="Name of the registered model in the run's project namespace "
-                                                       "(default: the run's modelName)")
+    may_be_left_out: ClassVar[bool] = True
+
+    name: Annotated[str | None, Refusal("name must be a string")] = Field(
+        default=None, description="Name of the registered model in the run's project namespace (default: the run's "
+                                  "modelName)")
 
 
 class PinRequest(RequestModel):
     """`POST /v1/training/snapshots/{id}/pin` and `…/unpin` (the body may be left out): all or nothing, and
     idempotent."""
 
-    kinds: list[Literal["weights", "trainingState"]] | None = Field(
-        default=None, description="The kinds to pin or unpin (default: every kind the snapshot holds)")
+    may_be_left_out: ClassVar[bool] = True
+
+    kinds: Annotated[list[Annotated[str, Refusal("kinds must be a list of kind names",
+                                                 hint="kinds: weights, trainingState")]] | None,
+                     Refusal("kinds must be a list")] = Field(
+        default=None, description="The kinds to pin or unpin, weights and trainingState (default: every kind the "
+                                  "snapshot holds)")
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -303,7 +348,10 @@ class RunList(Answer):
 
 
 class MetricPoint(Answer):
-    """One logged step; its values (loss, learningRate, …) are keys of their own."""
+    """One logged step; its values (loss, learningRate, …) are keys of their own, named as the trainer logs them
+    (`core.tracker_names`), so this answer alone takes keys it does not declare."""
+
+    model_config = ConfigDict(extra="allow")
 
     step: int = Field(description="The update the values are for")
     kind: str = Field(description="train or validation")

@@ -29,7 +29,6 @@ from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
-from optimize.evaluation.service import resolve_model
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
@@ -37,34 +36,31 @@ from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
+from optimize.schemas.endpoints import EndpointRequest
 from optimize.schemas.jobs import EndpointSpec
+from optimize.schemas.outcomes import LastWord
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.phases import ACTIVE as OPEN_PHASES
 from optimize.serving.phases import ENDPOINT, SERVED, TERMINAL, EndpointPhase
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Endpoint
-from optimize.training.server.instructions import trained_instructions
+from optimize.workloads.models import resolve_model, trained_instructions
 
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 
 
-def create(deployment: Deployment, body: dict[str, Any]) -> dict[str, Any]:
+def create(deployment: Deployment, request: EndpointRequest) -> dict[str, Any]:
     """A new endpoint for the model, or the active endpoint of the project that already serves its base model
     at the same commit, with the model attached."""
-    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"].strip():
-        raise Invalid("an endpoint needs model (a base model or a registered model NS/NAME[:vN])")
-    for field in ("project", "deviceProfile"):
-        if body.get(field) is not None and not isinstance(body[field], str):
-            raise Invalid(f"{field} must be a name (a string)")
     with deployment.store.transaction() as session:
-        reference, model, owner = resolve_model(deployment, session, body["model"])
+        reference, model, owner = resolve_model(deployment, session, request.model)
         entry = deployment.catalog.find(model["baseEntryId"])
         if "serving" not in entry.allowed_for:
             raise Refused(f"base model {entry.id} is not allowed for serving on this deployment",
                           hint="serve a model whose catalog entry allows serving (akka training base-models get)")
-        profile = replica_profile(entry, deployment.profiles, body.get("deviceProfile"), "endpoint")
-        project = project_for_model(session, reference, owner, body.get("project"), "endpoint")
+        profile = replica_profile(entry, deployment.profiles, request.device_profile, "endpoint")
+        project = project_for_model(session, reference, owner, request.project, "endpoint")
         adapter = None if model["kind"] == "base" else {
             "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
             "instructions": trained_instructions(deployment, session, reference), "at": iso(utcnow()), "loaded": False}
@@ -228,7 +224,7 @@ def _duration(seconds: float) -> str:
 
 def info(deployment: Deployment) -> dict[str, Any]:
     """What endpoints of this deployment can do."""
-    from optimize.serving.tool_calls import PARSERS
+    from optimize.workloads.tool_calls import PARSERS
 
     return {"idleTimeoutSeconds": deployment.endpoint_idle_seconds, "adaptersAtOnce": MAX_ADAPTERS,
             "devicesPerEndpoint": 1, "engine": "transformers", "toolCallParsers": list(PARSERS),
@@ -409,10 +405,11 @@ def heartbeat(deployment: Deployment, endpoint_id: str, token: str, body: dict[s
         return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
 
 
-def finish(deployment: Deployment, endpoint_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The worker could not serve: the endpoint fails with its reason."""
+def finish(deployment: Deployment, endpoint_id: str, token: str, body: Any) -> dict[str, Any]:
+    """The worker's last word, that it could not serve: the endpoint fails with its reason."""
     with deployment.store.transaction() as session:
         endpoint, _lease = fence(session, ENDPOINT, endpoint_id, token)
+        word = LastWord.read(body)
         end(session, endpoint, EndpointPhase.FAILED,
-             str(body.get("failed") or "the endpoint's worker stopped")[:4000], by_worker=True)
+             word.failure_reason() or "the endpoint's worker stopped", by_worker=True)
         return {"phase": endpoint.phase}

@@ -14,6 +14,7 @@ from typing import Any
 
 from optimize import __version__
 from optimize.schemas.jobs import AnalysisSpec
+from optimize.schemas.outcomes import AnalysisLastWord
 from optimize.worker.channel import Channel
 from optimize.worker.frame import run_framed
 from optimize.worker.rendering import renderer_for
@@ -23,7 +24,7 @@ from optimize.worker.reporter import Reporter
 def run_analysis(channel: Channel, analysis_id: str) -> int:
     # a refusal names a bad row (another attempt would fail the same way); any other failure is the host's, its
     # model cache's or the connection's, so another attempt can succeed
-    return run_framed(channel, AnalysisSpec, _measure, refusals=(_Refusal,), refused={"refused": True})
+    return run_framed(channel, AnalysisSpec, _measure, refusals=(_Refusal,), refused=True)
 
 
 CHUNK_ROWS = 256  # rows measured per batch tokenizer call: fast, and memory stays bounded
@@ -54,7 +55,7 @@ def _measured(renderer, lines: list[int], rows: list[dict], kind: str, model_id:
         raise
 
 
-def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> dict[str, Any]:
+def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> AnalysisLastWord:
     import orjson
 
     from optimize.analysis.report import ReportBuilder
@@ -106,4 +107,4 @@ def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> dict
         **builder.report(),
         "worker": {"peakRssMiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)},
     }
-    return {"report": report, "lengthsSha256": lengths_sha}
+    return AnalysisLastWord(report=report, lengths_sha256=lengths_sha)

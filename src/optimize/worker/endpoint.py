@@ -25,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from optimize.schemas.jobs import EndpointSpec
+from optimize.schemas.outcomes import LastWord
 from optimize.serving.completions import RequestError, read_request
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
@@ -48,7 +49,7 @@ def run_endpoint(channel: Channel, endpoint_id: str) -> int:
         if beat.lost.is_set():
             return 3
         return channel.report_end(f"{base}/result",
-                                  {"failed": f"the endpoint failed: {type(error).__name__}: {error}"})
+                                  LastWord.failure(f"the endpoint failed: {type(error).__name__}: {error}").wire())
     finally:
         beat.stop()
         shutil.rmtree(workdir, ignore_errors=True)

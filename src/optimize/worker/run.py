@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize.schemas.jobs import RunSpec
+from optimize.schemas.outcomes import RunLastWord
 from optimize.schemas.resolved import ResolvedConfig, ResolvedPlan, ResolvedReward, ResolvedTerm, resolved_config
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import Channel
@@ -40,7 +41,7 @@ def run_training(channel: Channel, run_id: str) -> int:
                       refusals=(RowRefused,), failed_prefix="training failed: ")
 
 
-def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str) -> dict[str, Any]:
+def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str) -> RunLastWord:
     """One attempt with its save uploader and a work folder of its own, removed whatever the end."""
     # the resolved plan admission made, read back into its model
     plan = ResolvedPlan.model_validate({"config": spec["config"], "execution": spec["execution"]})
@@ -52,13 +53,13 @@ def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id:
         return _train(channel, spec, plan, reporter, uploader, workdir, preparing)
     except PausedWhilePreparing:
         uploader.close(pausing=True)
-        return {"paused": {"step": None}}
+        return RunLastWord.pause(None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _train(channel: Channel, spec: dict[str, Any], plan: ResolvedPlan, reporter: Reporter, uploader: SaveUploader,
-           workdir: Path, preparing: dict[str, float]) -> dict[str, Any]:
+           workdir: Path, preparing: dict[str, float]) -> RunLastWord:
     from optimize.training.engines import harness
     from optimize.training.methods import method_for
 
@@ -123,7 +124,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
         except SmokeFailed as failed:
             reporter.progress(urgent=True, smoke=failed.report)
             reporter.flush()
-            return {"failed": f"the smoke check failed: {failed.report['reason']}"}
+            return RunLastWord.failure(f"the smoke check failed: {failed.report['reason']}")
         reporter.progress(urgent=True, smoke=report)
         part.done("smoke")
 
@@ -176,7 +177,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
     except harness.StartCheckFailed as failed:
         reporter.progress(urgent=True, checks=failed.checks)
         reporter.flush()
-        return {"failed": str(failed)}
+        return RunLastWord.failure(str(failed))
     except Exception:
         if ranks is not None and ranks.failed():  # a rank died, and the collective this one was in failed
             raise Abandoned(f"{ranks.failed()}; the run goes on from its newest save") from None
@@ -188,19 +189,19 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
     reporter.progress(progress=uploader.counts())
     if outcome.stopped_at is not None and not reporter.lost.is_set():
         reporter.flush()
-        return {"paused": {"step": outcome.stopped_at, "saveError": uploader.error}}
+        return RunLastWord.pause(outcome.stopped_at, uploader.error)
     if uploader.error:
-        return {"failed": uploader.error}
+        return RunLastWord.failure(uploader.error)
     last = outcome.ended_early or outcome.total_steps  # its guards may have ended it early (execution.stopWhen)
     if not any(item["step"] >= last for item in uploader.committed):
-        return {"failed": "the final save was not committed"}
+        return RunLastWord.failure("the final save was not committed")
     reporter.flush()
     losses = outcome.losses
     devices = max(1, len(spec["devices"]))
-    return {
-        "modules": outcome.modules,
-        "weightsDigest": outcome.weights_digest,
-        "results": {
+    return RunLastWord(
+        modules=outcome.modules,
+        weights_digest=outcome.weights_digest,
+        results={
             "trainingLoss": ({"start": losses[0], "end": losses[-1], "mean": sum(losses) / len(losses)}
                              if losses else None),
             "validationLoss": outcome.validation_loss,
@@ -209,7 +210,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             "weightsDigest": outcome.weights_digest,
             **method.results(config, outcome.last),
         },
-        "cost": {
+        cost={
             "trainingSeconds": round(outcome.train_seconds, 2),
             "tokensPerSecondPerDevice": round(outcome.tokens / outcome.train_seconds / devices, 1)
             if outcome.train_seconds else None,
@@ -218,7 +219,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             "startCheckPeakGiB": outcome.start_check_peak_gib,
             "hostMemoryGiB": outcome.host_gib,
         },
-    }
+    )
 
 
 def _ranks(channel: Channel, devices: int, trained: dict[str, Any]) -> Replicas | None:

@@ -24,6 +24,7 @@ from optimize.schemas.bundles import (
     BundleVersionList,
     RegisteredBundle,
 )
+from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.registry import AliasMove
 
 router = APIRouter(prefix="/v1/registry/bundles", tags=["registry"])
@@ -81,10 +82,10 @@ def _check(namespace: str, name: str, body: BundleCheckRequest, registry, deploy
                                         function=body.function, samples=body.samples, model=body.model,
                                         time_limit_s=body.time_limit_seconds)
     if body.model is not None:
-        evaluation = evaluations.start(deployment, {
+        evaluation = evaluations.start(deployment, EvaluationRequest.parse({
             "model": body.model, "dataset": report["dataset"], "project": body.project,
             "grader": f"bundle:{report['bundle']}#{report['function']}", "generations": body.generations,
-            "temperature": body.temperature, "rows": body.samples, "maxNewTokens": body.max_new_tokens})
+            "temperature": body.temperature, "rows": body.samples, "maxNewTokens": body.max_new_tokens}))
         report["sampling"] = {"evaluationId": evaluation["evaluationId"], "model": evaluation["model"],
                               "generations": body.generations, "temperature": body.temperature,
                               "rows": evaluation["progress"]["total"]}

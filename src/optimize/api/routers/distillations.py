@@ -24,7 +24,7 @@ add_log_route(router, "distillation")  # GET …/{id}/logs: the worker's log, pe
 
 @router.post("", response_model=Distillation, status_code=202, response_description="The distillation was queued")
 def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> dict:
-    return service.create(deployment, body)
+    return service.create(deployment, DistillationRequest.parse(body))
 
 
 @router.get("", response_model=DistillationList)

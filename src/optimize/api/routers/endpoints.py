@@ -15,7 +15,6 @@ from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
 from optimize.api.routers.chat import CHAT_RESPONSES, TEXT_RESPONSES, chat_request_body, forward
 from optimize.api.status_stream import status_events
-from optimize.core.errors import Invalid
 from optimize.schemas.common import event_stream
 from optimize.schemas.endpoints import (
     DetachRequest,
@@ -37,7 +36,7 @@ add_log_route(router, "endpoint")  # GET …/{id}/logs: the worker's log, per at
              responses={200: {"model": EndpointCreated, "description": "The model was attached to an endpoint already "
                                                                        "serving its base model"}})
 def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(EndpointRequest), Body()]) -> JSONResponse:
-    answer = service.create(deployment, body)
+    answer = service.create(deployment, EndpointRequest.parse(body))
     return JSONResponse(answer, status_code=200 if answer["attached"] else 202)
 
 
@@ -65,10 +64,7 @@ def delete(endpoint_id: str, deployment: DeploymentDep) -> dict:
 @router.post("/{endpoint_id}/detach", response_model=Endpoint)
 def detach(endpoint_id: str, deployment: DeploymentDep,
            body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
-    model = body.get("model") if isinstance(body, dict) else None
-    if not isinstance(model, str) or not model:
-        raise Invalid("detach needs model: the attached model reference to stop serving")
-    return service.detach(deployment, endpoint_id, model)
+    return service.detach(deployment, endpoint_id, DetachRequest.parse(body).model)
 
 
 @router.post("/{endpoint_id}/disable", response_model=Endpoint)
@@ -76,21 +72,14 @@ def disable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, do
             ) -> dict:
     """Requests for the model through the server are answered 409 until it is enabled; the endpoint keeps its
     device and the model stays loaded."""
-    return service.set_enabled(deployment, endpoint_id, _model(body, "disable"), enabled=False)
+    return service.set_enabled(deployment, endpoint_id, EnableRequest.parse(body, verb="disable").model, enabled=False)
 
 
 @router.post("/{endpoint_id}/enable", response_model=Endpoint)
 def enable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
            ) -> dict:
     """The model answers through the server again."""
-    return service.set_enabled(deployment, endpoint_id, _model(body, "enable"), enabled=True)
-
-
-def _model(body: Any, verb: str) -> str:
-    model = body.get("model") if isinstance(body, dict) else None
-    if not isinstance(model, str) or not model:
-        raise Invalid(f"{verb} needs model: the base model or an attached model the endpoint serves")
-    return model
+    return service.set_enabled(deployment, endpoint_id, EnableRequest.parse(body, verb="enable").model, enabled=True)
 
 
 @router.post("/{endpoint_id}/chat/completions", responses=CHAT_RESPONSES,

@@ -25,7 +25,7 @@ add_log_route(router, "evaluation")  # GET …/{id}/logs: the worker's log, per 
 @router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")
 async def start(deployment: DeploymentDep, body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> dict:
     # on the submissions' lane: a bundle grader's import check is user code, which the service waits for
-    return await SUBMISSIONS_LANE.run(service.start, deployment, body)
+    return await SUBMISSIONS_LANE.run(service.start, deployment, EvaluationRequest.parse(body))
 
 
 @router.get("", response_model=EvaluationList)

@@ -75,7 +75,7 @@ def get_snapshots(run_id: str, deployment: DeploymentDep) -> dict:
 def pause_run(run_id: str, deployment: DeploymentDep,
               body: Annotated[Any, documented_as(PauseRequest), Body()] = None) -> JSONResponse:
     """202 when the pause is accepted; 200 when the same pause is already in progress."""
-    run, accepted = lifecycle.pause(deployment, run_id, body.get("checkpoint") if isinstance(body, dict) else None)
+    run, accepted = lifecycle.pause(deployment, run_id, PauseRequest.parse(body).checkpoint)
     return JSONResponse(run, status_code=202 if accepted else 200)
 
 

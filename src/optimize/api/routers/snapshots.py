@@ -8,7 +8,6 @@ from fastapi import APIRouter, Body
 
 from optimize.api.bodies import documented_as
 from optimize.api.deps import DeploymentDep
-from optimize.core.errors import Invalid
 from optimize.schemas.runs import PinRequest, RegisteredSnapshot, RegisterSnapshotRequest, Snapshot, SnapshotDetail
 from optimize.training.server import snapshots
 
@@ -23,25 +22,17 @@ def get_snapshot(snapshot_id: str, deployment: DeploymentDep) -> dict:
 @router.post("/{snapshot_id}/register", response_model=RegisteredSnapshot)
 def register_snapshot(snapshot_id: str, deployment: DeploymentDep,
                       body: Annotated[Any, documented_as(RegisterSnapshotRequest), Body()] = None) -> dict:
-    return snapshots.register(deployment, snapshot_id, _field(body, "name", str))
+    return snapshots.register(deployment, snapshot_id, RegisterSnapshotRequest.parse(body).name)
 
 
 @router.post("/{snapshot_id}/pin", response_model=Snapshot)
 def pin_snapshot(snapshot_id: str, deployment: DeploymentDep,
                  body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
-    return snapshots.pin(deployment, snapshot_id, _field(body, "kinds", list), pinned=True)
+    return snapshots.pin(deployment, snapshot_id, PinRequest.parse(body).kinds, pinned=True)
 
 
 @router.post("/{snapshot_id}/unpin", response_model=Snapshot)
 def unpin_snapshot(snapshot_id: str, deployment: DeploymentDep,
                    body: Annotated[Any, documented_as(PinRequest), Body()] = None) -> dict:
-    return snapshots.pin(deployment, snapshot_id, _field(body, "kinds", list), pinned=False)
+    return snapshots.pin(deployment, snapshot_id, PinRequest.parse(body).kinds, pinned=False)
 
-
-def _field(body: Any, name: str, kind: type) -> Any:
-    value = body.get(name) if isinstance(body, dict) else None
-    if value is not None and not isinstance(value, kind):
-        raise Invalid(f"{name} must be a {'string' if kind is str else 'list'}")
-    if kind is list and value is not None and not all(isinstance(item, str) for item in value):
-        raise Invalid(f"{name} must be a list of kind names", hint=f"kinds: {', '.join(snapshots.KINDS)}")
-    return value

@@ -4,8 +4,6 @@ a user registers any snapshot that still holds its weights. The same weights reg
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select
 
 from optimize.core.errors import Invalid
@@ -13,6 +11,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.leases import reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.models import base_model_reference, register_version
+from optimize.schemas.outcomes import RunLastWord
 from optimize.schemas.plans import hyperparams_of
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.attempts import end_attempt
@@ -52,14 +51,14 @@ def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapsh
     return reference
 
 
-def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt, body: dict[str, Any]) -> None:
+def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt, word: RunLastWord) -> None:
     final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
                            .order_by(Snapshot.step.desc()).limit(1))
     if final is None or not any(a["kind"] == "weights" for a in final.artifacts):
         raise Invalid("a run completes only once its final save, with its adapter weights, is committed")
-    reference = register_adapter(deployment, session, run, final, body.get("modules") or [], body.get("weightsDigest"))
-    cost = {**(run.cost or {}), **(body.get("cost") or {})}
-    results = {**(run.results or {}), **(body.get("results") or {})}
+    reference = register_adapter(deployment, session, run, final, word.modules or [], word.weights_digest)
+    cost = {**(run.cost or {}), **(word.cost or {})}
+    results = {**(run.results or {}), **(word.results or {})}
     losses = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id, RunMetric.kind == "train")
                              .order_by(RunMetric.step)).all()
     losses = [m.values["loss"] for m in losses if m.values.get("loss") is not None]

@@ -14,6 +14,7 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
 from optimize.registry.datasets import examples_objects
+from optimize.schemas.outcomes import RunPause
 from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
@@ -109,7 +110,7 @@ class RunKind(JobKind):
 
     def _pause_instead(self, session: Session, row: Run, reason: str) -> bool:
         return finish_pause(session, row, attempts.current_attempt(session, row),
-                            {"step": (row.progress or {}).get("observedStep")}, reason=reason)
+                            RunPause(step=(row.progress or {}).get("observedStep")), reason=reason)
 
     def instructions(self, row: Run) -> dict[str, Any]:
         return reports.instructions(row)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, Refused
+from optimize.core.errors import Conflict, Refused
 from optimize.deployment import Deployment
 from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.projects.quotas import check_queue_room
+from optimize.schemas.outcomes import RunPause
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt
 from optimize.training.server.attempts import current_attempt, end_attempt, queue_from_newest_save
@@ -23,15 +24,10 @@ from optimize.training.server.retention import restore_point
 from optimize.training.server.runs import find_run
 from optimize.training.server.views import run_json
 
-CHECKPOINTS = ("latest", "save")
 
-
-def pause(deployment: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[str, Any], bool]:
-    """Record a pause; returns (run, accepted now). The same pause sent again while pausing is not new."""
-    if checkpoint not in CHECKPOINTS:
-        raise Invalid(f"checkpoint {checkpoint!r} is not one of latest, save",
-                      hint="pause with --checkpoint latest (stop against the newest resumable save) or --checkpoint "
-                           "save (save at the next update, then stop)")
+def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[dict[str, Any], bool]:
+    """Record a pause (`checkpoint` latest or save); returns (run, accepted now). The same pause sent again while
+    pausing is not new."""
 
     def decide(session) -> tuple[dict[str, Any], bool]:
         run = find_run(session, run_id)
@@ -68,17 +64,17 @@ def pause(deployment: Deployment, run_id: str, checkpoint: Any) -> tuple[dict[st
     return decided(deployment.store, decide)
 
 
-def finish_pause(session, run: Run, attempt: RunAttempt, body: dict[str, Any], reason: str = "paused",
+def finish_pause(session, run: Run, attempt: RunAttempt, stop: RunPause, reason: str = "paused",
                  by_worker: bool = False) -> bool:
     """The worker stopped (or was lost while pausing): release its devices and record what it can resume from."""
     point = restore_point(session, run.id)
-    stopped = body.get("step")
+    stopped = stop.step
     pause_record = dict(run.pause or {})
     pause_record.update({"state": "paused", "pausedAt": iso(utcnow()), "stoppedAtStep": stopped,
                          "savedStep": point.step if point else None, "snapshotId": point.id if point else None,
                          "resourcesReleased": True})
     if pause_record.get("checkpoint") == "save" and (point is None or stopped is None or point.step < stopped):
-        pause_record["saveFailed"] = body.get("saveError") or (
+        pause_record["saveFailed"] = stop.save_error or (
             f"the save at step {stopped} was not committed before the worker stopped" if stopped is not None
             else "the worker stopped before it saved")
     if reason != "paused":

@@ -25,6 +25,7 @@ from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
 from optimize.schemas.jobs import RunSpec
+from optimize.schemas.outcomes import Outcome, RunLastWord
 from optimize.schemas.plans import REINFORCEMENT, StopWhen
 from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.db import insert_ignoring_conflict
@@ -310,18 +311,19 @@ def _verified_manifest(deployment: Deployment, sha256: str) -> dict[str, Any]:
     return manifest
 
 
-def finish(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The worker's last word: failed with a reason, stopped for a pause, or completed with its final snapshot,
-    which is registered as the project's model."""
+def finish(deployment: Deployment, run_id: str, token: str, body: Any) -> dict[str, Any]:
+    """The worker's last word (read once its lease is known to hold): failed with a reason, stopped for a pause, or
+    completed with its final snapshot, which is registered as the project's model."""
     with deployment.store.transaction() as session:
         run, attempt = _leased(session, run_id, token)
-        if body.get("failed"):
-            fail_run(session, run, str(body["failed"]), by_worker=True)
+        word = RunLastWord.read(body)
+        if word.outcome is Outcome.FAILED:
+            fail_run(session, run, word.failure_reason(), by_worker=True)
             return {"phase": run.phase}
-        if body.get("paused") is not None:
+        if word.outcome is Outcome.PAUSED:
             if run.phase != RunPhase.PAUSING.value:
                 raise Invalid(f"run {run.id[:12]} is {run.phase}, not pausing; its worker cannot report a pause")
-            finish_pause(session, run, attempt, body["paused"], by_worker=True)
+            finish_pause(session, run, attempt, word.paused, by_worker=True)
             return {"phase": run.phase}
-        complete_run(deployment, session, run, attempt, body)
+        complete_run(deployment, session, run, attempt, word)
         return {"phase": run.phase, "model": run.model_reference}
