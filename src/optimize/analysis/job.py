@@ -3,6 +3,7 @@ while it measured, queues it again (within three attempts), since measuring is r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -43,6 +44,12 @@ class AnalysisKind(JobKind):
     def outputs(self, row: Analysis) -> dict[str, Any]:
         """Its `report`: the analysis a run's length check reads (the run's edges name it)."""
         return {"report": {"analysisId": row.id, "lengthsSha256": row.lengths_sha256}}
+
+    def start_upstream(self, deployment: Any, inputs: dict[str, Any],
+                       waited_by: Callable[[Session, str], None] | None = None) -> None:
+        """The analysis of `inputs["dataset"]` under the base model `inputs["model"]` (a run's length check waits
+        for it), started unless one is kept."""
+        service.start_analysis(deployment, inputs["dataset"], inputs["model"], waited_by=waited_by)
 
     def readable_blobs(self, deployment: Any, session: Session, row: Analysis) -> Readable:
         """The shards of the dataset version it measures (it writes its lengths, and reads nothing back)."""

@@ -27,7 +27,8 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"[yellow]Warning[/]      {warning}")
     if d.get("memory"):
         con.print(f"Memory       {memory_line(d['memory'])}", markup=False)
-    config = resolved_config(d["resolved"]["config"])  # the resolved plan, read into its model
+    # the resolved plan, read into its model (a dry run that answers none shows no rollout or reward sections)
+    config = resolved_config(d["resolved"]["config"]) if d["resolved"].get("config") else None
     rl = config.rl_hyperparams if isinstance(config, ResolvedReinforcement) else None
     if rl is not None:  # a reinforcement run: how it rolls out, and what its terms make of the rows' own answers
         con.print(f"Rollouts     klBeta {rl.kl_beta:g}, temperature {rl.temperature:g}, {rl.generations} "

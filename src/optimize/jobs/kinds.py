@@ -111,6 +111,13 @@ class JobKind:
         jobs never complete, as an endpoint serves until it is taken down, so no job can wait for one)."""
         return self.completed or self.lifecycle.phases.__members__.get("COMPLETED")
 
+    def start_upstream(self, deployment: Any, inputs: dict[str, Any],
+                       waited_by: Callable[[Session, str], None] | None = None) -> None:
+        """Start (or keep) a job of this kind that another job waits for, from `inputs`; `waited_by(session, job id)`
+        records the waiting job's edge (`jobs.graph`) in the transaction that starts it. How one kind starts
+        another's work without importing it; a kind that is not started this way refuses."""
+        raise NotImplementedError(f"a {self.name} is not started as another job's upstream")
+
     def outputs(self, row: Any) -> dict[str, Any]:
         """What a completed job gives the jobs that wait for it, by name (an analysis's `report`)."""
         return {}

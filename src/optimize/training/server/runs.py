@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import select
 
-from optimize.analysis.service import start_analysis
 from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -27,6 +26,7 @@ from optimize.core.errors import Conflict, Invalid, NotFound, PlatformError, Ref
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs import graph
+from optimize.jobs import registry as job_kinds
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.lifecycle import phases_asked
 from optimize.jobs.waiting import waiting_for
@@ -112,7 +112,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
     waits = (lambda session, analysis_id: _wait_for_analyses(deployment, session, run_id, now, [analysis_id])
              ) if state == "waiting" else None
     for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
-        start_analysis(deployment, reference, entry.id, waited_by=waits)
+        job_kinds.kind("analysis").start_upstream(deployment, {"dataset": reference, "model": entry.id}, waits)
     return body, True
 
 
