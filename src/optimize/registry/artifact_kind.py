@@ -51,7 +51,6 @@ class Wording:
     name: str  # how a bad name is called: "name", "model name"
     missing_hint: Callable[[str], str]  # the hint when NS/NAME does not exist
     empty_hint: Callable[[str], str | None] = _no_hint  # the hint when it has no versions
-    digest_words: str = "version with digest"  # "model NS/NAME has no version with digest sha256:…"
     alias_name: Callable[[str], str] = _alias_name  # an alias as `alias get` reads it
     no_alias_hint: Callable[[str, str], str | None] = _no_alias_hint  # the hint when the alias is not set
 

@@ -102,7 +102,7 @@ def resolve_version(session: Session, kind: ArtifactKind, owner: Any, selector: 
         what = f"version v{number}"
     elif digest is not None:
         found = session.scalar(query.where(kind.digest.matches(kind.version, digest)))
-        what = f"{kind.wording.digest_words} {digest}"
+        what = f"version with digest {digest}"
     else:
         pointer = session.get(kind.aliases.pointer, (owner.id, alias)) if kind.aliases else None
         found = session.get(kind.version, pointer.version_id) if pointer else None

@@ -19,9 +19,6 @@ from optimize.store.tables import (
     ModelVersion,
 )
 
-# How datasets' and bundles' refusals have always named a digest none of their versions holds; their answers keep it.
-_THEIR_DIGEST_WORDS = "a version with digest"
-
 
 def _list_hint(plural: str):
     return lambda label: f"list its versions with: akka registry {plural} versions {label}"
@@ -33,7 +30,7 @@ DATASETS = ArtifactKind(
     noun="dataset", plural="datasets", owner=Dataset, version=DatasetVersion, owner_column="dataset_id",
     wording=Wording(name="name", missing_hint=lambda label: f"register it with: akka registry datasets register "
                                                              f"{label} -f FILE",
-                    digest_words=_THEIR_DIGEST_WORDS, alias_name=str.lower),
+                    alias_name=str.lower),
     fields=dataset_fields, summary=lambda dataset: {"kind": dataset.kind}, lineage="lineage",
     aliases=AliasTables(DatasetAlias, DatasetAliasMove), stored_bytes="size_bytes",
 )
@@ -47,7 +44,6 @@ def _bundle_register_hint(label: str) -> str:
 BUNDLES = ArtifactKind(
     noun="bundle", plural="bundles", owner=Bundle, version=BundleVersion, owner_column="bundle_id",
     wording=Wording(name="bundle name", missing_hint=_bundle_register_hint, empty_hint=_bundle_register_hint,
-                    digest_words=_THEIR_DIGEST_WORDS,
                     no_alias_hint=lambda label, alias: f"point it at a version with: akka registry bundles alias set "
                                                        f"{label}:{alias} --version vN"),
     digest=DigestRule(column="sha256", bare_hex=True), fields=bundle_fields,
