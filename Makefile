@@ -29,7 +29,7 @@ demo: $(STAMP)
 # Two test processes, each taking whole files (a file's tests share its fixtures and run in order): most of a
 # test's time is a server or worker process starting or waiting, so two share the two cores of CI well.
 test: $(STAMP) $(CHROMIUM)
-	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
