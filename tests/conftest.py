@@ -27,6 +27,11 @@ os.environ["COLUMNS"] = "160"
 # Servers the tests start (and apps they create in-process) may import models from the temporary folders the tests
 # build them in, and only there.
 os.environ.setdefault("OPTIMIZE_IMPORT_ROOTS", tempfile.gettempdir())
+# One compute thread per process: the suite runs two files at once, each with its server's workers and endpoints,
+# and torch's default of a thread per core makes every one of those processes contend for every core (the stand-ins'
+# matrices are far too small to gain from a second thread; the whole suite took about twice as long).
+# Set before anything imports torch, so this process and every server, worker and endpoint it starts inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 POSTGRES_ADMIN_URL = os.environ.get("OPTIMIZE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 

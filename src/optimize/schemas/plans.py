@@ -6,7 +6,7 @@ The configuration (what determines the trained model) is `config`; `execution` (
 
 The plan is shared by the server (admission, analysis estimates), the CLI (reading a run file) and the workers
 (the engine), and so is the one rule for how many optimizer updates a plan makes (`steps_per_epoch`,
-`total_steps`): the engine trains by it and the estimates predict with it.
+`TrainingLoop.updates`): the engine trains by it and the estimates predict with it.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class TrainingLoop(_Part):
                                                    description="Validate every this many updates")
 
     def updates(self, rows: int, devices: int = 1) -> int:
-        """The optimizer updates this loop makes over `rows` on `devices` (`total_steps`)."""
+        """The optimizer updates this loop makes over `rows` on `devices`."""
         if self.max_steps:
             return self.max_steps
         return steps_per_epoch(rows, self.batch_size, self.gradient_accumulation, devices) * self.epochs
@@ -371,19 +371,7 @@ REINFORCEMENT = frozenset({"grpo", "gspo"})
 METHODS: tuple[str, ...] = get_args(RunConfig.model_fields["method"].annotation)
 
 
-def hyperparams_of(config: dict) -> dict:
-    """The adapter, optimizer and loop a resolved config's JSON trains with: `rlHyperparams` for a reinforcement run
-    (a typed one says it as `trained_with`: `schemas.resolved`)."""
-    return config["rlHyperparams"] if config["method"] in REINFORCEMENT else config["hyperparams"]
-
-
 def steps_per_epoch(rows: int, batch_size: int, accumulation: int, devices: int = 1) -> int:
     return max(1, ceil(rows / (batch_size * accumulation * devices)))
 
 
-def total_steps(rows: int, training: dict, devices: int = 1) -> int:
-    """`training` is the resolved `config.hyperparams.training` block as JSON (`TrainingLoop.updates`, typed)."""
-    if training.get("maxSteps"):
-        return int(training["maxSteps"])
-    per_epoch = steps_per_epoch(rows, training["batchSize"], training["gradientAccumulation"], devices)
-    return per_epoch * int(training["epochs"])

@@ -1,7 +1,7 @@
 """Estimates of a run file's steps and time from a finished analysis.
 
 Steps follow from the rows and the plan's batch size, gradient accumulation, devices, epochs and maxSteps, by
-the rule the engine trains by (`schemas.plans.total_steps`).
+the rule the engine trains by (`TrainingLoop.updates`).
 Tokens per epoch are the rows' lengths, each capped at maxSeqLength. Time follows from the throughput measured
 in the catalog envelope that matches the run's method and device profile; with no such measurement there is
 no time estimate, and the answer says why. Every input is named with whether the file stated it.
@@ -24,7 +24,6 @@ from optimize.schemas.plans import (
     RunPlan,
     stated_and_resolved,
     steps_per_epoch,
-    total_steps,
 )
 from optimize.workloads.lengths import row_lengths
 
@@ -52,7 +51,7 @@ def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, e
     devices = 1 if cpu else max(plan.execution.gpus, 1)
     per_update = loop.batch_size * loop.gradient_accumulation * devices
     per_epoch = steps_per_epoch(rows, loop.batch_size, loop.gradient_accumulation, devices)
-    steps = total_steps(rows, loop.model_dump(by_alias=True), devices)
+    steps = loop.updates(rows, devices)
     tokens = None if lengths_file is None else \
         round(_capped_tokens(lengths_file, plan.config.max_seq_length) * generations * steps / per_epoch)
     envelope = next((e for e in entry.envelopes if e.method == plan.config.method

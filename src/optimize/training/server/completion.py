@@ -12,7 +12,7 @@ from optimize.jobs.leases import reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.models import base_model_reference, register_version
 from optimize.schemas.outcomes import RunLastWord
-from optimize.schemas.plans import hyperparams_of
+from optimize.schemas.resolved import resolved_config
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.server.attempts import end_attempt
 from optimize.training.server.phases import RUN, RunPhase
@@ -25,14 +25,14 @@ def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapsh
     if weights is None:
         raise Invalid(f"snapshot {snapshot.id[:12]} holds no adapter weights")
     entry = deployment.catalog.find(run.base_entry_id)
-    lora = hyperparams_of(run.resolved["config"])["lora"]
+    lora = resolved_config(run.resolved["config"]).trained_with.lora
     descriptor = {
         "variant": "ADAPTER",
         "baseModel": base_model_reference(session, entry.repository, run.base_commit),
         "baseRepository": entry.repository,
         "baseCommit": run.base_commit,
-        "adapterRank": lora["rank"],
-        "adapterAlpha": lora["alpha"],
+        "adapterRank": lora.rank,
+        "adapterAlpha": lora.alpha,
         "modules": modules,
         "artifact": {"kind": "weights", "manifestDigest": weights["manifestDigest"],
                      "location": f"blob://{weights['manifestDigest'].replace(':', '/')}"},
