@@ -1,4 +1,5 @@
-"""Stand-in models for chat tests, built once per session (offline, deterministic)."""
+"""Unit fixtures: stand-in models for chat tests, built once per session (offline, deterministic); a store with a
+project's datasets registered, for admission's tests."""
 
 from __future__ import annotations
 
@@ -21,3 +22,31 @@ def renderers(standin_dirs):
 
     return {family: ChatRenderer.from_pretrained(str(path), template_kwargs(family))
             for family, (path, _commit) in standin_dirs.items()}
+
+
+@pytest.fixture
+def admission_session(tmp_path):
+    """A transaction on a fresh SQLite store holding namespace `proj` with three registered datasets, one version
+    each: `chat`, `pairs` (preference) and `tooled` (chat, three rows offering tools)."""
+    from optimize.core.clock import utcnow
+    from optimize.store.db import Store
+    from optimize.store.migrate import upgrade
+    from optimize.store.tables import Dataset, DatasetVersion, Namespace
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    store = Store(url)
+    with store.transaction() as session:
+        session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
+        session.flush()
+        for name, kind, fmt, tools in (("chat", "chat", "chat-jsonl-v1", 0),
+                                       ("pairs", "preference", "preference-jsonl-v1", 0),
+                                       ("tooled", "chat", "chat-jsonl-v1", 3)):
+            dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
+            session.add(dataset)
+            session.flush()
+            session.add(DatasetVersion(dataset_id=dataset.id, version=1, digest=f"sha256:{name:0>64}", format=fmt,
+                                       rows=10, tool_rows=tools, size_bytes=100, object_count=1, created_at=utcnow()))
+        session.flush()
+        yield session
+    store.dispose()

@@ -18,9 +18,7 @@ from optimize.schemas.resolved import (
     resolved_config,
     resolved_plan,
 )
-from optimize.store.db import Store
-from optimize.store.migrate import upgrade
-from optimize.store.tables import BaseModelSelection, Dataset, DatasetVersion, Namespace
+from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.resolve import admit
 from optimize.training.engines.harness import common_arguments
 from optimize.training.methods import method_for
@@ -29,22 +27,8 @@ MODEL = "optimize/tiny-llama-3.2"
 
 
 @pytest.fixture
-def session(tmp_path):
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade(url)
-    store = Store(url)
-    with store.transaction() as session:
-        session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
-        session.flush()
-        for name, kind, fmt in (("chat", "chat", "chat-jsonl-v1"), ("pairs", "preference", "preference-jsonl-v1")):
-            dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
-            session.add(dataset)
-            session.flush()
-            session.add(DatasetVersion(dataset_id=dataset.id, version=1, digest=f"sha256:{name:0>64}", format=fmt,
-                                       rows=10, tool_rows=0, size_bytes=100, object_count=1, created_at=utcnow()))
-        session.flush()
-        yield session
-    store.dispose()
+def session(admission_session):
+    return admission_session
 
 
 def admitted(session, document):

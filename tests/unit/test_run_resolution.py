@@ -9,9 +9,7 @@ from optimize.catalog.catalog import load_catalog
 from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid, Refused
 from optimize.schemas.plans import parse_plan
-from optimize.store.db import Store
-from optimize.store.migrate import upgrade
-from optimize.store.tables import BaseModelSelection, Dataset, DatasetVersion, Namespace
+from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.kernels import default_kernels
 from optimize.training.admission.resolve import admit
 from optimize.training.engines.checks import default_bounds, reference_check
@@ -56,24 +54,8 @@ def test_default_bounds_grow_with_length_and_keep_stated_ones():
 
 
 @pytest.fixture
-def session(tmp_path):
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade(url)
-    store = Store(url)
-    with store.transaction() as session:
-        session.add(Namespace(name="proj", archived=False, created_at=utcnow()))
-        session.flush()
-        for name, kind, fmt, tools in (("chat", "chat", "chat-jsonl-v1", 0),
-                                       ("pairs", "preference", "preference-jsonl-v1", 0),
-                                       ("tooled", "chat", "chat-jsonl-v1", 3)):
-            dataset = Dataset(namespace="proj", name=name, kind=kind, created_at=utcnow())
-            session.add(dataset)
-            session.flush()
-            session.add(DatasetVersion(dataset_id=dataset.id, version=1, digest=f"sha256:{name:0>64}", format=fmt,
-                                       rows=10, tool_rows=tools, size_bytes=100, object_count=1, created_at=utcnow()))
-        session.flush()
-        yield session
-    store.dispose()
+def session(admission_session):
+    return admission_session
 
 
 def plan_document(**execution) -> dict:
