@@ -25,6 +25,7 @@ from optimize.schemas.distillations import (
     DistillationRequest,
     Rejections,
 )
+from optimize.schemas.progress import count_of
 
 ID = "1a2b3c4d5e6f" + "0" * 20
 
@@ -54,6 +55,7 @@ def sample(**changes) -> dict:
         "terminal": False, "settled": False, "waitingFor": None,
     }
     item.update(changes)
+    item.setdefault("count", count_of("distillation", item["phase"], item["progress"]))  # as the server counts it
     return Distillation.model_validate(item).model_dump(by_alias=True)  # it fits the API's answer
 
 
@@ -217,7 +219,9 @@ def test_a_follower_counts_decisions_answered_and_the_accepted():
     assert progress.event(sample(), later)["item"] == "distillation"
     assert progress.event(sample(), later)["live"]["accepted"] == 55
     # other kinds' events are as they were: no `accepted`
-    assert "accepted" not in progress.Tracker("evaluations").read({"progress": {"answered": 1}}, 0.0).as_json()
+    evaluation = {"phase": "RUNNING", "progress": {"answered": 1}}
+    assert "accepted" not in progress.Tracker("evaluations").read(
+        {**evaluation, "count": count_of("evaluation", "RUNNING", evaluation["progress"])}, 0.0).as_json()
     paused = progress.Tracker("distillations").read(sample(phase="PAUSED", stage=None), now=0.0)
     assert paused.eta_seconds is None
 

@@ -1,7 +1,8 @@
 """The live progress of `wait` / `--wait` (optimize.cli.progress): the figures a follower derives from the
 statuses a server streams — step of total, loss, tokens/s, an ETA that names its basis — and the three ways they
 are shown: the Rich view on a terminal, a plain line, a JSON event. Statuses here have the shape the API answers
-(`GET /v1/training/runs/{id}`, `…/evaluations/{id}`, `…/analyses/{id}`); the integration tests follow real ones."""
+(`GET /v1/training/runs/{id}`, `…/evaluations/{id}`, `…/analyses/{id}`), their `count` made by the server's table
+(`schemas.progress`); the integration tests follow real ones."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.console import Console
 
 from optimize.cli import progress
 from optimize.cli.progress import Pace, Tracker, duration, event, line, view
+from optimize.schemas.progress import count_of
 
 
 def run_status(step: int, total: int = 40, trained_ms: int | None = None, phase: str = "TRAINING", loss=1.25,
@@ -24,7 +26,12 @@ def run_status(step: int, total: int = 40, trained_ms: int | None = None, phase:
     if trained_ms is not None:
         millis["TRAINING"] = trained_ms
     return {"runId": "ab" * 16, "phase": phase, "attempt": attempt, "progress": progress_,
-            "timing": {"phaseMillis": millis}, "prediction": prediction}
+            "count": count_of("run", phase, progress_), "timing": {"phaseMillis": millis}, "prediction": prediction}
+
+
+def counted(item: str, status: dict) -> dict:
+    """A status with its count, as the server answers it."""
+    return {**status, "count": count_of(item, status["phase"], status.get("progress"))}
 
 
 def terminal_text(renderable) -> str:
@@ -70,8 +77,9 @@ def test_the_eta_is_measuring_until_two_updates_are_seen():
     # evaluations, analyses and distillations alike: measuring until two counts are seen, nothing once done
     evaluation = Tracker("evaluations")
     status = {"evaluationId": "e" * 32, "phase": "RUNNING", "progress": {"answered": 3, "total": 10}}
-    assert evaluation.read(status, now=0.0).eta_status == "measuring"
-    ended = evaluation.read({**status, "phase": "COMPLETED", "progress": {"answered": 10, "total": 10}}, now=1.0)
+    assert evaluation.read(counted("evaluation", status), now=0.0).eta_status == "measuring"
+    ended = evaluation.read(counted("evaluation", {**status, "phase": "COMPLETED",
+                                                   "progress": {"answered": 10, "total": 10}}), now=1.0)
     assert ended.eta_status is None and ended.eta_seconds is None
 
 
@@ -101,23 +109,24 @@ def test_a_run_that_starts_over_measures_afresh():
 def test_preparing_counts_rows_and_evaluations_count_answers():
     preparing = {"runId": "c" * 32, "phase": "PREPARING", "progress": {"rowsDone": 3, "rowsTotal": 12},
                  "timing": {"phaseMillis": {}}}
-    reading = Tracker("runs").read(preparing, now=0.0)
+    reading = Tracker("runs").read(counted("run", preparing), now=0.0)
     assert (reading.done, reading.total, reading.unit) == (3, 12, "rows prepared")
 
     tracker = Tracker("evaluations")
-    tracker.read({"evaluationId": "e" * 32, "phase": "RUNNING", "progress": {"answered": 2, "total": 10}}, now=0.0)
-    answers = tracker.read({"evaluationId": "e" * 32, "phase": "RUNNING", "progress": {"answered": 6, "total": 10}},
-                           now=2.0)
+    tracker.read(counted("evaluation", {"evaluationId": "e" * 32, "phase": "RUNNING",
+                                        "progress": {"answered": 2, "total": 10}}), now=0.0)
+    answers = tracker.read(counted("evaluation", {"evaluationId": "e" * 32, "phase": "RUNNING",
+                                                  "progress": {"answered": 6, "total": 10}}), now=2.0)
     assert answers.eta_seconds == 2.0 and answers.eta_basis == "from the last 4 answers"
     assert "answers 6/10 (60%)" in line("eeeeeeeeeeee Running", answers)
 
 
 def test_an_analysis_counts_the_rows_it_measured():
     tracker = Tracker("analyses")
-    tracker.read({"analysisId": "a" * 32, "phase": "running", "progress": {"rowsMeasured": 256, "rowsTotal": 1024}},
-                 now=0.0)
-    reading = tracker.read({"analysisId": "a" * 32, "phase": "running",
-                            "progress": {"rowsMeasured": 512, "rowsTotal": 1024}}, now=1.0)
+    tracker.read(counted("analysis", {"analysisId": "a" * 32, "phase": "running",
+                                      "progress": {"rowsMeasured": 256, "rowsTotal": 1024}}), now=0.0)
+    reading = tracker.read(counted("analysis", {"analysisId": "a" * 32, "phase": "running",
+                                                "progress": {"rowsMeasured": 512, "rowsTotal": 1024}}), now=1.0)
     assert line("aaaaaaaaaaaa running", reading) == \
         "aaaaaaaaaaaa running  rows measured 512/1024 (50%)  ETA 2s from the last 256 rows"
 
@@ -178,3 +187,14 @@ def test_the_live_view_redraws_in_place_and_leaves_the_screen_to_the_final_view(
     assert "ETA measuring" in drawn  # one update seen: no pace yet
     assert re.search(r"ETA (30|29)s from the last 5 steps", drawn)  # counting down from 30 s as it is drawn
     assert drawn.endswith("\x1b[2K")  # transient: the view is erased, and `get`'s view is printed after it
+
+
+def test_one_table_counts_every_followed_kind_that_counts():
+    from optimize.schemas.progress import COUNTED
+
+    # the followers read what the server's table counts; an endpoint counts nothing (its headline says its models)
+    assert {followed.item for followed in progress.FOLLOWED.values()} - set(COUNTED) == {"endpoint"}
+    assert count_of("endpoint", "READY", {}) is None
+    assert count_of("run", "QUEUED", {}) is None  # nothing counted yet: no count, not a zero of nothing
+    assert count_of("run", "TRAINING", {"observedStep": 3, "totalSteps": 8}) == {
+        "done": 3, "total": 8, "unit": "steps"}

@@ -32,6 +32,7 @@ from optimize.registry.datasets import content_digest, examples_objects, resolve
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.outcomes import AnalysisLastWord
 from optimize.schemas.plans import parse_plan
+from optimize.schemas.progress import count_of
 from optimize.store.db import id_prefix_matches_nothing, insert_ignoring_conflict, shown_id
 from optimize.store.events import record
 from optimize.store.tables import Analysis
@@ -49,6 +50,7 @@ def analysis_json(item: Analysis) -> dict[str, Any]:
         "baseModelCommit": item.base_commit, "optimizeVersion": item.optimize_version, "reason": item.reason,
         "refused": item.refused, "createdAt": iso(item.created_at), "startedAt": iso(item.started_at),
         "finishedAt": iso(item.finished_at), "report": item.report, "progress": item.progress or {},
+        "count": count_of("analysis", item.phase, item.progress),
         "terminal": AnalysisPhase(item.phase) in TERMINAL, "settled": AnalysisPhase(item.phase) in TERMINAL,
     }
     if item.lengths_sha256:

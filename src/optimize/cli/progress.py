@@ -1,6 +1,7 @@
 """What a followed item's status means while it is followed (`wait`, `--wait`): how far it is (steps of a run,
-answers of an evaluation, rows an analysis measured, decisions a distillation answered), its loss and tokens/s,
-and an ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
+answers of an evaluation, rows an analysis measured, decisions a distillation answered: the status's `count`, in the
+one vocabulary the server answers for every kind, `schemas.progress`), its loss and tokens/s, and an ETA that names
+its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
 
 An ETA is measured only between two updates the follower saw (two statuses whose counts differ, neither of them the
 start at zero): until then it is "measuring" (`etaStatus`), never a figure. The start is left out because the first
@@ -40,7 +41,7 @@ class Reading:
     at: float
     done: int | None = None
     total: int | None = None
-    unit: str = ""  # steps, rows prepared, answers, rows measured, decisions answered, models answering
+    unit: str = ""  # the count's unit: steps, rows prepared, answers, decisions answered, rows measured
     loss: float | None = None
     tokens_per_second: float | None = None
     eta_seconds: float | None = None
@@ -142,15 +143,19 @@ def _measured(pace: Pace, reading: Reading, now: float, noun: str, active: bool)
         reading.eta_status = "measuring"
 
 
+def _counted(status: dict[str, Any], reading: Reading) -> None:
+    """The item's count as the server answers it (`schemas.progress`: done of total in a unit, the same words for
+    every kind)."""
+    count = status.get("count")
+    if count:
+        reading.done, reading.total, reading.unit = count["done"], count.get("total"), count["unit"]
+        reading.accepted = count.get("accepted")
+
+
 def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
     progress = status.get("progress") or {}
     phase = status.get("phase")
-    if phase == "PREPARING" and progress.get("rowsTotal") and not progress.get("totalSteps"):
-        reading.done, reading.total = progress.get("rowsDone", 0), progress["rowsTotal"]
-        reading.unit = "rows prepared"
-    elif progress.get("totalSteps"):
-        reading.done, reading.total = progress.get("observedStep", 0), progress["totalSteps"]
-        reading.unit = "steps"
+    _counted(status, reading)
     reading.loss = progress.get("loss")
     # The server's account of training time (its TRAINING spans) is the clock: it leaves out queueing,
     # preparing and pauses, and a follower that starts late reads the same clock as one that started early.
@@ -175,26 +180,15 @@ def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) 
         reading.eta_status, reading.counting = "estimated", False
 
 
-def _read_evaluation(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
-    progress = status.get("progress") or {}
-    reading.done, reading.total, reading.unit = progress.get("answered", 0), progress.get("total"), "answers"
-    _measured(pace, reading, now, "answers", active=status.get("phase") == "RUNNING")
+def _steady(noun: str, active: str) -> Callable[[dict[str, Any], Reading, float, Pace], None]:
+    """The reader of a kind that counts at a steady pace while in its `active` phase (an evaluation's answers, a
+    distillation's decisions, an analysis's rows), its pace named by `noun`."""
 
+    def read(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+        _counted(status, reading)
+        _measured(pace, reading, now, noun, active=status.get("phase") == active)
 
-def _read_distillation(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
-    progress = status.get("progress") or {}
-    if progress.get("decisions"):  # 0 until its worker has read the source: nothing to count yet
-        reading.done, reading.total = progress.get("answered", 0), progress["decisions"]
-        reading.unit, reading.accepted = "decisions answered", progress.get("accepted", 0)
-        _measured(pace, reading, now, "answers", active=status.get("phase") == "RUNNING")
-
-
-def _read_analysis(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
-    progress = status.get("progress") or {}
-    if progress.get("rowsTotal") or progress.get("rowsMeasured") is not None:
-        reading.done, reading.total = progress.get("rowsMeasured", 0), progress.get("rowsTotal")
-        reading.unit = "rows measured"
-        _measured(pace, reading, now, "rows", active=status.get("phase") == "running")
+    return read
 
 
 def _read_endpoint(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
@@ -214,10 +208,10 @@ class Followed:
 # by the kind's route family, as `wait` commands name it
 FOLLOWED: dict[str, Followed] = {
     "runs": Followed("run", "runId", _read_run),
-    "evaluations": Followed("evaluation", "evaluationId", _read_evaluation),
+    "evaluations": Followed("evaluation", "evaluationId", _steady("answers", "RUNNING")),
     "endpoints": Followed("endpoint", "endpointId", _read_endpoint),
-    "analyses": Followed("analysis", "analysisId", _read_analysis),
-    "distillations": Followed("distillation", "distillationId", _read_distillation),
+    "analyses": Followed("analysis", "analysisId", _steady("rows", "running")),
+    "distillations": Followed("distillation", "distillationId", _steady("answers", "RUNNING")),
 }
 ID_KEYS = {kind: followed.id_key for kind, followed in FOLLOWED.items()}
 ITEMS = {kind: followed.item for kind, followed in FOLLOWED.items()}

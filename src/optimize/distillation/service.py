@@ -45,6 +45,7 @@ from optimize.registry.datasets import examples_objects
 from optimize.schemas.distillations import DistillationRequest
 from optimize.schemas.jobs import DistillationSpec
 from optimize.schemas.outcomes import LastWord
+from optimize.schemas.progress import count_of
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Distillation, DistillationAnswer
@@ -157,7 +158,8 @@ def distillation_json(item: Distillation) -> dict[str, Any]:
             "phase": item.phase,
             "stage": (("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
             "attempt": item.attempt, "devicesHeld": item.devices or [] if running else [],
-            "progress": item.progress, "acceptance": rate.as_json(), "warnings": [warning] if warning else [],
+            "progress": item.progress, "count": count_of("distillation", item.phase, item.progress),
+            "acceptance": rate.as_json(), "warnings": [warning] if warning else [],
             "smoke": smoke, "registered": item.registered,
             "failureReason": item.failure_reason, "createdAt": iso(item.created_at),
             "finishedAt": iso(item.finished_at), "terminal": item.phase in TERMINAL,

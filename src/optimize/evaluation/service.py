@@ -37,6 +37,7 @@ from optimize.registry.datasets import examples_objects
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.jobs import EvaluationSpec
 from optimize.schemas.outcomes import LastWord
+from optimize.schemas.progress import count_of
 from optimize.scoring import BundleRunner
 from optimize.scoring.groups import zero_variance_share
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
@@ -169,7 +170,8 @@ def evaluation_json(item: Evaluation) -> dict[str, Any]:
             "sampling": item.model.get("sampling"), "rows": item.model.get("rows"),
             "deviceProfile": item.device_profile, "phase": item.phase,
             "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == EvaluationPhase.RUNNING else [],
-            "progress": item.progress, "report": item.report, "failureReason": item.failure_reason,
+            "progress": item.progress, "count": count_of("evaluation", item.phase, item.progress),
+            "report": item.report, "failureReason": item.failure_reason,
             "createdAt": iso(item.created_at), "finishedAt": iso(item.finished_at),
             "terminal": item.phase in TERMINAL, "settled": item.phase in TERMINAL}
 

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer, Number
+from optimize.schemas.progress import Count
 
 
 class AnalysisRequest(BaseModel):
@@ -44,6 +45,8 @@ class Analysis(Answer):
                                                       "null until done")
     progress: dict[str, Any] = Field(default_factory=dict, description="rowsMeasured of rowsTotal, as its worker "
                                                                        "reported them (empty before it starts)")
+    count: Count | None = Field(default=None, description="How far it is: rows measured of total (the same words "
+                                                          "for every kind); null before it starts")
     terminal: bool = Field(description="Whether it has ended (done or failed)")
     settled: bool = Field(description="Whether nothing more will change (as terminal: an analysis is not retried)")
     row_lengths: str | None = Field(default=None, description="sha256:HEX of the per-row lengths file (once done)")

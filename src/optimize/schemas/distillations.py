@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field
 
 from optimize.core.acceptance import DEFAULT_FLOOR
 from optimize.schemas.common import AcceptanceRate, Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.progress import Count
 from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
@@ -113,6 +114,9 @@ class Distillation(Answer):
     attempt: int = Field(description="Attempts started")
     devices_held: list[str] = Field(description="Devices it holds while RUNNING")
     progress: DistillationProgress = Field(description="Decisions answered, accepted and rejected")
+    count: Count | None = Field(default=None, description="How far it is: decisions answered of total and answers "
+                                                          "accepted (the same words for every kind); null until "
+                                                          "its worker has read the source")
     acceptance: AcceptanceRate = Field(description="Answers accepted over answers decided, against the floor")
     warnings: list[str] = Field(default_factory=list, description="What to look at: an acceptance rate below the "
                                                                   "floor (also recorded as a `warning` event)")

@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 
 from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.progress import Count
 from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
@@ -114,6 +115,8 @@ class Evaluation(Answer):
     attempt: int = Field(description="Attempts started")
     devices_held: list[str] = Field(description="Devices it holds while RUNNING")
     progress: EvaluationProgress = Field(description="Rows answered of the total")
+    count: Count | None = Field(default=None, description="How far it is: answers done of total (the same words for "
+                                                          "every kind)")
     report: EvaluationReport | None = Field(description="The scores once COMPLETED; null before")
     failure_reason: str | None = Field(description="Why it failed; null unless FAILED")
     created_at: str = Field(description="When it was started (ISO 8601, UTC)")

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 from optimize.schemas.analyses import EstimateScale
 from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
 from optimize.schemas.plans import MOST_STEPS
+from optimize.schemas.progress import Count
 from optimize.schemas.requests import Refusal, RequestModel, checked_by_service
 
 # --- requests ----------------------------------------------------------------------------------------------
@@ -306,6 +307,8 @@ class Run(Answer):
     execution: RunExecution = Field(description="Where it runs")
     config_hash: str = Field(description="Hash of the resolved config: runs with the same hash train the same way")
     progress: dict[str, Any] = Field(description="What its worker reported: rows, observed step, total steps, loss")
+    count: Count | None = Field(default=None, description="How far it is: rows prepared or steps, done of total "
+                                                          "(the same words for every kind); null before either")
     saved_step: int | None = Field(description="The newest step saved with its training state; null before any")
     checks: dict[str, Any] | None = Field(description="The pre-training checks of the rendered rows; null before them")
     length_check: dict[str, Any] | None = Field(description="The length and template check before the run claims "

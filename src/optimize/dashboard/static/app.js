@@ -169,11 +169,13 @@ async function projectsView() {
          h("tbody", {}, rows)) : h("p", { class: "muted" }, "No project yet: akka training projects create NAME")));
 }
 
-function progressOf(run) {
-  const p = run.progress || {};
-  if (p.totalSteps) return `${p.observedStep ?? 0}/${p.totalSteps}`;
-  if (p.rowsTotal) return `rows ${p.rowsDone ?? 0}/${p.rowsTotal}`;
-  return "—";
+// How far an item is: its `count` (done of total in a unit), in the words the server answers for every kind and the
+// CLI's followers show. Steps go bare ("12/40"), other units are named ("rows prepared 3/12").
+function progressOf(item) {
+  const c = item.count;
+  if (!c) return "—";
+  const of = c.total ? `${c.done}/${c.total}` : `${c.done}`;
+  return c.unit === "steps" ? of : `${c.unit} ${of}`;
 }
 
 async function runsView(project) {
@@ -515,6 +517,7 @@ async function evaluationView(evaluationId) {
   show(h("h1", {}, `Evaluation ${short(evaluationId)} `, h("span", { class: "muted" }, `of ${evaluation.model}`)),
        h("section", { class: "panel" }, facts([
          ["Phase", h("span", { class: `phase phase-${evaluation.phase}` }, evaluation.phase)],
+         ["Progress", progressOf(evaluation)],
          ["Dataset", evaluation.dataset?.reference], ["Grader", evaluation.grader],
          ["Mean score", fmt(evaluation.report?.meanScore, 3)], ["Exact", fmt(evaluation.report?.exactMatchRate, 3)],
          ["Scored", evaluation.report ? `${evaluation.report.scored} (${evaluation.report.unscored} unscored)` : "—"],

@@ -7,6 +7,7 @@ from typing import Any
 
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.paths import lookup
+from optimize.schemas.progress import count_of
 from optimize.schemas.resolved import resolved_execution
 from optimize.store.tables import Run, RunAttempt, RunMetric, Snapshot
 from optimize.training.methods import rewarded
@@ -66,6 +67,7 @@ def run_json(run: Run, attempt: RunAttempt | None = None, settings: bool = False
                       "maxAttempts": execution.max_attempts, "sharding": execution.sharding},
         "configHash": run.config_hash,
         "progress": run.progress or {},
+        "count": count_of("run", run.phase, run.progress),
         "savedStep": (run.progress or {}).get("savedStep"),
         "checks": run.checks,
         "lengthCheck": _length_check(run),
