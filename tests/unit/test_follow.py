@@ -64,9 +64,9 @@ def test_following_gives_up_after_eight_failures_in_a_row(monkeypatch):
 RUN = "ab" * 16
 STATUSES = [{"runId": RUN, "phase": "QUEUED", "terminal": False, "settled": False},
             {"runId": RUN, "phase": "TRAINING", "progress": {"observedStep": 4, "totalSteps": 8},
-             "terminal": False, "settled": False},
+             "count": {"done": 4, "total": 8, "unit": "steps"}, "terminal": False, "settled": False},
             {"runId": RUN, "phase": "COMPLETED", "progress": {"observedStep": 8, "totalSteps": 8},
-             "terminal": True, "settled": True}]
+             "count": {"done": 8, "total": 8, "unit": "steps"}, "terminal": True, "settled": True}]
 
 
 class Followed(BaseHTTPRequestHandler):

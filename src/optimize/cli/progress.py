@@ -20,12 +20,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
+
+from optimize.schemas.phases import AnalysisPhase, DistillationPhase, EvaluationPhase, RunPhase
 
 WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
 
@@ -161,7 +164,7 @@ def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) 
     # preparing and pauses, and a follower that starts late reads the same clock as one that started early.
     trained = ((status.get("timing") or {}).get("phaseMillis") or {}).get("TRAINING")
     seconds = trained / 1000 if trained is not None else now
-    if phase == "TRAINING" and reading.unit == "steps":
+    if phase == RunPhase.TRAINING and reading.unit == "steps":
         pace.add(seconds, reading.done, progress.get("tokens"))
         reading.tokens_per_second = pace.tokens_per_second()
         rate = pace.per_second()
@@ -174,13 +177,13 @@ def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) 
         return
     predicted = (status.get("prediction") or {}).get("seconds")
     left = None if predicted is None else predicted - (trained or 0) / 1000
-    if left is not None and left > 0 and phase in ("QUEUED", "PREPARING"):
+    if left is not None and left > 0 and phase in (RunPhase.QUEUED, RunPhase.PREPARING):
         # Before training: what the pre-flight estimate leaves of the training time, held (not counted down)
         reading.eta_seconds, reading.eta_basis = left, "from the pre-flight estimate"
         reading.eta_status, reading.counting = "estimated", False
 
 
-def _steady(noun: str, active: str) -> Callable[[dict[str, Any], Reading, float, Pace], None]:
+def _steady(noun: str, active: StrEnum) -> Callable[[dict[str, Any], Reading, float, Pace], None]:
     """The reader of a kind that counts at a steady pace while in its `active` phase (an evaluation's answers, a
     distillation's decisions, an analysis's rows), its pace named by `noun`."""
 
@@ -208,10 +211,10 @@ class Followed:
 # by the kind's route family, as `wait` commands name it
 FOLLOWED: dict[str, Followed] = {
     "runs": Followed("run", "runId", _read_run),
-    "evaluations": Followed("evaluation", "evaluationId", _steady("answers", "RUNNING")),
+    "evaluations": Followed("evaluation", "evaluationId", _steady("answers", EvaluationPhase.RUNNING)),
     "endpoints": Followed("endpoint", "endpointId", _read_endpoint),
-    "analyses": Followed("analysis", "analysisId", _steady("rows", "running")),
-    "distillations": Followed("distillation", "distillationId", _steady("answers", "RUNNING")),
+    "analyses": Followed("analysis", "analysisId", _steady("rows", AnalysisPhase.RUNNING)),
+    "distillations": Followed("distillation", "distillationId", _steady("answers", DistillationPhase.RUNNING)),
 }
 ID_KEYS = {kind: followed.id_key for kind, followed in FOLLOWED.items()}
 ITEMS = {kind: followed.item for kind, followed in FOLLOWED.items()}

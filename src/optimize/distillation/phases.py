@@ -7,21 +7,9 @@ COMPLETED with the dataset registered, FAILED (a failed smoke, no answer accepte
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from optimize.jobs.lifecycle import Lifecycle
+from optimize.schemas.phases import DistillationPhase
 from optimize.store.tables import Distillation
-
-
-class DistillationPhase(StrEnum):
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    ASSEMBLING = "ASSEMBLING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
 
 P = DistillationPhase
 TERMINAL = frozenset({P.COMPLETED, P.FAILED, P.CANCELLED})

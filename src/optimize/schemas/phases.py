@@ -1,8 +1,8 @@
-"""The phases of the jobs one kind of work reads of another's, as the answers carry them: an analysis's (a run's
-length check and estimate read it), an evaluation's (a run's reward check and the scores read the completed ones) and
-a run's (the throughput of completed runs). Each kind's lifecycle table is built on its enum here
-(`analysis.states`, `evaluation.phases`, `training.server.phases`); code compares phases to these members, never to
-strings."""
+"""The phases of every kind of job, as the answers carry them: what one kind reads of another's (an analysis's for a
+run's length check and estimate, an evaluation's for a run's reward check and the scores, a run's for the throughput
+of completed runs) and what the CLI reads of any (`cli.progress`). Each kind's lifecycle table is built on its enum
+here (`analysis.states`, `evaluation.phases`, `training.server.phases`, `distillation.phases`, `serving.phases`);
+code compares phases to these members, never to strings."""
 
 from __future__ import annotations
 
@@ -33,3 +33,21 @@ class RunPhase(StrEnum):
     COMPLETED = "COMPLETED"  # its final save is registered as the project's model
     FAILED = "FAILED"  # ended with a reason
     CANCELLED = "CANCELLED"  # ended by a user
+
+
+class DistillationPhase(StrEnum):
+    QUEUED = "QUEUED"  # waiting for its devices
+    RUNNING = "RUNNING"  # its teacher answers the source's decisions (first the smoke, then the rest)
+    PAUSED = "PAUSED"  # holds its saved answers and no device
+    ASSEMBLING = "ASSEMBLING"  # its device released; the server registers the accepted rows
+    COMPLETED = "COMPLETED"  # the dataset is registered
+    FAILED = "FAILED"  # a failed smoke, no answer accepted, a refusal
+    CANCELLED = "CANCELLED"  # ended by a user
+
+
+class EndpointPhase(StrEnum):
+    AWAITING_CAPACITY = "AWAITING_CAPACITY"  # waiting for a device of its profile (a serving slot on a cpu)
+    STARTING = "STARTING"  # its worker loads the base model and the adapters
+    READY = "READY"  # answers requests for every model whose adapter is loaded
+    FAILED = "FAILED"  # ended with a reason
+    DELETED = "DELETED"  # taken down by a user, or after its idle timeout

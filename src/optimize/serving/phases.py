@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from optimize.jobs.lifecycle import Lifecycle
+from optimize.schemas.phases import EndpointPhase
 from optimize.store.tables import Endpoint
-
-
-class EndpointPhase(StrEnum):
-    AWAITING_CAPACITY = "AWAITING_CAPACITY"  # waiting for a device of its profile (a serving slot on a cpu)
-    STARTING = "STARTING"  # its worker loads the base model and the adapters
-    READY = "READY"  # answers requests for every model whose adapter is loaded
-    FAILED = "FAILED"  # ended with a reason
-    DELETED = "DELETED"  # taken down by a user, or after its idle timeout
-
 
 ACTIVE = frozenset({EndpointPhase.AWAITING_CAPACITY, EndpointPhase.STARTING, EndpointPhase.READY})  # open
 SERVED = frozenset({EndpointPhase.STARTING, EndpointPhase.READY})  # a worker holds its device
