@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import UnionType
 from typing import Any, ClassVar, Self, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from optimize.core.errors import Invalid
@@ -78,12 +78,6 @@ class RequestModel(BaseModel):
                                             **words)
         first = errors[0]
         return _field_refusal(cls, first["loc"], first, words)
-
-
-def checked_by_service(model: type[BaseModel]) -> PlainValidator:
-    """Metadata of a field whose rules need more than its type (a sweep's grid: its points counted and its paths
-    compared before any is built, in the sweep's words): it reaches the service as sent, documented as `model`."""
-    return PlainValidator(lambda value: value, json_schema_input_type=model)
 
 
 def _field_refusal(model: type[BaseModel], loc: tuple[Any, ...], error: dict[str, Any], words: dict[str, str]

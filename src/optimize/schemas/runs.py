@@ -3,15 +3,18 @@ cancel), their branches (`…/branch|continue|sweep`, `…/branches`, `…/ances
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, get_args
+import itertools
+import math
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PlainValidator, model_validator
 
+from optimize.core.errors import Invalid, Refused
 from optimize.schemas.analyses import EstimateScale
 from optimize.schemas.common import Answer, BaseModelPin, DatasetPin, Number
 from optimize.schemas.plans import MOST_STEPS
 from optimize.schemas.progress import Count
-from optimize.schemas.requests import Refusal, RequestModel, checked_by_service
+from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 # The plan `POST /v1/training/runs` takes is `optimize.schemas.plans.RunPlan`. The routes below read their body as
@@ -97,6 +100,10 @@ class ContinueRequest(_BranchBody):
                                               "hyperparams.training.validationFrequencySteps")
 
 
+MAX_SWEEP_POINTS = 50
+MAX_AXIS_PATH_PARTS = 32  # a config document's fields lie a few levels deep
+
+
 class SweepAxis(RequestModel):
     path: str = Field(description="A dotted path in the config document, e.g. hyperparams.optimizer.learningRate; "
                                   "two axes may not name the same or nested paths")
@@ -104,9 +111,69 @@ class SweepAxis(RequestModel):
 
 
 class SweepGrid(RequestModel):
+    """A sweep's grid. Its rules (`read`) count its points and compare its paths before any point is built: a few
+    dozen two-valued axes (a body of a few KiB) make billions of points."""
+
     axes: list[SweepAxis] = Field(min_length=1, description="The grid's axes: one branch per point of their "
                                                             "cartesian product (the last axis varies fastest), at "
-                                                            "most 50 points")
+                                                            f"most {MAX_SWEEP_POINTS} points")
+
+    @classmethod
+    def read(cls, grid: Any) -> Self:
+        """The grid as sent, checked: refused by the first axis that is not a path and a list of values, a path of
+        more than MAX_AXIS_PATH_PARTS parts, more than MAX_SWEEP_POINTS points, or two axes naming the same or nested
+        paths."""
+        axes = grid.get("axes") if isinstance(grid, dict) else None
+        if not isinstance(axes, list) or not axes:
+            raise Invalid("the grid needs axes: a list of {path, values}")
+        read: list[SweepAxis] = []
+        for number, axis in enumerate(axes, 1):
+            if not isinstance(axis, dict) or not isinstance(axis.get("path"), str) or not isinstance(
+                    axis.get("values"), list):
+                raise Invalid(f"axis {number} needs a path (text) and values (a list)")
+            if not axis["values"]:
+                raise Invalid(f"axis {number} ({axis['path']}) has no values")
+            # each part is a level of the point's document, and the checks that follow walk it level by level
+            parts = axis["path"].count(".") + 1
+            if parts > MAX_AXIS_PATH_PARTS:
+                raise Invalid(f"axis {number}'s path has {parts} dotted parts, more than {MAX_AXIS_PATH_PARTS}",
+                              hint="name a field of the config document, e.g. hyperparams.optimizer.learningRate")
+            read.append(SweepAxis.model_construct(path=axis["path"], values=axis["values"]))
+        count = math.prod(len(axis.values) for axis in read)  # counted before any point is built
+        if count > MAX_SWEEP_POINTS:
+            raise Refused(f"the grid makes {count} points, more than {MAX_SWEEP_POINTS}", hint="remove values or axes")
+        _refuse_overlapping([axis.path for axis in read])
+        return cls.model_construct(axes=read)
+
+    def points(self) -> list[dict[str, Any]]:
+        """The grid's cartesian product as override documents (last axis fastest)."""
+        points = []
+        for values in itertools.product(*(axis.values for axis in self.axes)):
+            point: dict[str, Any] = {}
+            for axis, value in zip(self.axes, values, strict=True):
+                node = point
+                *parents, last = axis.path.split(".")
+                for key in parents:
+                    node = node.setdefault(key, {})
+                node[last] = value
+            points.append(point)
+        return points
+
+
+def _refuse_overlapping(paths: list[str]) -> None:
+    """Two axes naming the same or nested paths, in time linear in the paths' length (a grid of one-valued axes
+    may list tens of thousands of them: comparing every pair took minutes)."""
+    whole: dict[str, str] = {}  # each path so far
+    prefixes: dict[str, str] = {}  # each proper dotted prefix of the paths so far -> that path
+    for path in paths:
+        parts = path.split(".")
+        above = [".".join(parts[:end]) for end in range(1, len(parts))]
+        other = whole.get(path) or prefixes.get(path) or next((whole[p] for p in above if p in whole), None)
+        if other is not None:
+            raise Invalid(f"axes {path} and {other} name the same or nested paths")
+        whole[path] = path
+        for prefix in above:
+            prefixes.setdefault(prefix, path)
 
 
 class SweepRequest(_BranchBody):
@@ -119,11 +186,15 @@ class SweepRequest(_BranchBody):
                                                  "mode needs)")
     restore_mode: Annotated[str, _text("restoreMode")] = Field(
         default="auto", pattern=r"\S", json_schema_extra=_MODES, description=RESTORE_MODE)
-    # the grid's rules count its points and compare its paths before any is built: the sweep checks it
-    grid: Annotated[Any, checked_by_service(SweepGrid)] = Field(
+    # read as sent, then by the grid's own rules once the other fields are read (`_read_grid`), so a bad snapshotId
+    # or restoreMode is refused first, as the fields come
+    grid: Annotated[Any, PlainValidator(lambda value: value, json_schema_input_type=SweepGrid)] = Field(
         default=None, description="The grid: each point is an overrides document")
 
-
+    @model_validator(mode="after")
+    def _read_grid(self) -> Self:
+        self.grid = SweepGrid.read(self.grid)
+        return self
 class RegisterSnapshotRequest(RequestModel):
     """`POST /v1/training/snapshots/{id}/register` (the body may be left out)."""
 

@@ -13,9 +13,7 @@ weights otherwise, and says why.
 from __future__ import annotations
 
 import copy
-import itertools
 import json
-import math
 from typing import Any
 
 from sqlalchemy import select
@@ -24,6 +22,7 @@ from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
 from optimize.schemas.plans import METHODS
 from optimize.schemas.resolved import resolved_plan
+from optimize.schemas.runs import SweepGrid
 from optimize.store.tables import Run, Snapshot
 from optimize.training.methods import METHODS as METHODS_BY_NAME
 from optimize.training.methods import declared
@@ -34,8 +33,6 @@ from optimize.training.server.snapshots import find_snapshot
 RESTORE_MODES = ("auto", "weights", "trainingState")
 CONTINUATION_PATHS = {"hyperparams.optimizer.learningRate", "hyperparams.training.validationFrequencySteps"}
 STEP_PATHS = {"hyperparams.training.maxSteps", "hyperparams.training.epochs"}
-MAX_SWEEP_POINTS = 50
-MAX_AXIS_PATH_PARTS = 32  # a config document's fields lie a few levels deep
 
 
 def leaves(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -233,62 +230,11 @@ def continue_run(deployment: Deployment, parent_id: str, steps: int, snapshot_id
     return branch(deployment, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
 
 
-def grid_points(grid: Any) -> list[dict[str, Any]]:
-    """The grid's cartesian product as override documents (last axis fastest)."""
-    axes = grid.get("axes") if isinstance(grid, dict) else None
-    if not isinstance(axes, list) or not axes:
-        raise Invalid("the grid needs axes: a list of {path, values}")
-    paths: list[str] = []
-    for number, axis in enumerate(axes, 1):
-        if not isinstance(axis, dict) or not isinstance(axis.get("path"), str) or not isinstance(axis.get("values"),
-                                                                                                 list):
-            raise Invalid(f"axis {number} needs a path (text) and values (a list)")
-        if not axis["values"]:
-            raise Invalid(f"axis {number} ({axis['path']}) has no values")
-        # each part is a level of the point's document, and the checks that follow walk it level by level
-        parts = axis["path"].count(".") + 1
-        if parts > MAX_AXIS_PATH_PARTS:
-            raise Invalid(f"axis {number}'s path has {parts} dotted parts, more than {MAX_AXIS_PATH_PARTS}",
-                          hint="name a field of the config document, e.g. hyperparams.optimizer.learningRate")
-        paths.append(axis["path"])
-    # counted before the product is built: a few dozen two-valued axes (a body of a few KiB) make billions of points
-    count = math.prod(len(axis["values"]) for axis in axes)
-    if count > MAX_SWEEP_POINTS:
-        raise Refused(f"the grid makes {count} points, more than {MAX_SWEEP_POINTS}", hint="remove values or axes")
-    _refuse_overlapping(paths)
-    points = []
-    for values in itertools.product(*(axis["values"] for axis in axes)):
-        point: dict[str, Any] = {}
-        for path, value in zip(paths, values, strict=True):
-            node = point
-            *parents, last = path.split(".")
-            for key in parents:
-                node = node.setdefault(key, {})
-            node[last] = value
-        points.append(point)
-    return points
-
-
-def _refuse_overlapping(paths: list[str]) -> None:
-    """Two axes naming the same or nested paths, in time linear in the paths' length (a grid of one-valued axes
-    may list tens of thousands of them: comparing every pair took minutes)."""
-    whole: dict[str, str] = {}  # each path so far
-    prefixes: dict[str, str] = {}  # each proper dotted prefix of the paths so far -> that path
-    for path in paths:
-        parts = path.split(".")
-        above = [".".join(parts[:end]) for end in range(1, len(parts))]
-        other = whole.get(path) or prefixes.get(path) or next((whole[p] for p in above if p in whole), None)
-        if other is not None:
-            raise Invalid(f"axes {path} and {other} name the same or nested paths")
-        whole[path] = path
-        for prefix in above:
-            prefixes.setdefault(prefix, path)
-
-
-def sweep(deployment: Deployment, parent_id: str, grid: Any, snapshot_id: str | None = None, restore: str = "auto",
-          dry: bool = False) -> dict[str, Any]:
-    """One branch per grid point; every point is checked (as a dry run) before any is submitted."""
-    points = grid_points(grid)
+def sweep(deployment: Deployment, parent_id: str, grid: SweepGrid, snapshot_id: str | None = None,
+          restore: str = "auto", dry: bool = False) -> dict[str, Any]:
+    """One branch per grid point (the grid as its request read it: `SweepGrid.read`); every point is checked (as a
+    dry run) before any is submitted."""
+    points = grid.points()
     checked = []
     for number, point in enumerate(points, 1):
         try:
