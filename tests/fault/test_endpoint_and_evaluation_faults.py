@@ -83,23 +83,23 @@ def _ready(cli: Cli, endpoint_id: str) -> dict:
                              "json-compact").out.splitlines()[-1])
 
 
-@pytest.mark.parametrize("stop", ["sigterm", "kill9"])
-def test_an_endpoint_starts_again_once_with_the_next_server(server_factory, capsys, stop):
+def test_an_endpoint_starts_again_once_with_each_next_server(server_factory, capsys):
+    """One endpoint through two restarts: the server stopped (SIGTERM), then the next one killed (kill -9)."""
     proc = server_factory("restart")
     cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
     client.post(f"/v1/training/base-models/{LLAMA}/select", json=from_standin(LLAMA)).raise_for_status()
     client.post("/v1/training/projects", json={"name": "again"}).raise_for_status()
     endpoint = cli.json("training", "endpoints", "create", "--model", LLAMA, "--project", "again")["endpointId"]
     assert _ready(cli, endpoint)["attempt"] == 1
-    proc.stop() if stop == "sigterm" else proc.kill9()
-
-    proc = server_factory("restart")  # the same data dir: the next server process
-    cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
-    again = _ready(cli, endpoint)
-    assert again["phase"] == "READY" and again["attempt"] == 2 and again["failureReason"] is None
-    answer = client.post("/v1/chat/completions", json={"model": LLAMA, "max_tokens": 4,
-                                                       "messages": [{"role": "user", "content": "hi"}]})
-    assert answer.status_code == 200 and answer.json()["model"] == LLAMA
+    for attempt, stop in ((2, "sigterm"), (3, "kill9")):
+        proc.stop() if stop == "sigterm" else proc.kill9()
+        proc = server_factory("restart")  # the same data dir: the next server process
+        cli, client = Cli(capsys, proc.url), httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
+        again = _ready(cli, endpoint)
+        assert again["phase"] == "READY" and again["attempt"] == attempt and again["failureReason"] is None, stop
+        answer = client.post("/v1/chat/completions", json={"model": LLAMA, "max_tokens": 4,
+                                                           "messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status_code == 200 and answer.json()["model"] == LLAMA, stop
     cli.ok("training", "endpoints", "delete", endpoint)
 
 
