@@ -225,6 +225,17 @@ def completed_run(sqlite_server, tmp_path_factory) -> dict:
     return trained
 
 
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """One S3-compatible server (SeaweedFS, tests/s3_server.py) for the session's S3 tests; each test or module keeps
+    to buckets of its own."""
+    from tests.s3_server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def server_factory(tmp_path):
     """Start extra servers (own data dir, own settings) for one test; all are stopped after it."""

@@ -22,22 +22,14 @@ import pytest
 from tests.conftest import Cli, start_server
 from tests.integration.test_shards_and_uploads import many_rows
 from tests.run_fixtures import capitals_project, plan, write_plan
-from tests.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 BUCKET, PREFIX = "optimize-blobs", "deployment-a"
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("seaweedfs"))
-    server.create_bucket(BUCKET)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def on_s3(s3, tmp_path_factory):
+    s3.create_bucket(BUCKET)
     proc = start_server(tmp_path_factory.mktemp("on-s3"), extra_args=["--blob-store", f"s3://{BUCKET}/{PREFIX}"],
                         env={**s3.env, "OPTIMIZE_GC_SECONDS": "0", "OPTIMIZE_GC_BLOB_GRACE_SECONDS": "0"})
     yield proc

@@ -22,17 +22,9 @@ from optimize.blobs.local import LocalBlobStore
 from optimize.blobs.s3 import S3BlobStore, _checksum
 from optimize.core.errors import ChecksumMismatch, Corrupt, Invalid, NotFound, Unavailable
 from optimize.core.settings import parse_blob_store
-from tests.s3_server import S3Server
 
 MiB = 1024 * 1024
 _buckets = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("seaweedfs"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture
