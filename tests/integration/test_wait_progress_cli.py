@@ -144,7 +144,9 @@ def test_events_stream_a_json_line_per_status_then_the_run(watched):
     assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
     phases = [e["phase"] for e in events]
     order = ["QUEUED", "PREPARING", "TRAINING", "COMPLETED"]
-    assert "TRAINING" in phases and phases[-1] == "COMPLETED"
+    # a line per status the stream read (it reads every half second, so a phase shorter than that, as this short
+    # run's training may be on a fast machine, can pass unseen), ending with the run's last
+    assert len(phases) >= 2 and phases[-1] == "COMPLETED"
     assert [p for p in order if p in phases] == list(dict.fromkeys(phases))  # a line per change, never back
     assert "event" not in final and final["phase"] == "COMPLETED"
     assert final == json.loads(akka(url, "training", "runs", "get", final["runId"], "-o", "json").stdout)
