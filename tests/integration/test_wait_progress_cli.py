@@ -137,21 +137,24 @@ def test_an_estimate_of_a_completed_run_s_shape_is_scaled_by_how_fast_it_trained
 
 def test_events_stream_a_json_line_per_status_then_the_run(watched):
     url = watched["url"]
-    started = akka(url, "training", "runs", "start", "-f", watched["plan"], "--force", "--wait", "--exit-status",
+    # long enough for the stream, which reads every half second, to see it train on a fast machine too
+    document = plan(watched["name"], watched["dataset"])
+    document["config"]["hyperparams"]["training"] = {"maxSteps": 40, "batchSize": 4}
+    document["execution"]["saveEvery"] = 40
+    longer = write_plan(watched["tmp"], document)
+    started = akka(url, "training", "runs", "start", "-f", longer, "--force", "--wait", "--exit-status",
                    "--events", "-o", "json")
     assert started.returncode == 0, started.stdout + started.stderr
     *events, final = [json.loads(line) for line in started.stdout.splitlines()]  # JSON lines, even under -o json
     assert all(e["event"] == "status" and e["item"] == "run" and e["runId"] == final["runId"] for e in events)
     phases = [e["phase"] for e in events]
     order = ["QUEUED", "PREPARING", "TRAINING", "COMPLETED"]
-    # a line per status the stream read (it reads every half second, so a phase shorter than that, as this short
-    # run's training may be on a fast machine, can pass unseen), ending with the run's last
-    assert len(phases) >= 2 and phases[-1] == "COMPLETED"
+    assert "TRAINING" in phases and phases[-1] == "COMPLETED"
     assert [p for p in order if p in phases] == list(dict.fromkeys(phases))  # a line per change, never back
     assert "event" not in final and final["phase"] == "COMPLETED"
     assert final == json.loads(akka(url, "training", "runs", "get", final["runId"], "-o", "json").stdout)
     training = [e for e in events if e["phase"] == "TRAINING" and e["live"]["unit"] == "steps"]
-    assert training and all(e["live"]["total"] == 8 and e["live"]["done"] == e["progress"]["observedStep"]
+    assert training and all(e["live"]["total"] == 40 and e["live"]["done"] == e["progress"]["observedStep"]
                             for e in training)
     # every training line under way says where its ETA stands: measured from the steps seen (and on what), or
     # still measuring (fewer than two updates seen: a quick run on a loaded machine may show no more)
@@ -165,7 +168,7 @@ def test_events_stream_a_json_line_per_status_then_the_run(watched):
     again = akka(url, "training", "runs", "wait", final["runId"], "--events", "-o", "json-compact")
     assert again.returncode == 0, again.stderr
     event, run = [json.loads(line) for line in again.stdout.splitlines()]
-    assert event["event"] == "status" and event["phase"] == "COMPLETED" and event["live"]["done"] == 8
+    assert event["event"] == "status" and event["phase"] == "COMPLETED" and event["live"]["done"] == 40
     assert run == final
     refused = akka(url, "training", "runs", "wait", final["runId"], "--events")  # a stream of JSON needs a JSON mode
     assert refused.returncode == 2 and "--events needs -o json or -o json-compact" in refused.stderr.replace("\n", " ")
