@@ -59,13 +59,10 @@ def test_a_paused_and_resumed_run_ends_with_the_uninterrupted_weights(project, s
     assert "--checkpoint save" in refused.json()["hint"]
     assert client.post(pause_url, json={"checkpoint": "soon"}).status_code == 422
 
+    # (a pause asked again while the run pauses is answered in test_save_uploads.py, whose slow uploads keep a run
+    # pausing for a while; this stand-in pauses too fast to ask twice on a fast machine)
     accepted = client.post(pause_url, json={"checkpoint": "save"})
     assert accepted.status_code == 202 and accepted.json()["phase"] == "PAUSING"
-    again = cli("training", "runs", "pause", run_id, "--checkpoint", "save")
-    assert again.code == 0 and "is already pausing (--checkpoint save)" in again.out
-    assert client.post(pause_url, json={"checkpoint": "save"}).status_code == 200
-    other = client.post(pause_url, json={"checkpoint": "latest"})
-    assert other.status_code == 409 and "already pausing with --checkpoint save" in other.json()["detail"]
 
     paused = followed(cli, "training", "runs", "wait", run_id)  # follows until the run has paused
     assert paused["phase"] == "PAUSED" and paused["execution"]["devicesHeld"] == []

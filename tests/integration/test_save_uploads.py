@@ -1,7 +1,8 @@
 """The save upload queue under a slow uploader (a worker upload rate the operator set): saves with newer ones
 behind them upload only their weights, training state still lands at bounded intervals (skipping the saves
 waiting before it), the saves between the upload in progress and the newest are skipped when the run pauses, and
-a pause resumes from the newest save that holds training state, never from a weights-only one."""
+a pause resumes from the newest save that holds training state, never from a weights-only one; a pause asked
+again while the run pauses is the same pause, and another is refused."""
 
 from __future__ import annotations
 
@@ -75,8 +76,16 @@ def test_a_latest_pause_resumes_from_the_newest_save_with_training_state(slow, c
         if resumable and any(k == ("weights",) and step > resumable[-1] for step, k in saved):
             break
         time.sleep(0.2)
-    accepted = client.post(f"/v1/training/runs/{run_id}/pause", json={"checkpoint": "latest"})
-    assert accepted.status_code == 202, accepted.text
+    pause_url = f"/v1/training/runs/{run_id}/pause"
+    accepted = client.post(pause_url, json={"checkpoint": "latest"})
+    assert accepted.status_code == 202 and accepted.json()["phase"] == "PAUSING", accepted.text
+    # asked again while it pauses (its newest save still uploading whole): the same pause is answered, another is
+    # refused
+    again = cli("training", "runs", "pause", run_id, "--checkpoint", "latest")
+    assert again.code == 0 and "is already pausing (--checkpoint latest)" in again.out
+    assert client.post(pause_url, json={"checkpoint": "latest"}).status_code == 200
+    other = client.post(pause_url, json={"checkpoint": "save"})
+    assert other.status_code == 409 and "already pausing with --checkpoint latest" in other.json()["detail"]
     paused = json.loads(cli.ok("training", "runs", "wait", run_id, "-o", "json-compact").out.splitlines()[-1])
     assert paused["phase"] == "PAUSED"
     saved = kinds(client, run_id)
