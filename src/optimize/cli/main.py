@@ -9,6 +9,7 @@ answers.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import typer
@@ -42,9 +43,16 @@ def version() -> None:
     print(__version__)
 
 
+@functools.cache
+def _command():
+    """The command tree as Click runs it, built once per process: building it reads every command's signature
+    (tens of milliseconds), which a process that calls `main` many times would otherwise pay each time."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     activate(None)  # errors print as text until a command reads its -o / --jq
-    command = typer.main.get_command(app)
+    command = _command()
     try:
         # Standalone mode prints usage errors itself and exits 2; our commands raise CommandFailed.
         command.main(args=argv, prog_name="akka", standalone_mode=True)
