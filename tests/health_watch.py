@@ -25,6 +25,8 @@ with httpx.Client(base_url=sys.argv[1], timeout=10) as client:
         took.append(time.monotonic() - started)
         if status != 200:
             failed.append(status)
+        if len(took) == 1:
+            print("watching", flush=True)  # the first answer came: the watch is under way
         if select.select([sys.stdin], [], [], float(sys.argv[2]))[0]:  # the test closed our stdin: stop
             break
 print(json.dumps({"took": took, "failed": failed[:3]}))
@@ -40,6 +42,9 @@ class HealthWatch:
         self.failed: list[object] = []
         self._process = subprocess.Popen([sys.executable, "-c", POLLER, url, str(every)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True)
+        # the watch covers what the test does next only once it has its first answer (the poller takes a moment
+        # to start, which a quick test would otherwise finish in)
+        self._process.stdout.readline()
 
     def stop(self) -> None:
         if self._process.returncode is not None:

@@ -93,14 +93,16 @@ def test_usage_errors_in_json_modes(capsys, sqlite_server):
     assert clicks.code == 2 and clicks.out == "" and "No such option" in clicks.err
 
 
-def test_shell_completion(capsys, monkeypatch):
+def test_shell_completion(capsys):
     from optimize.cli.main import main
 
     assert main(["--help"]) == 0 and "--install-completion" in capsys.readouterr().out
-    # the shell is detected from the parent process; Typer's switch makes it an argument, whatever runs pytest
-    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
-    assert main(["--show-completion", "bash"]) == 0
-    script = capsys.readouterr().out
+    # the shell is detected from the parent process; Typer's switch (read as the command tree is built, so in a
+    # process of its own) makes it an argument, whatever runs pytest
+    shown = subprocess.run([AKKA, "--show-completion", "bash"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    assert shown.returncode == 0, shown.stderr
+    script = shown.stdout
     assert "_AKKA_COMPLETE=complete_bash" in script and "complete -o default -F _akka_completion akka" in script
     env = {**os.environ, "_AKKA_COMPLETE": "complete_bash", "COMP_WORDS": "akka training runs st", "COMP_CWORD": "3"}
     done = subprocess.run([AKKA], capture_output=True, text=True, timeout=60, env=env)  # what the shell asks
