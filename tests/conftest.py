@@ -94,19 +94,20 @@ def start_server(data_dir: Path, database_url: str | None = None, env: dict[str,
     with log.open("ab") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=process_env)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}: {log.read_text()[-3000:]}")
-        if ready.exists():
-            try:
-                url = json.loads(ready.read_text())["url"]
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    started = ServerProcess(url, data_dir, process, log)
-                    _SERVER_HEADERS[url] = started.headers
-                    return started
-            except (ValueError, KeyError, httpx.HTTPError):
-                pass
-        time.sleep(0.1)
+    with httpx.Client(timeout=2) as client:  # one client: each new one reads the certificate authorities again
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited with {process.returncode}: {log.read_text()[-3000:]}")
+            if ready.exists():
+                try:
+                    url = json.loads(ready.read_text())["url"]
+                    if client.get(f"{url}/v1/health").status_code == 200:
+                        started = ServerProcess(url, data_dir, process, log)
+                        _SERVER_HEADERS[url] = started.headers
+                        return started
+                except (ValueError, KeyError, httpx.HTTPError):
+                    pass
+            time.sleep(0.1)
     process.kill()
     raise RuntimeError(f"server did not start: {log.read_text()[-3000:]}")
 
