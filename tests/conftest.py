@@ -78,8 +78,38 @@ def headers_for(url: str) -> dict[str, str]:
     return _SERVER_HEADERS[f"{parts.scheme}://{parts.netloc}"]
 
 
+_SHARED_WARM: list[subprocess.Popen] = []
+
+
+def share_a_warm_worker() -> None:
+    """One warm worker for every server this test process starts (OPTIMIZE_WARM_WORKER_SOCKET), rather than one
+    per server that runs a job: each imports torch, Transformers, PEFT and TRL, seconds of CPU. A server started
+    with settings of its own (a test's `env`) warms its own, as the setting says."""
+    if _SHARED_WARM:
+        return
+    import atexit
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix="optimize-warm-"))
+    path = folder / "warm.sock"
+    with (folder / "warm.log").open("ab") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "optimize.worker.warm", "-" * 4096, "--listen", str(path)],
+                                   stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    _SHARED_WARM.append(process)
+    atexit.register(shutil.rmtree, folder, True)
+    atexit.register(process.kill)
+    deadline = time.monotonic() + 30
+    while not path.exists():  # bound before it imports: a server that connects meanwhile waits for it
+        if process.poll() is not None or time.monotonic() > deadline:
+            return  # each server warms its own
+        time.sleep(0.05)
+    os.environ["OPTIMIZE_WARM_WORKER_SOCKET"] = str(path)
+
+
 def start_server(data_dir: Path, database_url: str | None = None, env: dict[str, str] | None = None,
                  extra_args: list[str] | None = None) -> ServerProcess:
+    share_a_warm_worker()
     data_dir.mkdir(parents=True, exist_ok=True)
     ready = data_dir / "server.json"
     ready.unlink(missing_ok=True)

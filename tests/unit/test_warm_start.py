@@ -11,6 +11,7 @@ import sys
 import psutil
 import pytest
 
+from optimize.core.import_settings import with_worker_defaults
 from optimize.jobs import warm_start
 from optimize.jobs.warm_start import WarmStarter
 
@@ -52,3 +53,59 @@ def test_warm_starts_can_be_turned_off(monkeypatch):
     assert warm_start.enabled()
     monkeypatch.setenv("OPTIMIZE_WARM_WORKERS", "0")
     assert not warm_start.enabled()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A warm worker listening on a socket, as the servers of one machine share it, started the way its setting's
+    description says (it gives itself the variables every worker runs with)."""
+    import subprocess
+    import time
+
+    folder = tmp_path_factory.mktemp("shared-warm")
+    socket_path = folder / "warm.sock"
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder)}
+    process = subprocess.Popen([sys.executable, "-m", "optimize.worker.warm", "-" * 4096, "--listen",
+                                str(socket_path)], env=env, stderr=(folder / "shared.log").open("wb"))
+    deadline = time.monotonic() + 60
+    while not socket_path.exists():
+        assert process.poll() is None and time.monotonic() < deadline, (folder / "shared.log").read_text()
+        time.sleep(0.05)
+    yield process, socket_path, env, folder
+    process.terminate()
+    process.wait(10)
+
+
+def test_a_server_with_the_shared_warm_workers_settings_forks_there_and_hears_its_workers_end(shared):
+    process, socket_path, env, folder = shared
+    # the server's environment as the executor gives it: the warm worker's, its socket named, per-server paths
+    # (torch sets its cache folder as it is imported: a server whose process imported torch has it too)
+    # and a setting only servers read, which makes no difference to a worker
+    server_env = {**with_worker_defaults(env), "OPTIMIZE_WARM_WORKER_SOCKET": str(socket_path),
+                  "OPTIMIZE_SERVER_FILE": str(folder / "absent.json"), "TORCHINDUCTOR_CACHE_DIR": "/elsewhere",
+                  "OPTIMIZE_LEASE_SECONDS": "30"}
+    starter = WarmStarter(server_env, folder / "own.log", reserve=400)
+    command = [sys.executable, "-m", "optimize.worker", "run", "1" * 32, "--server", "http://127.0.0.1:9"]
+    child = starter.start(command, {**server_env, "OPTIMIZE_LEASE_TOKEN": "t" * 32}, folder / "worker.log")
+    assert child is not None and starter._process is None  # no warm worker of its own
+    assert psutil.Process(child.pid).ppid() == process.pid  # forked by the shared one
+    assert [part for part in psutil.Process(child.pid).cmdline() if part] == command
+    child.terminate()
+    assert child.wait(30) == -15  # its end reaches the server that asked for it
+    starter.close()
+    assert not (folder / "own.log").exists()
+
+
+def test_a_server_with_other_settings_warms_its_own(shared, caplog):
+    process, socket_path, env, folder = shared
+    other = {**with_worker_defaults(env), "OPTIMIZE_ENDPOINT_BATCH": "4",
+             "OPTIMIZE_WARM_WORKER_SOCKET": str(socket_path)}
+    starter = WarmStarter(other, folder / "other.log", reserve=400)
+    command = [sys.executable, "-m", "optimize.worker", "run", "2" * 32, "--server", "http://127.0.0.1:9"]
+    child = starter.start(command, {**other, "OPTIMIZE_LEASE_TOKEN": "t" * 32}, folder / "other-worker.log")
+    assert child is not None and starter._process is not None  # its own warm worker forked it
+    assert psutil.Process(child.pid).ppid() == starter._process.pid != process.pid
+    assert "started with other settings (OPTIMIZE_ENDPOINT_BATCH)" in caplog.text
+    child.kill()
+    assert child.wait(30) == -9
+    starter.close()

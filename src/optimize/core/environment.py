@@ -155,6 +155,10 @@ SETTINGS: tuple[Setting, ...] = (
             "How long an endpoint holds its device without a request before it is taken down."),
     Setting("OPTIMIZE_WARM_WORKERS", Flag(), "1",
             "Fork local workers from a warm one that has its imports done, rather than start each from scratch."),
+    Setting("OPTIMIZE_WARM_WORKER_SOCKET", FilePath(), None,
+            "The socket of a warm worker the servers of this machine share (`python -m optimize.worker.warm 4096 "
+            "--listen PATH`): a server whose settings it shares forks its workers there instead of warming its own.",
+            unset="each server warms its own"),
     Setting("OPTIMIZE_GC_SECONDS", Number("a number of seconds", zero_allowed=True), "3600",
             "How often the server removes expired upload sessions and what nothing references (0: only when "
             "`akka server gc` asks)."),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from optimize.core.import_settings import with_worker_defaults
 from optimize.jobs import logs, warm_start
 from optimize.jobs.executor import ExitCallback
 from optimize.jobs.leases import Grant
@@ -167,11 +168,8 @@ def device_environment(devices: list[str], profile_kind: str) -> dict[str, str]:
 
 def worker_environment(data_dir: Path) -> dict[str, str]:
     """What every worker of this server runs with; a job's lease token and devices are added to it."""
-    return {**os.environ, "OPTIMIZE_SERVER_FILE": str(data_dir / "server.json"),
-            "OPTIMIZE_WORKER_CACHE": str(data_dir / "worker-cache"),
-            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false",
-            # a worker's log is read by people (`logs`): no progress bars redrawn into it
-            "HF_HUB_DISABLE_PROGRESS_BARS": os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "1")}
+    return {**with_worker_defaults(dict(os.environ)), "OPTIMIZE_SERVER_FILE": str(data_dir / "server.json"),
+            "OPTIMIZE_WORKER_CACHE": str(data_dir / "worker-cache")}
 
 
 def worker_command(kind: str, job_id: str, server_url: str) -> list[str]:

@@ -8,6 +8,11 @@ session, log, environment, the usual command line — is described in that modul
 Only grants without GPUs start warm (the warm worker never initialises CUDA, which a fork cannot carry), and only
 when the warm worker says it started no thread a fork would break; otherwise, or when it has died, the executor
 starts the worker from scratch as before. Set OPTIMIZE_WARM_WORKERS=0 to always start from scratch.
+
+Where OPTIMIZE_WARM_WORKER_SOCKET names the socket of a warm worker the servers of this machine share
+(`python -m optimize.worker.warm RESERVE --listen PATH`), a server forks its workers there instead of starting its
+own — when that warm worker imported with the same settings as the server's (it names them in its ready answer);
+otherwise, or when nothing answers there, the server starts its own as above.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from optimize.core.environment import setting
+from optimize.core.import_settings import import_settings
 
 log = logging.getLogger("optimize.jobs")
 READY_SECONDS = 180  # importing takes seconds; a warm worker not ready by then is given up
@@ -88,6 +95,9 @@ class WarmStarter:
         self._reserve = reserve  # bytes of command line a forked worker may write over the warm worker's
         self._lock = threading.Lock()  # one request at a time; it also guards starting the process
         self._process: subprocess.Popen | None = None
+        self._shared: socket.socket | None = None  # connected to the machine's shared warm worker instead
+        self._outgoing = None  # where requests are written: the process's stdin, or the shared socket
+        self._connected = False
         self._ready = threading.Event()
         self._usable = False
         self._replies: dict[int, dict] = {}
@@ -98,20 +108,20 @@ class WarmStarter:
 
     @property
     def alive(self) -> bool:
+        if self._shared is not None:
+            return self._connected
         return self._process is not None and self._process.poll() is None
 
     def start(self, command: list[str], env: dict[str, str], log_path: Path) -> WarmChild | None:
         """Fork the worker `command` describes; None when it must be started from scratch instead."""
-        if len(b"\0".join(part.encode() for part in command)) >= self._reserve:
-            return None
         with self._lock:
-            if not self._warm():
+            if not self._warm() or len(b"\0".join(part.encode() for part in command)) >= self._reserve:
                 return None
             self._next += 1
             request = {"id": self._next, "command": command, "env": env, "log": str(log_path)}
             try:
-                self._process.stdin.write((json.dumps(request) + "\n").encode())
-                self._process.stdin.flush()
+                self._outgoing.write((json.dumps(request) + "\n").encode())
+                self._outgoing.flush()
             except OSError:
                 return None
             with self._replied:
@@ -130,38 +140,80 @@ class WarmStarter:
             return child
 
     def close(self) -> None:
-        """The warm worker ends (its stdin closes); the workers it forked go on."""
-        process = self._process
-        if process is not None and process.stdin is not None:
+        """The warm worker ends (its stdin closes), or this server leaves the shared one; the workers go on."""
+        if self._outgoing is not None:
             try:
-                process.stdin.close()
+                self._outgoing.close()
+            except OSError:
+                pass
+        if self._shared is not None:
+            try:
+                self._shared.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
     # ---------------------------------------------------------------------------------------------------------
 
     def _warm(self) -> bool:
-        if self._process is None:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self._log_path.open("ab") as sink:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", "optimize.worker.warm", "-" * self._reserve], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=sink, env=self._env, start_new_session=True)
-            threading.Thread(target=self._read, daemon=True, name="warm-worker").start()
+        if self._process is None and self._shared is None:
+            if not self._join_shared():
+                self._start_own()
             if not self._ready.wait(READY_SECONDS):
                 log.warning("the warm worker was not ready after %ss; workers start from scratch", READY_SECONDS)
         return self._usable and self.alive
 
-    def _read(self) -> None:
-        for line in self._process.stdout:
+    def _start_own(self) -> None:
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._log_path.open("ab") as sink:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "optimize.worker.warm", "-" * self._reserve], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=sink, env=self._env, start_new_session=True)
+        self._outgoing = self._process.stdin
+        threading.Thread(target=self._read, args=(self._process.stdout,), daemon=True, name="warm-worker").start()
+
+    def _join_shared(self) -> bool:
+        """Connect to the machine's shared warm worker, if one is named, answers, and imported with this server's
+        settings; False leaves this server to start its own."""
+        path = setting("OPTIMIZE_WARM_WORKER_SOCKET", self._env)
+        if path is None:
+            return False
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.settimeout(READY_SECONDS)
+            connection.connect(str(path))
+            incoming = connection.makefile("rb")
+            ready = json.loads(incoming.readline() or b"{}")
+            connection.settimeout(None)
+        except (OSError, ValueError) as error:
+            log.warning("the shared warm worker at %s did not answer (%s); this server starts its own", path, error)
+            connection.close()
+            return False
+        differing = _differing(ready.get("settings", {}), import_settings(self._env), ready.get("setByImports", []))
+        if differing:
+            log.warning("the shared warm worker at %s started with other settings (%s); this server starts its own",
+                        path, ", ".join(differing))
+            connection.close()
+            return False
+        self._shared, self._connected = connection, True
+        self._outgoing = connection.makefile("wb")
+        self._reserve = ready["reserve"]
+        self._take_ready(ready)
+        threading.Thread(target=self._read, args=(incoming,), daemon=True, name="warm-worker").start()
+        return True
+
+    def _take_ready(self, message: dict) -> None:
+        # threads beyond the baseline its docstring names, or a Python thread, make a fork unsafe
+        self._usable = message["threads"] == message["baseline"] and message["pythonThreads"] == 1
+        if not self._usable:
+            log.warning("the warm worker runs %s threads (%s expected), so it cannot fork safely; workers "
+                        "start from scratch", message["threads"], message["baseline"])
+        self._ready.set()
+
+    def _read(self, incoming) -> None:
+        for line in incoming:
             message = json.loads(line)
             if "ready" in message:
-                # threads beyond the baseline its docstring names, or a Python thread, make a fork unsafe
-                self._usable = message["threads"] == message["baseline"] and message["pythonThreads"] == 1
-                if not self._usable:
-                    log.warning("the warm worker runs %s threads (%s expected), so it cannot fork safely; workers "
-                                "start from scratch", message["threads"], message["baseline"])
-                self._ready.set()
+                self._take_ready(message)
             elif "exited" in message:
                 with self._replied:
                     child = self._children.pop(message["exited"], None)
@@ -173,10 +225,19 @@ class WarmStarter:
                 with self._replied:
                     self._replies[message["id"]] = message
                     self._replied.notify_all()
-        self._process.wait()
+        if self._process is not None:
+            self._process.wait()
+        self._connected = False
         self._ready.set()
         with self._replied:
             self._replied.notify_all()
+
+
+def _differing(theirs: dict[str, str], ours: dict[str, str], set_by_imports: list[str]) -> list[str]:
+    """The settings a shared warm worker and this server disagree on, less those its imports set themselves (a
+    server whose process imported the same library has them too, or will have them in its workers)."""
+    return sorted(key for key in set(theirs) | set(ours)
+                  if key not in set_by_imports and theirs.get(key) != ours.get(key))
 
 
 def _running(pid: int) -> bool:
