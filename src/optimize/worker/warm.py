@@ -17,14 +17,13 @@ listens on the Unix socket PATH (OPTIMIZE_WARM_WORKER_SOCKET names it to the ser
 with each server that connects, reporting a worker's end to the server that asked for it. Its ready answer names
 the settings it started with (`settings`: the OPTIMIZE_* settings workers read and the libraries' variables,
 `core.import_settings`) and those its imports set themselves (`setByImports`, torch's cache folder say); a server
-whose own differ in any other starts a warm worker of its own. It ends when it is stopped
-(SIGTERM); a server going away ends nothing.
+whose own differ in any other starts a warm worker of its own. It ends when it is stopped (SIGTERM); a server
+going away ends nothing.
 
 Protocol, one JSON object per line: the server writes `{"id", "command", "env", "log"}` on stdin (or the socket);
 this process answers `{"ready", "threads", "baseline", "pythonThreads", "reserve", "settings", "setByImports"}`
-once,
-`{"id", "pid"}` per request, and `{"exited", "code"}` per worker that ends (code as `subprocess` gives it: negative
-for a signal). It ends when stdin closes — the server is gone; its workers go on.
+once, `{"id", "pid"}` per request, and `{"exited", "code"}` per worker that ends (code as `subprocess` gives it:
+negative for a signal). It ends when stdin closes — the server is gone; its workers go on.
 """
 
 from __future__ import annotations
@@ -67,9 +66,8 @@ def main() -> int:
             chunk = os.read(0, 1 << 16)
             if not chunk:
                 return 0  # the server is gone: its workers go on in their own sessions
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
+            lines, pending = _complete_lines(pending + chunk)
+            for line in lines:
                 _answer(answers, _fork(json.loads(line), [answers]))
         for pid, code in _reaped():
             _answer(answers, {"exited": pid, "code": code})
@@ -149,17 +147,23 @@ def _listen(path: str) -> int:
                 del servers[server.connection.fileno()]
                 server.close()
                 continue
-            server.pending += chunk
-            while b"\n" in server.pending:
-                line, server.pending = server.pending.split(b"\n", 1)
+            lines, server.pending = _complete_lines(server.pending + chunk)
+            for line in lines:
                 closing = [listener, *(s for other in servers.values() for s in (other.answers, other.connection))]
                 answer = _fork(json.loads(line), closing)
-                asked_by[answer.get("pid", 0)] = server
+                if "pid" in answer:
+                    asked_by[answer["pid"]] = server
                 _tell(server, answer)
         for pid, code in _reaped():
             server = asked_by.pop(pid, None)
             if server is not None and servers.get(server.connection.fileno()) is server:
                 _tell(server, {"exited": pid, "code": code})
+
+
+def _complete_lines(received: bytes) -> tuple[list[bytes], bytes]:
+    """The whole lines received so far, and the start of the next one."""
+    *lines, rest = received.split(b"\n")
+    return lines, rest
 
 
 def _tell(server: _Server, message: dict) -> None:
