@@ -109,3 +109,12 @@ def test_a_server_with_other_settings_warms_its_own(shared, caplog):
     child.kill()
     assert child.wait(30) == -9
     starter.close()
+
+
+def test_a_server_whose_shared_warm_worker_does_not_answer_says_so_and_warms_its_own(tmp_path, caplog):
+    absent = tmp_path / "nobody.sock"
+    starter = WarmStarter({**with_worker_defaults({"PATH": os.environ["PATH"]}),
+                           "OPTIMIZE_WARM_WORKER_SOCKET": str(absent)}, tmp_path / "warm.log", reserve=400)
+    assert starter._join_shared() is False and starter._shared is None
+    assert f"the shared warm worker at {absent} did not answer" in caplog.text
+    assert "this server starts its own" in caplog.text
