@@ -352,6 +352,13 @@ def catalog_with_devices(folder: Path, devices: list[dict]) -> Path:
     return path
 
 
+def shown(answer):
+    """An answer a service built (or a list of them) as the API writes it: camelCase JSON."""
+    if isinstance(answer, list):
+        return [shown(item) for item in answer]
+    return answer.model_dump(mode="json", by_alias=True)
+
+
 def write_jsonl(path: Path, rows: list) -> Path:
     with path.open("w") as handle:
         for row in rows:

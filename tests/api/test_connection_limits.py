@@ -26,6 +26,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
+from pydantic import Field
 
 from optimize.api import problems, status_stream, stream_slots
 from optimize.api.connection_timeouts import deadline_protocol, protocol_from_env
@@ -35,6 +36,7 @@ from optimize.api.stream_slots import Slot, StreamSlots
 from optimize.auth.tokens import Caller
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.tokens import Role
+from optimize.schemas.common import Answer
 from tests.conftest import migrated_store, start_server
 
 DEADLINE = 1.0  # the real server's head deadline and body stall limit, in seconds
@@ -236,6 +238,11 @@ class FakeGate:
         await self.app(scope, receive, send)
 
 
+class Item(Answer):
+    item_id: str = Field(description="The item's id")
+    settled: bool = Field(description="Whether it changes no more")
+
+
 @pytest.fixture
 def streams(tmp_path, monkeypatch):
     """The real `status_events` (items `live-*` never settle, `done-*` are settled, `missing` does not exist), served
@@ -243,10 +250,10 @@ def streams(tmp_path, monkeypatch):
     monkeypatch.setenv("OPTIMIZE_STREAMS_PER_TOKEN", str(CAP))
     deployment = SimpleNamespace(store=migrated_store("sqlite", tmp_path))
 
-    def read(_deployment, item_id: str) -> dict:
+    def read(_deployment, item_id: str) -> Item:
         if item_id == "missing":
             raise NotFound("item 'missing' does not exist")
-        return {"itemId": item_id, "settled": item_id.startswith("done")}
+        return Item(item_id=item_id, settled=item_id.startswith("done"))
 
     app = FastAPI()
     problems.install(app)

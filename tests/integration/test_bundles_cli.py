@@ -309,15 +309,15 @@ def test_the_collector_keeps_a_registered_archive_and_frees_one_no_version_names
             shas.append(hashlib.sha256(data).hexdigest())
             receiver = bundles.open_archive(registry, "team", "scorer", shas[-1], len(data))
             receiver.feed(data)
-            assert receiver.finish()["held"] is True
+            assert receiver.finish().held is True
         version = bundles.register_version(registry, "team", "scorer", f"sha256:{shas[0]}", "prod")
-        assert version["created"] is True and version["reference"] == "team/scorer:v1"
-        assert bundles.open_archive(registry, "team", "scorer", shas[0], None)["alreadyHeld"] is True
+        assert version.created is True and version.reference == "team/scorer:v1"
+        assert bundles.open_archive(registry, "team", "scorer", shas[0], None).already_held is True
         for path in (registry.blobs.path_for(sha) for sha in shas):
             os.utime(path, (1_000_000_000, 1_000_000_000))  # written long ago
         collect(registry, grace=timedelta(0))
         assert registry.blobs.holds(shas[0]) and not registry.blobs.exists(shas[1])
-        assert bundles.archive_state(registry, "team", "scorer", shas[1])["held"] is False
+        assert bundles.archive_state(registry, "team", "scorer", shas[1]).held is False
     finally:
         store.dispose()
 

@@ -40,28 +40,40 @@ def registry(request, tmp_path):
     store.dispose()
 
 
+def shown(answer) -> dict:
+    """An answer as the API writes it."""
+    return answer.model_dump(mode="json", by_alias=True)
+
+
+def produce(registry: Registry, target: str, rows: list[dict], lineage: dict, alias: str | None = None) -> dict:
+    """The rows registered, as one object: the version as a commit answers it, the rows and how the upload went."""
+    produced = register_rows(registry, target, rows, lineage, alias=alias)
+    return {**shown(produced.version), "rows": produced.rows,
+            "upload": {"sent": produced.sent, "alreadyHeld": produced.already_held}}
+
+
 def read(registry: Registry, reference: str, selector: str = "latest") -> dict:
     namespace, name = reference.split("/")
-    return datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location)
+    return shown(datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location))
 
 
 def versions(registry: Registry, reference: str) -> list[dict]:
     namespace, name = reference.split("/")
-    return datasets.list_versions(registry.store, namespace, name)
+    return [shown(item) for item in datasets.list_versions(registry.store, namespace, name)]
 
 
 def described(registry: Registry, reference: str, number: int) -> dict:
-    """The version as `describe_version` gives it (what a commit answers)."""
+    """The version as a commit answers it."""
     namespace, name = reference.split("/")
     with registry.store.transaction() as session:
         dataset = datasets.get_dataset(session, namespace, name)
-        return datasets.describe_version(session, dataset, datasets.resolve_version(session, dataset, f"v{number}"),
-                                         registry.blobs.location)
+        version = datasets.resolve_version(session, dataset, f"v{number}")
+        return shown(datasets.describe_committed(session, dataset, version, registry.blobs.location, created=False))
 
 
 def test_rows_become_version_1_with_their_lineage(registry, ns):
     target = f"{ns}/distilled"
-    version = register_rows(registry, target, ROWS, LINEAGE)
+    version = produce(registry, target, ROWS, LINEAGE)
     assert version["reference"] == f"{target}:v1" and version["version"] == 1
     assert version["digest"].startswith("sha256:") and version["rows"] == 3 == version["examples"]
     assert version["created"] is True and version["format"] == "chat-jsonl-v1" and version["toolRows"] == 1
@@ -72,7 +84,7 @@ def test_rows_become_version_1_with_their_lineage(registry, ns):
     assert detail["lineage"] == LINEAGE and detail["versionCount"] == 1 and detail["aliases"] == ["latest"]
     assert [item["lineage"] for item in versions(registry, target)] == [LINEAGE]
     listed = datasets.list_datasets(registry.store, ns, include_archived=False)
-    assert listed[0]["latest"]["lineage"] == LINEAGE
+    assert listed[0].latest.lineage == LINEAGE
     # Stored as an upload stores: a content-addressed shard in the blob store, the session committed.
     (shard,) = detail["objects"]
     assert registry.blobs.holds(shard["digest"].removeprefix("sha256:"))
@@ -83,7 +95,7 @@ def test_rows_become_version_1_with_their_lineage(registry, ns):
 
 def test_the_digest_is_the_one_the_same_jsonl_file_registers_as(registry, ns, tmp_path):
     """One row a line as json.dumps(ensure_ascii=False) writes it: the file `register -f` would send."""
-    version = register_rows(registry, f"{ns}/distilled", ROWS, LINEAGE)
+    version = produce(registry, f"{ns}/distilled", ROWS, LINEAGE)
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in ROWS), encoding="utf-8")
     shards = plan_shards(path, None, registry.limits)
@@ -94,9 +106,9 @@ def test_the_digest_is_the_one_the_same_jsonl_file_registers_as(registry, ns, tm
 
 def test_the_same_rows_again_are_the_same_version_and_keep_its_lineage(registry, ns):
     target = f"{ns}/distilled"
-    first = register_rows(registry, target, ROWS, LINEAGE)
+    first = produce(registry, target, ROWS, LINEAGE)
     other = {"producedBy": {"kind": "distillation", "id": "ffffffffffff"}}
-    again = register_rows(registry, target, [dict(row) for row in ROWS], other, alias="kept")
+    again = produce(registry, target, [dict(row) for row in ROWS], other, alias="kept")
     assert again["created"] is False
     assert (again["reference"], again["version"], again["digest"]) == (first["reference"], 1, first["digest"])
     assert again["lineage"] == LINEAGE and again["upload"]["sent"] == 0 and again["upload"]["alreadyHeld"] == 1
@@ -109,7 +121,7 @@ def test_different_rows_are_version_2(registry, ns):
     target = f"{ns}/distilled"
     register_rows(registry, target, ROWS, LINEAGE)
     second_lineage = {**LINEAGE, "producedBy": {"kind": "distillation", "id": "0f0f0f0f0f0f"}}
-    second = register_rows(registry, target, [*ROWS, chat_row("One more?", "Yes.")], second_lineage, alias="train")
+    second = produce(registry, target, [*ROWS, chat_row("One more?", "Yes.")], second_lineage, alias="train")
     assert second["created"] is True and second["version"] == 2 and second["reference"] == f"{target}:v2"
     assert second["rows"] == 4 and second["lineage"] == second_lineage
     assert set(second["aliases"]) == {"latest", "train"}
@@ -118,7 +130,7 @@ def test_different_rows_are_version_2(registry, ns):
 
 
 def test_preference_pairs_are_detected_and_registered(registry, ns):
-    version = register_rows(registry, f"{ns}/pairs", [pair_row(), pair_row("hey", "fine", "worse")], LINEAGE)
+    version = produce(registry, f"{ns}/pairs", [pair_row(), pair_row("hey", "fine", "worse")], LINEAGE)
     assert version["format"] == "preference-jsonl-v1" and version["pairs"] == 2 and version["rows"] == 2
     with pytest.raises(Refused, match="holds preference pairs"):
         register_rows(registry, f"{ns}/pairs", ROWS, LINEAGE)
@@ -178,9 +190,9 @@ def test_an_uploaded_version_has_no_lineage(registry, ns, tmp_path):
     (shard,) = plan_shards(path, None, registry.limits)
     session = create_upload(registry, {"dataset": f"{ns}/uploaded", "format": "chat-jsonl-v1",
                                        "shards": [shard.to_json()]})
-    receive_shard(registry, session["uploadId"], 0, [path.read_bytes()])
-    committed = commit_upload(registry, session["uploadId"], None)
-    assert committed["created"] is True and committed["lineage"] is None
+    receive_shard(registry, session.upload_id, 0, [path.read_bytes()])
+    committed = commit_upload(registry, session.upload_id, None)
+    assert committed.created is True and committed.lineage is None
     assert read(registry, f"{ns}/uploaded")["lineage"] is None
 
 

@@ -135,14 +135,14 @@ def test_orphans_go_and_every_reference_stays(registry):
     referenced = [shard, uploading, lengths, *(d for m, files in saves.values() for d in (m, *files))]
 
     counted = collect(registry, dry_run=True)
-    assert counted["dryRun"] and counted["blobs"] == 1 and counted["blobBytes"] == len(b"orphan")
+    assert counted.dry_run and counted.blobs == 1 and counted.blob_bytes == len(b"orphan")
     assert held(registry, orphan)
     freed = collect(registry)
-    assert (freed["blobs"], freed["blobBytes"], freed["unreadableManifests"]) == (1, len(b"orphan"), [])
+    assert (freed.blobs, freed.blob_bytes, freed.unreadable_manifests) == (1, len(b"orphan"), [])
     assert not held(registry, orphan) and held(registry, young)
     assert all(held(registry, sha) for sha in referenced)
-    assert collect(registry)["blobs"] == 0
-    assert collect(registry, grace=timedelta(0))["blobs"] == 1  # the young one, once no grace is left
+    assert collect(registry).blobs == 0
+    assert collect(registry, grace=timedelta(0)).blobs == 1  # the young one, once no grace is left
 
 
 def test_swept_kinds_go_after_the_grace_but_never_a_save_an_unfinished_run_may_restore(registry):
@@ -175,11 +175,11 @@ def test_what_a_live_job_wrote_stays_until_it_has_ended(registry):
     with registry.store.transaction() as session:
         session.add(JobLease(token="t1", kind="run", job_id="r", attempt=1, devices=[],
                              granted_at=utcnow() - timedelta(hours=3), expires_at=utcnow() + timedelta(minutes=1)))
-    assert collect(registry)["blobs"] == 1
+    assert collect(registry).blobs == 1
     assert held(registry, during) and not held(registry, before)
     with registry.store.transaction() as session:
         session.execute(update(JobLease).values(ended_at=utcnow()))
-    assert collect(registry)["blobs"] == 1 and not held(registry, during)
+    assert collect(registry).blobs == 1 and not held(registry, during)
 
 
 def test_no_blob_goes_while_a_referenced_manifest_cannot_be_read(registry):
@@ -190,7 +190,7 @@ def test_no_blob_goes_while_a_referenced_manifest_cannot_be_read(registry):
         session.add(ModelVersion(model_id=1, version=1, digest="sha256:x", variant="ADAPTER", lineage={},
                                  descriptor={"artifact": {"manifestDigest": f"sha256:{lost}"}}, created_at=utcnow()))
     report = collect(registry)
-    assert (report["blobs"], report["unreadableManifests"]) == (0, [f"sha256:{lost}"])
+    assert (report.blobs, report.unreadable_manifests) == (0, [f"sha256:{lost}"])
     assert held(registry, orphan)
 
 
@@ -213,7 +213,7 @@ def test_a_blob_referenced_or_written_again_while_it_is_collected_stays(registry
         return first_reading(session, blobs, now, grace)
 
     monkeypatch.setattr(collection, "references", references)
-    assert collect(registry)["blobs"] == 2  # the orphan, and the moved copy of the one written again
+    assert collect(registry).blobs == 2  # the orphan, and the moved copy of the one written again
     assert held(registry, named) and held(registry, rewritten) and not held(registry, orphan)
     assert not list((registry.blobs.root / ASIDE).iterdir())
 

@@ -150,12 +150,12 @@ def shown(store, run_id):
     from sqlalchemy import select
 
     from optimize.store.tables import Event, Run
-    from optimize.training.server.views import run_json
+    from optimize.training.server.views import run_view
 
     with store.transaction() as session:
         events = [(e.kind, e.data) for e in session.scalars(
             select(Event).where(Event.subject == f"run:{run_id}", Event.kind.like("guard-%")).order_by(Event.id))]
-        return run_json(session.get(Run, run_id)), events
+        return run_view(session.get(Run, run_id)).model_dump(mode="json", by_alias=True), events
 
 
 def test_the_server_records_each_kind_of_warning_once_as_metrics_arrive(guarded):

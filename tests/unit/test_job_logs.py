@@ -12,7 +12,7 @@ from optimize.core.clock import utcnow
 from optimize.core.errors import NotFound
 from optimize.jobs.logs import LOGS, attempts, log_path, read_chunk, read_log
 from optimize.store.tables import Analysis
-from tests.conftest import migrated_store
+from tests.conftest import migrated_store, shown
 
 JOB = "0123456789abcdef0123456789abcdef"
 
@@ -126,11 +126,11 @@ def test_read_log_finds_the_job_by_prefix_and_says_whether_it_is_settled(deploym
     _analysis(deployment, "a1" * 16, "running")
     _analysis(deployment, "b2" * 16, "done")
     write(deployment.data_dir / LOGS, 1, "measuring\n", kind="analysis", job="a1" * 16)
-    answer = read_log(deployment, "analysis", "A1A1A1")  # a prefix, in any case
+    answer = shown(read_log(deployment, "analysis", "A1A1A1"))  # a prefix, in any case
     assert answer == {"kind": "analysis", "id": "a1" * 16, "phase": "running", "attempt": 1, "attempts": [1],
                       "text": "measuring\n", "offset": 0, "nextOffset": 10, "size": 10, "settled": False}
     done = read_log(deployment, "analysis", "b2b2")
-    assert (done["settled"], done["attempt"], done["text"]) == (True, None, "")
+    assert (done.settled, done.attempt, done.text) == (True, None, "")
     with pytest.raises(NotFound, match="analysis 'c3c3c3' does not exist"):
         read_log(deployment, "analysis", "c3c3c3")
     with pytest.raises(NotFound, match=r"analysis a1a1a1a1a1a1 has no attempt 2 with a log; its attempts with logs: 1"):

@@ -101,7 +101,7 @@ def test_an_adapter_carries_the_corrected_template_it_trained_under(store, blobs
     assert template.content == expected and template.sha256 == hashlib.sha256(expected).hexdigest()
     assert listed.chat_template == {"path": "chat_template.jinja", "sha256": template.sha256, "source": "corrected"}
     assert json.loads(by_path["adapter_config.json"].content)["base_model_name_or_path"] == GEMMA
-    answer = listed.json()
+    answer = listed.answer().model_dump(mode="json", by_alias=True)
     assert answer["reference"] == "proj/tools:v1" and answer["variant"] == "ADAPTER"
     assert answer["baseModel"] == "optimize/tiny-gemma-4:v1" and answer["baseCommit"] == COMMIT
     assert answer["size"] == sum(item["size"] for item in answer["files"])

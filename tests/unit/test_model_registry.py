@@ -10,6 +10,7 @@ from optimize.registry.namespaces import set_archived
 from optimize.store import migrate
 from optimize.store.db import Store
 from optimize.store.tables import Event
+from tests.conftest import shown
 
 COMMIT = "ab" * 32
 BASE = "optimize/tiny-llama-3.2:v1"
@@ -51,7 +52,7 @@ def test_base_model_registers_under_lowercased_repository_once_per_commit(store)
         assert models.base_model_reference(session, "nobody/none", COMMIT) is None
         events = session.query(Event).filter(Event.subject == "model:optimize/tiny-llama-3.2").all()
     assert [(e.kind, e.data["version"]) for e in events] == [("registered", 1), ("registered", 2)]
-    first = models.get_model(store, "optimize", "tiny-llama-3.2", "v1")
+    first = shown(models.get_model(store, "optimize", "tiny-llama-3.2", "v1"))
     assert first["servingModel"] == {"variant": "BASE", "repository": "Optimize/Tiny-Llama-3.2", "revision": COMMIT,
                                      "catalogEntry": "optimize/tiny-llama-3.2"}
     assert first["lineage"] == {} and first["producedBy"] == {"kind": "selection", "id": "optimize/tiny-llama-3.2"}
@@ -63,9 +64,9 @@ def test_digest_covers_what_is_served_not_lineage(store):
     first, digest = adapter(store, "run1")
     again, same = adapter(store, "run2")  # same descriptor, other producer: the version it already is
     assert (again, same) == (first, digest) == ("proj/triage:v1", digest)
-    assert digest == models.model_digest("ADAPTER", models.get_model(store, "proj", "triage", "v1")["servingModel"])
+    assert digest == models.model_digest("ADAPTER", models.get_model(store, "proj", "triage", "v1").serving_model)
     assert adapter(store, "run3", rank=16)[0] == "proj/triage:v2"
-    assert [v["version"] for v in models.list_versions(store, "proj", "triage")] == [2, 1]
+    assert [v["version"] for v in shown(models.list_versions(store, "proj", "triage"))] == [2, 1]
 
 
 def test_reference_resolution(store):
@@ -85,7 +86,7 @@ def test_reference_resolution(store):
             models.resolve_model_reference(session, "proj/other:v1")
         with pytest.raises(Invalid, match="not of the form"):
             models.resolve_model_reference(session, "triage")
-    body = models.get_model(store, "proj", "triage", "latest")
+    body = shown(models.get_model(store, "proj", "triage", "latest"))
     assert body["reference"] == "proj/triage:v2" and body["aliases"] == ["latest"]
     assert body["lineage"]["datasets"][0]["reference"] == "proj/train:v1"
 
@@ -95,33 +96,33 @@ def test_version_filters(store):
     adapter(store, "run1")
     adapter(store, "run2", rank=16)
     with pytest.raises(Invalid, match="both a kind and an id"):
-        models.list_versions(store, "proj", "triage", produced_by_kind="run")
+        shown(models.list_versions(store, "proj", "triage", produced_by_kind="run"))
     with pytest.raises(Invalid, match="both a kind and an id"):
-        models.list_versions(store, "proj", "triage", produced_by_id="run1")
-    by_run = models.list_versions(store, "proj", "triage", produced_by_kind="run", produced_by_id="run2")
+        shown(models.list_versions(store, "proj", "triage", produced_by_id="run1"))
+    by_run = shown(models.list_versions(store, "proj", "triage", produced_by_kind="run", produced_by_id="run2"))
     assert [v["reference"] for v in by_run] == ["proj/triage:v2"]
-    assert len(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2")) == 2
-    assert len(models.list_versions(store, "proj", "triage", base_model=BASE)) == 2
+    assert len(shown(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2"))) == 2
+    assert len(shown(models.list_versions(store, "proj", "triage", base_model=BASE))) == 2
     select_base(store, "cd" * 32)
-    assert models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2:latest") == []
+    assert shown(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2:latest")) == []
     with pytest.raises(NotFound, match="model optimize/tiny-llama-3.2 has no version v9"):
-        models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2:v9")
+        shown(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2:v9"))
     with store.transaction() as session:  # a run over a base selected before it was registered
         models.register_version(session, "proj", "triage", variant="ADAPTER", descriptor={"adapterRank": 4},
                                 lineage={"baseModel": None}, produced_by_kind="run", produced_by_id="run0")
-    assert len(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2")) == 2
+    assert len(shown(models.list_versions(store, "proj", "triage", base_model="optimize/tiny-llama-3.2"))) == 2
 
 
 def test_archived_namespace_resolves_and_refuses_new_versions(store):
     select_base(store)
     adapter(store, "run1")
     set_archived(store, "proj", True)
-    assert models.get_model(store, "proj", "triage", "v1")["archived"] is True
+    assert shown(models.get_model(store, "proj", "triage", "v1"))["archived"] is True
     with pytest.raises(Refused, match="namespace 'proj' is archived"):
         adapter(store, "run2", rank=32)
-    assert [m["model"] for m in models.list_models(store, None, False)] == ["optimize/tiny-llama-3.2"]
-    assert [m["model"] for m in models.list_models(store, None, True)] == ["optimize/tiny-llama-3.2", "proj/triage"]
-    listed = models.list_models(store, "proj", False)
+    assert [m.model for m in models.list_models(store, None, False)] == ["optimize/tiny-llama-3.2"]
+    assert [m.model for m in models.list_models(store, None, True)] == ["optimize/tiny-llama-3.2", "proj/triage"]
+    listed = shown(models.list_models(store, "proj", False))
     assert listed[0]["versions"] == 1 and listed[0]["archived"] is True
     assert listed[0]["latest"]["reference"] == "proj/triage:v1"
     set_archived(store, "optimize", True)

@@ -1,7 +1,7 @@
 """The registry's one base (`registry/artifacts.py`, `aliases.py`, `artifact_views.py`) gives a noun declared
-nowhere but here — its tables in this module, created on the store, and one `ArtifactKind` — versions (numbering,
-digest dedup, events), aliases with their history, archival and the list/get views, on SQLite and PostgreSQL; and
-the registry's own declarations name columns their tables have."""
+nowhere but here — its tables in this module, created on the store, its answer models and one `ArtifactKind` —
+versions (numbering, digest dedup, events), aliases with their history, archival and the list/get views built by its
+answer models, on SQLite and PostgreSQL; and the registry's own declarations name columns their tables have."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pytest
+from pydantic import Field
 from sqlalchemy import JSON, Integer, MetaData, String, UniqueConstraint, inspect, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.registry import aliases, artifact_views, artifacts
-from optimize.registry.artifact_kind import AliasTables, ArtifactKind, Wording
+from optimize.registry.artifact_kind import AliasTables, ArtifactKind, ViewModels, Wording
 from optimize.registry.namespaces import set_archived
 from optimize.registry.nouns import NOUNS
+from optimize.schemas.common import Answer
 from optimize.store.tables import Event, UtcDateTime
 from tests.conftest import migrated_store
 
@@ -67,9 +69,36 @@ class WidgetAliasMove(Base):
     moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class WidgetVersionView(Answer):
+    reference: str = Field(description="NS/NAME:vN")
+    widget: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Its namespace")
+    name: str = Field(description="Its name")
+    version: int = Field(description="Its number")
+    digest: str = Field(description="sha256:HEX")
+    colour: str = Field(description="What the noun adds")
+    aliases: list[str] = Field(description="Aliases on it")
+    archived: bool = Field(description="Whether its namespace is archived")
+    lineage: dict | None = Field(description="What produced it")
+
+
+class WidgetDetail(WidgetVersionView):
+    version_count: int = Field(description="Versions the widget has")
+
+
+class WidgetSummary(Answer):
+    widget: str = Field(description="NS/NAME")
+    namespace: str = Field(description="Its namespace")
+    name: str = Field(description="Its name")
+    versions: int = Field(description="Versions it has")
+    archived: bool = Field(description="Whether its namespace is archived")
+    latest: WidgetVersionView = Field(description="The newest version")
+
+
 WIDGETS = ArtifactKind(
     noun="widget", plural="widgets", owner=Widget, version=WidgetVersion, owner_column="widget_id",
     wording=Wording(name="widget name", missing_hint=lambda label: f"make it first: {label}"),
+    answers=ViewModels(WidgetVersionView, WidgetDetail, WidgetSummary),
     fields=lambda version: {"colour": version.colour}, lineage="lineage",
     aliases=AliasTables(WidgetAlias, WidgetAliasMove),
 )
@@ -82,6 +111,13 @@ def store(request, tmp_path):
     Base.metadata.create_all(store.engine)
     yield store
     store.dispose()
+
+
+def shown(answer: Answer | list[Answer]):
+    """An answer as the API writes it."""
+    if isinstance(answer, list):
+        return [shown(item) for item in answer]
+    return answer.model_dump(mode="json", by_alias=True)
 
 
 def register(store, digest: str, colour: str, name: str = "gear", lineage: dict | None = None
@@ -127,13 +163,13 @@ def test_versions_are_numbered_in_order_and_the_same_digest_is_the_version_it_al
 def test_aliases_move_with_their_history_and_latest_is_the_registrys(store):
     register(store, RED, "red")
     register(store, BLUE, "blue")
-    moved = aliases.set_alias(store, WIDGETS, "shop", "gear", "Stable", "v1")
+    moved = shown(aliases.set_alias(store, WIDGETS, "shop", "gear", "Stable", "v1"))
     assert (moved["moved"], moved["reference"], [h["version"] for h in moved["history"]]) == (True, "shop/gear:v1", [1])
-    assert aliases.set_alias(store, WIDGETS, "shop", "gear", "stable", "v1")["moved"] is False
-    assert aliases.set_alias(store, WIDGETS, "shop", "gear", "stable", "latest")["moved"] is True
-    stable = aliases.get_alias(store, WIDGETS, "shop", "gear", "stable")
+    assert aliases.set_alias(store, WIDGETS, "shop", "gear", "stable", "v1").moved is False
+    assert aliases.set_alias(store, WIDGETS, "shop", "gear", "stable", "latest").moved is True
+    stable = shown(aliases.get_alias(store, WIDGETS, "shop", "gear", "stable"))
     assert (stable["managed"], stable["version"], [h["version"] for h in stable["history"]]) == (False, 2, [1, 2])
-    latest = aliases.get_alias(store, WIDGETS, "shop", "gear", "latest")
+    latest = shown(aliases.get_alias(store, WIDGETS, "shop", "gear", "latest"))
     assert (latest["managed"], latest["reference"], [h["version"] for h in latest["history"]]) == (
         True, "shop/gear:v2", [1, 2])
     with store.transaction() as session:
@@ -152,15 +188,15 @@ def test_list_and_get_views_and_archival(store):
     register(store, RED, "red", lineage={"producedBy": {"kind": "test", "id": "1"}})
     register(store, BLUE, "blue")
     aliases.set_alias(store, WIDGETS, "shop", "gear", "stable", "v1")
-    got = artifact_views.read_version(store, WIDGETS, "shop", "gear", "stable")
+    got = shown(artifact_views.read_version(store, WIDGETS, "shop", "gear", "stable"))
     assert {key: got[key] for key in ("reference", "widget", "namespace", "name", "version", "digest", "colour",
                                       "aliases", "archived", "lineage", "versionCount")} == {
         "reference": "shop/gear:v1", "widget": "shop/gear", "namespace": "shop", "name": "gear", "version": 1,
         "digest": RED, "colour": "red", "aliases": ["stable"], "archived": False,
         "lineage": {"producedBy": {"kind": "test", "id": "1"}}, "versionCount": 2}
-    listed = artifact_views.list_versions(store, WIDGETS, "shop", "gear")
+    listed = shown(artifact_views.list_versions(store, WIDGETS, "shop", "gear"))
     assert [(v["version"], v["aliases"]) for v in listed] == [(2, ["latest"]), (1, ["stable"])]
-    [entry] = artifact_views.list_artifacts(store, WIDGETS, None, include_archived=False)
+    [entry] = shown(artifact_views.list_artifacts(store, WIDGETS, None, include_archived=False))
     assert (entry["widget"], entry["versions"], entry["archived"], entry["latest"]["reference"]) == (
         "shop/gear", 2, False, "shop/gear:v2")
 
@@ -168,10 +204,10 @@ def test_list_and_get_views_and_archival(store):
     with pytest.raises(Refused, match="namespace 'shop' is archived; it takes no new versions"):
         register(store, GREEN, "green")
     assert artifact_views.list_artifacts(store, WIDGETS, None, include_archived=False) == []
-    assert [e["archived"] for e in artifact_views.list_artifacts(store, WIDGETS, None, include_archived=True)] == [True]
-    assert [e["widget"] for e in artifact_views.list_artifacts(store, WIDGETS, "shop", include_archived=False)] == [
+    assert [e.archived for e in artifact_views.list_artifacts(store, WIDGETS, None, include_archived=True)] == [True]
+    assert [e.widget for e in artifact_views.list_artifacts(store, WIDGETS, "shop", include_archived=False)] == [
         "shop/gear"]
-    assert artifact_views.read_version(store, WIDGETS, "shop", "gear", "latest")["archived"] is True
+    assert artifact_views.read_version(store, WIDGETS, "shop", "gear", "latest").archived is True
     set_archived(store, "shop", False)
     assert register(store, GREEN, "green").version.version == 3
 

@@ -216,10 +216,10 @@ def test_collect_removes_an_orphan_from_the_bucket_and_keeps_a_referenced_blob(s
         session.add(Analysis(id="an1", examples_digest="e", kind="chat", base_entry_id="b", base_commit="c",
                              optimize_version="v", dataset_reference="r", phase="done", lengths_sha256=named,
                              created_at=utcnow()))
-    assert collect(registry, grace=timedelta(minutes=1))["blobs"] == 0  # written within the grace
+    assert collect(registry, grace=timedelta(minutes=1)).blobs == 0  # written within the grace
     time.sleep(2.1)  # LastModified has whole seconds: older than a zero grace once two have passed
     report = collect(registry, grace=timedelta(seconds=0))
-    assert (report["blobs"], report["blobBytes"]) == (1, 6)
+    assert (report.blobs, report.blob_bytes) == (1, 6)
     assert not registry.blobs.exists(orphan) and registry.blobs.holds(named)
     assert registry.blobs.left_aside() == []
 

@@ -15,6 +15,7 @@ from optimize.chat.render import ALL, FINAL, ChatRenderer, LossPolicy, RenderErr
 from optimize.chat.rows import RowError, RowKind, check_row
 from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Deployment
+from optimize.schemas.catalog import RenderedRow
 
 _loading = threading.Lock()
 
@@ -25,7 +26,7 @@ def _renderer(directory: str, family: str, corrected: bool) -> ChatRenderer:
                                         else None, light=True)
 
 
-def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any] | None = None) -> RenderedRow:
     """The row's text under `model`'s template, as tokens each marked trained or not."""
     entry = deployment.catalog.find(model)
     directory = model_dir(deployment.store, deployment.catalog, entry.id)  # a model never selected is refused
@@ -53,6 +54,7 @@ def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any
               for token, trained, (start, end) in zip(rendered.input_ids, rendered.loss_mask, rendered.offsets,
                                                              strict=True)]
     tools = [(tool.get("function") or {}).get("name") for tool in row.get("tools") or [] if isinstance(tool, dict)]
-    return {"model": entry.id, "chatTemplateSha256": renderer.chat_template_sha256, "text": rendered.text,
-            "tokens": tokens, "totalTokens": len(tokens), "trainedTokens": rendered.trained_tokens, "tools": tools,
-            "loss": {"assistantTurns": policy.assistant_turns, "trainOnToolCalls": policy.train_on_tool_calls}}
+    return RenderedRow(
+        model=entry.id, chat_template_sha256=renderer.chat_template_sha256, text=rendered.text, tokens=tokens,
+        total_tokens=len(tokens), trained_tokens=rendered.trained_tokens, tools=tools,
+        loss={"assistantTurns": policy.assistant_turns, "trainOnToolCalls": policy.train_on_tool_calls})

@@ -29,6 +29,7 @@ from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
+from optimize.schemas import analyses as answers
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.outcomes import AnalysisLastWord
 from optimize.schemas.plans import parse_plan
@@ -43,24 +44,21 @@ from optimize.workloads.throughput import estimate_scaled
 ID_PREFIX_MIN = 4
 
 
-def analysis_json(item: Analysis) -> dict[str, Any]:
-    body = {
-        "analysisId": item.id, "phase": item.phase, "attempt": item.attempt, "dataset": item.dataset_reference,
-        "examplesDigest": item.examples_digest, "kind": item.kind, "baseModel": item.base_entry_id,
-        "baseModelCommit": item.base_commit, "optimizeVersion": item.optimize_version, "reason": item.reason,
-        "refused": item.refused, "createdAt": iso(item.created_at), "startedAt": iso(item.started_at),
-        "finishedAt": iso(item.finished_at), "report": item.report, "progress": item.progress or {},
-        "count": count_of("analysis", item.phase, item.progress),
-        "terminal": AnalysisPhase(item.phase) in TERMINAL, "settled": AnalysisPhase(item.phase) in TERMINAL,
-    }
-    if item.lengths_sha256:
-        body["rowLengths"] = f"sha256:{item.lengths_sha256}"
-    return body
+def analysis_view(item: Analysis) -> answers.Analysis:
+    lengths = {"row_lengths": f"sha256:{item.lengths_sha256}"} if item.lengths_sha256 else {}
+    return answers.Analysis(
+        analysis_id=item.id, phase=item.phase, attempt=item.attempt, dataset=item.dataset_reference,
+        examples_digest=item.examples_digest, kind=item.kind, base_model=item.base_entry_id,
+        base_model_commit=item.base_commit, optimize_version=item.optimize_version, reason=item.reason,
+        refused=item.refused, created_at=iso(item.created_at), started_at=iso(item.started_at),
+        finished_at=iso(item.finished_at), report=item.report, progress=item.progress or {},
+        count=count_of("analysis", item.phase, item.progress),
+        terminal=AnalysisPhase(item.phase) in TERMINAL, settled=AnalysisPhase(item.phase) in TERMINAL, **lengths)
 
 
 def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                    plan_document: dict[str, Any] | None = None,
-                   waited_by: Callable[[Session, str], None] | None = None) -> tuple[dict[str, Any], bool]:
+                   waited_by: Callable[[Session, str], None] | None = None) -> tuple[answers.Analysis, bool]:
     """Start an analysis or return the one kept; returns (analysis, whether it was (re)started: the scheduler
     starts its worker). `waited_by(session, analysis id)` runs in the same transaction: a run recording its edge to
     the analysis (`jobs.graph`), so the analysis is never kept without the edge of the run that started it.
@@ -96,12 +94,13 @@ def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                                  finished_at=None)
         if waited_by is not None:
             waited_by(session, item.id)
-        body = analysis_json(item)
+        body = analysis_view(item)
         launch = created or restart
         if plan is not None and item.phase == AnalysisPhase.DONE.value:
             lengths = lengths_file(deployment.blobs, item.id, item.lengths_sha256)  # the figures the worker stored
             # the catalog's figure, scaled by how fast runs of the plan's shape trained on this deployment
-            body["estimates"] = estimate_scaled(session, estimate(item.report, lengths, plan, entry), plan, entry.id)
+            body = body.extended(estimates=estimate_scaled(session, estimate(item.report, lengths, plan, entry), plan,
+                                                           entry.id))
     return body, bool(launch)
 
 
@@ -117,12 +116,12 @@ def _base_model(deployment: Deployment, model: str | None, plan):
     return planned
 
 
-def get_analysis(deployment: Deployment, analysis_id: str) -> dict[str, Any]:
+def get_analysis(deployment: Deployment, analysis_id: str) -> answers.Analysis:
     with deployment.store.transaction() as session:
-        return analysis_json(_find(session, analysis_id))
+        return analysis_view(_find(session, analysis_id))
 
 
-def length_histogram(deployment: Deployment, analysis_id: str, bins: int) -> dict[str, Any]:
+def length_histogram(deployment: Deployment, analysis_id: str, bins: int) -> answers.LengthHistogram:
     """The analysis' row lengths in `bins` equal-width bins, against the common maxSeqLength limits."""
     with deployment.store.transaction() as session:
         item = _find(session, analysis_id)
@@ -133,7 +132,7 @@ def length_histogram(deployment: Deployment, analysis_id: str, bins: int) -> dic
     if not sha:
         raise NotFound(f"analysis {found[:12]} kept no per-row lengths (it ran before they were stored)",
                        hint="analyze the dataset again under a newer Optimize")
-    return {"analysisId": found, **histogram(lengths_file(deployment.blobs, found, sha), bins)}
+    return histogram(found, lengths_file(deployment.blobs, found, sha), bins)
 
 
 def _find(session, analysis_id: str) -> Analysis:
@@ -150,7 +149,7 @@ def _find(session, analysis_id: str) -> Analysis:
     return items[0]
 
 
-def list_analyses(deployment: Deployment, dataset: str) -> list[dict[str, Any]]:
+def list_analyses(deployment: Deployment, dataset: str) -> list[answers.Analysis]:
     """Analyses kept for the examples a dataset reference resolves to."""
     reference = parse_reference(dataset)
     with deployment.store.transaction() as session:
@@ -158,7 +157,7 @@ def list_analyses(deployment: Deployment, dataset: str) -> list[dict[str, Any]]:
         examples = content_digest(session, deployment.blobs, version.digest)
         items = session.scalars(select(Analysis).where(Analysis.examples_digest == examples)
                                 .order_by(Analysis.created_at.desc()))
-        return [analysis_json(item) for item in items]
+        return [analysis_view(item) for item in items]
 
 
 # --- what workers call (lease-checked) ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ def add_log_route(router: APIRouter, kind: str) -> None:
         attempt: Annotated[int | None, Query(ge=1, description="The attempt whose log to read (default: the "
                                                                "newest with a log)")] = None,
         offset: Annotated[int, Query(ge=0, description="The byte offset to read from (a chunk's nextOffset)")] = 0,
-    ) -> dict:
+    ) -> JobLog:
         return logs.read_log(deployment, kind, job_id, attempt, offset)
 
     read_log.__name__ = f"read_{kind}_log"

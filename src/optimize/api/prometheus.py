@@ -54,12 +54,12 @@ def metrics_text(deployment: Deployment) -> str:
         endpoints = [({"endpoint": e.id, "project": e.project, "model": e.base["baseEntryId"]}, e.load or {})
                      for e in ready]
     family("optimize_jobs", "gauge", "Jobs by kind and phase", jobs)
-    pools = capacity(deployment)["pools"]
+    pools = capacity(deployment).pools
     family("optimize_devices", "gauge", "Devices by profile, pool and state (free or granted)",
-           [({"profile": p["profile"], "pool": p["pool"], "state": state}, p[state])
+           [({"profile": p.profile, "pool": p.pool, "state": state}, getattr(p, state))
             for p in pools for state in ("free", "granted")])
     family("optimize_devices_queued", "gauge", "Devices that queued runs wait for, by profile",
-           [({"profile": p["profile"], "pool": p["pool"]}, p["queued"]) for p in pools])
+           [({"profile": p.profile, "pool": p.pool}, p.queued) for p in pools])
     for name, kind, text, key in ENDPOINT_SERIES:
         family(name, kind, text, [(labels, load[key]) for labels, load in endpoints if key in load])
     family("optimize_endpoint_latency_seconds", "gauge",

@@ -132,7 +132,7 @@ def _refuse_open_door_without_tokens(app, host: str) -> None:
         raise SystemExit(1)
     print(f"Listening beyond this machine ({host}); these tokens can get in:", flush=True)
     for token in holders:
-        print(f"  {token['tokenId'][:12]}  {token['name']}  {token['role']}", flush=True)
+        print(f"  {token.token_id[:12]}  {token.name}  {token.role}", flush=True)
 
 
 def _write_atomically(path, text: str) -> None:

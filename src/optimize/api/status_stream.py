@@ -21,17 +21,22 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from optimize.api.stream_slots import HeldStream, take_slot
+from optimize.schemas.common import Answer
 from optimize.store.events import latest
 
 POLL_SECONDS = 0.5
 KEEPALIVE_SECONDS = 5.0
 
 
-async def status_events(request: Request, read: Callable[[Any, str], dict[str, Any]], deployment: Any,
+async def status_events(request: Request, get: Callable[[Any, str], Answer], deployment: Any,
                         item_id: str, id_key: str, kind: str) -> StreamingResponse:
-    """`read(deployment, id)` gives the status (an unknown id is refused before the stream starts); `kind` names
+    """`get(deployment, id)` gives the status, as its answer (an unknown id is refused before the stream starts),
+    which the stream sends as the item's GET would; `id_key` is the id's key in it; `kind` names
     the item's events (`run:<id>`, `evaluation:<id>`, …). The caller's token holds one of its stream slots while the
     stream is open (429 when it holds them all)."""
+    def read(_deployment: Any, read_id: str) -> dict[str, Any]:
+        return get(_deployment, read_id).model_dump(mode="json", by_alias=True)
+
     first = await run_in_threadpool(read, deployment, item_id)
     subject = f"{kind}:{first[id_key]}"
     cursor = await run_in_threadpool(_cursor, deployment, subject)

@@ -11,7 +11,6 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select, update
 
@@ -21,6 +20,7 @@ from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.ids import new_id
 from optimize.core.names import check_name
 from optimize.core.tokens import Role, new_token, token_digest, well_formed
+from optimize.schemas import auth as answers
 from optimize.store.db import Store, id_prefix_matches_nothing, shown_id
 from optimize.store.tables import ApiToken
 
@@ -48,7 +48,7 @@ def parse_role(text: str) -> Role:
 
 def issue(store: Store, name: str, role: Role, *, projects: list[str] | None = None,
           namespaces: list[str] | None = None, created_by: str | None = None,
-          token: str | None = None) -> tuple[str, dict[str, Any]]:
+          token: str | None = None) -> tuple[str, answers.Token]:
     """A new token (returned once, never stored) and its record."""
     check_name(name, "token name")
     projects = _names(projects, "project")
@@ -62,7 +62,7 @@ def issue(store: Store, name: str, role: Role, *, projects: list[str] | None = N
     with store.transaction() as session:
         session.add(row)
         session.flush()
-        return token, token_json(row)
+        return token, token_view(row)
 
 
 def _names(names: list[str] | None, noun: str) -> list[str] | None:
@@ -131,15 +131,15 @@ def authenticate(store: Store, token: str) -> Caller | None:
     return caller
 
 
-def list_tokens(store: Store, include_revoked: bool = False) -> list[dict[str, Any]]:
+def list_tokens(store: Store, include_revoked: bool = False) -> list[answers.Token]:
     with store.transaction() as session:
         query = select(ApiToken).order_by(ApiToken.created_at)
         if not include_revoked:
             query = query.where(ApiToken.revoked_at.is_(None))
-        return [token_json(row) for row in session.scalars(query)]
+        return [token_view(row) for row in session.scalars(query)]
 
 
-def revoke(store: Store, token_id: str, caller: Caller) -> dict[str, Any]:
+def revoke(store: Store, token_id: str, caller: Caller) -> answers.Token:
     if id_prefix_matches_nothing(token_id):
         raise NotFound(f"no token {shown_id(token_id)}", hint="list them with: akka auth tokens list")
     with store.transaction() as session:
@@ -155,10 +155,10 @@ def revoke(store: Store, token_id: str, caller: Caller) -> dict[str, Any]:
             session.execute(update(ApiToken).where(ApiToken.id == row.id).values(revoked_at=utcnow()))
             session.refresh(row)
         _recent.clear()  # a revoked token stops at once
-        return token_json(row)
+        return token_view(row)
 
 
-def token_json(row: ApiToken) -> dict[str, Any]:
-    return {"tokenId": row.id, "name": row.name, "role": row.role, "projects": row.projects,
-            "namespaces": row.namespaces, "createdAt": iso(row.created_at), "createdBy": row.created_by,
-            "lastUsedAt": iso(row.last_used_at), "revokedAt": iso(row.revoked_at)}
+def token_view(row: ApiToken) -> answers.Token:
+    return answers.Token(token_id=row.id, name=row.name, role=row.role, projects=row.projects,
+                         namespaces=row.namespaces, created_at=iso(row.created_at), created_by=row.created_by,
+                         last_used_at=iso(row.last_used_at), revoked_at=iso(row.revoked_at))

@@ -29,7 +29,7 @@ TRL_NAMES = {
     # validation passes
     "validationLoss": "loss", "perplexity": "perplexity",
 }
-# what a metric point carries besides its values (runs' metrics route, `metric_json`)
+# what a metric point carries besides its values (runs' metrics route, `metric_view`)
 NOT_VALUES = frozenset({"step", "kind", "attempt", "at"})
 
 

@@ -1,7 +1,7 @@
 """Distillations as a job kind of the kernel: a device of their profile per replica, from the training pool, all
 granted together to one worker (which runs a teacher on each). A server restart or a lost worker queues a
-distillation again, and it goes on from the answers it saved; the scheduler's housekeeping registers the rows of
-those that reached ASSEMBLING."""
+distillation again, and it goes on from the answers it saved; its server step (`jobs.server_steps`) registers the
+rows of those that reached ASSEMBLING."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from optimize.distillation import service
 from optimize.distillation.phases import DISTILLATION, DistillationPhase
 from optimize.jobs.kinds import JobKind, Readable, Recovery
+from optimize.jobs.server_steps import ServerStep
 from optimize.registry.datasets import examples_objects
 from optimize.store.tables import Distillation
 
@@ -26,6 +27,7 @@ class DistillationKind(JobKind):
     on_restart = Recovery.REQUEUE
     on_lost = Recovery.REQUEUE
     restart_reason = "the server restarted; the distillation goes on from the answers it saved"
+    server_step = ServerStep(DistillationPhase.ASSEMBLING, service.assemble, "assemble")
 
     def request(self, row: Distillation) -> tuple[str, int]:
         return row.device_profile, row.settings.get("replicas", 1)
@@ -48,9 +50,6 @@ class DistillationKind(JobKind):
         """Its `dataset`: the version its assembly registered (reference, digest, rows), there once it completed —
         a job taking it (`jobs.graph`) waits through the assembly, and ends with the rule's message if it failed."""
         return {"dataset": row.registered}
-
-    def housekeeping(self, deployment: Any) -> None:
-        service.assemble_waiting(deployment)
 
     def worker_spec(self, deployment, job_id, token, body):
         return service.job_spec(deployment, job_id, token)

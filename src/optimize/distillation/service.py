@@ -5,7 +5,8 @@ A distillation waits in QUEUED for a device of its profile (the scheduler grants
 the smoke (the first 16 decisions, all but one accepted; or the decisions named, all accepted), then the rest —
 saving its answers in chunks (`distillation_answers`), so a pause, a lost worker or a server restart goes on from
 the chunks held and answers nothing twice. Its worker's end moves it to ASSEMBLING, which has released the device:
-the scheduler's housekeeping then registers the accepted rows, in decision order, as the target's next version
+its server step (`assemble`, run by the kernel's `jobs.server_steps`) then registers the accepted rows, in decision
+order, as the target's next version
 (the registry's row rule applies; the same rows register the same digest), with the teacher, its commit, the
 source version and the distillation in the version's lineage, and ends it COMPLETED — or FAILED when no answer was
 accepted.
@@ -17,8 +18,6 @@ Its acceptance rate (accepted over decided) is judged against its floor (`accept
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Any
 
 from sqlalchemy import func, select
@@ -42,6 +41,7 @@ from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
+from optimize.schemas import distillations as answers
 from optimize.schemas.distillations import DistillationRequest
 from optimize.schemas.jobs import DistillationSpec
 from optimize.schemas.outcomes import LastWord
@@ -52,7 +52,6 @@ from optimize.store.tables import Distillation, DistillationAnswer
 from optimize.workloads.datasets import pick_chat_dataset
 from optimize.workloads.models import resolve_model
 
-log = logging.getLogger("optimize.distillations")
 P = DistillationPhase
 
 
@@ -74,7 +73,7 @@ def _settings(request: DistillationRequest) -> dict[str, Any]:
     return settings
 
 
-def create(deployment: Deployment, request: DistillationRequest) -> dict[str, Any]:
+def create(deployment: Deployment, request: DistillationRequest) -> answers.Distillation:
     settings = _settings(request)
     with deployment.store.transaction() as session:
         reference, teacher, owner = resolve_model(deployment, session, request.teacher)
@@ -103,7 +102,7 @@ def create(deployment: Deployment, request: DistillationRequest) -> dict[str, An
         session.flush()
         record(session, DISTILLATION.subject(item.id), "phase", phase=item.phase)
         queue_wake(session)
-        return distillation_json(item)
+        return distillation_view(item)
 
 
 def _check_replicas(replicas: int, profile) -> None:
@@ -145,25 +144,26 @@ def acceptance_warning(item: Distillation, rate: Acceptance) -> str | None:
     return warning and f"{warning}; read why with: akka training distillations rejections {item.id[:12]}"
 
 
-def distillation_json(item: Distillation) -> dict[str, Any]:
+def distillation_view(item: Distillation) -> answers.Distillation:
     running = item.phase == P.RUNNING
     smoke = item.smoke
     rate = acceptance(item)
     warning = acceptance_warning(item, rate)
-    return {"distillationId": item.id, "project": item.project, "teacher": item.teacher_reference,
-            "baseModel": {"id": item.teacher["baseEntryId"], "commit": item.teacher["baseCommit"]},
-            "source": {"reference": item.source_reference, "digest": item.source_digest, "rows": item.source_rows},
-            "target": item.target, "settings": {**item.settings, "acceptanceFloor": rate.floor},
-            "deviceProfile": item.device_profile,
-            "phase": item.phase,
-            "stage": (("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
-            "attempt": item.attempt, "devicesHeld": item.devices or [] if running else [],
-            "progress": item.progress, "count": count_of("distillation", item.phase, item.progress),
-            "acceptance": rate.as_json(), "warnings": [warning] if warning else [],
-            "smoke": smoke, "registered": item.registered,
-            "failureReason": item.failure_reason, "createdAt": iso(item.created_at),
-            "finishedAt": iso(item.finished_at), "terminal": item.phase in TERMINAL,
-            "settled": item.phase in DISTILLATION.settled}
+    return answers.Distillation(
+        distillation_id=item.id, project=item.project, teacher=item.teacher_reference,
+        base_model={"id": item.teacher["baseEntryId"], "commit": item.teacher["baseCommit"]},
+        source={"reference": item.source_reference, "digest": item.source_digest, "rows": item.source_rows},
+        target=item.target, settings={**item.settings, "acceptanceFloor": rate.floor},
+        device_profile=item.device_profile,
+        phase=item.phase,
+        stage=(("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
+        attempt=item.attempt, devices_held=item.devices or [] if running else [],
+        progress=item.progress, count=count_of("distillation", item.phase, item.progress),
+        acceptance=rate.as_json(), warnings=[warning] if warning else [],
+        smoke=smoke, registered=item.registered,
+        failure_reason=item.failure_reason, created_at=iso(item.created_at),
+        finished_at=iso(item.finished_at), terminal=item.phase in TERMINAL,
+        settled=item.phase in DISTILLATION.settled)
 
 
 def find_distillation(session, distillation_id: str) -> Distillation:
@@ -172,29 +172,29 @@ def find_distillation(session, distillation_id: str) -> Distillation:
                              visible_projects(Distillation.project))
 
 
-def get(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+def get(deployment: Deployment, distillation_id: str) -> answers.Distillation:
     with deployment.store.transaction() as session:
         item = find_distillation(session, distillation_id)
-        return {**distillation_json(item), "waitingFor": waiting_for(session, deployment, "distillation", item)}
+        return distillation_view(item).extended(waiting_for=waiting_for(session, deployment, "distillation", item))
 
 
 def list_distillations(deployment: Deployment, project: str | None, phase: str | None,
-                       include_archived: bool = False) -> list[dict[str, Any]]:
+                       include_archived: bool = False) -> list[answers.DistillationListItem]:
     """Newest first; an archived project's distillations only with `include_archived` or when it is named."""
     query = project_work(Distillation, project, include_archived)
     if phase:
         query = query.where(Distillation.phase.in_(phases_asked(DISTILLATION, phase, {"open": OPEN})))
     with deployment.store.transaction() as session:
-        return [{**distillation_json(item), "projectArchived": archived}
+        return [distillation_view(item).extended(answers.DistillationListItem, project_archived=archived)
                 for item, archived in session.execute(query.limit(500))]
 
 
 def _move(deployment: Deployment, distillation_id: str, to: DistillationPhase, verb: str,
-          allowed: frozenset[DistillationPhase], check_room: bool = False) -> dict[str, Any]:
-    def decide(session) -> dict[str, Any]:
+          allowed: frozenset[DistillationPhase], check_room: bool = False) -> answers.Distillation:
+    def decide(session) -> answers.Distillation:
         item = find_distillation(session, distillation_id)
         if item.phase == to:
-            return distillation_json(item)
+            return distillation_view(item)
         if P(item.phase) not in allowed:
             raise Conflict(f"distillation {item.id[:12]} is {item.phase}; there is nothing to {verb}",
                            phase=item.phase)
@@ -202,25 +202,25 @@ def _move(deployment: Deployment, distillation_id: str, to: DistillationPhase, v
             check_queue_room(session, item.project, deployment.quotas)
         # its worker, if any, is stopped once this commits; its saved answers stay
         moved(transition(session, DISTILLATION, item, to, note=verb), f"distillation {item.id[:12]}")
-        return distillation_json(item)
+        return distillation_view(item)
 
     return decided(deployment.store, decide)
 
 
-def pause(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+def pause(deployment: Deployment, distillation_id: str) -> answers.Distillation:
     return _move(deployment, distillation_id, P.PAUSED, "pause", frozenset({P.QUEUED, P.RUNNING}))
 
 
-def resume(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+def resume(deployment: Deployment, distillation_id: str) -> answers.Distillation:
     return _move(deployment, distillation_id, P.QUEUED, "resume", frozenset({P.PAUSED}), check_room=True)
 
 
-def cancel(deployment: Deployment, distillation_id: str) -> dict[str, Any]:
+def cancel(deployment: Deployment, distillation_id: str) -> answers.Distillation:
     return _move(deployment, distillation_id, P.CANCELLED, "cancel", frozenset({P.QUEUED, P.RUNNING, P.PAUSED}))
 
 
 def rejections(deployment: Deployment, distillation_id: str, reason: str | None = None, limit: int | None = None
-               ) -> dict[str, Any]:
+               ) -> answers.Rejections:
     if reason is not None and reason not in REASONS:
         raise Invalid(f"reason {reason!r} is not one a distillation rejects for",
                       hint="reasons: " + ", ".join(REASONS))
@@ -232,9 +232,10 @@ def rejections(deployment: Deployment, distillation_id: str, reason: str | None 
             query = query.where(DistillationAnswer.reason == reason)
         query = query.order_by(DistillationAnswer.line, DistillationAnswer.message)
         rows = session.scalars(query.limit(limit) if limit else query).all()
-        return {"distillationId": item.id, "rejectedByReason": item.progress.get("rejectedByReason", {}),
-                "rejections": [{"decision": f"{a.line}:{a.message}", "reason": a.reason, "detail": a.detail,
-                                "output": a.output} for a in rows]}
+        return answers.Rejections(
+            distillation_id=item.id, rejected_by_reason=item.progress.get("rejectedByReason", {}),
+            rejections=[answers.Rejection(decision=f"{a.line}:{a.message}", reason=a.reason, detail=a.detail,
+                                          output=a.output) for a in rows])
 
 
 # --- the worker's calls ------------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ def judge_smoke(deployment: Deployment, distillation_id: str, token: str, body: 
 
 def finish(deployment: Deployment, distillation_id: str, token: str, body: Any) -> dict[str, Any]:
     """The worker's last word (read once its lease is known to hold): FAILED with its reason, or ASSEMBLING (the
-    device is released; the scheduler's housekeeping registers the rows)."""
+    device is released; its server step registers the rows)."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
         word = LastWord.read(body)
@@ -344,36 +345,10 @@ def requeue(session, item: Distillation, reason: str) -> bool:
 # --- assembling --------------------------------------------------------------------------------------------
 
 
-_assembling: set[str] = set()  # distillations whose rows a thread of this process is registering
-_assembling_lock = threading.Lock()
-
-
-def assemble_waiting(deployment: Deployment) -> None:
-    """Register the accepted rows of every distillation in ASSEMBLING (its worker ended, its device released), each
-    in a thread of its own: a large dataset's registering must not hold the scheduler's tick. One that fails (or a
-    server that stops meanwhile) is taken up again at a later tick; the same rows register the same version."""
-    with deployment.store.transaction() as session:
-        waiting = session.scalars(select(Distillation.id).where(Distillation.phase == P.ASSEMBLING.value)).all()
-    for distillation_id in waiting:
-        with _assembling_lock:
-            if distillation_id in _assembling:
-                continue
-            _assembling.add(distillation_id)
-        threading.Thread(target=_assemble_once, args=(deployment, distillation_id), daemon=True,
-                         name=f"assemble-{distillation_id[:8]}").start()
-
-
-def _assemble_once(deployment: Deployment, distillation_id: str) -> None:
-    try:
-        assemble(deployment, distillation_id)
-    except Exception:  # noqa: BLE001 - a thread must not die silently; a later tick tries again
-        log.exception("assembling distillation %s failed", distillation_id)
-    finally:
-        with _assembling_lock:
-            _assembling.discard(distillation_id)
-
-
 def assemble(deployment: Deployment, distillation_id: str) -> None:
+    """The server step of a distillation in ASSEMBLING: register its accepted rows and end it COMPLETED with the
+    version, or FAILED naming why (none accepted, or the registry refused them). Run again after a stop, the same
+    rows register the same version."""
     from optimize.registry.produced import register_rows
     from optimize.registry.uploads import Registry
 
@@ -412,7 +387,8 @@ def assemble(deployment: Deployment, distillation_id: str) -> None:
             moved(transition(session, DISTILLATION, item, P.FAILED, failure_reason=failure), what)
         else:
             moved(transition(session, DISTILLATION, item, P.COMPLETED, registered={
-                "reference": registered["reference"], "digest": registered["digest"], "rows": registered["rows"]}),
+                "reference": registered.version.reference, "digest": registered.version.digest,
+                "rows": registered.rows}),
                 what)
 
     decided(deployment.store, decide)

@@ -19,11 +19,12 @@ from optimize.evaluation.phases import EvaluationPhase
 from optimize.projects.service import find_project
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.models import resolve_model_reference
+from optimize.schemas.projects import Scores
 from optimize.store.tables import Evaluation, Run
 
 
 def scores(deployment: Deployment, project: str, dataset: str | None = None, grader: str | None = None
-           ) -> dict[str, Any]:
+           ) -> Scores:
     if grader:
         grader = parse_grader(grader)  # an unknown grader is refused, naming the graders there are
     with deployment.store.transaction() as session:
@@ -40,7 +41,7 @@ def scores(deployment: Deployment, project: str, dataset: str | None = None, gra
         if grader:
             done = [e for e in done if e.grader == grader]
         if not done:
-            return {"project": name, "dataset": dataset, "grader": grader, "groups": []}
+            return Scores(project=name, dataset=dataset, grader=grader, groups=[])
         chosen_dataset, chosen_grader = done[0].dataset_reference, done[0].grader
         groups: dict[str, dict[str, Any]] = {}
         for item in done:  # newest first: the first of each column stays
@@ -56,9 +57,9 @@ def scores(deployment: Deployment, project: str, dataset: str | None = None, gra
                 continue
             column = _configuration(session, item.model_reference)
             group["columns"].setdefault(column, cell)
-        return {"project": name, "dataset": chosen_dataset, "grader": chosen_grader,
-                "groups": [{**g, "columns": [{"configuration": k, **v} for k, v in g["columns"].items()]}
-                           for g in groups.values()]}
+        return Scores(project=name, dataset=chosen_dataset, grader=chosen_grader,
+                      groups=[{**g, "columns": [{"configuration": k, **v} for k, v in g["columns"].items()]}
+                              for g in groups.values()])
 
 
 def _configuration(session, reference: str) -> str:

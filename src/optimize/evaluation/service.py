@@ -34,6 +34,7 @@ from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import examples_objects
+from optimize.schemas import evaluations as answers
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.jobs import EvaluationSpec
 from optimize.schemas.outcomes import LastWord
@@ -94,7 +95,7 @@ def _check_outbound(url: str) -> None:
                                     f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
 
 
-def start(deployment: Deployment, request: EvaluationRequest) -> dict[str, Any]:
+def start(deployment: Deployment, request: EvaluationRequest) -> answers.Evaluation:
     grader = check_grader(request.grader)
     profile = request.device_profile or "cpu"
     if profile not in {p.name for p in deployment.profiles}:
@@ -141,7 +142,7 @@ def start(deployment: Deployment, request: EvaluationRequest) -> dict[str, Any]:
         session.flush()
         record(session, EVALUATION.subject(evaluation.id), "phase", phase="QUEUED")
         queue_wake(session)
-        return evaluation_json(evaluation)
+        return evaluation_view(evaluation)
 
 
 MOST_MODEL_FILTER = 1_000  # characters of a model reference an evaluation list is filtered by
@@ -161,19 +162,19 @@ def _sampling(request: EvaluationRequest) -> tuple[dict[str, Any] | None, int | 
             "seed": request.seed}, request.rows
 
 
-def evaluation_json(item: Evaluation) -> dict[str, Any]:
-    return {"evaluationId": item.id, "project": item.project, "model": item.model_reference,
-            "baseModel": {"id": item.model["baseEntryId"], "commit": item.model["baseCommit"]},
-            "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
-                        "rows": item.dataset_rows},
-            "grader": item.grader, "graderInstructions": (item.model.get("judge") or {}).get("instructions"),
-            "sampling": item.model.get("sampling"), "rows": item.model.get("rows"),
-            "deviceProfile": item.device_profile, "phase": item.phase,
-            "attempt": item.attempt, "devicesHeld": item.devices or [] if item.phase == EvaluationPhase.RUNNING else [],
-            "progress": item.progress, "count": count_of("evaluation", item.phase, item.progress),
-            "report": item.report, "failureReason": item.failure_reason,
-            "createdAt": iso(item.created_at), "finishedAt": iso(item.finished_at),
-            "terminal": item.phase in TERMINAL, "settled": item.phase in TERMINAL}
+def evaluation_view(item: Evaluation) -> answers.Evaluation:
+    return answers.Evaluation(
+        evaluation_id=item.id, project=item.project, model=item.model_reference,
+        base_model={"id": item.model["baseEntryId"], "commit": item.model["baseCommit"]},
+        dataset={"reference": item.dataset_reference, "digest": item.dataset_digest, "rows": item.dataset_rows},
+        grader=item.grader, grader_instructions=(item.model.get("judge") or {}).get("instructions"),
+        sampling=item.model.get("sampling"), rows=item.model.get("rows"),
+        device_profile=item.device_profile, phase=item.phase,
+        attempt=item.attempt, devices_held=item.devices or [] if item.phase == EvaluationPhase.RUNNING else [],
+        progress=item.progress, count=count_of("evaluation", item.phase, item.progress),
+        report=item.report, failure_reason=item.failure_reason,
+        created_at=iso(item.created_at), finished_at=iso(item.finished_at),
+        terminal=item.phase in TERMINAL, settled=item.phase in TERMINAL)
 
 
 def find_evaluation(session, evaluation_id: str) -> Evaluation:
@@ -182,14 +183,14 @@ def find_evaluation(session, evaluation_id: str) -> Evaluation:
                              visible_projects(Evaluation.project))
 
 
-def get(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
+def get(deployment: Deployment, evaluation_id: str) -> answers.Evaluation:
     with deployment.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
-        return {**evaluation_json(item), "waitingFor": waiting_for(session, deployment, "evaluation", item)}
+        return evaluation_view(item).extended(waiting_for=waiting_for(session, deployment, "evaluation", item))
 
 
 def list_evaluations(deployment: Deployment, project: str | None, model: str | None, phase: str | None,
-                     include_archived: bool = False) -> list[dict[str, Any]]:
+                     include_archived: bool = False) -> list[answers.EvaluationListItem]:
     """Newest first; an archived project's evaluations only with `include_archived` or when it is named."""
     query = project_work(Evaluation, project, include_archived)
     if model:
@@ -199,29 +200,29 @@ def list_evaluations(deployment: Deployment, project: str | None, model: str | N
     if phase:
         query = query.where(Evaluation.phase.in_(phases_asked(EVALUATION, phase, {"open": OPEN})))
     with deployment.store.transaction() as session:
-        return [{**evaluation_json(item), "projectArchived": archived}
+        return [evaluation_view(item).extended(answers.EvaluationListItem, project_archived=archived)
                 for item, archived in session.execute(query.limit(500))]
 
 
-def cancel(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
-    def decide(session) -> dict[str, Any]:
+def cancel(deployment: Deployment, evaluation_id: str) -> answers.Evaluation:
+    def decide(session) -> answers.Evaluation:
         item = find_evaluation(session, evaluation_id)
         if item.phase in TERMINAL:
             if item.phase == EvaluationPhase.CANCELLED:
-                return evaluation_json(item)
+                return evaluation_view(item)
             raise Refused(f"evaluation {item.id[:12]} is {item.phase}; there is nothing to cancel", phase=item.phase)
         # its worker, if any, is stopped once this commits
         moved(transition(session, EVALUATION, item, EvaluationPhase.CANCELLED), f"evaluation {item.id[:12]}")
-        return evaluation_json(item)
+        return evaluation_view(item)
 
     return decided(deployment.store, decide)
 
 
-def retry(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
+def retry(deployment: Deployment, evaluation_id: str) -> answers.Evaluation:
     """Queue an ended evaluation again. A base model resolves to the commit selected now; the answers from that
     commit are kept and the other rows are answered again."""
 
-    def decide(session) -> dict[str, Any]:
+    def decide(session) -> answers.Evaluation:
         item = find_evaluation(session, evaluation_id)
         if item.phase not in TERMINAL:
             raise Conflict(f"evaluation {item.id[:12]} is {item.phase}; retry it once it has ended",
@@ -240,26 +241,26 @@ def retry(deployment: Deployment, evaluation_id: str) -> dict[str, Any]:
         moved(transition(session, EVALUATION, item, EvaluationPhase.QUEUED, note="retried", model=item.model,
                          report=None, failure_reason=None, finished_at=None,
                          progress={**item.progress, "answered": kept}), f"evaluation {item.id[:12]}")
-        return evaluation_json(item)
+        return evaluation_view(item)
 
     return decided(deployment.store, decide)
 
 
-def predictions(deployment: Deployment, evaluation_id: str, limit: int | None = None) -> dict[str, Any]:
+def predictions(deployment: Deployment, evaluation_id: str, limit: int | None = None) -> answers.Predictions:
     """The answers by line; the first `limit` (bounded by the route's `limit` rule) or all."""
     with deployment.store.transaction() as session:
         item = find_evaluation(session, evaluation_id)
         query = select(EvaluationPrediction).where(EvaluationPrediction.evaluation_id == item.id) \
             .order_by(EvaluationPrediction.line)
         rows = session.scalars(query.limit(limit) if limit else query).all()
-        return {"evaluationId": item.id, "predictions": [prediction_json(p) for p in rows]}
+        return answers.Predictions(evaluation_id=item.id, predictions=[prediction_view(p) for p in rows])
 
 
-def prediction_json(p: EvaluationPrediction) -> dict[str, Any]:
-    return {"line": p.line, "prompt": p.prompt, "expected": p.expected, "answer": p.answer, "score": p.score,
-            "explanation": p.explanation, "fields": p.fields, "samples": p.samples,
-            "chatTemplateSha256": p.chat_template_sha256,
-            "baseModelRevision": p.base_model_revision}
+def prediction_view(p: EvaluationPrediction) -> answers.Prediction:
+    return answers.Prediction(
+        line=p.line, prompt=p.prompt, expected=p.expected, answer=p.answer, score=p.score,
+        explanation=p.explanation, fields=p.fields, samples=p.samples, chat_template_sha256=p.chat_template_sha256,
+        base_model_revision=p.base_model_revision)
 
 
 # --- the worker's calls ------------------------------------------------------------------------------------

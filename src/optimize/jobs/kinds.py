@@ -22,6 +22,7 @@ from optimize.blobs.manifests import listed_files
 from optimize.core.clock import iso
 from optimize.jobs.leases import Grant, extend, fence
 from optimize.jobs.lifecycle import Lifecycle, transition
+from optimize.jobs.server_steps import ServerStep
 from optimize.store.tables import JobLease
 
 LOST = "worker lost"  # how the end reason of an attempt whose worker was lost begins
@@ -66,6 +67,7 @@ class JobKind:
     max_attempts_default: ClassVar[int] = 3
     restart_reason: ClassVar[str] = "the server restarted"
     project_work: ClassVar[bool] = False  # its jobs belong to a training project (an archive waits for them)
+    server_step: ClassVar[ServerStep | None] = None  # what the server finishes itself once the worker ended
 
     # --- what the scheduler asks -----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 from optimize.core.access import visible_item
 from optimize.core.errors import NotFound
 from optimize.jobs import registry
+from optimize.schemas.logs import JobLog
 from optimize.store.db import find_by_id_prefix
 
 CHUNK_BYTES = 1 << 20  # the most a chunk holds; a longer log is paged with `offset`
@@ -102,7 +103,7 @@ def read_chunk(log_dir: Path, kind: str, job_id: str, attempt: int | None = None
 
 
 def read_log(deployment: Any, kind: str, job_id: str, attempt: int | None = None, offset: int = 0,
-             limit: int = CHUNK_BYTES) -> dict[str, Any]:
+             limit: int = CHUNK_BYTES) -> JobLog:
     """`GET …/{id}/logs` of any kind: the job named by its id or an unambiguous prefix (an unknown one is refused),
     a chunk of its attempt's log, and whether it is settled."""
     declared = registry.kind(kind)
@@ -118,6 +119,5 @@ def read_log(deployment: Any, kind: str, job_id: str, attempt: int | None = None
     if settled and executor is not None:
         settled = not executor.alive(kind, full_id)
     chunk = read_chunk(Path(deployment.data_dir) / LOGS, kind, full_id, attempt, offset, limit, final=settled)
-    return {"kind": kind, "id": full_id, "phase": phase.value, "attempt": chunk.attempt, "attempts": chunk.attempts,
-            "text": chunk.text, "offset": chunk.offset, "nextOffset": chunk.next_offset, "size": chunk.size,
-            "settled": settled}
+    return JobLog(kind=kind, id=full_id, phase=phase.value, attempt=chunk.attempt, attempts=chunk.attempts,
+                  text=chunk.text, offset=chunk.offset, next_offset=chunk.next_offset, size=chunk.size, settled=settled)

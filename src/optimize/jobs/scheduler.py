@@ -6,7 +6,8 @@ kind. Work the deployment's devices can never hold fails with the reason (also w
 it was queued). Nothing is granted to a job while an edge of the job graph holds it (`jobs.graph.readiness`: an
 upstream it waits for has not completed), and one whose upstream ended without completing ends by the graph's rule
 (`graph.upstream_ended`). A kind may keep a job waiting before it claims anything (`before_grant`: a run's length
-check, on the analyses its edges waited for).
+check, on the analyses its edges waited for). A job waiting in its kind's server-step phase has its step started
+(`jobs.server_steps`: a distillation's assembly).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from optimize.core.clock import iso
 from optimize.core.crashpoints import crashpoint
-from optimize.jobs import graph, leases, registry
+from optimize.jobs import graph, leases, registry, server_steps
 from optimize.jobs.devices import pool_devices
 from optimize.jobs.kinds import JobKind
 from optimize.jobs.leases import Grant
@@ -64,6 +65,7 @@ class Scheduler:
         self.reap()
         for kind in registry.kinds():
             kind.housekeeping(self.deployment)
+            server_steps.start_waiting(self.deployment, kind)
             self.admit(kind)
 
     def reap(self) -> None:

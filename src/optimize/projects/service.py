@@ -7,7 +7,6 @@ namespace of the same name is separate state: archiving the project leaves it as
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from sqlalchemy import func, select
 
@@ -16,6 +15,7 @@ from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.names import check_name
 from optimize.jobs.registry import kinds
+from optimize.schemas import projects as answers
 from optimize.store.db import Store, hold_writes, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Namespace, Project, Run
@@ -33,12 +33,12 @@ def check_project_name(text: str) -> str:
     return name
 
 
-def project_json(project: Project, runs: int = 0) -> dict[str, Any]:
-    return {"name": project.name, "namespace": project.name, "description": project.description,
-            "archived": project.archived, "createdAt": iso(project.created_at), "runs": runs}
+def project_view(project: Project, runs: int = 0) -> answers.Project:
+    return answers.Project(name=project.name, namespace=project.name, description=project.description,
+                           archived=project.archived, created_at=iso(project.created_at), runs=runs)
 
 
-def create_project(store: Store, name: str, description: str | None = None) -> tuple[dict[str, Any], bool]:
+def create_project(store: Store, name: str, description: str | None = None) -> tuple[answers.Project, bool]:
     """Create a project (idempotent: an existing one is returned); returns (project, created)."""
     name = check_project_name(name)
     check_project(name)
@@ -46,7 +46,7 @@ def create_project(store: Store, name: str, description: str | None = None) -> t
         created = insert_ignoring_conflict(session, Project, {
             "name": name, "description": description, "archived": False, "created_at": utcnow()}, ["name"]) == 1
         project = session.get(Project, name)
-        return project_json(project, _run_count(session, name)), created
+        return project_view(project, _run_count(session, name)), created
 
 
 def find_project(session, name: str) -> Project:
@@ -85,10 +85,10 @@ def lock_project(session, name: str) -> Project | None:
     return session.get(Project, name.lower(), with_for_update={"key_share": True}, populate_existing=True)
 
 
-def get_project(store: Store, name: str) -> dict[str, Any]:
+def get_project(store: Store, name: str) -> answers.Project:
     with store.transaction() as session:
         project = find_project(session, name)
-        return project_json(project, _run_count(session, project.name))
+        return project_view(project, _run_count(session, project.name))
 
 
 def project_for_model(session, reference: str, owner: str | None, asked: str | None, work: str) -> Project:
@@ -117,16 +117,16 @@ def project_work(table, project: str | None, include_archived: bool):
     return query if include_archived else query.where(Project.archived.is_(False))
 
 
-def list_projects(store: Store, include_archived: bool = False) -> list[dict[str, Any]]:
+def list_projects(store: Store, include_archived: bool = False) -> list[answers.Project]:
     with store.transaction() as session:
         query = only_visible(select(Project).order_by(Project.created_at.desc()), visible_projects(Project.name))
         if not include_archived:
             query = query.where(Project.archived.is_(False))
         counts = dict(session.execute(select(Run.project, func.count()).group_by(Run.project)).all())
-        return [project_json(p, counts.get(p.name, 0)) for p in session.scalars(query)]
+        return [project_view(p, counts.get(p.name, 0)) for p in session.scalars(query)]
 
 
-def archive_project(store: Store, name: str) -> dict[str, Any]:
+def archive_project(store: Store, name: str) -> answers.ProjectChange:
     """Archive a project: its lists leave it out and it takes no new work. Refused while any of its work is still in
     progress, naming each item. Archiving twice changes nothing and says so in `changed`."""
     with store.transaction() as session:
@@ -142,7 +142,7 @@ def archive_project(store: Store, name: str) -> dict[str, Any]:
         return _set_archived(session, project, True)
 
 
-def unarchive_project(store: Store, name: str) -> dict[str, Any]:
+def unarchive_project(store: Store, name: str) -> answers.ProjectChange:
     """Restore an archived project to lists and new work; unarchiving an open one changes nothing."""
     with store.transaction() as session:
         return _set_archived(session, _locked(session, name), False)
@@ -175,21 +175,20 @@ def _locked(session, name: str) -> Project:
     return project if project is not None else find_project(session, name)
 
 
-def _set_archived(session, project: Project, archived: bool) -> dict[str, Any]:
+def _set_archived(session, project: Project, archived: bool) -> answers.ProjectChange:
     changed = project.archived != archived
     if changed:
         project.archived = archived
         record(session, f"project:{project.name}", "archived" if archived else "unarchived")
-    body = project_json(project, _run_count(session, project.name))
-    body["changed"] = changed
-    body["registryNamespace"] = registry_namespace(session, project.name)
-    return body
+    return project_view(project, _run_count(session, project.name)).extended(
+        answers.ProjectChange, changed=changed, registry_namespace=registry_namespace(session, project.name))
 
 
-def registry_namespace(session, name: str) -> dict[str, Any]:
+def registry_namespace(session, name: str) -> answers.RegistryNamespaceState:
     """The state of the registry namespace named like the project: archiving one leaves the other as it is."""
     namespace = session.get(Namespace, name)
-    return {"name": name, "exists": namespace is not None, "archived": bool(namespace and namespace.archived)}
+    return answers.RegistryNamespaceState(name=name, exists=namespace is not None,
+                                          archived=bool(namespace and namespace.archived))
 
 
 def _run_count(session, name: str) -> int:

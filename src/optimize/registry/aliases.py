@@ -14,6 +14,7 @@ from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.names import check_alias
 from optimize.registry import artifacts
 from optimize.registry.artifact_kind import AliasTables, ArtifactKind
+from optimize.schemas.common import Answer
 from optimize.store.db import Store
 from optimize.store.events import record
 
@@ -43,20 +44,20 @@ def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, ver
     return True
 
 
-def set_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str, selector: str
-              ) -> dict[str, Any]:
+def set_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str, selector: str) -> Answer:
     """Point NS/NAME's `alias` at the version `selector` names: the alias as `alias get` shows it, and `moved`."""
-    def move() -> dict[str, Any]:
+    def move() -> Answer:
         with store.transaction() as session:
             owner = artifacts.get(session, kind, namespace, name)
             moved = move_alias(session, kind, owner, alias, artifacts.resolve_version(session, kind, owner, selector))
-            return {**alias_json(session, kind, owner, check_alias(alias)), "moved": moved}
+            return alias_view(session, kind, owner, check_alias(alias)).extended(kind.answers.alias_moved,
+                                                                                 moved=moved)
 
     return artifacts.retried(move, lambda: Conflict(
         f"alias {alias} of {namespace}/{name} could not be moved under concurrent moves", hint="retry"))
 
 
-def get_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str) -> dict[str, Any]:
+def get_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias: str) -> Answer:
     """Where the alias points and every version it pointed at; `latest` too."""
     with store.transaction() as session:
         owner = artifacts.get(session, kind, namespace, name)
@@ -66,14 +67,14 @@ def get_alias(store: Store, kind: ArtifactKind, namespace: str, name: str, alias
             versions = list(reversed(artifacts.newest_first(session, kind, owner)))
             if not versions:
                 raise NotFound(f"{kind.noun} {label} has no versions", hint=kind.wording.empty_hint(label))
-            return latest_json(owner, versions)
+            return latest_view(kind, owner, versions)
         if kind.aliases is None or session.get(kind.aliases.pointer, (owner.id, alias)) is None:
             raise NotFound(f"{kind.noun} {label} has no alias {alias!r}",
                            hint=kind.wording.no_alias_hint(label, alias))
-        return alias_json(session, kind, owner, alias)
+        return alias_view(session, kind, owner, alias)
 
 
-def alias_json(session: Session, kind: ArtifactKind, owner: Any, alias: str) -> dict[str, Any]:
+def alias_view(session: Session, kind: ArtifactKind, owner: Any, alias: str) -> Answer:
     """A moved alias as `alias get` shows it: the version it names and every move, oldest first."""
     tables = _tables(kind)
     pointer = session.get(tables.pointer, (owner.id, alias))
@@ -83,13 +84,13 @@ def alias_json(session: Session, kind: ArtifactKind, owner: Any, alias: str) -> 
         .join(kind.version, kind.version.id == tables.move.version_id)
         .where(getattr(tables.move, kind.owner_column) == owner.id, tables.move.alias == alias)
         .order_by(tables.move.id))
-    return {"alias": alias, "managed": False, "reference": artifacts.reference(owner, current),
-            "version": current.version,
-            "history": [{"version": version, "since": iso(moved_at)} for moved_at, version in moves]}
+    return kind.answers.alias(alias=alias, managed=False, reference=artifacts.reference(owner, current),
+                              version=current.version,
+                              history=[{"version": version, "since": iso(moved_at)} for moved_at, version in moves])
 
 
-def latest_json(owner: Any, versions: list[Any]) -> dict[str, Any]:
+def latest_view(kind: ArtifactKind, owner: Any, versions: list[Any]) -> Answer:
     """`latest`, the alias the registry keeps on the newest version; its history is every version."""
-    return {"alias": "latest", "managed": True, "reference": artifacts.reference(owner, versions[-1]),
-            "version": versions[-1].version,
-            "history": [{"version": v.version, "since": iso(v.created_at)} for v in versions]}
+    return kind.answers.alias(alias="latest", managed=True, reference=artifacts.reference(owner, versions[-1]),
+                              version=versions[-1].version,
+                              history=[{"version": v.version, "since": iso(v.created_at)} for v in versions])

@@ -11,6 +11,8 @@ from typing import Any
 
 from optimize.core.clock import iso
 from optimize.core.names import check_name
+from optimize.schemas.common import Answer
+from optimize.schemas.registry import AliasMoved, DatasetAlias
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,19 @@ class Wording:
 
 
 @dataclass(frozen=True)
+class ViewModels:
+    """The answer models a noun's views are built by (`registry/artifact_views.py`, `aliases.py`): a version, a
+    version as a get shows it (the version, what the noun's get adds and `versionCount`), a list entry, an alias
+    with its history and an alias just set."""
+
+    version: type[Answer]
+    detail: type[Answer]
+    summary: type[Answer]
+    alias: type[Answer] = DatasetAlias
+    alias_moved: type[Answer] = AliasMoved
+
+
+@dataclass(frozen=True)
 class AliasTables:
     """Where a noun keeps its aliases: the pointer (owner id, alias) → version id, and every move of one."""
 
@@ -81,6 +96,7 @@ class ArtifactKind:
     version: Any  # the table of versions: id, the owner's column, version, the digest's column, created_at
     owner_column: str  # the versions' column naming their artifact: dataset_id
     wording: Wording
+    answers: ViewModels  # the answer models its views are built by
     digest: DigestRule = field(default_factory=DigestRule)
     registered: str = "version-registered"  # the event recorded on the artifact when a version is appended
     fields: Callable[[Any], dict[str, Any]] = _created_at  # what a version's view adds to the shared head

@@ -4,7 +4,7 @@ A version's view is the shared head (reference, the artifact as NS/NAME under th
 version, digest), what the noun's `fields` add, its aliases (`latest` on the newest), whether its namespace is
 archived, and its `lineage` where the noun keeps one. A list entry names the artifact, what the noun's `summary`
 adds, its version count, whether its namespace is archived, and its newest version. Archived namespaces are left
-out of a list unless asked for, or named.
+out of a list unless asked for, or named. Each view is built by the answer model the noun declares (`answers`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from optimize.core.names import check_name
 from optimize.registry import artifacts
 from optimize.registry.archival import is_archived
 from optimize.registry.artifact_kind import ArtifactKind
+from optimize.schemas.common import Answer
 from optimize.store.db import Store
 from optimize.store.tables import Namespace
 
@@ -27,8 +28,7 @@ from optimize.store.tables import Namespace
 Detail = Callable[[Session, Any, Any], dict[str, Any]]
 
 
-def version_view(kind: ArtifactKind, owner: Any, version: Any, *, archived: bool, aliases: list[str]
-                 ) -> dict[str, Any]:
+def version_view(kind: ArtifactKind, owner: Any, version: Any, *, archived: bool, aliases: list[str]) -> Answer:
     body: dict[str, Any] = {
         "reference": artifacts.reference(owner, version),
         kind.noun: artifacts.label(owner),
@@ -42,49 +42,45 @@ def version_view(kind: ArtifactKind, owner: Any, version: Any, *, archived: bool
     }
     if kind.lineage is not None:
         body["lineage"] = getattr(version, kind.lineage)
-    return body
+    return kind.answers.version(**body)
 
 
-def describe(session: Session, kind: ArtifactKind, owner: Any, version: Any) -> dict[str, Any]:
+def describe(session: Session, kind: ArtifactKind, owner: Any, version: Any) -> Answer:
     """A version's view, its aliases and its namespace's archival read from the store."""
     return version_view(kind, owner, version, archived=is_archived(session, owner.namespace),
                         aliases=artifacts.aliases_by_version(session, kind, owner).get(version.id, []))
 
 
-def detail(session: Session, kind: ArtifactKind, owner: Any, version: Any, extra: Detail | None = None
-           ) -> dict[str, Any]:
+def detail(session: Session, kind: ArtifactKind, owner: Any, version: Any, extra: Detail | None = None) -> Answer:
     """A version as a get shows it: its view, what the noun adds (`extra`), and how many versions it has."""
-    body = describe(session, kind, owner, version)
-    if extra is not None:
-        body.update(extra(session, owner, version))
-    body["versionCount"] = artifacts.version_count(session, kind, owner)
-    return body
+    added = extra(session, owner, version) if extra is not None else {}
+    return describe(session, kind, owner, version).extended(
+        kind.answers.detail, **added, versionCount=artifacts.version_count(session, kind, owner))
 
 
 def read_version(store: Store, kind: ArtifactKind, namespace: str, name: str, selector: str,
-                 extra: Detail | None = None) -> dict[str, Any]:
+                 extra: Detail | None = None) -> Answer:
     """The version of NS/NAME a selector names, as a get shows it."""
     with store.transaction() as session:
         owner = artifacts.get(session, kind, namespace, name)
         return detail(session, kind, owner, artifacts.resolve_version(session, kind, owner, selector), extra)
 
 
-def version_list(session: Session, kind: ArtifactKind, owner: Any, versions: list[Any]) -> list[dict[str, Any]]:
+def version_list(session: Session, kind: ArtifactKind, owner: Any, versions: list[Any]) -> list[Answer]:
     """The views of `versions` of one artifact, in their order."""
     archived = is_archived(session, owner.namespace)
     aliases = artifacts.aliases_by_version(session, kind, owner)
     return [version_view(kind, owner, item, archived=archived, aliases=aliases.get(item.id, [])) for item in versions]
 
 
-def list_versions(store: Store, kind: ArtifactKind, namespace: str, name: str) -> list[dict[str, Any]]:
+def list_versions(store: Store, kind: ArtifactKind, namespace: str, name: str) -> list[Answer]:
     """Versions newest first."""
     with store.transaction() as session:
         owner = artifacts.get(session, kind, namespace, name)
         return version_list(session, kind, owner, artifacts.newest_first(session, kind, owner))
 
 
-def list_artifacts(store: Store, kind: ArtifactKind, namespace: str | None, include_archived: bool
-                   ) -> list[dict[str, Any]]:
+def list_artifacts(store: Store, kind: ArtifactKind, namespace: str | None, include_archived: bool) -> list[Answer]:
     """The noun's artifacts with their newest version, by namespace and name; archived namespaces only with
     `include_archived` or by name."""
     with store.transaction() as session:
@@ -98,7 +94,7 @@ def list_artifacts(store: Store, kind: ArtifactKind, namespace: str | None, incl
         items = []
         for owner, space in session.execute(query.order_by(kind.owner.namespace, kind.owner.name)):
             latest = artifacts.resolve_version(session, kind, owner, "latest")
-            items.append({
+            items.append(kind.answers.summary(**{
                 kind.noun: artifacts.label(owner),
                 "namespace": owner.namespace,
                 "name": owner.name,
@@ -107,5 +103,5 @@ def list_artifacts(store: Store, kind: ArtifactKind, namespace: str | None, incl
                 "archived": space.archived,
                 "latest": version_view(kind, owner, latest, archived=space.archived,
                                        aliases=artifacts.aliases_by_version(session, kind, owner).get(latest.id, [])),
-            })
+            }))
         return items

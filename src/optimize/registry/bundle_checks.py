@@ -46,6 +46,7 @@ from optimize.core.refs import parse_reference
 from optimize.core.sharding import UTF8_BOM
 from optimize.registry import bundles, datasets
 from optimize.registry.uploads import Registry
+from optimize.schemas.bundles import BundleCheck
 from optimize.scoring import BundleRunner, Sample, Score, parse_function, sample_from_row
 from optimize.scoring.bundle_runner import DEFAULT_TIME_LIMIT_S
 
@@ -243,7 +244,7 @@ def _check_request(samples: Any, time_limit_s: Any, function: Any) -> None:
 def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str, selector: str | None = None,
                  function: str | None = None, samples: int = DEFAULT_SAMPLES, model: str | None = None,
                  time_limit_s: float = DEFAULT_TIME_LIMIT_S, scoring_budget_s: float = SCORING_BUDGET_S
-                 ) -> dict[str, Any]:
+                 ) -> BundleCheck:
     """The check's report (see the module's docstring); refusals raise PlatformError, never a bundle's own error."""
     _check_request(samples, time_limit_s, function)
     with registry.store.transaction() as session:
@@ -292,7 +293,7 @@ def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str,
     if not model:
         notes.append(ZERO_VARIANCE_NOTE)
     values = tally.values
-    return {
+    return BundleCheck(**{
         "bundle": bundle_label,
         "digest": f"sha256:{sha256}",
         "function": target,
@@ -315,7 +316,7 @@ def check_bundle(registry: Registry, namespace: str, name: str, *, dataset: str,
         "isolation": isolation,
         "notes": notes,
         "sampling": None,
-    }
+    })
 
 
 def _score(runner: BundleRunner, registry: Registry, objects: list[dict[str, Any]], label: str, samples: int,

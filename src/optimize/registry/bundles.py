@@ -33,6 +33,7 @@ from optimize.registry.archival import refuse_if_archived
 from optimize.registry.nouns import BUNDLES
 from optimize.registry.quotas import check_stored_bytes, lock_namespace
 from optimize.registry.uploads import Registry
+from optimize.schemas import bundles as answers
 from optimize.store.db import Store
 from optimize.store.tables import Bundle, BundleVersion
 
@@ -80,16 +81,16 @@ def _members(registry: Registry) -> artifact_views.Detail:
     return members
 
 
-def read_version(registry: Registry, namespace: str, name: str, selector: str) -> dict[str, Any]:
+def read_version(registry: Registry, namespace: str, name: str, selector: str) -> answers.BundleVersionDetail:
     return artifact_views.read_version(registry.store, BUNDLES, namespace, name, selector, _members(registry))
 
 
-def list_versions(store: Store, namespace: str, name: str) -> list[dict[str, Any]]:
+def list_versions(store: Store, namespace: str, name: str) -> list[answers.BundleVersion]:
     """Versions newest first."""
     return artifact_views.list_versions(store, BUNDLES, namespace, name)
 
 
-def list_bundles(store: Store, namespace: str | None, include_archived: bool) -> list[dict[str, Any]]:
+def list_bundles(store: Store, namespace: str | None, include_archived: bool) -> list[answers.BundleSummary]:
     """Bundles with their newest version; archived namespaces only with `include_archived` or by name."""
     return artifact_views.list_artifacts(store, BUNDLES, namespace, include_archived)
 
@@ -117,14 +118,14 @@ def _target(namespace: str, name: str) -> tuple[str, str]:
     return namespace, name
 
 
-def archive_state(registry: Registry, namespace: str, name: str, sha256: str) -> dict[str, Any]:
+def archive_state(registry: Registry, namespace: str, name: str, sha256: str) -> answers.BundleArchive:
     """Whether the registry holds the archive (so registering it under NS/NAME sends no bytes)."""
     namespace, name = _target(namespace, name)
     sha256 = check_sha256(sha256)
     with registry.store.transaction() as session:
         known = _known(session, sha256)
     held = known is not None and registry.blobs.holds(sha256)
-    return {"digest": f"sha256:{sha256}", "held": held, "bytes": known.size_bytes if held else None}
+    return answers.BundleArchive(digest=f"sha256:{sha256}", held=held, bytes=known.size_bytes if held else None)
 
 
 class ArchiveReceiver:
@@ -150,7 +151,7 @@ class ArchiveReceiver:
         self._file.write(chunk)
         self.size += len(chunk)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> answers.BundleArchive:
         try:
             self._file.close()
             if self.size == 0:
@@ -171,8 +172,8 @@ class ArchiveReceiver:
                 raise
         finally:
             self.abort()
-        return {"digest": f"sha256:{self.sha256}", "held": True, "bytes": self.size, "alreadyHeld": False,
-                "files": len(summary.files), "modules": summary.modules}
+        return answers.BundleArchive(digest=f"sha256:{self.sha256}", held=True, bytes=self.size, already_held=False,
+                                     files=len(summary.files), modules=summary.modules)
 
     def abort(self) -> None:
         if not self._file.closed:
@@ -181,7 +182,7 @@ class ArchiveReceiver:
 
 
 def open_archive(registry: Registry, namespace: str, name: str, sha256: str, declared: int | None,
-                 limits: BundleLimits = LIMITS) -> ArchiveReceiver | dict[str, Any]:
+                 limits: BundleLimits = LIMITS) -> ArchiveReceiver | answers.BundleArchive:
     """A receiver for the archive's bytes, or its description when a version already holds them. Refused before a
     byte is read: a namespace outside the token's limits or archived, a digest that is not one, a declared size over
     the limit."""
@@ -191,7 +192,7 @@ def open_archive(registry: Registry, namespace: str, name: str, sha256: str, dec
         refuse_if_archived(session, namespace)
         known = _known(session, sha256)
     if known is not None and registry.blobs.holds(sha256):
-        return {"digest": f"sha256:{sha256}", "held": True, "bytes": known.size_bytes, "alreadyHeld": True}
+        return answers.BundleArchive(digest=f"sha256:{sha256}", held=True, bytes=known.size_bytes, already_held=True)
     if declared is not None and declared > limits.max_archive_bytes:
         raise TooLarge(f"the archive holds {declared:,} bytes; a bundle's archive holds at most "
                        f"{limits.max_archive_bytes:,}", hint="leave out what scoring does not read")
@@ -202,7 +203,7 @@ def open_archive(registry: Registry, namespace: str, name: str, sha256: str, dec
 
 
 def register_version(registry: Registry, namespace: str, name: str, digest: Any, alias: Any,
-                     limits: BundleLimits = LIMITS) -> dict[str, Any]:
+                     limits: BundleLimits = LIMITS) -> answers.RegisteredBundle:
     """Register the held archive `digest` as a version of NS/NAME, or return the version those bytes already are;
     `alias` is pointed at it. The archive's structure is checked unless a version already holds the same bytes."""
     namespace, name = _target(namespace, name)
@@ -236,7 +237,7 @@ def register_version(registry: Registry, namespace: str, name: str, digest: Any,
 
 
 def _register_once(registry: Registry, namespace: str, name: str, sha256: str, size: int, uncompressed: int,
-                   members: list[dict[str, Any]], alias: str | None) -> dict[str, Any]:
+                   members: list[dict[str, Any]], alias: str | None) -> answers.RegisteredBundle:
     with registry.store.transaction() as session:
         lock_namespace(session, namespace)  # before any row lock: its storedBytes are counted one version at a time
         registered = artifacts.append_version(
@@ -245,9 +246,8 @@ def _register_once(registry: Registry, namespace: str, name: str, sha256: str, s
             before_insert=lambda: check_stored_bytes(session, namespace, registry.quotas.of(namespace), size))
         if alias:
             move_alias(session, registered.owner, alias, registered.version)
-        body = artifact_views.detail(session, BUNDLES, registered.owner, registered.version, _members(registry))
-        body["created"] = registered.created
-        return body
+        return artifact_views.detail(session, BUNDLES, registered.owner, registered.version,
+                                     _members(registry)).extended(answers.RegisteredBundle, created=registered.created)
 
 
 # --- aliases ------------------------------------------------------------------------------------------------------
@@ -258,9 +258,9 @@ def move_alias(session: Session, bundle: Bundle, alias: str, version: BundleVers
     return aliases.move_alias(session, BUNDLES, bundle, alias, version)
 
 
-def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
+def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> answers.BundleAliasMoved:
     return aliases.set_alias(store, BUNDLES, namespace, name, alias, selector)
 
 
-def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:
+def get_alias(store: Store, namespace: str, name: str, alias: str) -> answers.BundleAlias:
     return aliases.get_alias(store, BUNDLES, namespace, name, alias)

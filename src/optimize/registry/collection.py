@@ -39,6 +39,7 @@ from optimize.core.clock import as_utc, utcnow
 from optimize.core.environment import setting
 from optimize.registry.blob_references import References, references
 from optimize.registry.upload_phases import UploadPhase
+from optimize.schemas.admin import Collected
 from optimize.store.tables import DatasetObject, Shard, UploadSession
 
 REFUSED_GRACE = timedelta(minutes=10)
@@ -56,10 +57,10 @@ def blob_grace() -> timedelta:
     return timedelta(seconds=max(seconds, 0.0))
 
 
-def collect(registry, dry_run: bool = False, grace: timedelta | None = None) -> dict[str, Any]:
+def collect(registry, dry_run: bool = False, grace: timedelta | None = None) -> Collected:
     with _ONE_PASS:
         report = {"dryRun": dry_run, **_collect_uploads(registry, dry_run)}
-        return {**report, **_collect_blobs(registry, blob_grace() if grace is None else grace, dry_run)}
+        return Collected(**report, **_collect_blobs(registry, blob_grace() if grace is None else grace, dry_run))
 
 
 def _collect_uploads(registry, dry_run: bool) -> dict[str, Any]:
@@ -158,7 +159,6 @@ class Collector:
             except Exception:  # noqa: BLE001 - one failed pass (a busy store) waits for the next
                 log.exception("the collector's pass failed")
                 continue
-            if report["uploadSessions"] or report["shards"] or report["blobs"]:
+            if report.upload_sessions or report.shards or report.blobs:
                 log.info("collected %s upload session(s), %s shard(s) (%s bytes) and %s blob(s) (%s bytes)",
-                         report["uploadSessions"], report["shards"], report["bytes"], report["blobs"],
-                         report["blobBytes"])
+                         report.upload_sessions, report.shards, report.size_bytes, report.blobs, report.blob_bytes)

@@ -22,6 +22,7 @@ from optimize.core.refs import Reference
 from optimize.registry import aliases, artifact_views, artifacts
 from optimize.registry.nouns import DATASETS
 from optimize.registry.views import dataset_objects
+from optimize.schemas import registry as answers
 from optimize.store.db import Store
 from optimize.store.tables import Dataset, DatasetObject, DatasetVersion
 
@@ -89,14 +90,16 @@ def content_digest(session: Session, blobs: LocalBlobStore, digest: str) -> str:
     return found
 
 
-def describe_version(session: Session, dataset: Dataset, version: DatasetVersion, locate: Locator) -> dict[str, Any]:
-    """A version's view with its shards (where each is kept, for an administrator's token)."""
-    body = artifact_views.describe(session, DATASETS, dataset, version)
-    body["objects"] = dataset_objects(version_objects(session, version), locate)
-    return body
+def describe_committed(session: Session, dataset: Dataset, version: DatasetVersion, locate: Locator, created: bool
+                       ) -> answers.CommittedVersion:
+    """A committed version's view with its shards (where each is kept, for an administrator's token) and whether
+    this commit created it."""
+    return artifact_views.describe(session, DATASETS, dataset, version).extended(
+        answers.CommittedVersion, objects=dataset_objects(version_objects(session, version), locate), created=created)
 
 
-def read_version(store: Store, namespace: str, name: str, selector: str, locate: Locator) -> dict[str, Any]:
+def read_version(store: Store, namespace: str, name: str, selector: str, locate: Locator
+                 ) -> answers.DatasetVersionDetail:
     """A version with its shards, the dataset's kind and its version count."""
     def shards_and_kind(session: Session, dataset: Dataset, version: DatasetVersion) -> dict[str, Any]:
         return {"objects": dataset_objects(version_objects(session, version), locate), "kind": dataset.kind}
@@ -104,12 +107,12 @@ def read_version(store: Store, namespace: str, name: str, selector: str, locate:
     return artifact_views.read_version(store, DATASETS, namespace, name, selector, shards_and_kind)
 
 
-def list_versions(store: Store, namespace: str, name: str) -> list[dict[str, Any]]:
+def list_versions(store: Store, namespace: str, name: str) -> list[answers.DatasetVersion]:
     """Versions newest first."""
     return artifact_views.list_versions(store, DATASETS, namespace, name)
 
 
-def list_datasets(store: Store, namespace: str | None, include_archived: bool) -> list[dict[str, Any]]:
+def list_datasets(store: Store, namespace: str | None, include_archived: bool) -> list[answers.DatasetSummary]:
     """Datasets with their newest version; archived namespaces only with `include_archived` or by name."""
     return artifact_views.list_artifacts(store, DATASETS, namespace, include_archived)
 
@@ -119,9 +122,9 @@ def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetV
     return aliases.move_alias(session, DATASETS, dataset, alias, version)
 
 
-def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> dict[str, Any]:
+def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> answers.AliasMoved:
     return aliases.set_alias(store, DATASETS, namespace, name, alias, selector)
 
 
-def get_alias(store: Store, namespace: str, name: str, alias: str) -> dict[str, Any]:
+def get_alias(store: Store, namespace: str, name: str, alias: str) -> answers.DatasetAlias:
     return aliases.get_alias(store, DATASETS, namespace, name, alias)

@@ -30,6 +30,7 @@ from optimize.blobs.local import LocalBlobStore
 from optimize.core.digests import file_identity, file_sha256
 from optimize.core.errors import Conflict, Corrupt, Gone, Invalid, NotFound, PlatformError
 from optimize.registry.models import _get_model, _resolve_version, resolve_model_reference
+from optimize.schemas import models as answers
 from optimize.store.db import Store
 from optimize.store.tables import BaseModelSelection, Model, ModelVersion, Run
 
@@ -61,8 +62,8 @@ class ModelFile:
     location: Path | None = None
     content: bytes | None = None
 
-    def json(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "size": self.size, "source": self.source}
+    def answer(self) -> answers.ModelFile:
+        return answers.ModelFile(path=self.path, sha256=self.sha256, size=self.size, source=self.source)
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,11 @@ class VersionFiles:
     chat_template: dict[str, str] | None
     files: list[ModelFile]
 
-    def json(self) -> dict[str, Any]:
-        return {"reference": self.reference, "digest": self.digest, "variant": self.variant,
-                "baseModel": self.base_model, "baseCommit": self.base_commit, "chatTemplate": self.chat_template,
-                "files": [item.json() for item in self.files], "size": sum(item.size for item in self.files)}
+    def answer(self) -> answers.ModelFiles:
+        return answers.ModelFiles(
+            reference=self.reference, digest=self.digest, variant=self.variant, base_model=self.base_model,
+            base_commit=self.base_commit, chat_template=self.chat_template,
+            files=[item.answer() for item in self.files], size=sum(item.size for item in self.files))
 
 
 def version_files(store: Store, blobs: LocalBlobStore, catalog: Catalog, namespace: str, name: str,

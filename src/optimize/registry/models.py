@@ -20,6 +20,7 @@ from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference
 from optimize.registry import artifact_views, artifacts
 from optimize.registry.nouns import MODELS
+from optimize.schemas import registry as answers
 from optimize.store.db import Store
 from optimize.store.tables import Model, ModelVersion
 
@@ -106,7 +107,7 @@ def resolve_model_reference(session: Session, reference: Reference | str) -> tup
     return artifacts.resolve_reference(session, MODELS, reference)
 
 
-def get_model(store: Store, namespace: str, name: str, selector: str) -> dict[str, Any]:
+def get_model(store: Store, namespace: str, name: str, selector: str) -> answers.ModelVersionDetail:
     """A version with its model's version count."""
     return artifact_views.read_version(store, MODELS, namespace, name, selector)
 
@@ -131,7 +132,7 @@ def list_versions(
     base_model: str | None = None,
     produced_by_kind: str | None = None,
     produced_by_id: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[answers.ModelVersion]:
     """Versions newest first, optionally only those over a base model and/or by one producer."""
     if (produced_by_kind is None) != (produced_by_id is None):
         raise Invalid(
@@ -149,6 +150,6 @@ def list_versions(
         return artifact_views.version_list(session, MODELS, model, versions)
 
 
-def list_models(store: Store, namespace: str | None, include_archived: bool) -> list[dict[str, Any]]:
+def list_models(store: Store, namespace: str | None, include_archived: bool) -> list[answers.ModelSummary]:
     """Models with their newest version; archived namespaces only with `include_archived` or by name."""
     return artifact_views.list_artifacts(store, MODELS, namespace, include_archived)

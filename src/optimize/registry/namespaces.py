@@ -4,8 +4,6 @@ archiving it covers them all."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -15,7 +13,8 @@ from optimize.core.errors import NotFound
 from optimize.core.names import check_name
 from optimize.registry.archival import ensure_exists, ensure_open, is_archived, refuse_if_archived, unarchive_hint
 from optimize.registry.nouns import NOUNS
-from optimize.registry.views import namespace_json
+from optimize.registry.views import namespace_view
+from optimize.schemas import registry as answers
 from optimize.store.db import Store
 from optimize.store.events import record
 from optimize.store.tables import Namespace
@@ -46,36 +45,36 @@ def _counts(session: Session) -> dict[str, dict[str, int]]:
     return counts
 
 
-def _json(namespace: Namespace, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
-    return namespace_json(namespace, {plural: per_namespace.get(namespace.name, 0)
+def _view(namespace: Namespace, counts: dict[str, dict[str, int]]) -> answers.Namespace:
+    return namespace_view(namespace, {plural: per_namespace.get(namespace.name, 0)
                                       for plural, per_namespace in counts.items()})
 
 
-def list_namespaces(store: Store, include_archived: bool) -> list[dict[str, Any]]:
+def list_namespaces(store: Store, include_archived: bool) -> list[answers.Namespace]:
     with store.transaction() as session:
         query = only_visible(select(Namespace).order_by(Namespace.name), visible_namespaces(Namespace.name))
         if not include_archived:
             query = query.where(Namespace.archived.is_(False))
         counts = _counts(session)
-        return [_json(item, counts) for item in session.scalars(query)]
+        return [_view(item, counts) for item in session.scalars(query)]
 
 
-def get_namespace(store: Store, name: str) -> dict[str, Any]:
+def get_namespace(store: Store, name: str) -> answers.Namespace:
     with store.transaction() as session:
         namespace = _get(session, name)
-        return _json(namespace, _counts(session))
+        return _view(namespace, _counts(session))
 
 
-def annotate_namespace(store: Store, name: str, description: str | None) -> dict[str, Any]:
+def annotate_namespace(store: Store, name: str, description: str | None) -> answers.Namespace:
     """Set the description; an empty string clears it."""
     with store.transaction() as session:
         namespace = _get(session, name)
         namespace.description = description or None
         record(session, f"namespace:{namespace.name}", "annotated", description=namespace.description)
-        return _json(namespace, _counts(session))
+        return _view(namespace, _counts(session))
 
 
-def set_archived(store: Store, name: str, archived: bool) -> dict[str, Any]:
+def set_archived(store: Store, name: str, archived: bool) -> answers.NamespaceChange:
     """Archive or unarchive; doing it twice changes nothing and says so in `changed`."""
     with store.transaction() as session:
         namespace = _get(session, name)
@@ -84,6 +83,4 @@ def set_archived(store: Store, name: str, archived: bool) -> dict[str, Any]:
             namespace.archived = archived
             namespace.archived_at = utcnow() if archived else None
             record(session, f"namespace:{namespace.name}", "archived" if archived else "unarchived")
-        body = _json(namespace, _counts(session))
-        body["changed"] = changed
-        return body
+        return _view(namespace, _counts(session)).extended(answers.NamespaceChange, changed=changed)

@@ -1,11 +1,13 @@
 """The registry's nouns, each a declaration on the one base (`registry/artifacts.py`): its tables, the words of its
 refusals, its events, its digest rule and what its views add. A new noun is one more declaration here (with its
-tables in `store/tables.py`, a migration, and its answers' schema)."""
+tables in `store/tables.py`, a migration, and its answers' schema, which its views are built by)."""
 
 from __future__ import annotations
 
-from optimize.registry.artifact_kind import AliasTables, ArtifactKind, DigestRule, Wording
+from optimize.registry.artifact_kind import AliasTables, ArtifactKind, DigestRule, ViewModels, Wording
 from optimize.registry.views import bundle_fields, dataset_fields, model_fields
+from optimize.schemas import bundles as bundle_answers
+from optimize.schemas import registry as answers
 from optimize.store.tables import (
     Bundle,
     BundleAlias,
@@ -31,6 +33,7 @@ DATASETS = ArtifactKind(
     wording=Wording(name="name", missing_hint=lambda label: f"register it with: akka registry datasets register "
                                                              f"{label} -f FILE",
                     alias_name=str.lower),
+    answers=ViewModels(answers.DatasetVersion, answers.DatasetVersionDetail, answers.DatasetSummary),
     fields=dataset_fields, summary=lambda dataset: {"kind": dataset.kind}, lineage="lineage",
     aliases=AliasTables(DatasetAlias, DatasetAliasMove), stored_bytes="size_bytes",
 )
@@ -46,6 +49,8 @@ BUNDLES = ArtifactKind(
     wording=Wording(name="bundle name", missing_hint=_bundle_register_hint, empty_hint=_bundle_register_hint,
                     no_alias_hint=lambda label, alias: f"point it at a version with: akka registry bundles alias set "
                                                        f"{label}:{alias} --version vN"),
+    answers=ViewModels(bundle_answers.BundleVersion, bundle_answers.BundleVersionDetail, bundle_answers.BundleSummary,
+                       bundle_answers.BundleAlias, bundle_answers.BundleAliasMoved),
     digest=DigestRule(column="sha256", bare_hex=True), fields=bundle_fields,
     aliases=AliasTables(BundleAlias, BundleAliasMove), stored_bytes="size_bytes",
 )
@@ -57,6 +62,7 @@ MODELS = ArtifactKind(
                     missing_hint=lambda _label: "a model is registered by selecting a base model (akka training "
                                                 "base-models select) or by a completed training run",
                     empty_hint=_list_hint("models")),
+    answers=ViewModels(answers.ModelVersion, answers.ModelVersionDetail, answers.ModelSummary),
     registered="registered", fields=model_fields, lineage="lineage",
 )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,25 @@ from optimize.core.refs import parse_reference
 from optimize.core.sharding import Shard, plan_shards
 from optimize.registry.datasets import find_dataset
 from optimize.registry.uploads import Registry, commit_upload, create_upload, receive_shard
+from optimize.schemas.registry import CommittedVersion
 
 _CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Produced:
+    """Rows registered: the version (as a commit answers it, `lineage` and `created` included), how many rows, and
+    how the upload went (its session, its shards, those sent now and those the registry held already)."""
+
+    version: CommittedVersion
+    rows: int
+    upload_id: str
+    shards: int
+    sent: int
+
+    @property
+    def already_held(self) -> int:
+        return self.shards - self.sent
 
 
 def register_rows(
@@ -39,11 +57,9 @@ def register_rows(
     rows: list[dict],
     lineage: dict[str, Any],
     alias: str | None = None,
-) -> dict[str, Any]:
+) -> Produced:
     """Register `rows` as a version of the dataset `reference` (NS/NAME), recording `lineage` on the version it
-    creates. Returns the version's JSON (as `describe_version` gives it, `lineage` included) with `rows` (the
-    row count), `created` (false when the same rows were already that version) and `upload` (the session, its
-    shards, those received now and those already held)."""
+    creates (`created` is false when the same rows were already that version)."""
     lineage = _checked_lineage(lineage)
     target = parse_reference(reference)
     if target.selector != "latest":
@@ -58,11 +74,11 @@ def register_rows(
         shards = plan_shards(path, None, registry.limits)
         session = create_upload(registry, {"dataset": target.artifact, "format": data_format.value,
                                            "shards": [shard.to_json() for shard in shards]})
-        upload_id = session["uploadId"]
+        upload_id = session.upload_id
         errors: list[dict[str, Any]] = []
         error_count = sent = 0
-        for shard, state in zip(shards, session["shards"], strict=True):
-            if state["held"]:
+        for shard, state in zip(shards, session.shards, strict=True):
+            if state.held:
                 continue
             try:
                 received = receive_shard(registry, upload_id, shard.index, _read(path, shard))
@@ -73,7 +89,7 @@ def register_rows(
                 errors.extend(refusal.details["errors"])
                 error_count += int(refusal.details.get("errorCount", len(refusal.details["errors"])))
                 continue
-            sent += 0 if received.get("alreadyHeld") else 1
+            sent += 0 if received.already_held else 1
     if error_count:
         first = errors[0]
         raise Invalid(
@@ -83,11 +99,7 @@ def register_rows(
             errors=errors[:MAX_REPORTED_ERRORS],
             errorCount=error_count,
         )
-    version = commit_upload(registry, upload_id, alias, lineage=lineage)
-    version["rows"] = len(rows)
-    version["upload"] = {"uploadId": upload_id, "shards": len(shards), "sent": sent,
-                         "alreadyHeld": len(shards) - sent}
-    return version
+    return Produced(commit_upload(registry, upload_id, alias, lineage=lineage), len(rows), upload_id, len(shards), sent)
 
 
 def _checked_lineage(lineage: Any) -> dict[str, Any]:
@@ -137,4 +149,4 @@ def _read(path: Path, shard: Shard) -> Iterator[bytes]:
             yield chunk
 
 
-__all__ = ["register_rows"]
+__all__ = ["Produced", "register_rows"]

@@ -11,6 +11,7 @@ from optimize.blobs.local import LocalBlobStore
 from optimize.core.errors import Invalid
 from optimize.core.sharding import UTF8_BOM
 from optimize.registry.datasets import get_dataset, resolve_version, version_objects
+from optimize.schemas.registry import DatasetRows
 from optimize.store.db import Store
 
 MOST_ROWS = 100  # rows a page holds at most
@@ -18,7 +19,7 @@ PAGE_ROWS = 20  # rows a page holds when the caller does not say
 
 
 def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, selector: str, offset: int,
-              limit: int) -> dict[str, Any]:
+              limit: int) -> DatasetRows:
     """Rows `offset + 1` to `offset + limit` of the version (fewer at its end)."""
     if offset < 0:
         raise Invalid("offset must be 0 or more")
@@ -46,4 +47,4 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
                 if len(rows) == limit:
                     break
         skip = 0
-    return {"reference": reference, "rows": total, "offset": offset, "items": rows}
+    return DatasetRows(reference=reference, rows=total, offset=offset, items=rows)

@@ -35,10 +35,12 @@ from optimize.core.sharding import SINGLE_OBJECT, shard_path
 from optimize.jobs.lifecycle import transition
 from optimize.registry import artifacts
 from optimize.registry.archival import ensure_open, refuse_if_archived
-from optimize.registry.datasets import describe_version, find_dataset, move_alias
+from optimize.registry.datasets import describe_committed, find_dataset, move_alias
 from optimize.registry.nouns import DATASETS
 from optimize.registry.quotas import check_new_upload, lock_namespace
 from optimize.registry.upload_phases import UPLOAD, UploadPhase
+from optimize.schemas import uploads as answers
+from optimize.schemas.registry import CommittedVersion
 from optimize.store.db import Store, insert_ignoring_conflict
 from optimize.store.tables import DatasetObject, Shard, UploadSession
 
@@ -83,23 +85,17 @@ def _held(session: Session, blobs: LocalBlobStore, sha256: str, kind: str) -> bo
     return shard is not None and shard.kind == kind and blobs.holds(sha256)
 
 
-def _session_json(registry: Registry, session: Session, upload: UploadSession) -> dict[str, Any]:
+def _session_view(registry: Registry, session: Session, upload: UploadSession) -> answers.UploadSession:
     kind = DatasetFormat(upload.format).kind
     shards = [
         {**item, "held": _held(session, registry.blobs, item["sha256"], kind)} for item in upload.manifest
     ]
-    return {
-        "uploadId": upload.id,
-        "dataset": f"{upload.namespace}/{upload.name}",
-        "format": upload.format,
-        "digest": upload.digest,
-        "phase": upload.phase,
-        "expiresAt": iso(upload.expires_at),
-        "shards": shards,
-    }
+    return answers.UploadSession(
+        upload_id=upload.id, dataset=f"{upload.namespace}/{upload.name}", format=upload.format, digest=upload.digest,
+        phase=upload.phase, expires_at=iso(upload.expires_at), shards=shards)
 
 
-def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
+def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSession:
     """Open (or reach again) the session for this content; refuse what can never be registered first."""
     reference = parse_reference(str(body.get("dataset", "")))
     if reference.selector != "latest":
@@ -139,7 +135,7 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> dict[str, Any]:
         if upload.phase == OPEN and _expired(upload):
             # A session past its expiry starts over; shards already held stay held.
             upload.expires_at = expires
-        return _session_json(registry, session, upload)
+        return _session_view(registry, session, upload)
 
 
 def _refuse_other_kind(session: Session, namespace: str, name: str, data_format: DatasetFormat) -> None:
@@ -195,7 +191,7 @@ class ShardReceiver:
         self.writer.write(chunk)
         self.validator.feed(chunk)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> answers.ShardReceived:
         report = self.validator.finish()
         if self.writer.size != self.expected_bytes:
             self.abort()
@@ -224,8 +220,8 @@ class ShardReceiver:
                 },
                 ["sha256"],
             )
-        return {"index": self.index, "sha256": self.sha256, "bytes": self.expected_bytes,
-                "rows": report.rows, "toolRows": report.tool_rows, "held": True}
+        return answers.ShardReceived(index=self.index, sha256=self.sha256, bytes=self.expected_bytes,
+                                     rows=report.rows, tool_rows=report.tool_rows, held=True)
 
     def abort(self) -> None:
         self.writer.abort()
@@ -239,7 +235,7 @@ class ShardReceiver:
                     return  # committed, refused or expired by another request meanwhile: no longer open either way
 
 
-def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver | dict[str, Any]:
+def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver | answers.ShardReceived:
     """A receiver for the shard, or its description when the registry already holds it."""
     with registry.store.transaction() as session:
         upload = _open_upload(session, upload_id)
@@ -247,19 +243,20 @@ def open_shard(registry: Registry, upload_id: str, index: int) -> ShardReceiver 
             raise NotFound(f"upload {upload_id} has no shard {index}; it has {len(upload.manifest)}")
         item = upload.manifest[index]
         if _held(session, registry.blobs, item["sha256"], DatasetFormat(upload.format).kind):
-            return {"index": index, "sha256": item["sha256"], "bytes": item["bytes"], "held": True, "alreadyHeld": True}
+            return answers.ShardReceived(index=index, sha256=item["sha256"], bytes=item["bytes"], held=True,
+                                         already_held=True)
         if upload.phase == COMMITTED and session.get(Shard, item["sha256"]) is None:
             raise Conflict(f"upload {upload_id} is already committed")
         # an open session's shard, or a committed version's shard whose stored copy was lost: received again
         return ShardReceiver(registry, upload, index)
 
 
-def receive_shard(registry: Registry, upload_id: str, index: int, chunks: Iterable[bytes]) -> dict[str, Any]:
+def receive_shard(registry: Registry, upload_id: str, index: int, chunks: Iterable[bytes]) -> answers.ShardReceived:
     """Receive one shard's bytes in process, as `PUT .../shards/{index}` does over HTTP: the shard's description
     when the registry holds it already (the chunks are not read), else the received shard, or the refusal naming
     its bad lines (the session is then closed as refused)."""
     receiver = open_shard(registry, upload_id, index)
-    if isinstance(receiver, dict):
+    if isinstance(receiver, answers.ShardReceived):
         return receiver
     try:
         for chunk in chunks:
@@ -272,7 +269,7 @@ def receive_shard(registry: Registry, upload_id: str, index: int, chunks: Iterab
 
 def commit_upload(
     registry: Registry, upload_id: str, alias: str | None, *, lineage: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> CommittedVersion:
     """Register the held shards as a version, or return the version the same content already is. `lineage`
     (what produced the rows, when a job did) is recorded on a version this commit creates; a version that
     already was keeps its own."""
@@ -283,7 +280,7 @@ def commit_upload(
 
 def _commit_once(
     registry: Registry, upload_id: str, alias: str | None, lineage: dict[str, Any] | None
-) -> dict[str, Any]:
+) -> CommittedVersion:
     with registry.store.transaction() as session:
         upload = _open_upload(session, upload_id)
         if upload.phase == REFUSED:
@@ -321,6 +318,4 @@ def _commit_once(
         if upload.phase == OPEN and not transition(session, UPLOAD, upload, UploadPhase.COMMITTED,
                                                    version_id=version.id):
             raise IntegrityError("commit upload", None, Exception("committed concurrently"))  # read again
-        body = describe_version(session, dataset, version, registry.blobs.location)
-        body["created"] = registered.created
-        return body
+        return describe_committed(session, dataset, version, registry.blobs.location, registered.created)

@@ -10,6 +10,7 @@ from optimize.chat.formats import DatasetFormat
 from optimize.core.bundle_zip import BundleSummary, Member
 from optimize.core.clock import iso
 from optimize.core.server_paths import shows_server_paths
+from optimize.schemas import registry as answers
 from optimize.store.tables import BundleVersion, DatasetObject, DatasetVersion, ModelVersion, Namespace
 
 
@@ -65,13 +66,7 @@ def bundle_fields(version: BundleVersion) -> dict[str, Any]:
     }
 
 
-def namespace_json(namespace: Namespace, counts: dict[str, int]) -> dict[str, Any]:
+def namespace_view(namespace: Namespace, counts: dict[str, int]) -> answers.Namespace:
     """A namespace with how many artifacts of each noun it holds, by the noun's plural (datasets, models, …)."""
-    return {
-        "name": namespace.name,
-        "description": namespace.description,
-        "archived": namespace.archived,
-        "archivedAt": iso(namespace.archived_at),
-        "createdAt": iso(namespace.created_at),
-        **counts,
-    }
+    return answers.Namespace(name=namespace.name, description=namespace.description, archived=namespace.archived,
+                             archived_at=iso(namespace.archived_at), created_at=iso(namespace.created_at), **counts)

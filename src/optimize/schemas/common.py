@@ -12,7 +12,7 @@ keys given are the keys answered.)
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SerializationInfo, model_serializer, model_validator
 from pydantic.alias_generators import to_camel
@@ -45,6 +45,31 @@ class Answer(BaseModel):
         written = _written_keys(type(self), bool(info.by_alias))
         keys = (written.get(key, key) for key in self._keys)
         return {key: out[key] for key in keys if key in out}
+
+    def given(self) -> dict[str, Any]:
+        """The fields this answer was built with, by field name and in the order given (nested answers as they
+        are)."""
+        names = _field_names(type(self))
+        keys = self._keys if self._keys is not None else tuple(self.model_fields_set)
+        return {names[key]: getattr(self, names[key]) for key in keys if key in names}
+
+    def extended(self, as_model: type[A] | None = None, **fields: Any) -> A:
+        """This answer with more (or other) fields, built again by its model, or by a model extending it (a list's
+        item adding what only the list says): the fields added come out after those it was built with."""
+        model = as_model or type(self)
+        return model(**{**self.given(), **fields})
+
+
+A = TypeVar("A", bound=Answer)
+
+
+@functools.cache
+def _field_names(model: type[BaseModel]) -> dict[str, str]:
+    """The field name each key a field may be given under (its alias or its name) stands for."""
+    names = {}
+    for name, field in model.model_fields.items():
+        names[name] = names[field.alias or name] = name
+    return names
 
 
 @functools.cache

@@ -36,6 +36,7 @@ from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.models import find_model, resolve_model_reference
+from optimize.schemas import endpoints as answers
 from optimize.schemas.endpoints import EndpointRequest
 from optimize.schemas.jobs import EndpointSpec
 from optimize.schemas.outcomes import LastWord
@@ -50,7 +51,7 @@ from optimize.workloads.models import resolve_model, trained_instructions
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 
 
-def create(deployment: Deployment, request: EndpointRequest) -> dict[str, Any]:
+def create(deployment: Deployment, request: EndpointRequest) -> answers.EndpointCreated:
     """A new endpoint for the model, or the active endpoint of the project that already serves its base model
     at the same commit, with the model attached."""
     with deployment.store.transaction() as session:
@@ -76,7 +77,7 @@ def create(deployment: Deployment, request: EndpointRequest) -> dict[str, Any]:
                     endpoint.adapters = [*endpoint.adapters, adapter]
                     record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
                     forget_routes(deployment)
-                return {**endpoint_json(endpoint), "attached": True}
+                return endpoint_view(endpoint).extended(answers.EndpointCreated, attached=True)
         check_new_work(session, project.name, "endpoint", deployment.quotas)
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
                             base={"baseEntryId": entry.id, "baseCommit": model["baseCommit"]},
@@ -86,31 +87,33 @@ def create(deployment: Deployment, request: EndpointRequest) -> dict[str, Any]:
         session.flush()
         record(session, ENDPOINT.subject(endpoint.id), "phase", phase=endpoint.phase)
         queue_wake(session)
-        return {**endpoint_json(endpoint), "attached": False}
+        return endpoint_view(endpoint).extended(answers.EndpointCreated, attached=False)
 
 
 REQUEST_TIME_GRAIN = 10.0  # seconds: last_request_at moves at most this often (or a quarter of the idle timeout)
 LOAD_KEYS = ("served", "inFlight", "queued", "tokens", "tokensPerSecond", "latencyP50Seconds", "latencyP95Seconds")
 
 
-def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
+def endpoint_view(endpoint: Endpoint) -> answers.Endpoint:
     base_id = endpoint.base["baseEntryId"]
     started = endpoint.phase == EndpointPhase.READY
-    models = [{"name": base_id, "kind": "base", "ready": started, "enabled": not endpoint.base.get("disabled"),
-               "instructions": None}] + [
-        {"name": a["name"], "kind": "adapter", "ready": started and bool(a.get("loaded")),
-         "enabled": not a.get("disabled"), "instructions": a.get("instructions")} for a in endpoint.adapters]
-    return {"endpointId": endpoint.id, "project": endpoint.project, "model": endpoint.model_reference,
-            "baseModel": {"id": base_id, "commit": endpoint.base["baseCommit"]}, "models": models,
-            "phase": endpoint.phase, "attempt": endpoint.attempt, "deviceProfile": endpoint.device_profile,
-            "devicesHeld": endpoint.devices or [] if endpoint.phase in SERVED else [],
-            "failureReason": endpoint.failure_reason, "createdAt": iso(endpoint.created_at),
-            "readyAt": iso(endpoint.ready_at), "lastRequestAt": iso(endpoint.last_request_at),
-            "finishedAt": iso(endpoint.finished_at),
-            "load": endpoint.load if endpoint.phase == EndpointPhase.READY else None,
-            "terminal": endpoint.phase in TERMINAL,
-            # what `wait` stops at: every model answers, or the endpoint will never answer
-            "settled": endpoint.phase in TERMINAL or (started and all(m["ready"] for m in models))}
+    models = [answers.EndpointModel(name=base_id, kind="base", ready=started, enabled=not endpoint.base.get("disabled"),
+                                    instructions=None)] + [
+        answers.EndpointModel(name=a["name"], kind="adapter", ready=started and bool(a.get("loaded")),
+                              enabled=not a.get("disabled"), instructions=a.get("instructions"))
+        for a in endpoint.adapters]
+    return answers.Endpoint(
+        endpoint_id=endpoint.id, project=endpoint.project, model=endpoint.model_reference,
+        base_model={"id": base_id, "commit": endpoint.base["baseCommit"]}, models=models,
+        phase=endpoint.phase, attempt=endpoint.attempt, device_profile=endpoint.device_profile,
+        devices_held=endpoint.devices or [] if endpoint.phase in SERVED else [],
+        failure_reason=endpoint.failure_reason, created_at=iso(endpoint.created_at),
+        ready_at=iso(endpoint.ready_at), last_request_at=iso(endpoint.last_request_at),
+        finished_at=iso(endpoint.finished_at),
+        load=endpoint.load if endpoint.phase == EndpointPhase.READY else None,
+        terminal=endpoint.phase in TERMINAL,
+        # what `wait` stops at: every model answers, or the endpoint will never answer
+        settled=endpoint.phase in TERMINAL or (started and all(m.ready for m in models)))
 
 
 def find_endpoint(session, endpoint_id: str) -> Endpoint:
@@ -118,26 +121,27 @@ def find_endpoint(session, endpoint_id: str) -> Endpoint:
                              "list endpoints with: akka training endpoints list", visible_projects(Endpoint.project))
 
 
-def get(deployment: Deployment, endpoint_id: str) -> dict[str, Any]:
+def get(deployment: Deployment, endpoint_id: str) -> answers.Endpoint:
     with deployment.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
-        return {**endpoint_json(endpoint), "waitingFor": waiting_for(session, deployment, "endpoint", endpoint)}
+        return endpoint_view(endpoint).extended(waiting_for=waiting_for(session, deployment, "endpoint", endpoint))
 
 
 def list_endpoints(deployment: Deployment, project: str | None, phase: str | None, model: str | None = None,
-                   include_archived: bool = False) -> list[dict[str, Any]]:
+                   include_archived: bool = False) -> list[answers.EndpointListItem]:
     """Newest first; an archived project's endpoints only with `include_archived` or when it is named."""
     query = project_work(Endpoint, project, include_archived)
     if phase:
         query = query.where(Endpoint.phase.in_(phases_asked(ENDPOINT, phase, {"active": OPEN_PHASES})))
     with deployment.store.transaction() as session:
-        rows = [{**endpoint_json(e), "projectArchived": archived} for e, archived in session.execute(query.limit(500))]
+        rows = [endpoint_view(e).extended(answers.EndpointListItem, project_archived=archived)
+                for e, archived in session.execute(query.limit(500))]
     if model:
-        rows = [row for row in rows if any(m["name"].startswith(model) for m in row["models"])]
+        rows = [row for row in rows if any(m.name.startswith(model) for m in row.models)]
     return rows
 
 
-def detach(deployment: Deployment, endpoint_id: str, model: str) -> dict[str, Any]:
+def detach(deployment: Deployment, endpoint_id: str, model: str) -> answers.Endpoint:
     """Stop serving an adapter; detaching the last model an endpoint serves takes the endpoint down."""
     with deployment.store.transaction() as session:
         endpoint = find_endpoint(session, endpoint_id)
@@ -151,10 +155,10 @@ def detach(deployment: Deployment, endpoint_id: str, model: str) -> dict[str, An
         endpoint.adapters = kept
         record(session, ENDPOINT.subject(endpoint.id), "detached", model=model)
         forget_routes(deployment)
-        return endpoint_json(endpoint)
+        return endpoint_view(endpoint)
 
 
-def set_enabled(deployment: Deployment, endpoint_id: str, model: str, enabled: bool) -> dict[str, Any]:
+def set_enabled(deployment: Deployment, endpoint_id: str, model: str, enabled: bool) -> answers.Endpoint:
     """Disable a model at an endpoint (requests through the server are answered 409; it stays loaded on the device
     the endpoint keeps) or enable it again. `model` is the base model's id or an attached adapter's name (NS/NAME
     selects each of its versions attached). Asking for what already holds changes nothing."""
@@ -181,7 +185,7 @@ def set_enabled(deployment: Deployment, endpoint_id: str, model: str, enabled: b
         if changed:
             record(session, ENDPOINT.subject(endpoint.id), "enabled" if enabled else "disabled", model=model)
             forget_routes(deployment)
-        return endpoint_json(endpoint)
+        return endpoint_view(endpoint)
 
 
 def _flagged(entry: dict[str, Any], enabled: bool) -> dict[str, Any]:
@@ -190,15 +194,15 @@ def _flagged(entry: dict[str, Any], enabled: bool) -> dict[str, Any]:
     return kept if enabled else {**kept, "disabled": True}
 
 
-def delete_endpoint(deployment: Deployment, endpoint_id: str) -> dict[str, Any]:
-    def decide(session) -> dict[str, Any]:
+def delete_endpoint(deployment: Deployment, endpoint_id: str) -> answers.Endpoint:
+    def decide(session) -> answers.Endpoint:
         endpoint = find_endpoint(session, endpoint_id)
         if endpoint.phase == EndpointPhase.DELETED:
-            return endpoint_json(endpoint)
+            return endpoint_view(endpoint)
         # its worker, if any, is stopped once this commits
         forget_routes(deployment)
         moved(end(session, endpoint, EndpointPhase.DELETED, endpoint.failure_reason), f"endpoint {endpoint.id[:12]}")
-        return endpoint_json(endpoint)
+        return endpoint_view(endpoint)
 
     return decided(deployment.store, decide)
 
@@ -222,13 +226,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} seconds"
 
 
-def info(deployment: Deployment) -> dict[str, Any]:
+def info(deployment: Deployment) -> answers.EndpointsInfo:
     """What endpoints of this deployment can do."""
     from optimize.workloads.tool_calls import PARSERS
 
-    return {"idleTimeoutSeconds": deployment.endpoint_idle_seconds, "adaptersAtOnce": MAX_ADAPTERS,
-            "devicesPerEndpoint": 1, "engine": "transformers", "toolCallParsers": list(PARSERS),
-            "deviceProfiles": [p.name for p in deployment.profiles]}
+    return answers.EndpointsInfo(
+        idle_timeout_seconds=deployment.endpoint_idle_seconds, adapters_at_once=MAX_ADAPTERS, devices_per_endpoint=1,
+        engine="transformers", tool_call_parsers=list(PARSERS), device_profiles=[p.name for p in deployment.profiles])
 
 
 def end(session, endpoint: Endpoint, phase: EndpointPhase, reason: str | None = None, by_worker: bool = False
@@ -354,18 +358,18 @@ def _served_name(deployment: Deployment, session, wanted: str) -> str:
         return wanted
 
 
-def served_models(deployment: Deployment) -> list[dict[str, Any]]:
+def served_models(deployment: Deployment) -> list[answers.ServedModel]:
     """What answers now, in OpenAI's model list shape."""
     with deployment.store.transaction() as session:
         ready = session.scalars(only_visible(select(Endpoint).where(Endpoint.phase == EndpointPhase.READY.value),
                                              visible_projects(Endpoint.project)).order_by(Endpoint.created_at)).all()
-        models: dict[str, dict[str, Any]] = {}
+        models: dict[str, answers.ServedModel] = {}
         for endpoint in ready:
             created = int(as_utc(endpoint.ready_at or endpoint.created_at).timestamp())
-            for item in endpoint_json(endpoint)["models"]:
-                if item["ready"] and item["enabled"] and item["name"] not in models:
-                    models[item["name"]] = {"id": item["name"], "object": "model", "created": created,
-                                            "owned_by": endpoint.project, "endpoint": endpoint.id}
+            for item in endpoint_view(endpoint).models:
+                if item.ready and item.enabled and item.name not in models:
+                    models[item.name] = answers.ServedModel(id=item.name, object="model", created=created,
+                                                            owned_by=endpoint.project, endpoint=endpoint.id)
         return list(models.values())
 
 

@@ -13,5 +13,5 @@ router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
 
 @router.post("/gc", response_model=Collected)
-def gc(registry: RegistryDep, dryRun: bool = False) -> dict:  # noqa: N803 - the API's spelling
+def gc(registry: RegistryDep, dryRun: bool = False) -> Collected:  # noqa: N803 - the API's spelling
     return collect(registry, dry_run=dryRun)

@@ -27,24 +27,23 @@ add_log_route(router, "analysis")  # GET …/{id}/logs: the worker's log, per at
 async def start_analysis(body: AnalysisRequest, deployment: DeploymentDep) -> JSONResponse:
     analysis, launched = await run_in_threadpool(service.start_analysis, deployment, body.dataset, body.model,
                                                   body.plan)
-    return JSONResponse(analysis, status_code=202 if launched else 200)
+    return JSONResponse(analysis.model_dump(mode="json", by_alias=True), status_code=202 if launched else 200)
 
 
 @router.get("", response_model=AnalysisList)
-def list_analyses(dataset: str, deployment: DeploymentDep) -> dict:
-    return {"analyses": service.list_analyses(deployment, dataset)}
+def list_analyses(dataset: str, deployment: DeploymentDep) -> AnalysisList:
+    return AnalysisList(analyses=service.list_analyses(deployment, dataset))
 
 
 @router.get("/{analysis_id}", response_model=Analysis)
-def get_analysis(analysis_id: str, deployment: DeploymentDep) -> dict:
-    body = service.get_analysis(deployment, analysis_id)
-    return body
+def get_analysis(analysis_id: str, deployment: DeploymentDep) -> Analysis:
+    return service.get_analysis(deployment, analysis_id)
 
 
 @router.get("/{analysis_id}/histogram", response_model=LengthHistogram)
 def length_histogram(analysis_id: str, deployment: DeploymentDep,
                      bins: Annotated[int, Query(ge=1, le=200, description="How many equal-width bins: 1 to 200")] = 40
-                     ) -> dict:
+                     ) -> LengthHistogram:
     """The rows' token lengths in equal-width bins, with the rows over each common maxSeqLength limit; refused 409
     until the analysis is done."""
     return service.length_histogram(deployment, analysis_id, bins)

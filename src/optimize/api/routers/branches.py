@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import DeploymentDep
 from optimize.api.lanes import SUBMISSIONS_LANE
+from optimize.schemas.common import Answer
 from optimize.schemas.runs import (
     Ancestry,
     BranchDryRun,
@@ -28,8 +29,8 @@ from optimize.training.server import branching
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 
 
-def _answer(result: dict[str, Any], dry: bool) -> JSONResponse:
-    return JSONResponse(result, status_code=200 if dry else 202)
+def _answer(result: Answer, dry: bool) -> JSONResponse:
+    return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=200 if dry else 202)
 
 
 @router.post("/{run_id}/branch", response_model=Run, status_code=202,
@@ -70,10 +71,10 @@ async def sweep(run_id: str, deployment: DeploymentDep,
 
 
 @router.get("/{run_id}/branches", response_model=Branches)
-def branches(run_id: str, deployment: DeploymentDep, recursive: bool = False) -> dict:
+def branches(run_id: str, deployment: DeploymentDep, recursive: bool = False) -> Branches:
     return branching.children(deployment, run_id, recursive)
 
 
 @router.get("/{run_id}/ancestry", response_model=Ancestry)
-def ancestry(run_id: str, deployment: DeploymentDep) -> dict:
+def ancestry(run_id: str, deployment: DeploymentDep) -> Ancestry:
     return branching.ancestry(deployment, run_id)

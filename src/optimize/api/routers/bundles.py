@@ -38,23 +38,23 @@ def list_bundles(
     registry: RegistryDep,
     namespace: str | None = Query(None, description="Only this namespace (archived or not)"),
     archived: bool = Query(False, description="Include archived namespaces"),
-) -> dict:
-    return {"bundles": bundles.list_bundles(registry.store, namespace, archived)}
+) -> BundleList:
+    return BundleList(bundles=bundles.list_bundles(registry.store, namespace, archived))
 
 
 @router.get("/{namespace}/{name}", response_model=BundleVersionDetail)
-def get_bundle(namespace: str, name: str, registry: RegistryDep) -> dict:
+def get_bundle(namespace: str, name: str, registry: RegistryDep) -> BundleVersionDetail:
     """The newest version, with its members."""
     return bundles.read_version(registry, namespace, name, "latest")
 
 
 @router.get("/{namespace}/{name}/versions", response_model=BundleVersionList)
-def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
-    return {"versions": bundles.list_versions(registry.store, namespace, name)}
+def list_versions(namespace: str, name: str, registry: RegistryDep) -> BundleVersionList:
+    return BundleVersionList(versions=bundles.list_versions(registry.store, namespace, name))
 
 
 @router.post("/{namespace}/{name}/versions", response_model=RegisteredBundle)
-def register_version(namespace: str, name: str, body: BundleRegister, registry: RegistryDep) -> dict:
+def register_version(namespace: str, name: str, body: BundleRegister, registry: RegistryDep) -> RegisteredBundle:
     """Register an archive the registry holds (sent with PUT …/archives/{sha256}) as a version of NS/NAME, or answer
     the version the same bytes already are (`created: false`). The bundle and namespace are created on first use."""
     return bundles.register_version(registry, namespace, name, body.digest, body.alias)
@@ -62,7 +62,7 @@ def register_version(namespace: str, name: str, body: BundleRegister, registry: 
 
 @router.post("/{namespace}/{name}/check", response_model=BundleCheck)
 async def check_bundle(namespace: str, name: str, body: BundleCheckRequest, registry: RegistryDep,
-                       deployment: DeploymentDep) -> dict:
+                       deployment: DeploymentDep) -> BundleCheck:
     """Check a bundle version's function against a chat dataset version, synchronously and within a bound: it
     imports (in the bundle's limited process), the row fields its module declares (`FIELDS = [...]`) are in every
     row, and the first `samples` rows' own final answers are scored (mean, spread, unscored, errors with their
@@ -76,40 +76,40 @@ async def check_bundle(namespace: str, name: str, body: BundleCheckRequest, regi
                                    project=body.project if body.model is not None else None)
 
 
-def _check(namespace: str, name: str, body: BundleCheckRequest, registry, deployment) -> dict:
+def _check(namespace: str, name: str, body: BundleCheckRequest, registry, deployment) -> BundleCheck:
     """The check and its sampling evaluation, on a worker of the user-code pool."""
     report = bundle_checks.check_bundle(registry, namespace, name, dataset=body.dataset, selector=body.selector,
                                         function=body.function, samples=body.samples, model=body.model,
                                         time_limit_s=body.time_limit_seconds)
     if body.model is not None:
         evaluation = evaluations.start(deployment, EvaluationRequest.parse({
-            "model": body.model, "dataset": report["dataset"], "project": body.project,
-            "grader": f"bundle:{report['bundle']}#{report['function']}", "generations": body.generations,
+            "model": body.model, "dataset": report.dataset, "project": body.project,
+            "grader": f"bundle:{report.bundle}#{report.function}", "generations": body.generations,
             "temperature": body.temperature, "rows": body.samples, "maxNewTokens": body.max_new_tokens}))
-        report["sampling"] = {"evaluationId": evaluation["evaluationId"], "model": evaluation["model"],
-                              "generations": body.generations, "temperature": body.temperature,
-                              "rows": evaluation["progress"]["total"]}
+        report = report.extended(sampling={"evaluationId": evaluation.evaluation_id, "model": evaluation.model,
+                                           "generations": body.generations, "temperature": body.temperature,
+                                           "rows": evaluation.progress.total})
     return report
 
 
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=BundleVersionDetail)
-def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
+def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> BundleVersionDetail:
     """The version a selector names (vN, an alias, latest or sha256:HEX), with its members."""
     return bundles.read_version(registry, namespace, name, selector)
 
 
 @router.get("/{namespace}/{name}/aliases/{alias}", response_model=BundleAlias)
-def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> dict:
+def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> BundleAlias:
     return bundles.get_alias(registry.store, namespace, name, alias)
 
 
 @router.put("/{namespace}/{name}/aliases/{alias}", response_model=BundleAliasMoved)
-def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> dict:
+def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> BundleAliasMoved:
     return bundles.set_alias(registry.store, namespace, name, alias, body.version)
 
 
 @router.get("/{namespace}/{name}/archives/{sha256}", response_model=BundleArchive)
-def get_archive(namespace: str, name: str, sha256: str, registry: RegistryDep) -> dict:
+def get_archive(namespace: str, name: str, sha256: str, registry: RegistryDep) -> BundleArchive:
     """Whether the registry holds the archive's bytes: when it does, registering them sends none."""
     return bundles.archive_state(registry, namespace, name, sha256)
 
@@ -127,8 +127,8 @@ async def put_archive(namespace: str, name: str, sha256: str, request: Request, 
     declared = request.headers.get("content-length")
     size = int(declared) if declared and declared.isdigit() else None
     receiver = await run_in_threadpool(bundles.open_archive, registry, namespace, name, sha256, size)
-    if isinstance(receiver, dict):
-        return JSONResponse(receiver)
+    if isinstance(receiver, BundleArchive):
+        return JSONResponse(receiver.model_dump(mode="json", by_alias=True))
     pending: list[bytes] = []
     pending_bytes = 0
     try:
@@ -144,4 +144,4 @@ async def put_archive(namespace: str, name: str, sha256: str, request: Request, 
     except BaseException:
         receiver.abort()
         raise
-    return JSONResponse(result, status_code=201)
+    return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=201)

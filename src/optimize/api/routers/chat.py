@@ -46,13 +46,13 @@ def chat_request_body() -> dict[str, Any]:
 
 
 @router.get("/models", response_model=ServedModelList)
-def models(deployment: DeploymentDep) -> dict:
-    return {"object": "list", "data": endpoints.served_models(deployment)}
+def models(deployment: DeploymentDep) -> ServedModelList:
+    return ServedModelList(object="list", data=endpoints.served_models(deployment))
 
 
 @router.get("/models/{model_id:path}", response_model=ServedModel)
-def model(model_id: str, deployment: DeploymentDep) -> dict:
-    found = next((m for m in endpoints.served_models(deployment) if m["id"] == model_id), None)
+def model(model_id: str, deployment: DeploymentDep) -> ServedModel:
+    found = next((m for m in endpoints.served_models(deployment) if m.id == model_id), None)
     if found is None:
         raise NotFound(f"model {model_id!r} is not served by any endpoint now", hint="GET /v1/models lists them")
     return found

@@ -24,29 +24,29 @@ router = APIRouter(prefix="/v1/registry/datasets", tags=["registry"])
 
 
 @router.get("", response_model=DatasetList)
-def list_datasets(registry: RegistryDep, namespace: str | None = None, archived: bool = False) -> dict:
-    return {"datasets": datasets.list_datasets(registry.store, namespace, archived)}
+def list_datasets(registry: RegistryDep, namespace: str | None = None, archived: bool = False) -> DatasetList:
+    return DatasetList(datasets=datasets.list_datasets(registry.store, namespace, archived))
 
 
 @router.get("/{namespace}/{name}", response_model=DatasetVersionDetail)
-def get_dataset(namespace: str, name: str, registry: RegistryDep) -> dict:
+def get_dataset(namespace: str, name: str, registry: RegistryDep) -> DatasetVersionDetail:
     return datasets.read_version(registry.store, namespace, name, "latest", registry.blobs.location)
 
 
 @router.get("/{namespace}/{name}/versions", response_model=DatasetVersionList)
-def list_versions(namespace: str, name: str, registry: RegistryDep) -> dict:
-    return {"versions": datasets.list_versions(registry.store, namespace, name)}
+def list_versions(namespace: str, name: str, registry: RegistryDep) -> DatasetVersionList:
+    return DatasetVersionList(versions=datasets.list_versions(registry.store, namespace, name))
 
 
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=DatasetVersionDetail)
-def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
+def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> DatasetVersionDetail:
     return datasets.read_version(registry.store, namespace, name, selector, registry.blobs.location)
 
 
 @router.get("/{namespace}/{name}/versions/{selector}/rows", response_model=DatasetRows)
 def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
              offset: Annotated[int, Query(ge=0, le=10**12, description="Rows to skip")] = 0,
-             limit: Limit = None) -> dict:
+             limit: Limit = None) -> DatasetRows:
     """A page of the version's rows as stored (the dashboard's row viewer): `limit` rows (default 20), at most 100
     a page whatever `limit` asks."""
     return read_rows(registry.store, registry.blobs, namespace, name, selector, offset,
@@ -54,10 +54,10 @@ def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
 
 
 @router.get("/{namespace}/{name}/aliases/{alias}", response_model=DatasetAlias)
-def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> dict:
+def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> DatasetAlias:
     return datasets.get_alias(registry.store, namespace, name, alias)
 
 
 @router.put("/{namespace}/{name}/aliases/{alias}", response_model=AliasMoved)
-def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> dict:
+def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> AliasMoved:
     return datasets.set_alias(registry.store, namespace, name, alias, body.version)

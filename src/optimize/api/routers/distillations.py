@@ -23,40 +23,42 @@ add_log_route(router, "distillation")  # GET …/{id}/logs: the worker's log, pe
 
 
 @router.post("", response_model=Distillation, status_code=202, response_description="The distillation was queued")
-def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> dict:
+def create(deployment: DeploymentDep,
+           body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> Distillation:
     return service.create(deployment, DistillationRequest.parse(body))
 
 
 @router.get("", response_model=DistillationList)
 def list_distillations(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
-                       archived: bool = False) -> dict:
-    return {"distillations": service.list_distillations(deployment, project, phase, archived)}
+                       archived: bool = False) -> DistillationList:
+    return DistillationList(distillations=service.list_distillations(deployment, project, phase, archived))
 
 
 @router.get("/{distillation_id}", response_model=Distillation)
-def get(distillation_id: str, deployment: DeploymentDep) -> dict:
+def get(distillation_id: str, deployment: DeploymentDep) -> Distillation:
     return service.get(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/pause", response_model=Distillation)
-def pause(distillation_id: str, deployment: DeploymentDep) -> dict:
+def pause(distillation_id: str, deployment: DeploymentDep) -> Distillation:
     """Stop answering and release the device; the answers saved stay, and resume goes on from them."""
     return service.pause(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/resume", response_model=Distillation, status_code=202,
              response_description="The distillation was queued again")
-def resume(distillation_id: str, deployment: DeploymentDep) -> dict:
+def resume(distillation_id: str, deployment: DeploymentDep) -> Distillation:
     return service.resume(deployment, distillation_id)
 
 
 @router.post("/{distillation_id}/cancel", response_model=Distillation)
-def cancel(distillation_id: str, deployment: DeploymentDep) -> dict:
+def cancel(distillation_id: str, deployment: DeploymentDep) -> Distillation:
     return service.cancel(deployment, distillation_id)
 
 
 @router.get("/{distillation_id}/rejections", response_model=Rejections)
-def rejections(distillation_id: str, deployment: DeploymentDep, reason: str | None = None, limit: Limit = None) -> dict:
+def rejections(distillation_id: str, deployment: DeploymentDep, reason: str | None = None, limit: Limit = None
+               ) -> Rejections:
     """The rejected answers by decision, with their reason and output; `reason` keeps one reason's."""
     return service.rejections(deployment, distillation_id, reason, limit)
 

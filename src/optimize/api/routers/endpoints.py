@@ -37,39 +37,39 @@ add_log_route(router, "endpoint")  # GET …/{id}/logs: the worker's log, per at
                                                                        "serving its base model"}})
 def create(deployment: DeploymentDep, body: Annotated[Any, documented_as(EndpointRequest), Body()]) -> JSONResponse:
     answer = service.create(deployment, EndpointRequest.parse(body))
-    return JSONResponse(answer, status_code=200 if answer["attached"] else 202)
+    return JSONResponse(answer.model_dump(mode="json", by_alias=True), status_code=200 if answer.attached else 202)
 
 
 @router.get("", response_model=EndpointList)
 def list_endpoints(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
-                   model: str | None = None, archived: bool = False) -> dict:
-    return {"endpoints": service.list_endpoints(deployment, project, phase, model, archived)}
+                   model: str | None = None, archived: bool = False) -> EndpointList:
+    return EndpointList(endpoints=service.list_endpoints(deployment, project, phase, model, archived))
 
 
 @router.get("/info", response_model=EndpointsInfo)
-def info(deployment: DeploymentDep) -> dict:
+def info(deployment: DeploymentDep) -> EndpointsInfo:
     return service.info(deployment)
 
 
 @router.get("/{endpoint_id}", response_model=Endpoint)
-def get(endpoint_id: str, deployment: DeploymentDep) -> dict:
+def get(endpoint_id: str, deployment: DeploymentDep) -> Endpoint:
     return service.get(deployment, endpoint_id)
 
 
 @router.delete("/{endpoint_id}", response_model=Endpoint)
-def delete(endpoint_id: str, deployment: DeploymentDep) -> dict:
+def delete(endpoint_id: str, deployment: DeploymentDep) -> Endpoint:
     return service.delete_endpoint(deployment, endpoint_id)
 
 
 @router.post("/{endpoint_id}/detach", response_model=Endpoint)
 def detach(endpoint_id: str, deployment: DeploymentDep,
-           body: Annotated[Any, documented_as(DetachRequest), Body()]) -> dict:
+           body: Annotated[Any, documented_as(DetachRequest), Body()]) -> Endpoint:
     return service.detach(deployment, endpoint_id, DetachRequest.parse(body).model)
 
 
 @router.post("/{endpoint_id}/disable", response_model=Endpoint)
 def disable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
-            ) -> dict:
+            ) -> Endpoint:
     """Requests for the model through the server are answered 409 until it is enabled; the endpoint keeps its
     device and the model stays loaded."""
     return service.set_enabled(deployment, endpoint_id, EnableRequest.parse(body, verb="disable").model, enabled=False)
@@ -77,7 +77,7 @@ def disable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, do
 
 @router.post("/{endpoint_id}/enable", response_model=Endpoint)
 def enable(endpoint_id: str, deployment: DeploymentDep, body: Annotated[Any, documented_as(EnableRequest), Body()]
-           ) -> dict:
+           ) -> Endpoint:
     """The model answers through the server again."""
     return service.set_enabled(deployment, endpoint_id, EnableRequest.parse(body, verb="enable").model, enabled=True)
 

@@ -23,35 +23,36 @@ add_log_route(router, "evaluation")  # GET …/{id}/logs: the worker's log, per 
 
 
 @router.post("", response_model=Evaluation, status_code=202, response_description="The evaluation was queued")
-async def start(deployment: DeploymentDep, body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> dict:
+async def start(deployment: DeploymentDep,
+                body: Annotated[Any, documented_as(EvaluationRequest), Body()]) -> Evaluation:
     # on the submissions' lane: a bundle grader's import check is user code, which the service waits for
     return await SUBMISSIONS_LANE.run(service.start, deployment, EvaluationRequest.parse(body))
 
 
 @router.get("", response_model=EvaluationList)
 def list_evaluations(deployment: DeploymentDep, project: str | None = None, model: str | None = None,
-                     phase: str | None = None, archived: bool = False) -> dict:
-    return {"evaluations": service.list_evaluations(deployment, project, model, phase, archived)}
+                     phase: str | None = None, archived: bool = False) -> EvaluationList:
+    return EvaluationList(evaluations=service.list_evaluations(deployment, project, model, phase, archived))
 
 
 @router.get("/{evaluation_id}", response_model=Evaluation)
-def get(evaluation_id: str, deployment: DeploymentDep) -> dict:
+def get(evaluation_id: str, deployment: DeploymentDep) -> Evaluation:
     return service.get(deployment, evaluation_id)
 
 
 @router.post("/{evaluation_id}/cancel", response_model=Evaluation)
-def cancel(evaluation_id: str, deployment: DeploymentDep) -> dict:
+def cancel(evaluation_id: str, deployment: DeploymentDep) -> Evaluation:
     return service.cancel(deployment, evaluation_id)
 
 
 @router.post("/{evaluation_id}/retry", response_model=Evaluation, status_code=202,
              response_description="The evaluation was queued again")
-def retry(evaluation_id: str, deployment: DeploymentDep) -> dict:
+def retry(evaluation_id: str, deployment: DeploymentDep) -> Evaluation:
     return service.retry(deployment, evaluation_id)
 
 
 @router.get("/{evaluation_id}/predictions", response_model=Predictions)
-def predictions(evaluation_id: str, deployment: DeploymentDep, limit: Limit = None) -> dict:
+def predictions(evaluation_id: str, deployment: DeploymentDep, limit: Limit = None) -> Predictions:
     """The evaluation's answers by line; with `limit`, only the first `limit`."""
     return service.predictions(deployment, evaluation_id, limit)
 

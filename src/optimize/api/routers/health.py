@@ -13,5 +13,5 @@ router = APIRouter()
 
 
 @router.get("/v1/health", response_model=Health)
-async def health(registry: RegistryDep) -> dict:
-    return {"status": "ok", "version": __version__, "database": registry.store.engine.dialect.name}
+async def health(registry: RegistryDep) -> Health:
+    return Health(status="ok", version=__version__, database=registry.store.engine.dialect.name)

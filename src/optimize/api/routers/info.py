@@ -14,10 +14,8 @@ router = APIRouter(tags=["registry"])
 
 
 @router.get("/v1/registry/info", response_model=RegistryInfo)
-def registry_info(registry: RegistryDep) -> dict:
-    return {
-        "version": __version__,
-        "datasets": {**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
-        "quotas": registry.quotas.to_json(),
-        "blobs": registry.blobs.describe() if shows_server_paths() else None,
-    }
+def registry_info(registry: RegistryDep) -> RegistryInfo:
+    return RegistryInfo(version=__version__,
+                        datasets={**registry.limits.to_json(), "formats": [f.value for f in DatasetFormat]},
+                        quotas=registry.quotas.to_json(),
+                        blobs=registry.blobs.describe() if shows_server_paths() else None)

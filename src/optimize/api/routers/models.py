@@ -23,18 +23,17 @@ def list_models(
     namespace: str | None = Query(None, description="Only this namespace (archived or not)"),
     project: str | None = Query(None, description="A training project: the same as its namespace"),
     archived: bool = Query(False, description="Include archived namespaces"),
-) -> dict:
+) -> ModelList:
     if namespace and project and namespace.lower() != project.lower():
         raise Invalid(f"namespace {namespace!r} and project {project!r} disagree",
                       hint="a project's models are in the namespace of the same name; give one of them")
-    return {"models": models.list_models(registry.store, namespace or project, archived)}
+    return ModelList(models=models.list_models(registry.store, namespace or project, archived))
 
 
 @router.get("/{namespace}/{name}", response_model=ModelDetail)
-def get_model(namespace: str, name: str, registry: RegistryDep) -> dict:
-    body = models.get_model(registry.store, namespace, name, "latest")
-    body["versions"] = models.list_versions(registry.store, namespace, name)
-    return body
+def get_model(namespace: str, name: str, registry: RegistryDep) -> ModelDetail:
+    return models.get_model(registry.store, namespace, name, "latest").extended(
+        ModelDetail, versions=models.list_versions(registry.store, namespace, name))
 
 
 @router.get("/{namespace}/{name}/versions", response_model=ModelVersionList)
@@ -45,23 +44,23 @@ def list_versions(
     base_model: str | None = Query(None, alias="baseModel", description="Only versions over this base model"),
     produced_by_kind: str | None = Query(None, alias="producedByKind", description="Producer kind, e.g. run"),
     produced_by_id: str | None = Query(None, alias="producedById", description="Producer id, e.g. a run id"),
-) -> dict:
-    return {"versions": models.list_versions(registry.store, namespace, name, base_model,
-                                             produced_by_kind, produced_by_id)}
+) -> ModelVersionList:
+    return ModelVersionList(versions=models.list_versions(registry.store, namespace, name, base_model,
+                                                          produced_by_kind, produced_by_id))
 
 
 @router.get("/{namespace}/{name}/versions/{selector}", response_model=ModelVersionDetail)
-def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> dict:
+def get_version(namespace: str, name: str, selector: str, registry: RegistryDep) -> ModelVersionDetail:
     return models.get_model(registry.store, namespace, name, selector)
 
 
 @router.get("/{namespace}/{name}/versions/{selector}/files", response_model=ModelFiles)
-async def list_files(namespace: str, name: str, selector: str, deployment: DeploymentDep) -> dict:
+async def list_files(namespace: str, name: str, selector: str, deployment: DeploymentDep) -> ModelFiles:
     """What downloading the version writes: each file's path, sha256 and size (an adapter's folder with the
     tokenizer and chat template it trained under, or a base model's selected folder)."""
     listed = await run_in_threadpool(model_files.version_files, deployment.store, deployment.blobs, deployment.catalog,
                                      namespace, name, selector)  # a base model's first listing hashes its files
-    return listed.json()
+    return listed.answer()
 
 
 @router.get("/{namespace}/{name}/versions/{selector}/files/{path:path}", response_class=Response,

@@ -18,32 +18,33 @@ router = APIRouter(prefix="/v1/training/projects", tags=["training"])
              responses={200: {"model": Project, "description": "The project existed already"}})
 def create_project(body: ProjectRequest, deployment: DeploymentDep) -> JSONResponse:
     project, created = service.create_project(deployment.store, body.name, body.description)
-    return JSONResponse(project, status_code=201 if created else 200)
+    return JSONResponse(project.model_dump(mode="json", by_alias=True), status_code=201 if created else 200)
 
 
 @router.get("", response_model=ProjectList)
-def list_projects(deployment: DeploymentDep, archived: bool = False) -> dict:
-    return {"projects": service.list_projects(deployment.store, archived)}
+def list_projects(deployment: DeploymentDep, archived: bool = False) -> ProjectList:
+    return ProjectList(projects=service.list_projects(deployment.store, archived))
 
 
 @router.get("/{name}", response_model=Project)
-def get_project(name: str, deployment: DeploymentDep) -> dict:
+def get_project(name: str, deployment: DeploymentDep) -> Project:
     return service.get_project(deployment.store, name)
 
 
 @router.post("/{name}/archive", response_model=ProjectChange)
-def archive_project(name: str, deployment: DeploymentDep) -> dict:
+def archive_project(name: str, deployment: DeploymentDep) -> ProjectChange:
     """Archive: left out of lists with its runs, no new work; refused while any of its work is in progress."""
     return service.archive_project(deployment.store, name)
 
 
 @router.post("/{name}/unarchive", response_model=ProjectChange)
-def unarchive_project(name: str, deployment: DeploymentDep) -> dict:
+def unarchive_project(name: str, deployment: DeploymentDep) -> ProjectChange:
     return service.unarchive_project(deployment.store, name)
 
 
 @router.get("/{name}/scores", response_model=Scores)
-def project_scores(name: str, deployment: DeploymentDep, dataset: str | None = None, grader: str | None = None) -> dict:
+def project_scores(name: str, deployment: DeploymentDep, dataset: str | None = None, grader: str | None = None
+                   ) -> Scores:
     """The baseline and one column per training configuration, for one dataset and grader."""
     return scores(deployment, name, dataset, grader)
 

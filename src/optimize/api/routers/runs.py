@@ -14,13 +14,18 @@ from optimize.api.job_logs import add_log_route
 from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
-from optimize.schemas.common import event_stream
+from optimize.schemas.common import Answer, event_stream
 from optimize.schemas.plans import RunPlan
 from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics, RunRollouts, RunSnapshots
 from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
 add_log_route(router, "run")  # GET …/{id}/logs: the worker's log, per attempt
+
+
+def _answer(answer: Answer, status_code: int = 200) -> JSONResponse:
+    """An answer whose status depends on what happened (the route's response_model is one of its answers)."""
+    return JSONResponse(answer.model_dump(mode="json", by_alias=True), status_code=status_code)
 
 
 @router.post("", response_model=Run, status_code=202, response_description="The run was admitted and queued",
@@ -31,25 +36,25 @@ async def start_run(deployment: DeploymentDep,
                     dryRun: bool = False) -> JSONResponse:  # noqa: N803 - the API's camelCase query name
     # on the submissions' lane: a plan's reward terms and bundles are user code, which the service waits for
     if dryRun:
-        return JSONResponse(await SUBMISSIONS_LANE.run(runs.dry_run, deployment, plan))
+        return _answer(await SUBMISSIONS_LANE.run(runs.dry_run, deployment, plan))
     run, created = await SUBMISSIONS_LANE.run(runs.submit, deployment, plan)
-    return JSONResponse(run, status_code=202 if created else 200)
+    return _answer(run, status_code=202 if created else 200)
 
 
 @router.get("", response_model=RunList)
 def list_runs(deployment: DeploymentDep, project: str | None = None, phase: str | None = None,
-              archived: bool = False) -> dict:
+              archived: bool = False) -> RunList:
     """Runs of archived projects are left out unless `archived=true` or their project is named."""
-    return {"runs": runs.list_runs(deployment, project, phase, archived)}
+    return RunList(runs=runs.list_runs(deployment, project, phase, archived))
 
 
 @router.get("/{run_id}", response_model=Run)
-def get_run(run_id: str, deployment: DeploymentDep, settings: bool = False) -> dict:
+def get_run(run_id: str, deployment: DeploymentDep, settings: bool = False) -> Run:
     return runs.get_run(deployment, run_id, settings)
 
 
 @router.get("/{run_id}/metrics", response_model=RunMetrics)
-def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> dict:
+def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> RunMetrics:
     """The run's metrics; with `limit`, only the last `limit` training steps."""
     return runs.run_metrics(deployment, run_id, limit)
 
@@ -57,7 +62,7 @@ def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> 
 @router.get("/{run_id}/rollouts", response_model=RunRollouts)
 def get_rollouts(run_id: str, deployment: DeploymentDep,
                  step: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="The update to show (default: the "
-                                                   "newest with recorded rollouts)")] = None) -> dict:
+                                                   "newest with recorded rollouts)")] = None) -> RunRollouts:
     """A grpo or gspo run's sampled rollouts at one update: prompts, completions, each reward term's score and the
     weighted total, with the updates that have recorded rollouts. 400 for a run of another method; 404 for a step
     without recorded rollouts, naming the steps with some."""
@@ -65,7 +70,7 @@ def get_rollouts(run_id: str, deployment: DeploymentDep,
 
 
 @router.get("/{run_id}/snapshots", response_model=RunSnapshots)
-def get_snapshots(run_id: str, deployment: DeploymentDep) -> dict:
+def get_snapshots(run_id: str, deployment: DeploymentDep) -> RunSnapshots:
     return runs.run_snapshots(deployment, run_id)
 
 
@@ -76,12 +81,12 @@ def pause_run(run_id: str, deployment: DeploymentDep,
               body: Annotated[Any, documented_as(PauseRequest), Body()] = None) -> JSONResponse:
     """202 when the pause is accepted; 200 when the same pause is already in progress."""
     run, accepted = lifecycle.pause(deployment, run_id, PauseRequest.parse(body).checkpoint)
-    return JSONResponse(run, status_code=202 if accepted else 200)
+    return _answer(run, status_code=202 if accepted else 200)
 
 
 @router.post("/{run_id}/resume", response_model=Run, status_code=202,
              response_description="The run is queued for a new attempt")
-def resume_run(run_id: str, deployment: DeploymentDep) -> dict:
+def resume_run(run_id: str, deployment: DeploymentDep) -> Run:
     return lifecycle.resume(deployment, run_id)
 
 
@@ -90,7 +95,7 @@ def resume_run(run_id: str, deployment: DeploymentDep) -> dict:
 def cancel_run(run_id: str, deployment: DeploymentDep) -> JSONResponse:
     """202 when cancelled now; 200 when the run was already cancelled."""
     run, cancelled = lifecycle.cancel(deployment, run_id)
-    return JSONResponse(run, status_code=202 if cancelled else 200)
+    return _answer(run, status_code=202 if cancelled else 200)
 
 
 @router.get("/{run_id}/events", response_class=StreamingResponse,

@@ -13,25 +13,25 @@ router = APIRouter(prefix="/v1/auth", tags=["auth"])
 
 
 @router.post("/tokens", response_model=IssuedToken, status_code=201)
-def create_token(body: TokenCreate, request: Request, deployment: DeploymentDep) -> dict:
+def create_token(body: TokenCreate, request: Request, deployment: DeploymentDep) -> IssuedToken:
     token, record = tokens.issue(deployment.store, body.name, tokens.parse_role(body.role), projects=body.projects,
                                  namespaces=body.namespaces, created_by=caller_of(request).token_id)
-    return {**record, "token": token}
+    return record.extended(IssuedToken, token=token)
 
 
 @router.get("/tokens", response_model=TokenList)
-def list_tokens(deployment: DeploymentDep, revoked: bool = False) -> dict:
-    return {"tokens": tokens.list_tokens(deployment.store, include_revoked=revoked)}
+def list_tokens(deployment: DeploymentDep, revoked: bool = False) -> TokenList:
+    return TokenList(tokens=tokens.list_tokens(deployment.store, include_revoked=revoked))
 
 
 @router.delete("/tokens/{token_id}", response_model=Token)
-def revoke_token(token_id: str, request: Request, deployment: DeploymentDep) -> dict:
+def revoke_token(token_id: str, request: Request, deployment: DeploymentDep) -> Token:
     return tokens.revoke(deployment.store, token_id, caller_of(request))
 
 
 @router.get("/whoami", response_model=WhoAmI)
-def whoami(request: Request) -> dict:
+def whoami(request: Request) -> WhoAmI:
     caller = caller_of(request)
-    return {"tokenId": caller.token_id, "name": caller.name, "role": caller.role.value,
-            "projects": list(caller.projects) if caller.projects else None,
-            "namespaces": list(caller.namespaces) if caller.namespaces else None}
+    return WhoAmI(token_id=caller.token_id, name=caller.name, role=caller.role.value,
+                  projects=list(caller.projects) if caller.projects else None,
+                  namespaces=list(caller.namespaces) if caller.namespaces else None)

@@ -20,7 +20,7 @@ BATCH_BYTES = 1024 * 1024
 
 
 @router.post("", response_model=UploadSession)
-def create_upload(body: UploadCreate, registry: RegistryDep) -> dict:
+def create_upload(body: UploadCreate, registry: RegistryDep) -> UploadSession:
     return uploads.create_upload(registry, body.model_dump(by_alias=True))
 
 
@@ -32,8 +32,8 @@ def create_upload(body: UploadCreate, registry: RegistryDep) -> dict:
                                         "when the registry holds the shard already"))
 async def put_shard(upload_id: str, index: int, request: Request, registry: RegistryDep) -> JSONResponse:
     receiver = await run_in_threadpool(uploads.open_shard, registry, upload_id, index)
-    if isinstance(receiver, dict):
-        return JSONResponse(receiver)
+    if isinstance(receiver, ShardReceived):
+        return JSONResponse(receiver.model_dump(mode="json", by_alias=True))
     pending: list[bytes] = []
     pending_bytes = 0
     try:
@@ -49,9 +49,9 @@ async def put_shard(upload_id: str, index: int, request: Request, registry: Regi
     except BaseException:
         receiver.abort()
         raise
-    return JSONResponse(result, status_code=201)
+    return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=201)
 
 
 @router.post("/{upload_id}/commit", response_model=CommittedVersion)
-def commit_upload(upload_id: str, registry: RegistryDep, body: UploadCommit | None = None) -> dict:
+def commit_upload(upload_id: str, registry: RegistryDep, body: UploadCommit | None = None) -> CommittedVersion:
     return uploads.commit_upload(registry, upload_id, body.alias if body else None)

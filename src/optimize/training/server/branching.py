@@ -1,6 +1,8 @@
 """Branches: a child run started from a parent's snapshot, with the parent's resolved settings and an overrides
 document; `continue` (a trainingState branch with a step budget) and sweeps (one branch per grid point) are
-spellings of the same thing. The parent is never changed.
+spellings of the same thing. The parent is never changed. The child's plan is the parent's typed resolved config
+(its datasets frozen at the versions it trained on) written as a plan, the overrides over it: overrides are written
+in the plan's words, and the child is admitted as any plan is, by every rule and in the same words.
 
 The restore mode is decided here. `trainingState` keeps the snapshot's optimizer state, random-number
 generators and data position (and replaces the schedule with one spanning the child's updates at its learning
@@ -20,6 +22,7 @@ from sqlalchemy import select
 
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
+from optimize.schemas import runs as answers
 from optimize.schemas.plans import METHODS
 from optimize.schemas.resolved import resolved_plan
 from optimize.schemas.runs import SweepGrid
@@ -207,11 +210,11 @@ def prepare(deployment: Deployment, parent_id: str, snapshot_id: str | None, res
 
 def branch(deployment: Deployment, parent_id: str, snapshot_id: str | None = None, restore: str = "auto",
            overrides: Any = None, max_steps: int | None = None, epochs: int | None = None,
-           dry: bool = False) -> dict[str, Any]:
+           dry: bool = False) -> answers.Run | answers.BranchDryRun:
     document, record = prepare(deployment, parent_id, snapshot_id, restore, overrides, max_steps, epochs)
     if dry:
-        return {**dry_run(deployment, document, starts_from=_registered_at(deployment, record["snapshotId"]),
-                          branch=record), "branch": record}
+        return dry_run(deployment, document, starts_from=_registered_at(deployment, record["snapshotId"]),
+                       branch=record).extended(answers.BranchDryRun, branch=record)
     run, _ = submit(deployment, document, branch=record)
     return run
 
@@ -225,13 +228,13 @@ def _registered_at(deployment: Deployment, snapshot_id: str) -> str | None:
 
 
 def continue_run(deployment: Deployment, parent_id: str, steps: int, snapshot_id: str | None = None,
-                 overrides: Any = None, dry: bool = False) -> dict[str, Any]:
+                 overrides: Any = None, dry: bool = False) -> answers.Run | answers.BranchDryRun:
     """A trainingState branch of `steps` more updates (its schedule spans them at the child's learning rate)."""
     return branch(deployment, parent_id, snapshot_id, "trainingState", overrides, max_steps=steps, dry=dry)
 
 
 def sweep(deployment: Deployment, parent_id: str, grid: SweepGrid, snapshot_id: str | None = None,
-          restore: str = "auto", dry: bool = False) -> dict[str, Any]:
+          restore: str = "auto", dry: bool = False) -> answers.Sweep | answers.SweepDryRun:
     """One branch per grid point (the grid as its request read it: `SweepGrid.read`); every point is checked (as a
     dry run) before any is submitted."""
     points = grid.points()
@@ -244,18 +247,19 @@ def sweep(deployment: Deployment, parent_id: str, grid: SweepGrid, snapshot_id: 
             raise type(error)(f"sweep point {number} ({_describe(point)}): {error.message}", hint=error.hint) from None
         checked.append((point, document, record))
     if dry:
-        return {"dryRun": True, "points": [{"overrides": p, "restore": r["restore"], "why": r["why"]}
-                                           for p, _, r in checked]}
-    runs = [{"overrides": p, **submit(deployment, d, branch=r)[0]} for p, d, r in checked]
-    return {"runs": runs}
+        return answers.SweepDryRun(dry_run=True, points=[answers.SweepPoint(overrides=p, restore=r["restore"],
+                                                                            why=r["why"]) for p, _, r in checked])
+    # each branch's grid point first, then the run as its submission answered it
+    runs = [answers.SweepRun(overrides=p, **submit(deployment, d, branch=r)[0].given()) for p, d, r in checked]
+    return answers.Sweep(runs=runs)
 
 
 def _describe(point: dict[str, Any]) -> str:
     return ", ".join(f"{path}={value!r}" for path, value in leaves(point).items())
 
 
-def children(deployment: Deployment, run_id: str, recursive: bool = False) -> dict[str, Any]:
-    from optimize.training.server.views import run_json
+def children(deployment: Deployment, run_id: str, recursive: bool = False) -> answers.Branches:
+    from optimize.training.server.views import run_view
 
     with deployment.store.transaction() as session:
         root = find_run(session, run_id)
@@ -264,25 +268,25 @@ def children(deployment: Deployment, run_id: str, recursive: bool = False) -> di
             parent, depth = frontier.pop(0)
             found = session.scalars(select(Run).where(Run.parent_run_id == parent).order_by(Run.created_at)).all()
             for child in found:
-                rows.append({**run_json(child), "depth": depth})
+                rows.append(run_view(child).extended(answers.BranchChild, depth=depth))
                 if recursive:
                     frontier.append((child.id, depth + 1))
-        return {"runId": root.id, "runs": rows}
+        return answers.Branches(run_id=root.id, runs=rows)
 
 
-def ancestry(deployment: Deployment, run_id: str) -> dict[str, Any]:
+def ancestry(deployment: Deployment, run_id: str) -> answers.Ancestry:
     """The chain from the root run to this one, each hop with its source snapshot, step and step budget."""
     with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         chain = []
         while run is not None:
-            hop = {"runId": run.id, "phase": run.phase, "method": run.method,
-                   "steps": (run.progress or {}).get("totalSteps")}
+            hop = answers.AncestryHop(run_id=run.id, phase=run.phase, method=run.method,
+                                      steps=(run.progress or {}).get("totalSteps"))
             if run.branch and run.branch.get("source"):  # the root of its chain: a registered adapter's weights
-                hop.update(source=run.branch["source"]["model"])
+                hop = hop.extended(source=run.branch["source"]["model"])
             elif run.branch:
-                hop.update(snapshotId=run.branch["snapshotId"], fromStep=run.branch["step"],
-                           restore=run.branch["restore"])
+                hop = hop.extended(snapshot_id=run.branch["snapshotId"], from_step=run.branch["step"],
+                                   restore=run.branch["restore"])
             chain.append(hop)
             run = session.get(Run, run.parent_run_id) if run.parent_run_id else None
-        return {"runId": chain[0]["runId"], "chain": list(reversed(chain))}
+        return answers.Ancestry(run_id=chain[0].run_id, chain=list(reversed(chain)))

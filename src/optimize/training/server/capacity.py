@@ -5,7 +5,6 @@ the devices each offers (a pool's `online`: what the live nodes offer now)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from sqlalchemy import select
 
@@ -16,11 +15,12 @@ from optimize.jobs.devices import SERVING, pool_devices
 from optimize.jobs.devices import devices as all_devices
 from optimize.projects.quotas import quota_usage
 from optimize.projects.service import find_project
+from optimize.schemas.catalog import Capacity
 from optimize.store.tables import DeviceHold, Project, Run
 from optimize.training.server.phases import RunPhase
 
 
-def capacity(deployment: Deployment, project: str | None = None) -> dict[str, Any]:
+def capacity(deployment: Deployment, project: str | None = None) -> Capacity:
     """Pools and devices as they are; claims and quotas of the project asked for, else of every project the
     caller's token sees (a limited token sees only its own projects' claims)."""
     with deployment.store.transaction() as session:
@@ -66,7 +66,7 @@ def capacity(deployment: Deployment, project: str | None = None) -> dict[str, An
     claims = [c for c in claims if (project is None or c["project"] == project)
               and (limits is None or limits.sees_project(c["project"]))]
     executor = deployment.executor
-    return {"pools": pools, "devices": device_rows, "claims": claims, "projects": quotas,
-            "executor": executor.name if executor is not None else None,
-            "nodes": executor.nodes() if executor is not None else None,  # a cluster's machines; None on one
-            "envelopes": "strict" if deployment.catalog.strict_envelopes else "advisory", "warnings": []}
+    return Capacity(pools=pools, devices=device_rows, claims=claims, projects=quotas,
+                    executor=executor.name if executor is not None else None,
+                    nodes=executor.nodes() if executor is not None else None,  # a cluster's machines; None on one
+                    envelopes="strict" if deployment.catalog.strict_envelopes else "advisory", warnings=[])

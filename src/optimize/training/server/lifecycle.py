@@ -8,13 +8,12 @@ updates after that save are discarded with their metrics, so the resumed attempt
 
 from __future__ import annotations
 
-from typing import Any
-
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Refused
 from optimize.deployment import Deployment
 from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.projects.quotas import check_queue_room
+from optimize.schemas import runs as answers
 from optimize.schemas.outcomes import RunPause
 from optimize.store.events import record
 from optimize.store.tables import Run, RunAttempt
@@ -22,14 +21,14 @@ from optimize.training.server.attempts import current_attempt, end_attempt, queu
 from optimize.training.server.phases import RUN, TERMINAL, RunPhase
 from optimize.training.server.retention import restore_point
 from optimize.training.server.runs import find_run
-from optimize.training.server.views import run_json
+from optimize.training.server.views import run_view
 
 
-def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[dict[str, Any], bool]:
+def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[answers.Run, bool]:
     """Record a pause (`checkpoint` latest or save); returns (run, accepted now). The same pause sent again while
     pausing is not new."""
 
-    def decide(session) -> tuple[dict[str, Any], bool]:
+    def decide(session) -> tuple[answers.Run, bool]:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         short = run.id[:12]
@@ -39,7 +38,7 @@ def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[dict[st
                 raise Conflict(f"run {short} is already pausing with --checkpoint {asked}; a pause with "
                                f"--checkpoint {checkpoint} cannot replace it",
                                hint=f"wait for it to pause: akka training runs wait {short}")
-            return run_json(run, current_attempt(session, run)), False
+            return run_view(run, current_attempt(session, run)), False
         if phase is RunPhase.PAUSED:
             raise Refused(f"run {short} is PAUSED; there is nothing to pause",
                           hint=f"resume the run to train it again: akka training runs resume {short}",
@@ -59,7 +58,7 @@ def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[dict[st
             "checkpoint": checkpoint, "attempt": run.attempt, "requestedAt": iso(now),
             "requestedAtStep": (run.progress or {}).get("observedStep"), "state": "pausing",
             "resourcesReleased": False}), f"run {short}")
-        return run_json(run, current_attempt(session, run)), True
+        return run_view(run, current_attempt(session, run)), True
 
     return decided(deployment.store, decide)
 
@@ -84,10 +83,10 @@ def finish_pause(session, run: Run, attempt: RunAttempt, stop: RunPause, reason:
                       progress={**(run.progress or {}), "savedStep": point.step if point else None})
 
 
-def resume(deployment: Deployment, run_id: str) -> dict[str, Any]:
+def resume(deployment: Deployment, run_id: str) -> answers.Run:
     """Queue a paused run for a new attempt from its newest resumable save."""
 
-    def decide(session) -> dict[str, Any]:
+    def decide(session) -> answers.Run:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         short = run.id[:12]
@@ -98,25 +97,25 @@ def resume(deployment: Deployment, run_id: str) -> dict[str, Any]:
             raise Refused(f"run {short} is {phase.value}; only a paused run can be resumed", phase=phase.value)
         check_queue_room(session, run.project, deployment.quotas)
         moved(queue_from_newest_save(session, run, {"afterPause": run.pause}, pause=None), f"run {short}")
-        return run_json(run)
+        return run_view(run)
 
     return decided(deployment.store, decide)
 
 
-def cancel(deployment: Deployment, run_id: str) -> tuple[dict[str, Any], bool]:
+def cancel(deployment: Deployment, run_id: str) -> tuple[answers.Run, bool]:
     """Cancel a run in any unfinished phase; returns (run, cancelled now). Its worker, if any, is stopped."""
 
-    def decide(session) -> tuple[dict[str, Any], bool]:
+    def decide(session) -> tuple[answers.Run, bool]:
         run = find_run(session, run_id)
         phase = RunPhase(run.phase)
         if phase is RunPhase.CANCELLED:
-            return run_json(run), False
+            return run_view(run), False
         if phase in TERMINAL:
             raise Refused(f"run {run.id[:12]} is {phase.value}; there is nothing to cancel", phase=phase.value)
         end_attempt(session, run, current_attempt(session, run), "cancelled")
         # its worker, if any, is stopped once this commits
         moved(transition(session, RUN, run, RunPhase.CANCELLED, cost=run.cost), f"run {run.id[:12]}")
         record(session, RUN.subject(run.id), "cancelled", phase=phase.value)
-        return run_json(run), True
+        return run_view(run), True
 
     return decided(deployment.store, decide)

@@ -24,6 +24,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
+from optimize.schemas import runs as answers
 from optimize.schemas.jobs import RunSpec
 from optimize.schemas.outcomes import Outcome, RunLastWord
 from optimize.schemas.plans import REINFORCEMENT, StopWhen
@@ -37,7 +38,7 @@ from optimize.training.server.completion import complete_run
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
-from optimize.training.server.views import snapshot_json
+from optimize.training.server.views import snapshot_view
 from optimize.workloads.models import trained_instructions
 
 ARTIFACT_KINDS = ("weights", "trainingState")
@@ -261,7 +262,7 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def commit_snapshot(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+def commit_snapshot(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> answers.Snapshot:
     """A save becomes a snapshot only once every file its manifests name is held under its digest; the
     manifests were uploaded last, so a half-uploaded save is never listed."""
     with deployment.store.transaction() as session:
@@ -290,7 +291,7 @@ def commit_snapshot(deployment: Deployment, run_id: str, token: str, body: dict[
         run.progress = {**(run.progress or {}), "savedStep": step}
         record(session, RUN.subject(run.id), "snapshot", step=step, snapshotId=snapshot.id)
         sweep(session, run)
-        return snapshot_json(snapshot)
+        return snapshot_view(snapshot)
 
 
 def _verified_manifest(deployment: Deployment, sha256: str) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.registry.namespaces import refuse_if_archived
+from optimize.schemas import runs as answers
+from optimize.schemas.common import BaseModelPin
 from optimize.schemas.phases import AnalysisPhase
 from optimize.schemas.plans import parse_plan
 from optimize.schemas.resolved import ResolvedReinforcement, ResolvedReward, ResolvedTerm
@@ -52,13 +54,13 @@ from optimize.training.methods import method_for, rewarded
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
-from optimize.training.server.views import metric_json, run_json, snapshot_json
+from optimize.training.server.views import metric_view, run_view, snapshot_view
 from optimize.workloads.estimates import estimate
 from optimize.workloads.lengths import lengths_file
 from optimize.workloads.throughput import estimate_scaled
 
 
-def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[answers.Run, bool]:
     """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
     A branch (training.server.branching) passes the snapshot it starts from and its restore mode."""
     if not isinstance(document, dict):
@@ -108,7 +110,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
             _wait_for_analyses(deployment, session, run_id, now, [s["analysisId"] for s in sections
                                                                   if s["status"] in ("pending", "running")])
         queue_wake(session)
-        body = run_json(run)
+        body = run_view(run)
     waits = (lambda session, analysis_id: _wait_for_analyses(deployment, session, run_id, now, [analysis_id])
              ) if state == "waiting" else None
     for reference in to_analyze:  # measured while the run waits; the check then runs before devices are claimed
@@ -128,7 +130,7 @@ def _wait_for_analyses(deployment: Deployment, session, run_id: str, submitted: 
 
 
 def dry_run(deployment: Deployment, document: Any, starts_from: str | None = None,
-            branch: dict[str, Any] | None = None) -> dict[str, Any]:
+            branch: dict[str, Any] | None = None) -> answers.DryRun:
     """Everything a submission checks, with nothing started (no run, no analysis): the resolved settings with
     their sources, the envelope verdict, the Lengths section and the datasets' diagnostics; for a reinforcement run,
     its reward on the rows' own answers and on the groups a sampling evaluation sampled from the model it starts
@@ -159,21 +161,21 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
                                           deployment, config, starts_from or entry.id, project.name,
                                           admitted.dataset.reference, sampling, groups, objects, opener, warnings,
                                           project=project.name),
-                         "estimates": estimates}
-    return {
-        "dryRun": True, "project": project.name, "baseModel": {"id": entry.id, "commit": admitted.commit},
-        "modelName": admitted.model_name, "configHash": admitted.config_hash,
-        "resolved": {"config": resolved["config"], "execution": resolved["execution"],
-                     "sources": admitted.sources, "lengths": sections},
-        "envelope": {"status": "unmeasured" if admitted.warnings else "measured",
-                     "mode": "strict" if deployment.catalog.strict_envelopes else "advisory"},
-        "warnings": warnings,
-        "source": (branch or {}).get("source"),
-        "lengthCheck": record_check(sections, state),
-        "memory": {**admitted.memory, "measuredGiB": None, "reservedGiB": None, "startCheckGiB": None, "ratio": None},
-        "diagnostics": [diagnose(reference, items, opener, limits) for reference, items in objects.items()],
+                         "estimates": estimates}  # DryRun's fields, by name
+    return answers.DryRun(
+        dry_run=True, project=project.name, base_model=BaseModelPin(id=entry.id, commit=admitted.commit),
+        model_name=admitted.model_name, config_hash=admitted.config_hash,
+        resolved={"config": resolved["config"], "execution": resolved["execution"],
+                  "sources": admitted.sources, "lengths": sections},
+        envelope=answers.EnvelopeVerdict(status="unmeasured" if admitted.warnings else "measured",
+                                         mode="strict" if deployment.catalog.strict_envelopes else "advisory"),
+        warnings=warnings,
+        source=(branch or {}).get("source"),
+        length_check=record_check(sections, state),
+        memory={**admitted.memory, "measuredGiB": None, "reservedGiB": None, "startCheckGiB": None, "ratio": None},
+        diagnostics=[diagnose(reference, items, opener, limits) for reference, items in objects.items()],
         **reinforcement,
-    }
+    )
 
 
 def _rollout_estimates(deployment: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
@@ -189,9 +191,9 @@ def _rollout_estimates(deployment: Deployment, session, admitted: Admitted, plan
 def _reward_checks(deployment: Deployment, config: ResolvedReinforcement, model: str, project: str, dataset: str,
                    sampling, groups, objects, opener, warnings: list[str]) -> dict[str, Any]:
     """The dry run's reward on the rows' own answers and on the sampled groups (on a worker of the user-code pool)."""
-    return {"rewardCheck": reward_check(config, objects[dataset], opener, deployment.blobs.held_path),
-            "groupsCheck": _groups_check(deployment, config, model, project, dataset, sampling, groups, objects, opener,
-                                         warnings)}
+    return {"reward_check": reward_check(config, objects[dataset], opener, deployment.blobs.held_path),
+            "groups_check": _groups_check(deployment, config, model, project, dataset, sampling, groups, objects,
+                                          opener, warnings)}
 
 
 def _groups_check(deployment: Deployment, config: ResolvedReinforcement, model: str, project: str, dataset: str,
@@ -320,11 +322,11 @@ def check_lengths(deployment: Deployment, session, admitted: Admitted, plan) -> 
     return sections, state, to_analyze
 
 
-def _same_submission(run: Run, digest: str) -> dict[str, Any]:
+def _same_submission(run: Run, digest: str) -> answers.Run:
     if run.submission_digest != digest:
         raise Conflict(f"submissionId {run.submission_id!r} was used for another plan (run {run.id[:12]})",
                        hint="use a new submissionId for a different plan, or leave it out")
-    return run_json(run)
+    return run_view(run)
 
 
 def find_run(session, run_id: str) -> Run:
@@ -332,42 +334,42 @@ def find_run(session, run_id: str) -> Run:
                              visible_projects(Run.project))
 
 
-def get_run(deployment: Deployment, run_id: str, settings: bool = False) -> dict[str, Any]:
+def get_run(deployment: Deployment, run_id: str, settings: bool = False) -> answers.Run:
     with deployment.store.transaction() as session:
         return run_status(deployment, session, find_run(session, run_id), settings)
 
 
-def run_status(deployment: Deployment, session, run: Run, settings: bool = False) -> dict[str, Any]:
+def run_status(deployment: Deployment, session, run: Run, settings: bool = False) -> answers.Run:
     """The run as `get` and its event stream show it: with what it waits for while it is queued."""
-    body = run_json(run, current_attempt(session, run), settings=settings)
-    body["waitingFor"] = waiting_for(session, deployment, "run", run)
-    return body
+    return run_view(run, current_attempt(session, run), settings=settings).extended(
+        waiting_for=waiting_for(session, deployment, "run", run))
 
 
 def list_runs(deployment: Deployment, project: str | None = None, phase: str | None = None,
-              include_archived: bool = False) -> list[dict[str, Any]]:
+              include_archived: bool = False) -> list[answers.RunListItem]:
     """Runs, newest first. Runs of archived projects only with `include_archived` or when their project is named;
     each row says whether its project is archived (`projectArchived`)."""
     query = project_work(Run, project, include_archived)
     if phase:
         query = query.where(Run.phase.in_(phases_asked(RUN, phase, {"open": OPEN})))
     with deployment.store.transaction() as session:
-        return [run_json(run) | {"projectArchived": archived} for run, archived in session.execute(query.limit(500))]
+        return [run_view(run).extended(answers.RunListItem, project_archived=archived)
+                for run, archived in session.execute(query.limit(500))]
 
 
-def run_metrics(deployment: Deployment, run_id: str, limit: int | None = None) -> dict[str, Any]:
+def run_metrics(deployment: Deployment, run_id: str, limit: int | None = None) -> answers.RunMetrics:
     with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         rows = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id)
                                .order_by(RunMetric.step, RunMetric.kind)).all()
-        steps = [metric_json(m) for m in rows if m.kind == "train"]
-        validation = [metric_json(m) for m in rows if m.kind == "validation"]
+        steps = [metric_view(m) for m in rows if m.kind == "train"]
+        validation = [metric_view(m) for m in rows if m.kind == "validation"]
         if limit:
             steps = steps[-limit:]
-        return {"runId": run.id, "steps": steps, "validation": validation}
+        return answers.RunMetrics(run_id=run.id, steps=steps, validation=validation)
 
 
-def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -> dict[str, Any]:
+def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -> answers.RunRollouts:
     """The rollouts recorded at `step` (default: the newest update recorded) and the updates that have some. A
     supervised or preference run is refused naming its method; a step without a record is not found, naming the
     steps with one."""
@@ -387,13 +389,13 @@ def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -
         chosen = step if step is not None else (steps[-1] if steps else None)
         record = session.get(RunRollout, (run.id, chosen)) if chosen is not None else None
         terms = ((run.resolved or {}).get("config", {}).get("reward") or {}).get("terms") or []  # as stored
-        return {
-            "runId": run.id, "method": run.method, "phase": run.phase,
-            "terms": [{"name": t["name"], "weight": t.get("weight", 1.0)} for t in terms],
-            "steps": steps, "step": chosen,
-            "attempt": record.attempt if record else None, "recordedAt": iso(record.at) if record else None,
-            "items": list(record.items) if record else [],
-        }
+        return answers.RunRollouts(
+            run_id=run.id, method=run.method, phase=run.phase,
+            terms=[answers.RolloutTerm(name=t["name"], weight=t.get("weight", 1.0)) for t in terms],
+            steps=steps, step=chosen,
+            attempt=record.attempt if record else None, recorded_at=iso(record.at) if record else None,
+            items=list(record.items) if record else [],  # as recorded
+        )
 
 
 def step_ranges(steps: list[int]) -> str:
@@ -412,9 +414,9 @@ def _article(method: str) -> str:
     return "an" if method and method[0] in "aefhilmnorsx" else "a"
 
 
-def run_snapshots(deployment: Deployment, run_id: str) -> dict[str, Any]:
+def run_snapshots(deployment: Deployment, run_id: str) -> answers.RunSnapshots:
     with deployment.store.transaction() as session:
         run = find_run(session, run_id)
         items = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
                                 .order_by(Snapshot.attempt, Snapshot.step)).all()
-        return {"runId": run.id, "snapshots": [snapshot_json(s) for s in items]}
+        return answers.RunSnapshots(run_id=run.id, snapshots=[snapshot_view(s) for s in items])

@@ -12,13 +12,14 @@ from optimize.core.access import visible_projects
 from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Deployment
 from optimize.projects.service import open_project
+from optimize.schemas import runs as answers
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
 from optimize.training.adapters import adapted_modules, weights_digest
 from optimize.training.server.completion import register_adapter
 from optimize.training.server.retention import KINDS, live_kinds, sweep
-from optimize.training.server.views import snapshot_json
+from optimize.training.server.views import snapshot_view
 
 
 def find_snapshot(session, snapshot_id: str) -> Snapshot:
@@ -28,14 +29,14 @@ def find_snapshot(session, snapshot_id: str) -> Snapshot:
                              None if visible is None else Snapshot.run_id.in_(select(Run.id).where(visible)))
 
 
-def get_snapshot(deployment: Deployment, snapshot_id: str) -> dict[str, Any]:
+def get_snapshot(deployment: Deployment, snapshot_id: str) -> answers.SnapshotDetail:
     with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
         run = session.get(Run, snapshot.run_id)
-        return {**snapshot_json(snapshot), "project": run.project, "modelName": run.model_name}
+        return snapshot_view(snapshot).extended(answers.SnapshotDetail, project=run.project, model_name=run.model_name)
 
 
-def register(deployment: Deployment, snapshot_id: str, name: str | None = None) -> dict[str, Any]:
+def register(deployment: Deployment, snapshot_id: str, name: str | None = None) -> answers.RegisteredSnapshot:
     """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
     with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
@@ -56,7 +57,7 @@ def register(deployment: Deployment, snapshot_id: str, name: str | None = None) 
                                      adapted_modules(files["adapter_config.json"]),
                                      weights_digest(files["adapter_model.safetensors"]), name)
         record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
-        return {**snapshot_json(snapshot), "model": reference}
+        return snapshot_view(snapshot).extended(answers.RegisteredSnapshot, model=reference)
 
 
 def _weights_files(deployment: Deployment, snapshot: Snapshot) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def _weights_files(deployment: Deployment, snapshot: Snapshot) -> dict[str, Any]
         for item in manifest["files"]}
 
 
-def pin(deployment: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> dict[str, Any]:
+def pin(deployment: Deployment, snapshot_id: str, kinds: list[str] | None, pinned: bool) -> answers.Snapshot:
     """Pin (or unpin) kinds of a snapshot, both it holds by default; all or nothing, and idempotent."""
     with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
@@ -92,4 +93,4 @@ def pin(deployment: Deployment, snapshot_id: str, kinds: list[str] | None, pinne
                kinds=asked)
         if not pinned:
             sweep(session, session.get(Run, snapshot.run_id))
-        return snapshot_json(snapshot)
+        return snapshot_view(snapshot)

@@ -1,0 +1,94 @@
+"""The kernel's server steps (`jobs.server_steps`): every job waiting in its kind's step phase has its step started,
+once at a time per job however often the scheduler asks, none for a job in another phase, and a step that failed
+is started again when asked next (as after a restart: the job is still in that phase)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from enum import StrEnum
+from types import SimpleNamespace
+
+import pytest
+
+from optimize.core.clock import utcnow
+from optimize.jobs import server_steps
+from optimize.jobs.server_steps import ServerStep
+from optimize.store.tables import Analysis
+from tests.conftest import migrated_store
+
+
+class Phase(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    store = migrated_store("sqlite", tmp_path)
+    yield SimpleNamespace(store=store)
+    store.dispose()
+
+
+def job(deployment, job_id: str, phase: str) -> None:
+    with deployment.store.transaction() as session:
+        session.add(Analysis(id=job_id, examples_digest=job_id, kind="chat", base_entry_id="b", base_commit="c",
+                             optimize_version="v", dataset_reference="r", phase=phase, attempt=1,
+                             created_at=utcnow()))
+
+
+def kind_with(step) -> SimpleNamespace:
+    return SimpleNamespace(name="analysis", server_step=step,
+                           lifecycle=SimpleNamespace(table=Analysis, column="phase"))
+
+
+def settle(deadline: float = 10.0) -> None:
+    """Until no step thread of this process runs."""
+    end = time.monotonic() + deadline
+    while server_steps._running and time.monotonic() < end:
+        time.sleep(0.01)
+    assert not server_steps._running
+
+
+def test_each_waiting_job_has_its_step_once_at_a_time(deployment):
+    job(deployment, "a" * 32, "running")
+    job(deployment, "b" * 32, "running")
+    job(deployment, "c" * 32, "done")
+    release = threading.Event()
+    calls: list[str] = []
+
+    def step(_deployment, job_id: str) -> None:
+        calls.append(job_id)
+        release.wait(10)
+
+    kind = kind_with(ServerStep(Phase.RUNNING, step, "test-step"))
+    for _ in range(3):  # the scheduler asks at every tick while the steps still run
+        server_steps.start_waiting(deployment, kind)
+    time.sleep(0.2)
+    release.set()
+    settle()
+    assert sorted(calls) == ["a" * 32, "b" * 32]
+
+
+def test_a_step_that_failed_is_started_again_at_the_next_tick(deployment, caplog):
+    job(deployment, "d" * 32, "running")
+    calls: list[str] = []
+
+    def step(_deployment, job_id: str) -> None:
+        calls.append(job_id)
+        if len(calls) == 1:
+            raise RuntimeError("the store went away")
+
+    kind = kind_with(ServerStep(Phase.RUNNING, step, "test-step"))
+    server_steps.start_waiting(deployment, kind)
+    settle()
+    assert "test-step of analysis " + "d" * 32 + " failed; it is tried again" in caplog.text
+    server_steps.start_waiting(deployment, kind)
+    settle()
+    assert calls == ["d" * 32, "d" * 32]
+
+
+def test_a_kind_without_a_step_starts_nothing(deployment):
+    job(deployment, "e" * 32, "running")
+    server_steps.start_waiting(deployment, kind_with(None))
+    assert not server_steps._running
