@@ -1,7 +1,10 @@
 """Unit fixtures: stand-in models for chat tests, built once per session (offline, deterministic); a store with a
-project's datasets registered, for admission's tests."""
+project's datasets registered, for admission's tests; a deployment as the kernel's readers see it, with analyses as
+plain jobs to read."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,3 +53,28 @@ def admission_session(tmp_path):
         session.flush()
         yield session
     store.dispose()
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    """What the kernel's readers take of a deployment: a fresh SQLite store and its data folder."""
+    from tests.conftest import migrated_store
+
+    store = migrated_store("sqlite", tmp_path)
+    yield SimpleNamespace(store=store, data_dir=tmp_path)
+    store.dispose()
+
+
+@pytest.fixture
+def add_analysis(deployment):
+    """Adds an analysis in a phase, a job of the kernel with nothing else to it: `add_analysis(job_id, phase)`."""
+    from optimize.core.clock import utcnow
+    from optimize.store.tables import Analysis
+
+    def add(job_id: str, phase: str) -> None:
+        with deployment.store.transaction() as session:
+            session.add(Analysis(id=job_id, examples_digest=job_id, kind="chat", base_entry_id="b", base_commit="c",
+                                 optimize_version="v", dataset_reference="r", phase=phase, attempt=1,
+                                 created_at=utcnow()))
+
+    return add

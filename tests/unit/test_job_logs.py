@@ -4,15 +4,11 @@ job or attempt that does not exist refused (404) naming the attempts that have a
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
-from optimize.core.clock import utcnow
 from optimize.core.errors import NotFound
 from optimize.jobs.logs import LOGS, attempts, log_path, read_chunk, read_log
-from optimize.store.tables import Analysis
-from tests.conftest import migrated_store, shown
+from tests.conftest import shown
 
 JOB = "0123456789abcdef0123456789abcdef"
 
@@ -108,23 +104,9 @@ def test_an_attempt_without_a_log_is_refused_naming_those_that_have_one(tmp_path
     assert (empty.attempt, empty.attempts, empty.text, empty.next_offset) == (None, [], "", 0)
 
 
-@pytest.fixture
-def deployment(tmp_path):
-    store = migrated_store("sqlite", tmp_path)
-    yield SimpleNamespace(store=store, data_dir=tmp_path)
-    store.dispose()
-
-
-def _analysis(deployment, job_id: str, phase: str) -> None:
-    with deployment.store.transaction() as session:
-        session.add(Analysis(id=job_id, examples_digest=job_id, kind="chat", base_entry_id="b", base_commit="c",
-                             optimize_version="v", dataset_reference="r", phase=phase, attempt=1,
-                             created_at=utcnow()))
-
-
-def test_read_log_finds_the_job_by_prefix_and_says_whether_it_is_settled(deployment):
-    _analysis(deployment, "a1" * 16, "running")
-    _analysis(deployment, "b2" * 16, "done")
+def test_read_log_finds_the_job_by_prefix_and_says_whether_it_is_settled(deployment, add_analysis):
+    add_analysis("a1" * 16, "running")
+    add_analysis("b2" * 16, "done")
     write(deployment.data_dir / LOGS, 1, "measuring\n", kind="analysis", job="a1" * 16)
     answer = shown(read_log(deployment, "analysis", "A1A1A1"))  # a prefix, in any case
     assert answer == {"kind": "analysis", "id": "a1" * 16, "phase": "running", "attempt": 1, "attempts": [1],

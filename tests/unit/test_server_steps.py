@@ -9,32 +9,14 @@ import time
 from enum import StrEnum
 from types import SimpleNamespace
 
-import pytest
-
-from optimize.core.clock import utcnow
 from optimize.jobs import server_steps
 from optimize.jobs.server_steps import ServerStep
 from optimize.store.tables import Analysis
-from tests.conftest import migrated_store
 
 
 class Phase(StrEnum):
     RUNNING = "running"
     DONE = "done"
-
-
-@pytest.fixture
-def deployment(tmp_path):
-    store = migrated_store("sqlite", tmp_path)
-    yield SimpleNamespace(store=store)
-    store.dispose()
-
-
-def job(deployment, job_id: str, phase: str) -> None:
-    with deployment.store.transaction() as session:
-        session.add(Analysis(id=job_id, examples_digest=job_id, kind="chat", base_entry_id="b", base_commit="c",
-                             optimize_version="v", dataset_reference="r", phase=phase, attempt=1,
-                             created_at=utcnow()))
 
 
 def kind_with(step) -> SimpleNamespace:
@@ -50,10 +32,10 @@ def settle(deadline: float = 10.0) -> None:
     assert not server_steps._running
 
 
-def test_each_waiting_job_has_its_step_once_at_a_time(deployment):
-    job(deployment, "a" * 32, "running")
-    job(deployment, "b" * 32, "running")
-    job(deployment, "c" * 32, "done")
+def test_each_waiting_job_has_its_step_once_at_a_time(deployment, add_analysis):
+    add_analysis("a" * 32, "running")
+    add_analysis("b" * 32, "running")
+    add_analysis("c" * 32, "done")
     release = threading.Event()
     calls: list[str] = []
 
@@ -70,8 +52,8 @@ def test_each_waiting_job_has_its_step_once_at_a_time(deployment):
     assert sorted(calls) == ["a" * 32, "b" * 32]
 
 
-def test_a_step_that_failed_is_started_again_at_the_next_tick(deployment, caplog):
-    job(deployment, "d" * 32, "running")
+def test_a_step_that_failed_is_started_again_at_the_next_tick(deployment, add_analysis, caplog):
+    add_analysis("d" * 32, "running")
     calls: list[str] = []
 
     def step(_deployment, job_id: str) -> None:
@@ -88,7 +70,7 @@ def test_a_step_that_failed_is_started_again_at_the_next_tick(deployment, caplog
     assert calls == ["d" * 32, "d" * 32]
 
 
-def test_a_kind_without_a_step_starts_nothing(deployment):
-    job(deployment, "e" * 32, "running")
+def test_a_kind_without_a_step_starts_nothing(deployment, add_analysis):
+    add_analysis("e" * 32, "running")
     server_steps.start_waiting(deployment, kind_with(None))
     assert not server_steps._running
