@@ -324,7 +324,7 @@ class Cli:
 
 
 def _takes_server(args: tuple[str, ...]) -> bool:
-    return "--help" not in args and args[:2] != ("server", "start")
+    return "--help" not in args and args[:1] != ("--version",) and args[:2] != ("server", "start")
 
 
 @pytest.fixture

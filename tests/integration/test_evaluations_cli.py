@@ -127,6 +127,9 @@ def test_refusals_name_what_to_change(labelled, sqlite_server, capsys):
     assert other.code == 1 and f"belongs to project {labelled['name']}" in other.err
     missing = client.post("/v1/training/evaluations", json={"model": labelled["model"], "dataset": "nope"})
     assert missing.status_code == 404
+    nowhere = cli("training", "evaluations", "start", "--model", labelled["model"], "--dataset", "tickets",
+                  "--device-profile", "h100")
+    assert nowhere.code == 1 and "deviceProfile 'h100' is not a device profile of this deployment" in nowhere.err
     assert len(client.get("/v1/training/evaluations").json()["evaluations"]) == before
 
     # a row whose answer calls tools is refused by its line once the worker reads it

@@ -86,3 +86,27 @@ def test_archived_namespace_still_resolves(cli, selected):
         assert cli.json("registry", "models", "get", MODEL)["versionCount"] == 1
     finally:
         cli.ok("registry", "namespaces", "unarchive", "optimize")
+
+
+def test_an_alias_names_a_version_and_keeps_who_moved_it(cli, selected):
+    """Last in this file: the alias stays on the session's server."""
+    moved = cli.json("registry", "models", "alias", "set", f"{MODEL}:champion", "--version", "v1")
+    assert (moved["moved"], moved["reference"], moved["managed"]) == (True, f"{MODEL}:v1", False)
+    assert "already points at optimize/tiny-llama-3.2:v1" in cli.ok(
+        "registry", "models", "alias", "set", f"{MODEL}:Champion", "--version", "latest").out
+    got = cli.json("registry", "models", "alias", "get", f"{MODEL}:champion")
+    assert [(h["version"], h["by"]) for h in got["history"]] == [(1, "admin")]
+    assert "v1  since" in cli.ok("registry", "models", "alias", "get", f"{MODEL}:champion").out
+    assert cli.json("registry", "models", "get", f"{MODEL}:champion")["reference"] == f"{MODEL}:v1"
+    detail = cli.json("registry", "models", "get", MODEL)
+    assert [(m["alias"], m["from"], m["to"], m["by"]) for m in detail["aliasMoves"]] == [
+        ("champion", None, 1, "admin")]
+    assert "ALIAS" in cli.ok("registry", "models", "get", MODEL).out
+    assert "champion" in cli.json("registry", "models", "versions", MODEL)["versions"][0]["aliases"]
+    missing = cli("registry", "models", "alias", "get", f"{MODEL}:canary")
+    assert missing.code == 1 and f"model {MODEL} has no alias 'canary'" in missing.err
+    assert f"akka registry models alias set {MODEL}:canary --version vN" in missing.err
+    managed = cli("registry", "models", "alias", "set", f"{MODEL}:latest", "--version", "v1")
+    assert managed.code == 1 and "alias 'latest' is managed by the registry" in managed.err
+    nowhere = cli("registry", "models", "alias", "set", f"{MODEL}:champion", "--version", "v7")
+    assert nowhere.code == 1 and f"model {MODEL} has no version v7" in nowhere.err

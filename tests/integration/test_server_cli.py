@@ -124,6 +124,16 @@ def test_entry_points_run(entry):
     assert done.returncode == 0 and "datasets" in done.stdout
 
 
+def test_the_version_is_printed_and_answered_as_json(capsys):
+    from optimize import __version__
+    from tests.conftest import Cli
+
+    cli = Cli(capsys, "http://127.0.0.1:9")  # no server needed
+    assert cli.ok("version").out.strip() == __version__
+    assert cli.ok("--version").out.strip() == __version__
+    assert cli.json("version") == {"version": __version__}
+
+
 def test_usage_error_exits_two():
     done = subprocess.run([sys.executable, "-m", "optimize", "registry", "datasets", "get"], capture_output=True,
                           text=True, timeout=60)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from optimize.core.access import AccessLimits, limited_to
 from optimize.core.errors import Invalid, NotFound, Refused
-from optimize.registry import models
+from optimize.registry import aliases, models
 from optimize.registry.namespaces import set_archived
+from optimize.registry.nouns import MODELS
 from optimize.store import migrate
 from optimize.store.db import Store
 from optimize.store.tables import Event
@@ -137,3 +139,32 @@ def test_bad_names_and_variants_are_refused(store):
             models.register_version(session, "proj", "bad name", variant="BASE", descriptor={}, lineage={})
         with pytest.raises(Invalid, match="is not of the form OWNER/NAME"):
             models.register_base_model(session, "no-owner", COMMIT, "x")
+
+
+def test_model_aliases_move_with_who_moved_them_and_name_a_version_everywhere(store):
+    select_base(store)
+    adapter(store, "run1")
+    adapter(store, "run2", rank=16)
+    with limited_to(AccessLimits(token_name="alice", token_id="t1")):
+        moved = shown(aliases.set_alias(store, MODELS, "proj", "triage", "champion", "v1"))
+    assert (moved["moved"], moved["reference"], moved["history"][0]["by"]) == (True, "proj/triage:v1", "alice")
+    with limited_to(AccessLimits(token_name="bob", token_id="t2")):
+        aliases.set_alias(store, MODELS, "proj", "triage", "candidate", "latest")
+        aliases.set_alias(store, MODELS, "proj", "triage", "champion", "candidate")
+    champion = shown(aliases.get_alias(store, MODELS, "proj", "triage", "champion"))
+    assert [(h["version"], h["by"]) for h in champion["history"]] == [(1, "alice"), (2, "bob")]
+    assert models.get_model(store, "proj", "triage", "champion").reference == "proj/triage:v2"
+    with store.transaction() as session:
+        _model, version = models.resolve_model_reference(session, "proj/triage:champion")
+        assert version.version == 2  # what a job resolves at submission and records as proj/triage:v2
+    detail = shown(models.read_model(store, "proj", "triage"))
+    assert set(detail["aliases"]) == {"latest", "candidate", "champion"}
+    assert [(m["alias"], m["from"], m["to"], m["by"]) for m in detail["aliasMoves"]] == [
+        ("champion", None, 1, "alice"), ("candidate", None, 2, "bob"), ("champion", 1, 2, "bob")]
+    assert [v["aliases"] for v in detail["versions"]][1] == []
+    with pytest.raises(NotFound, match="model proj/triage has no alias 'canary'") as missing:
+        aliases.get_alias(store, MODELS, "proj", "triage", "canary")
+    assert missing.value.hint == "point it at a version with: akka registry models alias set proj/triage:canary " \
+                                 "--version vN"
+    with pytest.raises(Invalid, match="alias 'latest' is managed by the registry"):
+        aliases.set_alias(store, MODELS, "proj", "triage", "latest", "v1")

@@ -67,6 +67,7 @@ class WidgetAliasMove(Base):
     alias: Mapped[str] = mapped_column(String(64))
     version_id: Mapped[int] = mapped_column(Integer)
     moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    moved_by: Mapped[str | None] = mapped_column(String(64))
 
 
 class WidgetVersionView(Answer):
@@ -223,7 +224,7 @@ def test_the_registrys_declarations_name_columns_their_tables_have(kind):
     assert declared <= columns(kind.version)
     if kind.aliases is not None:
         assert {kind.owner_column, "alias", "version_id"} <= columns(kind.aliases.pointer)
-        assert {kind.owner_column, "alias", "version_id", "moved_at"} <= columns(kind.aliases.move)
+        assert {kind.owner_column, "alias", "version_id", "moved_at", "moved_by"} <= columns(kind.aliases.move)
 
 
 def test_registrations_at_once_take_numbers_one_at_a_time(store):

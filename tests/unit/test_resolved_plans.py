@@ -195,3 +195,20 @@ def test_a_branch_states_its_parent_s_resolved_plan_as_a_plan(session):
     child_plan = admitted(session, {**child, "config": {**config, "reward": PLANS["grpo"]["reward"]}}).resolved
     assert child_plan.config.model == resolved.config.model and child_plan.config.method == "grpo"
     assert child_plan.execution == resolved.execution
+
+
+def test_a_branch_into_another_method_records_the_lora_settings_of_the_adapter_it_trains(session):
+    """A supervised rank-16 adapter trained on by grpo (a weights branch): the child's plan and resolved config
+    say rank 16, the adapter that trains, not the reinforcement defaults."""
+    from optimize.store.tables import Run
+    from optimize.training.server.branching import child_document
+
+    lora = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": "all-linear"}
+    parent_plan = {**PLANS["sft"], "hyperparams": {**PLANS["sft"]["hyperparams"], "lora": lora}}
+    stored = admitted(session, document(parent_plan)).resolved.document()
+    parent = Run(id="q" * 32, project="proj", method="sft", base_entry_id=MODEL, model_name="m", resolved=stored,
+                 dataset_reference="proj/chat:v1", validation_reference=None)
+    child = child_document(parent, {"method": "grpo", "reward": PLANS["grpo"]["reward"]}, max_steps=2, epochs=None)
+    assert "hyperparams" not in child["config"] and child["config"]["rlHyperparams"]["lora"]["rank"] == 16
+    resolved = admitted(session, child).resolved
+    assert (resolved.config.rl_hyperparams.lora.rank, resolved.config.rl_hyperparams.lora.alpha) == (16, 32)

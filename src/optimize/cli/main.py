@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import Annotated
 
 import typer
 
 from optimize import __version__
 from optimize.cli.commands import auth, registry, server, training
-from optimize.cli.output import CommandFailed, activate, print_error
+from optimize.cli.common import command
+from optimize.cli.output import CommandFailed, Output, activate, print_error
 from optimize.core.environment import setting
 
 app = typer.Typer(
@@ -37,10 +39,22 @@ optimize_app.add_typer(training.app, name="training")
 app.add_typer(optimize_app, name="optimize")
 
 
-@app.command("version")
-def version() -> None:
-    """Print the Optimize version."""
-    print(__version__)
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                               help="Print the Optimize version and exit.")] = False) -> None:
+    """Optimize: register datasets, train, evaluate and serve open-weight models."""
+
+
+@command(app, "version")
+def version(out: Output) -> None:
+    """Print the Optimize version (`-o json`: {"version": …})."""
+    out.emit({"version": __version__}, lambda con, data: con.print(data["version"], highlight=False))
 
 
 @functools.cache

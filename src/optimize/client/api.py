@@ -166,11 +166,12 @@ class Evaluations(_Resource):
     def start(self, *, model: str, dataset: str, grader: str = "json-label-match", project: str | None = None,
               max_new_tokens: int | None = None, grader_instructions: str | None = None,
               generations: int | None = None, temperature: float | None = None, seed: int | None = None,
-              rows: int | None = None) -> Json:
+              rows: int | None = None, device_profile: str | None = None) -> Json:
         body = {"model": model, "dataset": dataset, "grader": grader, "project": project,
                 "maxNewTokens": max_new_tokens, "graderInstructions": grader_instructions,
                 **{name: value for name, value in (("generations", generations), ("temperature", temperature),
-                                                   ("seed", seed), ("rows", rows)) if value is not None}}
+                                                   ("seed", seed), ("rows", rows), ("deviceProfile", device_profile))
+                   if value is not None}}
         return self._http.post(self.ROOT, json=body)
 
     def get(self, evaluation: str) -> Json:
@@ -436,7 +437,8 @@ class Namespaces(_Resource):
 
 
 class _Artifacts(_Resource):
-    """What datasets, models and bundles share: an artifact per NS/NAME, its versions, a version by selector."""
+    """What datasets, models and bundles share: an artifact per NS/NAME, its versions, a version by selector, its
+    aliases."""
 
     def _artifact(self, reference: Reference) -> str:
         return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
@@ -447,6 +449,14 @@ class _Artifacts(_Resource):
         if reference.selector != "latest":
             path += f"/versions/{segment(reference.selector)}"
         return self._http.get(path)
+
+    def get_alias(self, reference: Reference, alias: str) -> Json:
+        """The version the alias points at, every version it pointed at before, and who moved it."""
+        return self._http.get(f"{self._artifact(reference)}/aliases/{segment(alias)}")
+
+    def set_alias(self, reference: Reference, alias: str, *, version: str) -> Json:
+        """Point the alias at `version` (vN, another alias or sha256:HEX); its history is kept."""
+        return self._http.put(f"{self._artifact(reference)}/aliases/{segment(alias)}", json={"version": version})
 
 
 class Datasets(_Artifacts):
@@ -459,14 +469,6 @@ class Datasets(_Artifacts):
 
     def versions(self, reference: Reference) -> Json:
         return self._http.get(self._artifact(reference) + "/versions")
-
-    def get_alias(self, reference: Reference, alias: str) -> Json:
-        """The version the alias points at, and every version it pointed at before."""
-        return self._http.get(f"{self._artifact(reference)}/aliases/{segment(alias)}")
-
-    def set_alias(self, reference: Reference, alias: str, *, version: str) -> Json:
-        """Point the alias at `version` (vN); its history is kept."""
-        return self._http.put(f"{self._artifact(reference)}/aliases/{segment(alias)}", json={"version": version})
 
 
 class Models(_Artifacts):
@@ -524,14 +526,6 @@ class Bundles(_Artifacts):
 
     def versions(self, reference: Reference) -> Json:
         return self._http.get(self._artifact(reference) + "/versions")
-
-    def get_alias(self, reference: Reference, alias: str) -> Json:
-        """The version the alias points at, and every version it pointed at before."""
-        return self._http.get(f"{self._artifact(reference)}/aliases/{segment(alias)}")
-
-    def set_alias(self, reference: Reference, alias: str, *, version: str) -> Json:
-        """Point the alias at `version` (vN); its history is kept."""
-        return self._http.put(f"{self._artifact(reference)}/aliases/{segment(alias)}", json={"version": version})
 
     def archive(self, reference: Reference, sha256: str) -> Json:
         """Whether the registry holds the archive whose bytes hash to `sha256` (`held`): then none need be sent."""

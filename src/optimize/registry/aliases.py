@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from optimize.core.access import current_token
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound
 from optimize.core.names import check_alias
@@ -26,10 +27,13 @@ def _tables(kind: ArtifactKind) -> AliasTables:
 
 
 def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, version: Any) -> bool:
-    """Point `alias` of `owner` at `version`, keeping its history; returns whether it moved."""
+    """Point `alias` of `owner` at `version`, keeping its history and who moved it (the name of the request's
+    token; none when the server moves it on its own); returns whether it moved."""
     tables = _tables(kind)
     alias = check_alias(alias)
     now = utcnow()
+    token = current_token()
+    by = token[1] if token is not None else None
     pointer = session.get(tables.pointer, (owner.id, alias))
     if pointer is not None and pointer.version_id == version.id:
         return False
@@ -39,8 +43,9 @@ def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, ver
     else:
         pointer.version_id = version.id
         pointer.updated_at = now
-    session.add(tables.move(**{kind.owner_column: owner.id}, alias=alias, version_id=version.id, moved_at=now))
-    record(session, artifacts.subject(kind, owner), "alias-moved", alias=alias, version=version.version)
+    session.add(tables.move(**{kind.owner_column: owner.id}, alias=alias, version_id=version.id, moved_at=now,
+                            moved_by=by))
+    record(session, artifacts.subject(kind, owner), "alias-moved", alias=alias, version=version.version, by=by)
     return True
 
 
@@ -80,17 +85,35 @@ def alias_view(session: Session, kind: ArtifactKind, owner: Any, alias: str) -> 
     pointer = session.get(tables.pointer, (owner.id, alias))
     current = session.get(kind.version, pointer.version_id)
     moves = session.execute(
-        select(tables.move.moved_at, kind.version.version)
+        select(tables.move.moved_at, kind.version.version, tables.move.moved_by)
         .join(kind.version, kind.version.id == tables.move.version_id)
         .where(getattr(tables.move, kind.owner_column) == owner.id, tables.move.alias == alias)
         .order_by(tables.move.id))
     return kind.answers.alias(alias=alias, managed=False, reference=artifacts.reference(owner, current),
                               version=current.version,
-                              history=[{"version": version, "since": iso(moved_at)} for moved_at, version in moves])
+                              history=[{"version": version, "since": iso(moved_at), "by": by}
+                                       for moved_at, version, by in moves])
+
+
+def alias_moves(session: Session, kind: ArtifactKind, owner: Any) -> list[dict[str, Any]]:
+    """Every move of every alias of `owner`, oldest first: the alias, the version it moved from (null: it was
+    new) and to, who moved it and when."""
+    tables = _tables(kind)
+    rows = session.execute(
+        select(tables.move.alias, kind.version.version, tables.move.moved_by, tables.move.moved_at)
+        .join(kind.version, kind.version.id == tables.move.version_id)
+        .where(getattr(tables.move, kind.owner_column) == owner.id)
+        .order_by(tables.move.id))
+    moves, last = [], {}
+    for alias, version, by, at in rows:
+        moves.append({"alias": alias, "from": last.get(alias), "to": version, "by": by, "at": iso(at)})
+        last[alias] = version
+    return moves
 
 
 def latest_view(kind: ArtifactKind, owner: Any, versions: list[Any]) -> Answer:
     """`latest`, the alias the registry keeps on the newest version; its history is every version."""
     return kind.answers.alias(alias="latest", managed=True, reference=artifacts.reference(owner, versions[-1]),
                               version=versions[-1].version,
-                              history=[{"version": v.version, "since": iso(v.created_at)} for v in versions])
+                              history=[{"version": v.version, "since": iso(v.created_at), "by": None}
+                                       for v in versions])

@@ -72,7 +72,8 @@ class ViewModels:
 
 @dataclass(frozen=True)
 class AliasTables:
-    """Where a noun keeps its aliases: the pointer (owner id, alias) → version id, and every move of one."""
+    """Where a noun keeps its aliases: the pointer (owner id, alias) → version id, and every move of one (the
+    version, when, and `moved_by`: the name of the token that moved it)."""
 
     pointer: Any
     move: Any

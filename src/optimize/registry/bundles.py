@@ -256,11 +256,3 @@ def _register_once(registry: Registry, namespace: str, name: str, sha256: str, s
 def move_alias(session: Session, bundle: Bundle, alias: str, version: BundleVersion) -> bool:
     """Point `alias` at `version`, keeping its history; returns whether it moved."""
     return aliases.move_alias(session, BUNDLES, bundle, alias, version)
-
-
-def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> answers.BundleAliasMoved:
-    return aliases.set_alias(store, BUNDLES, namespace, name, alias, selector)
-
-
-def get_alias(store: Store, namespace: str, name: str, alias: str) -> answers.BundleAlias:
-    return aliases.get_alias(store, BUNDLES, namespace, name, alias)

@@ -120,11 +120,3 @@ def list_datasets(store: Store, namespace: str | None, include_archived: bool) -
 def move_alias(session: Session, dataset: Dataset, alias: str, version: DatasetVersion) -> bool:
     """Point `alias` at `version`, keeping its history; returns whether it moved."""
     return aliases.move_alias(session, DATASETS, dataset, alias, version)
-
-
-def set_alias(store: Store, namespace: str, name: str, alias: str, selector: str) -> answers.AliasMoved:
-    return aliases.set_alias(store, DATASETS, namespace, name, alias, selector)
-
-
-def get_alias(store: Store, namespace: str, name: str, alias: str) -> answers.DatasetAlias:
-    return aliases.get_alias(store, DATASETS, namespace, name, alias)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from optimize.core.errors import Invalid
 from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference
-from optimize.registry import artifact_views, artifacts
+from optimize.registry import aliases, artifact_views, artifacts
 from optimize.registry.nouns import MODELS
 from optimize.schemas import registry as answers
 from optimize.store.db import Store
@@ -98,7 +98,7 @@ def _get_model(session: Session, namespace: str, name: str) -> Model:
 
 
 def _resolve_version(session: Session, model: Model, selector: str) -> ModelVersion:
-    """The version a selector names: `latest`, `vN` or `sha256:HEX` (models have no movable aliases yet)."""
+    """The version a selector names: `latest`, `vN`, `sha256:HEX` or an alias."""
     return artifacts.resolve_version(session, MODELS, model, selector)
 
 
@@ -110,6 +110,19 @@ def resolve_model_reference(session: Session, reference: Reference | str) -> tup
 def get_model(store: Store, namespace: str, name: str, selector: str) -> answers.ModelVersionDetail:
     """A version with its model's version count."""
     return artifact_views.read_version(store, MODELS, namespace, name, selector)
+
+
+def read_model(store: Store, namespace: str, name: str) -> answers.ModelDetail:
+    """The newest version, every version, and every move of the model's aliases."""
+    with store.transaction() as session:
+        model = _get_model(session, namespace, name)
+        newest = artifact_views.detail(session, MODELS, model, _resolve_version(session, model, "latest"))
+        return newest.extended(answers.ModelDetail,
+                               versions=artifact_views.version_list(session, MODELS, model,
+                                                                    artifacts.newest_first(session, MODELS, model)),
+                               alias_moves=aliases.alias_moves(session, MODELS, model))
+
+
 
 
 def _base_model_matcher(session: Session, base_model: str):

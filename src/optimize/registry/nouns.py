@@ -18,6 +18,8 @@ from optimize.store.tables import (
     DatasetAliasMove,
     DatasetVersion,
     Model,
+    ModelAlias,
+    ModelAliasMove,
     ModelVersion,
 )
 
@@ -55,15 +57,19 @@ BUNDLES = ArtifactKind(
     aliases=AliasTables(BundleAlias, BundleAliasMove), stored_bytes="size_bytes",
 )
 
-# Models have no movable aliases yet: a version is named by vN, sha256:HEX or latest.
+# Models: a version is named by vN, sha256:HEX, latest or an alias users move (`candidate`, `champion`, …).
 MODELS = ArtifactKind(
     noun="model", plural="models", owner=Model, version=ModelVersion, owner_column="model_id",
     wording=Wording(name="model name",
                     missing_hint=lambda _label: "a model is registered by selecting a base model (akka training "
                                                 "base-models select) or by a completed training run",
-                    empty_hint=_list_hint("models")),
-    answers=ViewModels(answers.ModelVersion, answers.ModelVersionDetail, answers.ModelSummary),
+                    empty_hint=_list_hint("models"),
+                    no_alias_hint=lambda label, alias: f"point it at a version with: akka registry models alias set "
+                                                       f"{label}:{alias} --version vN"),
+    answers=ViewModels(answers.ModelVersion, answers.ModelVersionDetail, answers.ModelSummary, answers.ModelAlias,
+                       answers.ModelAliasMoved),
     registered="registered", fields=model_fields, lineage="lineage",
+    aliases=AliasTables(ModelAlias, ModelAliasMove),
 )
 
 NOUNS = (DATASETS, MODELS, BUNDLES)

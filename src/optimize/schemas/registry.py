@@ -170,6 +170,9 @@ class DatasetVersionList(Answer):
 class AliasHistoryItem(Answer):
     version: int = Field(description="The version the alias pointed at")
     since: str | None = Field(description="From when (ISO 8601, UTC)")
+    by: str | None = Field(default=None, description="Who moved it there: the name of the token that asked; null for "
+                                                     "latest (the registry's own) and moves made before names were "
+                                                     "kept")
 
 
 class DatasetAlias(Answer):
@@ -189,6 +192,16 @@ class AliasMoved(DatasetAlias):
 
 
 # --- models -------------------------------------------------------------------------------------------------
+
+
+class ModelAlias(DatasetAlias):
+    """Where a model's alias points (`candidate`, `champion`, …), where it pointed before, and who moved it."""
+
+
+class ModelAliasMoved(ModelAlias):
+    """A model's alias after it was set."""
+
+    moved: bool = Field(description="Whether this request moved it (false when it already pointed there)")
 
 
 class Producer(Answer):
@@ -222,10 +235,24 @@ class ModelVersionDetail(ModelVersion):
     version_count: int = Field(description="Versions the model has")
 
 
+class AliasMoveRecord(Answer):
+    """One move of an alias: which, from and to which version, by whom, when."""
+
+    alias: str = Field(description="The alias moved")
+    from_: int | None = Field(alias="from", description="The version it pointed at before; null: it was set for the "
+                                                         "first time")
+    to: int = Field(description="The version it points at since")
+    by: str | None = Field(description="The name of the token that moved it; null for moves made before names were "
+                                       "kept")
+    at: str = Field(description="When (ISO 8601, UTC)")
+
+
 class ModelDetail(ModelVersionDetail):
-    """A model's newest version, with every version."""
+    """A model's newest version, with every version and every move of its aliases."""
 
     versions: list[ModelVersion] = Field(description="The model's versions, newest first")
+    alias_moves: list[AliasMoveRecord] = Field(description="Every move of the model's aliases (candidate, champion, "
+                                                           "…), oldest first; latest moves with each registration")
 
 
 class ModelSummary(Answer):

@@ -129,6 +129,7 @@ class DatasetAliasMove(Base):
     alias: Mapped[str] = mapped_column(String(64))
     version_id: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
     moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    moved_by: Mapped[str | None] = mapped_column(String(64))  # the token's name; null: the server, or not kept
 
 
 class UploadSession(Base):
@@ -373,6 +374,31 @@ class ModelVersion(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
+class ModelAlias(Base):
+    """Where a model's alias points now (`candidate`, `champion`, …); `latest` is the newest version, kept by the
+    registry and never stored here."""
+
+    __tablename__ = "model_aliases"
+
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ModelAliasMove(Base):
+    """Model alias history: every version an alias pointed at, oldest first, and who moved it."""
+
+    __tablename__ = "model_alias_moves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    alias: Mapped[str] = mapped_column(String(64))
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"))
+    moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    moved_by: Mapped[str | None] = mapped_column(String(64))
+
+
 class Evaluation(Base):
     """One evaluation: a model's answers to a dataset's prompts, scored by a grader, as a job on a device."""
 
@@ -567,6 +593,7 @@ class BundleAliasMove(Base):
     alias: Mapped[str] = mapped_column(String(64))
     version_id: Mapped[int] = mapped_column(ForeignKey("bundle_versions.id"))
     moved_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    moved_by: Mapped[str | None] = mapped_column(String(64))
 
 
 class RunRollout(Base):

@@ -7,14 +7,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from optimize.api.alias_routes import add_alias_routes
 from optimize.api.bodies import streamed_body
 from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.api.lanes import in_user_code_pool
 from optimize.evaluation import service as evaluations
 from optimize.registry import bundle_checks, bundles
+from optimize.registry.nouns import BUNDLES
 from optimize.schemas.bundles import (
-    BundleAlias,
-    BundleAliasMoved,
     BundleArchive,
     BundleCheck,
     BundleCheckRequest,
@@ -25,9 +25,9 @@ from optimize.schemas.bundles import (
     RegisteredBundle,
 )
 from optimize.schemas.evaluations import EvaluationRequest
-from optimize.schemas.registry import AliasMove
 
 router = APIRouter(prefix="/v1/registry/bundles", tags=["registry"])
+add_alias_routes(router, BUNDLES)  # GET and PUT …/{namespace}/{name}/aliases/{alias}
 
 # Hand bytes to the receiving thread in pieces of this size (as dataset shards are).
 BATCH_BYTES = 1024 * 1024
@@ -98,14 +98,6 @@ def get_version(namespace: str, name: str, selector: str, registry: RegistryDep)
     return bundles.read_version(registry, namespace, name, selector)
 
 
-@router.get("/{namespace}/{name}/aliases/{alias}", response_model=BundleAlias)
-def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> BundleAlias:
-    return bundles.get_alias(registry.store, namespace, name, alias)
-
-
-@router.put("/{namespace}/{name}/aliases/{alias}", response_model=BundleAliasMoved)
-def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> BundleAliasMoved:
-    return bundles.set_alias(registry.store, namespace, name, alias, body.version)
 
 
 @router.get("/{namespace}/{name}/archives/{sha256}", response_model=BundleArchive)

@@ -6,14 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from optimize.api.alias_routes import add_alias_routes
 from optimize.api.deps import RegistryDep
 from optimize.api.params import Limit
 from optimize.registry import datasets
+from optimize.registry.nouns import DATASETS
 from optimize.registry.rows import MOST_ROWS, PAGE_ROWS, read_rows
 from optimize.schemas.registry import (
-    AliasMove,
-    AliasMoved,
-    DatasetAlias,
     DatasetList,
     DatasetRows,
     DatasetVersionDetail,
@@ -21,6 +20,7 @@ from optimize.schemas.registry import (
 )
 
 router = APIRouter(prefix="/v1/registry/datasets", tags=["registry"])
+add_alias_routes(router, DATASETS)  # GET and PUT …/{namespace}/{name}/aliases/{alias}
 
 
 @router.get("", response_model=DatasetList)
@@ -53,11 +53,3 @@ def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
                      min(limit or PAGE_ROWS, MOST_ROWS))
 
 
-@router.get("/{namespace}/{name}/aliases/{alias}", response_model=DatasetAlias)
-def get_alias(namespace: str, name: str, alias: str, registry: RegistryDep) -> DatasetAlias:
-    return datasets.get_alias(registry.store, namespace, name, alias)
-
-
-@router.put("/{namespace}/{name}/aliases/{alias}", response_model=AliasMoved)
-def set_alias(namespace: str, name: str, alias: str, body: AliasMove, registry: RegistryDep) -> AliasMoved:
-    return datasets.set_alias(registry.store, namespace, name, alias, body.version)

@@ -1,5 +1,5 @@
-"""Registry models: list, get (newest version with the version list), versions (filtered), one version, and a
-version's files (the list, and each file's bytes) for downloads."""
+"""Registry models: list, get (newest version with the version list and alias moves), versions (filtered), one
+version, its aliases, and a version's files (the list, and each file's bytes) for downloads."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 
+from optimize.api.alias_routes import add_alias_routes
 from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.core.digests import verified_chunks
 from optimize.core.errors import Invalid
 from optimize.registry import model_files, models
+from optimize.registry.nouns import MODELS
 from optimize.schemas.models import ModelFiles
 from optimize.schemas.registry import ModelDetail, ModelList, ModelVersionDetail, ModelVersionList
 
 router = APIRouter(prefix="/v1/registry/models", tags=["registry"])
+add_alias_routes(router, MODELS)  # GET and PUT …/{namespace}/{name}/aliases/{alias}
 
 
 @router.get("", response_model=ModelList)
@@ -32,8 +35,8 @@ def list_models(
 
 @router.get("/{namespace}/{name}", response_model=ModelDetail)
 def get_model(namespace: str, name: str, registry: RegistryDep) -> ModelDetail:
-    return models.get_model(registry.store, namespace, name, "latest").extended(
-        ModelDetail, versions=models.list_versions(registry.store, namespace, name))
+    """The newest version, every version, and every move of the model's aliases."""
+    return models.read_model(registry.store, namespace, name)
 
 
 @router.get("/{namespace}/{name}/versions", response_model=ModelVersionList)

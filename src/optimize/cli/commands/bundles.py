@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from optimize.cli.commands.aliases import alias_group
 from optimize.cli.common import client_for, command, parse_ref_argument
 from optimize.cli.output import Output, console
 from optimize.cli.render import DASH, age, footer, table
@@ -16,8 +17,7 @@ from optimize.scoring.groups import MOSTLY_CONSTANT
 
 app = typer.Typer(help="Scoring bundles (immutable ZIP archives of Python modules and data): register, read, list, "
                        "alias.", no_args_is_help=True)
-alias_app = typer.Typer(help="Move and read bundle aliases.", no_args_is_help=True)
-app.add_typer(alias_app, name="alias")
+app.add_typer(alias_group("bundle", "bundles"), name="alias")
 
 _FILE_HELP = ("The bundle's directory (packaged deterministically: every file, hidden and cache files included, and "
               "empty directories; symbolic links refused) or a ZIP file, sent exactly as it is.")
@@ -130,39 +130,6 @@ def _with_sampled(api, out: Output, report: dict) -> dict:
     return {**report, "sampling": {**sampling, "evaluation": evaluation}}
 
 
-@command(alias_app, "set")
-def alias_set(
-    out: Output,
-    target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")],
-    version: Annotated[str, typer.Option("--version", help="The version to point at (vN).")],
-) -> None:
-    """Point an alias at a version; its history is kept."""
-    ref, alias = _alias_target(target)
-    with client_for(out) as api:
-        data = api.bundles.set_alias(ref, alias, version=version)
-    out.emit(data, lambda con, d: con.print(
-        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} "
-        f"{d['reference']}."))
-
-
-@command(alias_app, "get")
-def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
-    """Show the version an alias points at and every version it pointed at before."""
-    ref, alias = _alias_target(target)
-    with client_for(out) as api:
-        out.emit(api.bundles.get_alias(ref, alias), _render_alias)
-
-
-def _alias_target(text: str):
-    from optimize.core.errors import PlatformError
-    from optimize.core.refs import parse_alias_target
-
-    try:
-        return parse_alias_target(text)
-    except PlatformError as error:
-        raise typer.BadParameter(error.message, param_hint="NS/NAME:ALIAS") from None
-
-
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -227,13 +194,6 @@ def _render_list(con, data) -> None:
                      str(len(latest["modules"])), human_size(latest["bytes"]), age(latest["createdAt"]))
     con.print(grid)
     con.print(footer(len(data["bundles"]), "bundle"))
-
-
-def _render_alias(con, data) -> None:
-    con.print(f"Alias {data['alias']} → {data['reference']}"
-              + (" (managed by the registry)" if data["managed"] else ""))
-    for move in data["history"]:
-        con.print(f"  v{move['version']}  since {move['since']}")
 
 
 def _figure(value) -> str:

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from optimize.cli.commands.aliases import alias_group
 from optimize.cli.common import client_for, command, parse_ref_argument
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.core.sizes import human_size
 
 app = typer.Typer(help="Dataset versions: register, convert, read, list, alias.", no_args_is_help=True)
-alias_app = typer.Typer(help="Move and read dataset aliases.", no_args_is_help=True)
-app.add_typer(alias_app, name="alias")
+app.add_typer(alias_group("dataset", "datasets"), name="alias")
 
 
 _FILE_HELP = ("Chat rows or preference pairs: JSONL, a JSON array or Parquet, in the registry's formats, OpenAI's "
@@ -94,39 +94,6 @@ def list_datasets(
     """List datasets with their newest version."""
     with client_for(out) as api:
         out.emit(api.datasets.list(namespace=namespace, archived=archived), _render_list)
-
-
-@command(alias_app, "set")
-def alias_set(
-    out: Output,
-    target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")],
-    version: Annotated[str, typer.Option("--version", help="The version to point at (vN).")],
-) -> None:
-    """Point an alias at a version; its history is kept."""
-    ref, alias = _alias_target(target)
-    with client_for(out) as api:
-        data = api.datasets.set_alias(ref, alias, version=version)
-    out.emit(data, lambda con, d: con.print(
-        f"Alias {ref.artifact}:{d['alias']} {'now points at' if d['moved'] else 'already points at'} "
-        f"{d['reference']}."))
-
-
-@command(alias_app, "get")
-def alias_get(out: Output, target: Annotated[str, typer.Argument(help="NS/NAME:ALIAS")]) -> None:
-    """Show the version an alias points at and every version it pointed at before."""
-    ref, alias = _alias_target(target)
-    with client_for(out) as api:
-        out.emit(api.datasets.get_alias(ref, alias), _render_alias)
-
-
-def _alias_target(text: str):
-    from optimize.core.errors import PlatformError
-    from optimize.core.refs import parse_alias_target
-
-    try:
-        return parse_alias_target(text)
-    except PlatformError as error:
-        raise typer.BadParameter(error.message, param_hint="NS/NAME:ALIAS") from None
 
 
 class _progress:
@@ -279,13 +246,6 @@ def _render_list(con, data) -> None:
                      age(latest["createdAt"]))
     con.print(grid)
     con.print(footer(len(data["datasets"]), "dataset"))
-
-
-def _render_alias(con, data) -> None:
-    con.print(f"Alias {data['alias']} → {data['reference']}"
-              + (" (managed by the registry)" if data["managed"] else ""))
-    for move in data["history"]:
-        con.print(f"  v{move['version']}  since {move['since']}")
 
 
 def _rows(count: int) -> str:

@@ -40,6 +40,9 @@ def start(
                                                       "greedy for one answer, 0.7 for several).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampled answers (default 0).")] = None,
     rows: Annotated[int | None, typer.Option("--rows", help="Ask only the first N rows.")] = None,
+    device_profile: Annotated[str | None, typer.Option("--device-profile", help="Where the model answers (default: "
+                                                       "cpu; a model allowed for serving only needs a GPU "
+                                                       "profile).")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
@@ -52,7 +55,8 @@ def start(
     with client_for(out) as api:
         answer = api.evaluations.start(model=model, dataset=dataset, grader=grader, project=project,
                                        max_new_tokens=max_new_tokens, grader_instructions=grader_instructions,
-                                       generations=generations, temperature=temperature, seed=seed, rows=rows)
+                                       generations=generations, temperature=temperature, seed=seed, rows=rows,
+                                       device_profile=device_profile)
         if not wait:
             out.emit(answer, lambda con, e: con.print(
                 f"Evaluation {e['evaluationId'][:12]} of {e['model']} on {e['dataset']['reference']} "

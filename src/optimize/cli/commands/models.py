@@ -1,4 +1,4 @@
-"""`akka registry models list|get|versions|files|download|export`.
+"""`akka registry models list|get|versions|files|download|export|alias set|alias get`.
 
 `download` writes a version's files into a folder, each streamed to a hidden partial file, checked against the
 sha256 and size the server lists, and only then renamed into place: a file that does not match is refused and
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from optimize.cli.commands.aliases import alias_group
 from optimize.cli.common import client_for, command, fail, parse_ref_argument
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
@@ -21,8 +22,9 @@ from optimize.cli.render import DASH, age, footer, table
 if TYPE_CHECKING:
     from optimize.client.api import OptimizeApi
 
-app = typer.Typer(help="Model versions: read, list, download and export (base models on selection, trained models "
-                       "from runs).", no_args_is_help=True)
+app = typer.Typer(help="Model versions: read, list, alias, download and export (base models on selection, trained "
+                       "models from runs).", no_args_is_help=True)
+app.add_typer(alias_group("model", "models"), name="alias")
 
 
 @command(app, "list")
@@ -38,8 +40,9 @@ def list_models(
 
 
 @command(app, "get")
-def get_model(out: Output, reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:latest|@sha256:HEX]")]) -> None:
-    """Show a version (the newest, with the version list, when no version is named)."""
+def get_model(out: Output,
+              reference: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|:latest|@sha256:HEX]")]) -> None:
+    """Show a version (the newest, with the version list and every alias move, when no version is named)."""
     ref = parse_ref_argument(reference)
     with client_for(out) as api:
         out.emit(api.models.get(ref), _render_version)
@@ -116,6 +119,13 @@ def _render_version(con, item) -> None:
     if "versions" in item:
         con.print()
         _render_versions(con, item)
+    if item.get("aliasMoves"):
+        con.print()
+        grid = table("ALIAS", "FROM", "TO", "BY", "WHEN")
+        for move in item["aliasMoves"]:
+            grid.add_row(move["alias"], f"v{move['from']}" if move["from"] else DASH, f"v{move['to']}",
+                         move["by"] or DASH, age(move["at"]))
+        con.print(grid)
 
 
 def _render_versions(con, data) -> None:

@@ -160,13 +160,19 @@ OWN_SECTIONS = {method.section for method in METHODS_BY_NAME.values()
 
 def _switch_method_sections(config: dict[str, Any], parent_method: str) -> None:
     """A branch that trains another method (a supervised adapter trained on by grpo, through a weights branch)
-    keeps the parent's training data and drops what only the parent's method reads: the child states its own
-    (`rlHyperparams` and `reward` for a reinforcement run, which takes no validation dataset; `hyperparams` for a
-    supervised or dpo one, from the defaults unless the overrides give them), and a section one method owns beside
-    its training settings (dpo's `preference`) is kept only by that method."""
+    keeps the parent's training data and its adapter's LoRA settings (the adapter it trains on) and drops what only
+    the parent's method reads: the child states its own (`rlHyperparams` and `reward` for a reinforcement run, which
+    takes no validation dataset; `hyperparams` for a supervised or dpo one, from the defaults unless the overrides
+    give them), and a section one method owns beside its training settings (dpo's `preference`) is kept only by
+    that method."""
     child, parent = declared(config["method"]), declared(parent_method)
     if child.trained_by != parent.trained_by:
-        config.pop(parent.trained_by, None)
+        trained = config.pop(parent.trained_by, None) or {}
+        if isinstance(trained, dict) and trained.get("lora") is not None:
+            # the child trains the snapshot's adapter: the LoRA settings it records are the ones that adapter has
+            if not isinstance(config.get(child.trained_by), dict):
+                config[child.trained_by] = {}
+            config[child.trained_by]["lora"] = trained["lora"]
         if parent.rewarded and not child.rewarded:
             config.pop("reward", None)
         if not child.takes_validation:
