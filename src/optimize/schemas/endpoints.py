@@ -63,6 +63,11 @@ class EndpointModel(Answer):
     enabled: bool = Field(description="False while it is disabled at the endpoint: requests through the server are "
                                       "answered 409 (it stays loaded; akka training endpoints enable undoes it)")
     instructions: str | None = Field(description="The system instructions the adapter was trained with, if any")
+    follows: str | None = Field(default=None, description="The alias it was served by (champion): when the alias "
+                                                          "moves, the endpoint serves the version it points at next")
+    replaced_by: str | None = Field(default=None, description="The version its alias moved to: requests for the "
+                                                              "alias go there once it is loaded, and this one is "
+                                                              "detached")
 
 
 class EndpointLoad(Answer):

@@ -40,13 +40,14 @@ from optimize.schemas import endpoints as answers
 from optimize.schemas.endpoints import EndpointRequest
 from optimize.schemas.jobs import EndpointSpec
 from optimize.schemas.outcomes import LastWord
+from optimize.serving.following import adapter_entry, answering_for, followed_alias, retire_replaced
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.phases import ACTIVE as OPEN_PHASES
 from optimize.serving.phases import ENDPOINT, SERVED, TERMINAL, EndpointPhase
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Endpoint
-from optimize.workloads.models import resolve_model, trained_instructions
+from optimize.workloads.models import resolve_model
 
 ACTIVE = tuple(ENDPOINT.values(OPEN_PHASES))  # an endpoint that serves, or will
 
@@ -62,14 +63,14 @@ def create(deployment: Deployment, request: EndpointRequest) -> answers.Endpoint
                           hint="serve a model whose catalog entry allows serving (akka training base-models get)")
         profile = replica_profile(entry, deployment.profiles, request.device_profile, "endpoint")
         project = project_for_model(session, reference, owner, request.project, "endpoint")
-        adapter = None if model["kind"] == "base" else {
-            "name": reference, "manifestDigest": model["manifestDigest"], "weightsDigest": model.get("weightsDigest"),
-            "instructions": trained_instructions(deployment, session, reference), "at": iso(utcnow()), "loaded": False}
+        follows = followed_alias(request.model)
+        adapter = None if model["kind"] == "base" else adapter_entry(deployment, session, reference, model, follows)
         served = session.scalars(select(Endpoint).where(
             Endpoint.project == project.name, Endpoint.phase.in_(ACTIVE)).order_by(Endpoint.created_at)).all()
         for endpoint in served:
             if (endpoint.base["baseEntryId"], endpoint.base["baseCommit"]) == (entry.id, model["baseCommit"]):
-                if adapter is not None and all(a["name"] != reference for a in endpoint.adapters):
+                held = next((a for a in endpoint.adapters if a["name"] == reference), None)
+                if adapter is not None and held is None:
                     if len(endpoint.adapters) >= MAX_ADAPTERS:
                         raise Refused(f"endpoint {endpoint.id[:12]} already serves {MAX_ADAPTERS} adapters, the most "
                                       "one endpoint loads at once",
@@ -77,6 +78,8 @@ def create(deployment: Deployment, request: EndpointRequest) -> answers.Endpoint
                     endpoint.adapters = [*endpoint.adapters, adapter]
                     record(session, ENDPOINT.subject(endpoint.id), "attached", model=reference)
                     forget_routes(deployment)
+                elif held is not None and follows and held.get("follows") != follows:
+                    endpoint.adapters = [{**a, "follows": follows} if a is held else a for a in endpoint.adapters]
                 return endpoint_view(endpoint).extended(answers.EndpointCreated, attached=True)
         check_new_work(session, project.name, "endpoint", deployment.quotas)
         endpoint = Endpoint(id=new_id(), project=project.name, model_reference=reference,
@@ -100,7 +103,8 @@ def endpoint_view(endpoint: Endpoint) -> answers.Endpoint:
     models = [answers.EndpointModel(name=base_id, kind="base", ready=started, enabled=not endpoint.base.get("disabled"),
                                     instructions=None)] + [
         answers.EndpointModel(name=a["name"], kind="adapter", ready=started and bool(a.get("loaded")),
-                              enabled=not a.get("disabled"), instructions=a.get("instructions"))
+                              enabled=not a.get("disabled"), instructions=a.get("instructions"),
+                              follows=a.get("follows"), replaced_by=a.get("replacedBy"))
         for a in endpoint.adapters]
     return answers.Endpoint(
         endpoint_id=endpoint.id, project=endpoint.project, model=endpoint.model_reference,
@@ -307,11 +311,13 @@ def _route(deployment: Deployment, requested: Any, endpoint_id: str | None) -> t
             raise Invalid("the request names no model", hint="set model to a served model; GET /v1/models lists them")
         name = _served_name(deployment, session, wanted)
         disabled_at = None  # the first endpoint that serves the model disabled, if no other answers for it
+        asked = name
         for endpoint in candidates:
             served = {endpoint.base["baseEntryId"]: True, **{a["name"]: bool(a.get("loaded"))
                                                              for a in endpoint.adapters}}
-            if name not in served:
+            if asked not in served:
                 continue
+            name = answering_for(endpoint, asked)  # an alias that moved answers from its old version until loaded
             if _disabled(endpoint, name):
                 disabled_at = disabled_at or endpoint
                 continue
@@ -406,6 +412,8 @@ def heartbeat(deployment: Deployment, endpoint_id: str, token: str, body: dict[s
         if any(bool(a.get("loaded")) != (a["name"] in loaded) for a in endpoint.adapters):
             endpoint.adapters = [{**a, "loaded": a["name"] in loaded} for a in endpoint.adapters]
             record(session, ENDPOINT.subject(endpoint.id), "adapters", loaded=sorted(loaded))
+            if retire_replaced(session, endpoint):  # an alias moved and its new version answers now
+                forget_routes(deployment)
         return {"phase": endpoint.phase, "adapters": _worker_adapters(endpoint)}
 
 

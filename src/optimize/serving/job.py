@@ -1,6 +1,7 @@
 """Endpoints as a job kind of the kernel: one device from the serving pool (on a cpu profile, a slot of its own,
 so a resident model never blocks training), held until deleted. A server restart starts an endpoint again once;
-a lost worker fails it with the reason. Idle endpoints are taken down at the scheduler's ticks."""
+a lost worker fails it with the reason. Idle endpoints are taken down at the scheduler's ticks, and an endpoint
+serving a model by an alias follows the alias's moves there (`serving.following`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from optimize.jobs.kinds import JobKind, Readable, Recovery
-from optimize.serving import endpoints
+from optimize.serving import endpoints, following
 from optimize.serving.phases import ENDPOINT, EndpointPhase
 from optimize.store.tables import Endpoint
 
@@ -41,6 +42,8 @@ class EndpointKind(JobKind):
 
     def housekeeping(self, deployment: Any) -> None:
         endpoints.take_down_idle(deployment)
+        if following.follow_moves(deployment):  # an alias an endpoint follows moved: its new version is attached
+            endpoints.forget_routes(deployment)
 
     def readable_blobs(self, deployment: Any, session: Session, row: Endpoint) -> Readable:
         """The files of the adapters attached to it now (a detached adapter is no longer read)."""

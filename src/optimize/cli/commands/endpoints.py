@@ -215,7 +215,10 @@ def _render(con, e: dict[str, Any]) -> None:
         con.print(f"[red]Failure[/]     {e['failureReason'].splitlines()[0]}")
     for m in e["models"]:
         state = "answering" if m["ready"] else "not answering yet"
-        con.print(f"  {m['kind']:<8} {m['name']:<40} {state}" + ("" if m.get("enabled", True) else " (disabled)"))
+        follows = f" (follows {m['follows']})" if m.get("follows") else ""
+        replaced = f" (its alias moved to {m['replacedBy']})" if m.get("replacedBy") else ""
+        con.print(f"  {m['kind']:<8} {m['name']:<40} {state}" + ("" if m.get("enabled", True) else " (disabled)")
+                  + follows + replaced)
     con.print("Ask it      akka training endpoints send " + e["endpointId"][:12] + " --input TEXT, or POST "
               "<server>/v1/chat/completions with model set to one of the names above")
     if e.get("load"):
