@@ -115,7 +115,7 @@ def test_a_run_stored_before_loads_with_its_rule_and_judge_terms():
                                                 "fp32_max_logprob_error": None}}},
         "execution": {"deviceProfile": "cpu", "gpus": 1, "sharding": None, "saveEvery": None, "keepAdapters": None,
                       "keepTrainingStates": None, "resumableSaveEvery": 10, "resumableSaveMinutes": 5,
-                      "maxAttempts": 3, "stopWhen": None}}
+                      "maxAttempts": 3, "pauseAtStep": None, "stopWhen": None}}
     plan = resolved_plan(stored)
     rule, judge = plan.config.reward.terms
     assert rule.bundle_sha256 == "a" * 64 and judge.judge_base_entry_id == MODEL and judge.judge_manifest_digest is None

@@ -296,6 +296,47 @@ def test_stop_when_is_a_reinforcement_run_s_and_its_kl_bound_needs_a_kl_penalty(
         assert words in invalid.value.message
 
 
+def test_pause_at_step_is_kept_outside_the_hash_and_refused_unless_before_the_last_update(session):
+    """`execution.pauseAtStep` is resolved as stated (not in the configuration hash); one that is not a positive
+    integer, or at or after the run's last update (it would never pause), is refused by its field path."""
+    document = plan_document(deviceProfile="cpu", pauseAtStep=3)
+    document["config"]["hyperparams"]["training"] = {"maxSteps": 6}
+    result = admitted(session, document)
+    assert result.resolved.execution.pause_at_step == 3
+    assert result.resolved.document()["execution"]["pauseAtStep"] == 3
+    assert result.sources["execution.pauseAtStep"] == "stated"
+    del document["execution"]["pauseAtStep"]
+    unpaused = admitted(session, document)
+    assert unpaused.config_hash == result.config_hash and unpaused.resolved.execution.pause_at_step is None
+    assert unpaused.sources["execution.pauseAtStep"] == "default"
+    for at in (6, 7):
+        document["execution"]["pauseAtStep"] = at
+        with pytest.raises(Refused) as refused:
+            admitted(session, document)
+        assert refused.value.message == (f"execution.pauseAtStep {at} is at or after this run's last update: it "
+                                         "makes 6 updates, so it would never pause")
+        assert refused.value.hint == "set execution.pauseAtStep below 6 (1 to 5), or remove it"
+    document = plan_document(deviceProfile="cpu", pauseAtStep=2)  # 10 rows in batches of 8: 2 updates
+    with pytest.raises(Refused, match=r"^execution.pauseAtStep 2 is at or after this run's last update: it makes 2 "
+                                      r"updates, so it would never pause$"):
+        admitted(session, document)
+    document["execution"]["pauseAtStep"] = 1
+    assert admitted(session, document).resolved.execution.pause_at_step == 1
+    document["config"]["hyperparams"]["training"] = {"maxSteps": 1}
+    with pytest.raises(Refused) as refused:
+        admitted(session, document)
+    assert "it makes 1 update, so it would never pause" in refused.value.message
+    assert refused.value.hint == "remove execution.pauseAtStep: a run of one update has no update to pause after"
+    for bad, words in ((0, "Input should be greater than or equal to 1"),
+                       (-2, "Input should be greater than or equal to 1"),
+                       (2.5, "Input should be a valid integer, got a number with a fractional part"),
+                       ("soon", "Input should be a valid integer")):
+        document["execution"]["pauseAtStep"] = bad
+        with pytest.raises(Invalid) as invalid:
+            parse_plan(document)
+        assert f"execution.pauseAtStep: {words}" in invalid.value.message
+
+
 def llama_plan(**config) -> dict:
     return {"kind": "run", "project": "proj", "baseModel": "meta-llama/llama-3.2-1b-instruct",
             "config": {"dataset": "chat", "maxSeqLength": 1024,

@@ -11,6 +11,7 @@ from optimize.api.auth import TokenGate
 from optimize.api.body_limits import BodyLimits
 from optimize.api.kinds import kind_routers, register_kinds
 from optimize.api.routers import (
+    adapters,
     admin,
     base_models,
     bundles,
@@ -23,6 +24,7 @@ from optimize.api.routers import (
     models,
     namespaces,
     projects,
+    status,
     tokens,
     uploads,
 )
@@ -74,8 +76,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(TextGuard)
     app.add_middleware(BodyLimits)
     app.add_middleware(TokenGate, store=store)
-    shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, uploads,
-                                           bundles, base_models, projects)]
+    shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, adapters,
+                                           uploads, bundles, base_models, projects, status)]
     # each job kind's routes come from this server's table of kinds; the internal family serves every kind's workers
     for router in (*shared, *kind_routers(), chat.router, metrics.router, internal.router,
                    dashboard_routes.router):

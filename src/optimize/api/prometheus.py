@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from optimize.deployment import Deployment
-from optimize.jobs.registry import kinds
+from optimize.jobs.counts import phase_counts
 from optimize.serving.phases import EndpointPhase
 from optimize.store.tables import Endpoint
 from optimize.training.server.capacity import capacity
@@ -42,13 +42,8 @@ def metrics_text(deployment: Deployment) -> str:
         lines.extend(f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples)
 
     with deployment.store.transaction() as session:
-        jobs = []
-        for job_kind in kinds():
-            lifecycle = job_kind.lifecycle
-            column = getattr(lifecycle.table, lifecycle.column)
-            counted = dict(session.execute(select(column, func.count()).group_by(column)).all())
-            jobs += [({"kind": job_kind.name, "phase": phase.value}, counted.get(phase.value, 0))
-                     for phase in lifecycle.phases]
+        jobs = [({"kind": kind, "phase": phase}, count)
+                for kind, phases in phase_counts(session).items() for phase, count in phases.items()]
         ready = session.scalars(select(Endpoint).where(Endpoint.phase == EndpointPhase.READY.value)
                                 .order_by(Endpoint.created_at)).all()
         endpoints = [({"endpoint": e.id, "project": e.project, "model": e.base["baseEntryId"]}, e.load or {})

@@ -1,5 +1,5 @@
-"""The `akka` root: `server`, `registry`, `training`, `auth` (and `optimize registry` as a spelling of the same
-tree).
+"""The `akka` root: `server`, `registry`, `training`, `auth`, `status` and `version` (and `optimize registry` as a
+spelling of the same tree).
 
 `main(argv)` returns the exit code; `run()` is the console-script entry point. No traceback reaches a user
 unless OPTIMIZE_DEBUG is set. `akka --install-completion` installs shell completion for the shell it runs from
@@ -17,7 +17,7 @@ import typer
 
 from optimize import __version__
 from optimize.cli.commands import auth, registry, server, training
-from optimize.cli.common import command
+from optimize.cli.common import client_for, command
 from optimize.cli.output import CommandFailed, Output, activate, print_error
 from optimize.core.environment import setting
 
@@ -55,6 +55,19 @@ def root(version: Annotated[bool, typer.Option("--version", is_eager=True, callb
 def version(out: Output) -> None:
     """Print the Optimize version (`-o json`: {"version": …})."""
     out.emit({"version": __version__}, lambda con, data: con.print(data["version"], highlight=False))
+
+
+@command(app, "status")
+def status(out: Output) -> None:
+    """The deployment at a glance: the server, jobs by kind and phase, device pools, the endpoints serving and the
+    work queued for devices (as your token sees them). Exits 1 when no server answers."""
+    from optimize.cli.status_view import render_status
+
+    with client_for(out) as api:
+        health = server.answering(api, out)
+        answer = api.status()
+    data = {"server": {"url": out.server, "version": health["version"], "database": health["database"]}, **answer}
+    out.emit(data, render_status)
 
 
 @functools.cache

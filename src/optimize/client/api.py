@@ -79,8 +79,23 @@ class Runs(_Resource):
     def list(self, *, project: str | None = None, phase: str | None = None, archived: bool = False) -> Json:
         return self._http.get(self.ROOT, params=_given(project=project, phase=phase, archived=archived))
 
+    def annotate(self, run: str, *, description: str | None = None, config_name: str | None = None) -> Json:
+        """Set the run's description and its column in the scores tables; None leaves one as it is, an empty string
+        clears it."""
+        body = {"description": description, "configName": config_name}
+        return self._http.patch(self._path(run), json={k: v for k, v in body.items() if v is not None})
+
     def metrics(self, run: str, *, limit: int | None = None) -> Json:
         return self._http.get(self._path(run, "metrics"), params=_given(limit=limit))
+
+    def compare(self, run: str, *, baseline: str, window: int | None = None, spike_factor: float | None = None,
+                margin: float | None = None, across_plans: bool = False, align: str | None = None) -> Json:
+        """Two sft runs' training losses, window by window (the server's defaults where a setting is None)."""
+        params = {"baseline": baseline, **_given(window=window, acrossPlans=across_plans, align=align)}
+        for name, value in (("spikeFactor", spike_factor), ("margin", margin)):
+            if value is not None:  # 0 is a margin of its own
+                params[name] = value
+        return self._http.get(self._path(run, "compare"), params=params)
 
     def rollouts(self, run: str, *, step: int | None = None) -> Json:
         """A grpo or gspo run's sampled rollouts at `step` (default: the newest update recorded)."""
@@ -515,6 +530,29 @@ class Models(_Artifacts):
         return written
 
 
+class Adapters(_Resource):
+    """Adapters made elsewhere: their files sent, then imported as a model version over a selected base model
+    (client/adapters.py drives an import)."""
+
+    ROOT = "/v1/registry/adapters"
+
+    def _artifact(self, reference: Reference) -> str:
+        return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
+
+    def send_file(self, reference: Reference, sha256: str, chunks: Iterator[bytes], size: int) -> Json:
+        """Stream one adapter file of `size` bytes whose sha256 is `sha256` (not read when the registry holds it)."""
+        headers = {"Content-Length": str(size), "Content-Type": "application/octet-stream"}
+        return self._http.request("PUT", f"{self._artifact(reference)}/files/{segment(sha256)}", content=chunks,
+                                  headers=headers)
+
+    def import_adapter(self, reference: Reference, *, base: str, files: list[Json],
+                       alias: str | None = None) -> Json:
+        """Register the adapter whose files (`path`, `sha256`, `bytes`) were sent as a version of NS/NAME over
+        `base`; refused, naming the module and both shapes, when it does not fit."""
+        return self._http.post(self._artifact(reference) + "/import",
+                               json={"base": base, "files": files, "alias": alias})
+
+
 class Bundles(_Artifacts):
     """Registered scoring bundles (immutable ZIP archives), their aliases, and the archive route that takes their bytes
     (client/bundles.py drives a registration)."""
@@ -602,6 +640,7 @@ class OptimizeApi:
         self.datasets = Datasets(http)
         self.models = Models(http)
         self.bundles = Bundles(http)
+        self.adapters = Adapters(http)
         self.uploads = Uploads(http)
 
     @classmethod
@@ -634,6 +673,10 @@ class OptimizeApi:
     def capacity(self, project: str | None = None) -> Json:
         """Device pools, devices, claims and each project's quota and use (one project's with `project`)."""
         return self.http.get("/v1/training/capacity", params={"project": project} if project else None)
+
+    def status(self) -> Json:
+        """The deployment at a glance: jobs by kind and phase, device pools, serving endpoints and queued work."""
+        return self.http.get("/v1/status")
 
     def registry_info(self) -> Json:
         """The registry's limits: formats, shard size and count, upload expiry, line length."""

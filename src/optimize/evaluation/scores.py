@@ -1,6 +1,7 @@
 """A project's scores table: for one dataset and grader (by default those of its newest completed evaluation),
-the base model's score as the baseline and one column per training configuration (a run's config hash), each the
-newest completed evaluation of a model the project trained with it, grouped by base model commit. A grader is
+the base model's score as the baseline and one column per training configuration (a run's config name, else its
+config hash), each the newest completed evaluation of a model the project trained with it, grouped by base model
+commit. A grader is
 named as `--grader` names it (an unknown one is refused); a `bundle:` grader is resolved as an evaluation resolves
 it (its alias or latest version to `NS/NAME:vN`, the function to `compute_score` when not named), so
 `bundle:support/triage#triage` finds the evaluations kept as `bundle:support/triage:v1#triage:compute_score`.
@@ -63,8 +64,11 @@ def scores(deployment: Deployment, project: str, dataset: str | None = None, gra
 
 
 def _configuration(session, reference: str) -> str:
-    """The column a trained model falls in: the model name and the config hash of the run that trained it."""
+    """The column a trained model falls in: the config name of the run that trained it (its plan's configName, or
+    what annotating the run set), else the model name and that run's config hash."""
     _, version = resolve_model_reference(session, reference)
     run = session.get(Run, (version.lineage.get("producedBy") or {}).get("id", "")) if version.lineage else None
+    if run is not None and run.config_name:
+        return run.config_name
     name = reference.split("/", 1)[1].split(":")[0]
     return f"{name} {run.config_hash[:8]}" if run is not None else name

@@ -1,4 +1,5 @@
-"""A model version's files: `GET /v1/registry/models/{ns}/{name}/versions/{selector}/files[/{path}]`.
+"""A model version's files: `GET /v1/registry/models/{ns}/{name}/versions/{selector}/files[/{path}]`, and the files
+of an adapter made elsewhere, sent and imported (`/v1/registry/adapters/{ns}/{name}/…`).
 
 The list says what a download writes (each file's path, sha256 and size) and where the server reads it from; the
 file route answers the bytes themselves (`application/octet-stream`).
@@ -6,9 +7,13 @@ file route answers the bytes themselves (`application/octet-stream`).
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
 
 from optimize.schemas.common import Answer
+from optimize.schemas.registry import ModelVersionDetail
+from optimize.schemas.requests import Refusal, RequestModel
 
 
 class ModelFile(Answer):
@@ -46,3 +51,52 @@ class ModelFiles(Answer):
                                                                "the model has none")
     files: list[ModelFile] = Field(description="The files, sorted by path")
     size: int = Field(description="Total size of the files in bytes")
+
+
+# --- adapters made elsewhere ------------------------------------------------------------------------------------
+
+
+class AdapterFile(RequestModel):
+    """One file of an adapter sent before its import (PUT …/adapters/{ns}/{name}/files/{sha256})."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Annotated[str, Refusal("files[].path must be adapter_config.json or adapter_model.safetensors")] = Field(
+        description="adapter_config.json or adapter_model.safetensors")
+    sha256: Annotated[str, Refusal("files[].sha256 must be the file's sha256, 64 hex digits")] = Field(
+        pattern=r"^[0-9a-f]{64}$", description="sha256 hex digest of the file's bytes")
+    size_bytes: Annotated[int, Refusal("files[].bytes must be the file's size, an integer")] = Field(
+        alias="bytes", ge=0, description="The file's size in bytes")
+
+
+class AdapterImport(RequestModel):
+    """`POST /v1/registry/adapters/{ns}/{name}/import`: register a PEFT LoRA adapter made elsewhere, whose two files
+    the registry holds, as a version of NS/NAME over a selected base model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: Annotated[str, Refusal("base must name a base model of the catalog", missing="name the base model the "
+                                 "adapter was trained on: base")] = Field(
+        min_length=1, max_length=200, description="The base model the adapter was trained on: a catalog entry id or "
+                                                  "repository, selected on this deployment")
+    files: Annotated[list[AdapterFile], Refusal("files must list adapter_config.json and adapter_model.safetensors, "
+                                                "each with its sha256 and bytes")] = Field(
+        min_length=2, max_length=2, description="The adapter's two files, sent first")
+    alias: Annotated[str | None, Refusal("alias must be a string")] = Field(
+        default=None, description="An alias to point at the version (e.g. candidate)")
+
+
+class ImportedAdapter(ModelVersionDetail):
+    """The version an import registered, or the version the same adapter already was."""
+
+    created: bool = Field(description="Whether this import created the version (false: the same adapter was "
+                                      "registered)")
+
+
+class HeldFile(Answer):
+    """An adapter file the registry holds now."""
+
+    sha256: str = Field(description="sha256 of the file's bytes")
+    size_bytes: int | None = Field(default=None, alias="bytes", description="Its size in bytes, when this request "
+                                                                             "sent it")
+    already_held: bool = Field(description="Whether the registry held it before this request (nothing was read)")

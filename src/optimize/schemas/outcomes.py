@@ -6,7 +6,7 @@ server reads it with `read()` at the door. No reader learns how a job ended by l
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -46,12 +46,7 @@ class LastWord(BaseModel):
     @classmethod
     def read(cls, body: Any) -> Self:
         """The last word a worker sent (Invalid, naming what is wrong, for one that is not)."""
-        try:
-            return cls.model_validate(body if body is not None else {})
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-                                 for e in error.errors()[:5])
-            raise Invalid(f"the worker's last word is not valid: {problems}") from None
+        return _read(cls, body, "last word")
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -73,6 +68,26 @@ class AnalysisLastWord(LastWord):
         if self.outcome is Outcome.COMPLETED and self.report is None:
             raise ValueError("a completed analysis brings its report")
         return self
+
+
+class RunProgress(BaseModel):
+    """A run's worker's report while it works (POST …/progress), merged from what it queued since the last one."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    progress: dict[str, Any] = Field(default_factory=dict, description="Rows done of total while preparing; the "
+                                                                        "update, loss and save counts while training")
+    training: bool = Field(default=False, description="It trains now (the first such report moves it to TRAINING)")
+    checks: dict[str, Any] | None = Field(default=None, description="What its start checks found")
+    data_fit: dict[str, Any] | None = Field(default=None, description="How its rows fit maxSeqLength")
+    smoke: dict[str, Any] | None = Field(default=None, description="Its smoke check's outcome")
+    plan_pause: int | None = Field(default=None, ge=1, description="It stops at this update, its plan's "
+                                                                   "execution.pauseAtStep")
+
+    @classmethod
+    def read(cls, body: Any) -> Self:
+        """The report a worker sent (Invalid, naming what is wrong, for one that is not)."""
+        return _read(cls, body, "progress report")
 
 
 class RunPause(BaseModel):
@@ -100,3 +115,15 @@ class RunLastWord(LastWord):
     @classmethod
     def pause(cls, step: int | None, save_error: str | None = None) -> Self:
         return cls(outcome=Outcome.PAUSED, paused=RunPause(step=step, save_error=save_error))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read(model: type[M], body: Any, what: str) -> M:
+    try:
+        return model.model_validate(body if body is not None else {})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                             for e in error.errors()[:5])
+        raise Invalid(f"the worker's {what} is not valid: {problems}") from None

@@ -257,6 +257,10 @@ class Execution(_Part):
     max_attempts: int = Field(default=3, ge=1, le=100, alias="maxAttempts",
                               description="Attempts a run gets when its worker is lost: each one after the first "
                                           "resumes from the newest save holding training state")
+    pause_at_step: int | None = Field(default=None, ge=1, le=MOST_STEPS, alias="pauseAtStep",
+                                      description="Save with the training state at this update and pause there, as "
+                                                  "a pause with --checkpoint save would (resume goes on from that "
+                                                  "save)")
     stop_when: StopWhen | None = Field(default=None, alias="stopWhen",
                                       description="Reinforcement (grpo, gspo): when the run stops itself, keeping the "
                                                   "adapter it has trained (rewardDropBelow, klAbove)")
@@ -277,7 +281,9 @@ class RunPlan(_Part):
     execution: Execution = Field(default_factory=Execution, description="How the run executes (not in the hash)")
     submission_id: str | None = Field(default=None, alias="submissionId", description="Idempotency key")
     description: str | None = Field(default=None, description="Free text")
-    config_name: str | None = Field(default=None, alias="configName", description="Column name in scores tables")
+    config_name: str | None = Field(default=None, alias="configName", max_length=64,
+                                    description="Column name in scores tables (default: the model name and the "
+                                                "config hash's first 8 characters)")
     source: Source | None = Field(default=None, description="Start from existing weights: source.model, a "
                                                             "registered adapter the run trains on")
 

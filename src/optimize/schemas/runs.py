@@ -1,5 +1,5 @@
-"""Training runs: `/v1/training/runs` (submit, dry run, read, list, metrics, rollouts, snapshots, pause, resume,
-cancel), their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and `/v1/training/snapshots`."""
+"""Training runs: `/v1/training/runs` (submit, dry run, read, annotate, list, metrics, rollouts, snapshots, pause,
+resume, cancel), their branches (`…/branch|continue|sweep`, `…/branches`, `…/ancestry`) and `/v1/training/snapshots`."""
 
 from __future__ import annotations
 
@@ -218,6 +218,30 @@ class PinRequest(RequestModel):
                                   "snapshot holds)")
 
 
+MAX_RUN_DESCRIPTION = 2000
+MAX_CONFIG_NAME = 64  # as the plan's configName
+
+
+class RunAnnotation(RequestModel):
+    """`PATCH /v1/training/runs/{id}`: the run's notes. A field left out (or null) stays as it is, an empty string
+    clears it; a body naming neither is refused by the service (400). An unknown field is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    not_an_object: ClassVar[Refusal] = Refusal("the request body must be one JSON object: {{description?, "
+                                                "configName?}}")  # braces doubled: the words are a format string
+    unknown_fields: ClassVar[Refusal] = Refusal("unknown field(s) {names}; the fields are {fields}")
+
+    description: Annotated[str | None, Refusal(
+        f"description must be a string of at most {MAX_RUN_DESCRIPTION:,} characters, not {{shown}}")] = Field(
+        default=None, max_length=MAX_RUN_DESCRIPTION, description="The run's description, shown by runs get and "
+                                                                  "runs list; an empty string clears it")
+    config_name: Annotated[str | None, Refusal(
+        f"configName must be a string of at most {MAX_CONFIG_NAME} characters, not {{shown}}")] = Field(
+        default=None, max_length=MAX_CONFIG_NAME, description="The run's column in its project's scores tables; an "
+                                                              "empty string clears it (the column is then the model "
+                                                              "name and the config hash)")
+
+
 # --- answers ------------------------------------------------------------------------------------------------
 
 
@@ -399,7 +423,10 @@ class Run(Answer):
                                             "guards found as it trained (guards)")
     guards: RunGuards | None = Field(default=None, description="A reinforcement run's guards on its reward and KL; "
                                                                "null for other methods")
-    description: str | None = Field(description="The plan's description")
+    description: str | None = Field(description="The plan's description, or what annotating the run set")
+    config_name: str | None = Field(default=None, description="The run's column in its project's scores tables "
+                                                              "(the plan's configName, or what annotating the run "
+                                                              "set); null: the model name and the config hash")
     pause: dict[str, Any] | None = Field(description="The current attempt's pause: checkpoint, state, saved step, "
                                                      "whether its devices are released; null when none")
     resumed: dict[str, Any] | None = Field(description="What the latest resume restored, and the pause it ended")
@@ -437,6 +464,75 @@ class RunMetrics(Answer):
     run_id: str = Field(description="The run's id")
     steps: list[MetricPoint] = Field(description="Training steps in order (the newest `limit` with ?limit=)")
     validation: list[MetricPoint] = Field(description="Validation passes in order")
+
+
+class ComparedRun(Answer):
+    """One side of a loss comparison: what the run has logged so far."""
+
+    run_id: str = Field(description="The run's id")
+    phase: str = Field(description="Its phase now (a running run is compared on what it has logged so far)")
+    project: str = Field(description="Its project")
+    updates: int = Field(description="How many updates logged a training loss")
+    last_step: int = Field(description="The newest update with a logged loss")
+    tokens: int | None = Field(default=None, description="Tokens seen by its newest logged update (with align=tokens)")
+    median_grad_norm: float | None = Field(description="The median of its logged pre-clip gradient norms (null when "
+                                                       "it logged none)")
+
+
+class LossWindow(Answer):
+    """One window of the comparison: both runs' mean training loss over the same updates (or the same tokens)."""
+
+    window: int = Field(description="The window's number, from 1")
+    run_steps: list[int] = Field(description="The first and last update of RUN in the window")
+    baseline_steps: list[int] = Field(description="The first and last update of BASELINE in the window")
+    tokens: list[int] | None = Field(default=None, description="align=tokens: the tokens seen the window spans "
+                                                               "(after the first, up to the last)")
+    run_loss: float = Field(description="RUN's mean training loss over the window")
+    baseline_loss: float = Field(description="BASELINE's mean training loss over the window")
+    difference: float = Field(description="run loss − baseline loss: below zero, RUN's loss is lower")
+    updates: int = Field(description="How many of RUN's updates the window holds (its weight in the mean)")
+
+
+class GradientSpike(Answer):
+    """An update whose pre-clip gradient norm is at least spikeFactor × its run's median."""
+
+    run: Literal["run", "baseline"] = Field(description="Which of the two runs")
+    run_id: str = Field(description="That run's id")
+    step: int = Field(description="The update")
+    grad_norm: float = Field(description="Its pre-clip gradient norm")
+    median: float = Field(description="The run's median gradient norm")
+    ratio: float = Field(description="gradNorm / median")
+
+
+class BeyondMargin(Answer):
+    """The first window whose difference is beyond the margin, in either direction."""
+
+    window: int = Field(description="The window's number")
+    run_steps: list[int] = Field(description="The first and last update of RUN in it")
+    difference: float = Field(description="Its difference (run − baseline)")
+    direction: Literal["better", "worse"] = Field(description="better: RUN's loss lower; worse: higher")
+
+
+class LossComparison(Answer):
+    """`GET /v1/training/runs/{id}/compare?baseline=ID`: two supervised runs' training losses, window by window."""
+
+    run: ComparedRun = Field(description="RUN")
+    baseline: ComparedRun = Field(description="BASELINE")
+    align: Literal["step", "tokens"] = Field(description="How the windows line up: by update or by tokens seen")
+    window: int = Field(description="Updates per window (BASELINE's, with align=tokens)")
+    spike_factor: Number = Field(description="A gradient spike is a norm at least this many times the run's median")
+    margin: Number = Field(description="The absolute loss difference a window must pass to count as different")
+    across_plans: bool = Field(description="Whether the runs' plans differ in more than hyperparams and execution")
+    plan_differences: list[str] = Field(description="What differs between the plans beyond hyperparams and "
+                                                    "execution (empty for runs of one plan)")
+    windows: list[LossWindow] = Field(description="The windows both runs reached, in order")
+    windows_compared: int = Field(description="How many windows were compared")
+    mean_difference: float = Field(description="The mean difference over the windows, weighted by their updates")
+    first_beyond_margin: BeyondMargin | None = Field(description="The first window beyond the margin (null: none)")
+    spikes: list[GradientSpike] = Field(description="Gradient spikes of either run, in order of run then update")
+    verdict: Literal["better", "worse", "same"] = Field(
+        description="RUN against BASELINE over the windows compared: better or worse when the mean difference is "
+                    "beyond the margin (below or above), else same")
 
 
 class RolloutItem(Answer):

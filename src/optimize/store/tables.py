@@ -244,6 +244,7 @@ class Run(Base):
     device_profile: Mapped[str] = mapped_column(String(64))
     device_count: Mapped[int] = mapped_column(Integer)
     description: Mapped[str | None] = mapped_column(Text)
+    config_name: Mapped[str | None] = mapped_column(String(64))  # its column in scores tables (the plan's configName)
     warnings: Mapped[list] = mapped_column(JSON, default=list)
     failure_reason: Mapped[str | None] = mapped_column(Text)
     progress: Mapped[dict] = mapped_column(JSON, default=dict)  # rows done/total, observed step, total steps

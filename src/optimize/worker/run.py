@@ -4,10 +4,12 @@
 Rows are read by the registry's row rule and rendered through `optimize.chat` under the run's loss policy; a
 row that breaks a rule fails the run naming its dataset and line. While it runs the worker heart-beats; when
 its lease is lost it stops without writing more. A pause the server passes on stops it at the next update
-boundary (during PREPARING, at once when `latest`); a stop the run's guards ask for (`execution.stopWhen`) ends
-training at the next update boundary, that update saved as the final one, and the run completes there. A resumed
-attempt first downloads the save it restores, and a branch the parent's save it starts from. A reward term's
-scoring bundle, and a judge term's adapter, are downloaded through the job's lease before the rows are read.
+boundary (during PREPARING, at once when `latest`); the plan's `execution.pauseAtStep` stops it after that update
+with a save, as a pause with `checkpoint: save` would, and it reports that pause itself. A stop the run's guards
+ask for (`execution.stopWhen`) ends training at the next update boundary, that update saved as the final one, and
+the run completes there. A resumed attempt first downloads the save it restores, and a branch the parent's save it
+starts from. A reward term's scoring bundle, and a judge term's adapter, are downloaded through the job's lease
+before the rows are read.
 """
 
 from __future__ import annotations
@@ -128,7 +130,11 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
         reporter.progress(urgent=True, smoke=report)
         part.done("smoke")
 
+    pause_at = execution.pause_at_step  # left out of the spec once the run has paused there
+
     class Hooks:
+        at = 0  # the update just made
+
         def started(self, total_steps: int, checks: dict[str, Any] | None, from_step: int) -> None:
             # a resumed attempt reads PREPARING until its first update
             reporter.progress(urgent=True, training=checks is not None, checks=checks,
@@ -136,6 +142,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
                                         "preparing": dict(preparing)})
 
         def step(self, step: int, total_steps: int) -> None:
+            self.at = step
             reporter.progress(training=True, progress={"observedStep": step, "totalSteps": total_steps,
                                                        **uploader.counts()})
 
@@ -156,6 +163,9 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             return reporter.lost.is_set()
 
         def pause(self) -> str | None:
+            if pause_at is not None and self.at == pause_at:  # the plan's pause: save this update and stop
+                reporter.progress(urgent=True, planPause=pause_at)
+                return "save"
             return reporter.pause
 
         def stop_asked(self) -> bool:

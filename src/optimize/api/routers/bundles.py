@@ -11,6 +11,7 @@ from optimize.api.alias_routes import add_alias_routes
 from optimize.api.bodies import streamed_body
 from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.api.lanes import in_user_code_pool
+from optimize.api.streamed import declared_size, put_answer
 from optimize.evaluation import service as evaluations
 from optimize.registry import bundle_checks, bundles
 from optimize.registry.nouns import BUNDLES
@@ -28,9 +29,6 @@ from optimize.schemas.evaluations import EvaluationRequest
 
 router = APIRouter(prefix="/v1/registry/bundles", tags=["registry"])
 add_alias_routes(router, BUNDLES)  # GET and PUT …/{namespace}/{name}/aliases/{alias}
-
-# Hand bytes to the receiving thread in pieces of this size (as dataset shards are).
-BATCH_BYTES = 1024 * 1024
 
 
 @router.get("", response_model=BundleList)
@@ -98,8 +96,6 @@ def get_version(namespace: str, name: str, selector: str, registry: RegistryDep)
     return bundles.read_version(registry, namespace, name, selector)
 
 
-
-
 @router.get("/{namespace}/{name}/archives/{sha256}", response_model=BundleArchive)
 def get_archive(namespace: str, name: str, sha256: str, registry: RegistryDep) -> BundleArchive:
     """Whether the registry holds the archive's bytes: when it does, registering them sends none."""
@@ -116,24 +112,5 @@ async def put_archive(namespace: str, name: str, sha256: str, request: Request, 
     """Send a bundle's archive before registering it. Refused, naming the member: not a ZIP, an absolute path or
     `..`, a symbolic link or special file, an encrypted member, more members or bytes than the limits, no Python
     module."""
-    declared = request.headers.get("content-length")
-    size = int(declared) if declared and declared.isdigit() else None
-    receiver = await run_in_threadpool(bundles.open_archive, registry, namespace, name, sha256, size)
-    if isinstance(receiver, BundleArchive):
-        return JSONResponse(receiver.model_dump(mode="json", by_alias=True))
-    pending: list[bytes] = []
-    pending_bytes = 0
-    try:
-        async for chunk in request.stream():
-            pending.append(chunk)
-            pending_bytes += len(chunk)
-            if pending_bytes >= BATCH_BYTES:
-                await run_in_threadpool(receiver.feed, b"".join(pending))
-                pending, pending_bytes = [], 0
-        if pending:
-            await run_in_threadpool(receiver.feed, b"".join(pending))
-        result = await run_in_threadpool(receiver.finish)
-    except BaseException:
-        receiver.abort()
-        raise
-    return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=201)
+    return await put_answer(request, await run_in_threadpool(
+        bundles.open_archive, registry, namespace, name, sha256, declared_size(request)))

@@ -1,9 +1,9 @@
-"""Training runs: submit, read, list, metrics, rollouts, snapshots, pause, resume, cancel, and the events stream
-(server-sent events)."""
+"""Training runs: submit, read, annotate, list, metrics, compare, rollouts, snapshots, pause, resume, cancel, and the
+events stream (server-sent events)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -16,7 +16,17 @@ from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.schemas.common import Answer, event_stream
 from optimize.schemas.plans import RunPlan
-from optimize.schemas.runs import DryRun, PauseRequest, Run, RunList, RunMetrics, RunRollouts, RunSnapshots
+from optimize.schemas.runs import (
+    DryRun,
+    LossComparison,
+    PauseRequest,
+    Run,
+    RunAnnotation,
+    RunList,
+    RunMetrics,
+    RunRollouts,
+    RunSnapshots,
+)
 from optimize.training.server import lifecycle, runs
 
 router = APIRouter(prefix="/v1/training/runs", tags=["training"])
@@ -53,10 +63,41 @@ def get_run(run_id: str, deployment: DeploymentDep, settings: bool = False) -> R
     return runs.get_run(deployment, run_id, settings)
 
 
+@router.patch("/{run_id}", response_model=Run, openapi_extra=required_body())
+def annotate_run(run_id: str, deployment: DeploymentDep,
+                 body: Annotated[Any, documented_as(RunAnnotation), Body()] = None) -> Run:
+    """Set the run's notes: its description and its column in the scores tables (configName). A field left out
+    stays as it is; an empty string clears it. 400 when the body names neither field."""
+    notes = RunAnnotation.parse(body)
+    return runs.annotate_run(deployment, run_id, notes.description, notes.config_name)
+
+
 @router.get("/{run_id}/metrics", response_model=RunMetrics)
 def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> RunMetrics:
     """The run's metrics; with `limit`, only the last `limit` training steps."""
     return runs.run_metrics(deployment, run_id, limit)
+
+
+@router.get("/{run_id}/compare", response_model=LossComparison)
+def compare_runs(
+    run_id: str, deployment: DeploymentDep,
+    baseline: Annotated[str, Query(min_length=1, max_length=200,
+                                   description="The run to compare against (id or unambiguous prefix)")],
+    window: Annotated[int, Query(ge=1, le=1000, description="Updates per window")] = 10,
+    spike_factor: Annotated[float, Query(alias="spikeFactor", gt=1, le=100, description="A gradient spike is a "
+                                         "pre-clip norm at least this many times the run's median")] = 3.0,
+    margin: Annotated[float, Query(ge=0, le=100, description="The absolute loss difference a window must pass")
+                      ] = 0.05,
+    across_plans: Annotated[bool, Query(alias="acrossPlans", description="Compare runs whose plans differ in more "
+                                        "than hyperparams and execution")] = False,
+    align: Annotated[Literal["step", "tokens"], Query(description="Line the windows up by update or by tokens "
+                                                                  "seen")] = "step",
+) -> LossComparison:
+    """Two sft runs' training losses, window by window, on what each has logged so far: both means and the
+    difference per window, the gradient spikes, the first window beyond the margin and a verdict. 400 for a run of
+    another method, runs of different plans without acrossPlans, a run with no logged loss yet, or align=tokens
+    where a run logged no token count."""
+    return runs.compare_runs(deployment, run_id, baseline, window, spike_factor, margin, across_plans, align)
 
 
 @router.get("/{run_id}/rollouts", response_model=RunRollouts)

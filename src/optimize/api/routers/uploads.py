@@ -8,15 +8,12 @@ from fastapi.responses import JSONResponse
 
 from optimize.api.bodies import streamed_body
 from optimize.api.deps import RegistryDep
+from optimize.api.streamed import put_answer
 from optimize.registry import uploads
 from optimize.schemas.registry import CommittedVersion
 from optimize.schemas.uploads import ShardReceived, UploadCommit, UploadCreate, UploadSession
 
 router = APIRouter(prefix="/v1/registry/dataset-uploads", tags=["registry"])
-
-# Hand bytes to the validating thread in pieces of this size: big enough that thread hops cost little,
-# small enough that memory stays flat.
-BATCH_BYTES = 1024 * 1024
 
 
 @router.post("", response_model=UploadSession)
@@ -31,25 +28,7 @@ def create_upload(body: UploadCreate, registry: RegistryDep) -> UploadSession:
                                         "exactly the bytes (size and sha256) the upload declared for it; not read "
                                         "when the registry holds the shard already"))
 async def put_shard(upload_id: str, index: int, request: Request, registry: RegistryDep) -> JSONResponse:
-    receiver = await run_in_threadpool(uploads.open_shard, registry, upload_id, index)
-    if isinstance(receiver, ShardReceived):
-        return JSONResponse(receiver.model_dump(mode="json", by_alias=True))
-    pending: list[bytes] = []
-    pending_bytes = 0
-    try:
-        async for chunk in request.stream():
-            pending.append(chunk)
-            pending_bytes += len(chunk)
-            if pending_bytes >= BATCH_BYTES:
-                await run_in_threadpool(receiver.feed, b"".join(pending))
-                pending, pending_bytes = [], 0
-        if pending:
-            await run_in_threadpool(receiver.feed, b"".join(pending))
-        result = await run_in_threadpool(receiver.finish)
-    except BaseException:
-        receiver.abort()
-        raise
-    return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=201)
+    return await put_answer(request, await run_in_threadpool(uploads.open_shard, registry, upload_id, index))
 
 
 @router.post("/{upload_id}/commit", response_model=CommittedVersion)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from optimize.cli.commands import bundles, datasets, models, namespaces
+from optimize.cli.commands import adapters, bundles, datasets, models, namespaces
 from optimize.cli.common import client_for, command
 from optimize.cli.output import Output
 from optimize.cli.quota_view import render_quota_settings
 from optimize.core.sizes import human_size
 
-app = typer.Typer(help="The artifact registry: namespaces, datasets, models and bundles.", no_args_is_help=True)
+app = typer.Typer(help="The artifact registry: namespaces, datasets, models (and adapters made elsewhere) and "
+                       "bundles.", no_args_is_help=True)
 app.add_typer(namespaces.app, name="namespaces")
 app.add_typer(datasets.app, name="datasets")
 app.add_typer(models.app, name="models")
 app.add_typer(bundles.app, name="bundles")
+app.add_typer(adapters.app, name="adapters")
 
 
 @command(app, "info")

@@ -1,4 +1,5 @@
-"""`akka training runs start|get|list|metrics|rollouts|snapshots|wait|logs|tensorboard|pause|resume|cancel`."""
+"""`akka training runs start|get|list|annotate|metrics|compare|rollouts|snapshots|wait|logs|tensorboard|pause|resume|
+cancel`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
 from optimize.cli.render import DASH, age, footer, table
+from optimize.cli.safe_text import safe_markup
 from optimize.cli.tensorboard import add_tensorboard_command
 
 app = typer.Typer(help="Training runs: start, follow and read them.", no_args_is_help=True)
@@ -96,12 +98,65 @@ def list_runs(
         out.emit(api.runs.list(project=project, phase=phase, archived=archived), _render_list)
 
 
+@command(app, "annotate")
+def annotate(
+    out: Output,
+    run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+    description: Annotated[str | None, typer.Option("--description", help="The run's description; an empty TEXT "
+                                                    "clears it.")] = None,
+    config_name: Annotated[str | None, typer.Option("--config-name", help="The run's column in its project's scores "
+                                                    "tables; an empty TEXT clears it (the column is then the model "
+                                                    "name and the config hash).")] = None,
+) -> None:
+    """Set or clear a run's notes: its description and its config name (its column in the scores tables)."""
+    if description is None and config_name is None:
+        fail("give --description, --config-name or both", "an empty TEXT clears that field, e.g. --description ''",
+             code=2)
+    with client_for(out) as api:
+        answer = api.runs.annotate(run, description=description, config_name=config_name)
+    out.emit(answer, lambda con, r: con.print(_annotated_line(r, description, config_name), markup=False))
+
+
+def _annotated_line(r: dict[str, Any], description: str | None, config_name: str | None) -> str:
+    """What `annotate` set, in one line: the fields given, each with its new value or "cleared"."""
+    parts = []
+    if description is not None:
+        parts.append(f"description set to {r['description']!r}" if r.get("description") else "description cleared")
+    if config_name is not None:
+        parts.append(f"config name set to {r['configName']!r}" if r.get("configName") else "config name cleared")
+    return f"Run {r['runId'][:12]}: {'; '.join(parts)}."
+
+
 @command(app, "metrics")
 def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
             limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the last N steps.")] = None) -> None:
     """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
     with client_for(out) as api:
         out.emit(api.runs.metrics(run, limit=limit), _render_metrics)
+
+
+@command(app, "compare")
+def compare(
+    out: Output,
+    run: Annotated[str, typer.Argument(help="Run id or prefix (RUN).")],
+    baseline: Annotated[str, typer.Argument(help="The run to compare against (BASELINE): id or prefix.")],
+    window: Annotated[int, typer.Option("--window", min=1, max=1000, help="Updates per window.")] = 10,
+    spike_factor: Annotated[float, typer.Option("--spike-factor", min=1.0, max=100.0, help="Flag an update whose "
+                                                "gradient norm is at least F × its run's median (above 1).")] = 3.0,
+    margin: Annotated[float, typer.Option("--margin", min=0.0, max=100.0, help="The absolute loss difference a "
+                                          "window must pass to count as different.")] = 0.05,
+    across_plans: Annotated[bool, typer.Option("--across-plans", help="Compare runs whose plans differ in more than "
+                                               "hyperparams and execution.")] = False,
+    align: Annotated[str, typer.Option("--align", help="step: windows of updates; tokens: windows by tokens "
+                                       "seen.")] = "step",
+) -> None:
+    """Two sft runs' training losses, window by window: both means and the difference (RUN − BASELINE), gradient
+    spikes, the first window beyond the margin and a verdict (better, worse or same)."""
+    if align not in ("step", "tokens"):
+        raise typer.BadParameter("use step or tokens", param_hint="'--align'")
+    with client_for(out) as api:
+        out.emit(api.runs.compare(run, baseline=baseline, window=window, spike_factor=spike_factor, margin=margin,
+                                  across_plans=across_plans, align=align), _render_comparison)
 
 
 @command(app, "rollouts")
@@ -236,12 +291,14 @@ def _stop_line(r: dict[str, Any]) -> str:
 
 
 def _pause_text(pause: dict[str, Any]) -> str:
+    asked = (f"execution.pauseAtStep {pause.get('requestedAtStep')}" if pause.get("askedBy") == "plan"
+             else f"--checkpoint {pause['checkpoint']}")
     if pause["state"] == "pausing":
-        return f"pausing (--checkpoint {pause['checkpoint']}), asked at step {pause.get('requestedAtStep') or 0}"
+        return f"pausing ({asked}), asked at step {pause.get('requestedAtStep') or 0}"
     against = (f"against snapshot {pause['snapshotId'][:12]} at step {pause['savedStep']}" if pause.get("snapshotId")
                else "with no save holding training state")
     stopped = f" after step {pause['stoppedAtStep']}" if pause.get("stoppedAtStep") is not None else ""
-    text = f"paused{stopped} (--checkpoint {pause['checkpoint']}) {against}; devices released"
+    text = f"paused{stopped} ({asked}) {against}; devices released"
     if pause.get("saveFailed"):
         text += f"; the save failed: {pause['saveFailed']}"
     if pause.get("endReason"):
@@ -333,6 +390,10 @@ def _render_run(con, r) -> None:
     con.print(f"  Dataset      {r['dataset']['reference']} — {r['dataset']['rows']} example(s)")
     if r.get("validation"):
         con.print(f"  Validation   {r['validation']['reference']}")
+    if r.get("configName"):
+        con.print(f"  Config name  {r['configName']}", markup=False)
+    if r.get("description"):
+        con.print(f"  Description  {r['description']}", markup=False)
     most = (r.get("execution") or {}).get("maxAttempts") if not r.get("terminal") else None
     con.print(f"  Phase        {r['phase'].title()} (attempt {r['attempt']}"
               f"{f'; up to {most} if its worker is lost' if most else ''})")
@@ -502,15 +563,22 @@ def _step_ranges(steps: list[int]) -> str:
 
 
 def _render_list(con, data) -> None:
-    grid = table("RUN", "PROJECT", "METHOD", "BASE MODEL", "PHASE", "PROGRESS", "MODEL", "CREATED")
+    grid = table("RUN", "PROJECT", "METHOD", "BASE MODEL", "PHASE", "PROGRESS", "MODEL", "CREATED", "NOTES")
     for r in data["runs"]:
         p = r.get("progress") or {}
         progress = f"{p.get('observedStep', 0)}/{p['totalSteps']}" if p.get("totalSteps") else DASH
         project = r["project"] + (" (archived)" if r.get("projectArchived") else "")
         grid.add_row(r["runId"][:12], project, r["method"], r["baseModel"]["id"], r["phase"].title(), progress,
-                     r["results"].get("model") or DASH, age(r["timing"]["createdAt"]))
+                     r["results"].get("model") or DASH, age(r["timing"]["createdAt"]), _notes(r))
     con.print(grid)
     con.print(footer(len(data["runs"]), "run"))
+
+
+def _notes(r: dict[str, Any], most: int = 40) -> str:
+    """A run's config name and description in one cell of `runs list`, cut to `most` characters."""
+    notes = ": ".join(note for note in (r.get("configName"), r.get("description")) if note)
+    notes = " ".join(notes.split())  # one line
+    return safe_markup(notes[:most - 1] + "…" if len(notes) > most else notes) or DASH
 
 
 def _render_metrics(con, data) -> None:
@@ -528,6 +596,49 @@ def _render_metrics(con, data) -> None:
                      _num(m.get("gradNorm")), str(m.get("tokens", DASH)), _num(v))
     con.print(grid)
     con.print(footer(len(data["steps"]), "step"))
+
+
+def _render_comparison(con, data) -> None:
+    for role in ("run", "baseline"):
+        side = data[role]
+        norm = _num(side.get("medianGradNorm"))
+        tokens = f", {side['tokens']} tokens" if side.get("tokens") is not None else ""
+        con.print(f"{role.title():<9} {side['runId'][:12]}  {side['phase']:<10} project {side['project']}, "
+                  f"{side['updates']} update{'s' if side['updates'] != 1 else ''} to step {side['lastStep']}{tokens}, "
+                  f"median grad norm {norm}")
+    if data["planDifferences"]:
+        con.print(f"Across plans: {'; '.join(data['planDifferences'])}")
+    tokens = data["align"] == "tokens"
+    grid = table("WINDOW", "STEPS", *(("TOKENS",) if tokens else ()), "RUN LOSS", "BASELINE LOSS", "DIFF")
+    for w in data["windows"]:
+        steps = _steps(w["runSteps"])
+        if w["baselineSteps"] != w["runSteps"]:
+            steps += f" / {_steps(w['baselineSteps'])}"
+        span = (f"{w['tokens'][0]}-{w['tokens'][1]}",) if tokens else ()
+        grid.add_row(str(w["window"]), steps, *span, _num(w["runLoss"]), _num(w["baselineLoss"]),
+                     f"{w['difference']:+.4f}")
+    updates = f"{data['window']} update{'s' if data['window'] != 1 else ''}"
+    con.print(f"Windows of {updates} of the baseline, by tokens seen (STEPS: the run's / the baseline's where they "
+              "differ):" if tokens else f"Windows of {updates}, over the updates both runs reached:")
+    con.print(grid)
+    if data["spikes"]:
+        con.print(f"Gradient spikes (at least {data['spikeFactor']:g}× the run's median):")
+        for s in data["spikes"]:
+            con.print(f"  {s['run']} {s['runId'][:12]} step {s['step']}: grad norm {s['gradNorm']:.4f}, "
+                      f"median {s['median']:.4f} ({s['ratio']:.1f}×)")
+    else:
+        con.print(f"Gradient spikes (at least {data['spikeFactor']:g}× the run's median): none")
+    beyond = data["firstBeyondMargin"]
+    con.print(f"First window beyond ±{data['margin']:g}: " + (
+        f"window {beyond['window']} (steps {_steps(beyond['runSteps'])}), {beyond['difference']:+.4f} "
+        f"({beyond['direction']})" if beyond else "none"))
+    con.print(f"Verdict: {data['verdict']} (run {data['run']['runId'][:12]} against baseline "
+              f"{data['baseline']['runId'][:12]}: mean difference {data['meanDifference']:+.4f} over "
+              f"{data['windowsCompared']} window{'s' if data['windowsCompared'] != 1 else ''})")
+
+
+def _steps(span: list[int]) -> str:
+    return str(span[0]) if span[0] == span[1] else f"{span[0]}-{span[1]}"
 
 
 def _num(value, fmt: str = "{:.4f}") -> str:

@@ -176,19 +176,25 @@ def settings(out: Output) -> None:
 @command(app, "status")
 def status(out: Output) -> None:
     """Say whether a server answers at --server; exits 1 when none does."""
+    with client_for(out) as api:
+        health = answering(api, out)
+    out.emit({"server": out.server, "reachable": True, **health}, _render_status)
+
+
+def answering(api, out: Output) -> dict:
+    """The server's health (version and store), asked once; refuses when nothing answers at --server, or something
+    that is no Optimize server does."""
     from optimize.client.http import ApiError
 
-    with client_for(out) as api:
-        try:
-            health = api.health()
-        except ApiError as error:
-            if error.code == "unreachable":
-                raise  # "no Optimize server answers at URL (ConnectError)", with how to start one
-            raise ApiError(f"{out.server} does not answer as an Optimize server: {error.message}",
-                           status=error.status, code=error.code,
-                           hint=error.hint or "point --server / OPTIMIZE_URL at an Optimize server", body=error.body
-                           ) from None
-    out.emit({"server": out.server, "reachable": True, **health}, _render_status)
+    try:
+        return api.health()
+    except ApiError as error:
+        if error.code == "unreachable":
+            raise  # "no Optimize server answers at URL (ConnectError)", with how to start one
+        raise ApiError(f"{out.server} does not answer as an Optimize server: {error.message}",
+                       status=error.status, code=error.code,
+                       hint=error.hint or "point --server / OPTIMIZE_URL at an Optimize server", body=error.body
+                       ) from None
 
 
 @command(app, "gc")

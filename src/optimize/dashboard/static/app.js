@@ -277,6 +277,8 @@ function runFacts(run) {
     ["Attempt", run.attempt], ["Method", run.method],
     ["Base model", `${run.baseModel?.id} @ ${short(run.baseModel?.commit)}`],
     ["Dataset", run.dataset?.reference], ["Validation", run.validation?.reference],
+    // the run's notes (akka training runs annotate): its column in the scores tables and its description
+    ["Config name", run.configName || undefined], ["Description", run.description || undefined],
     ["Progress", h("span", { id: "run-progress" }, progressOf(run))], ["Loss", fmt(p.loss)],
     ["Saved step", run.savedStep ?? "—"], ["Model", run.results?.model],
     ["Weights", run.results?.weightsDigest ? short(run.results.weightsDigest.replace("sha256:", "")) : undefined],

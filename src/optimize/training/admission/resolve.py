@@ -132,6 +132,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     resolved_config, method_warnings = method.resolve(config, shared, on_cpu)  # e.g. a dpo run's loss
     if plan.execution.stop_when is not None:
         method.admit_stop_when(plan.execution.stop_when, resolved_config)
+    check_pause_at_step(plan.execution.pause_at_step, resolved_config.loop.updates(dataset.rows, devices))
     resolved = ResolvedPlan(config=resolve_reward_terms(session, resolved_config),
                             execution=plan.execution.model_copy(update={"sharding": sharding}))
     stored = resolved.document()
@@ -149,6 +150,17 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings, memory)
+
+
+def check_pause_at_step(pause_at: int | None, updates: int) -> None:
+    """`execution.pauseAtStep` must fall before the run's last update: a run pauses after an update with more to
+    train, so one at or after its last would never pause."""
+    if pause_at is not None and pause_at >= updates:
+        raise Refused(f"execution.pauseAtStep {pause_at} is at or after this run's last update: it makes {updates} "
+                      f"update{'s' if updates != 1 else ''}, so it would never pause",
+                      hint=f"set execution.pauseAtStep below {updates} (1 to {updates - 1}), or remove it"
+                      if updates > 1 else "remove execution.pauseAtStep: a run of one update has no update to pause "
+                                          "after")
 
 
 def memory_plan(entry: Entry, workload: Workload, stated_checkpointing: bool | None, stated_sharding: str | None,

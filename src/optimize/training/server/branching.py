@@ -132,7 +132,9 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
         _training_section(config).update(epochs=epochs, maxSteps=None)
     return {"kind": "run", "project": parent.project, "baseModel": parent.base_entry_id,
             "modelName": parent.model_name, "description": f"branch of run {parent.id[:12]}",
-            "config": config, "execution": resolved.execution.model_dump(by_alias=True, mode="json")}
+            # the parent's execution.pauseAtStep was the parent's pause: a child pauses where its own plan says
+            "config": config, "execution": resolved.execution.model_dump(by_alias=True, mode="json",
+                                                                         exclude={"pause_at_step"})}
 
 
 def _training_section(config: dict[str, Any]) -> dict[str, Any]:

@@ -2,11 +2,16 @@
 
 A pause is recorded on the run (PAUSING) and read by its worker from its next heartbeat or progress answer;
 the worker stops (after a save with `checkpoint: save`) and reports, and only then are its devices released
-(PAUSED). A resume queues the run for a new attempt that restores the newest save holding training state; the
-updates after that save are discarded with their metrics, so the resumed attempt trains them again exactly.
+(PAUSED). A plan's `execution.pauseAtStep` is the same pause with `checkpoint: save`, asked by the plan: the
+worker saves at that update and stops there, and the run records it (`pause.askedBy: plan`) when the worker says
+so; a run pauses there once. A resume queues the run for a new attempt that restores the newest save holding
+training state; the updates after that save are discarded with their metrics, so the resumed attempt trains them
+again exactly.
 """
 
 from __future__ import annotations
+
+from sqlalchemy import select
 
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Refused
@@ -15,8 +20,9 @@ from optimize.jobs.lifecycle import decided, moved, transition
 from optimize.projects.quotas import check_queue_room
 from optimize.schemas import runs as answers
 from optimize.schemas.outcomes import RunPause
+from optimize.schemas.resolved import resolved_execution
 from optimize.store.events import record
-from optimize.store.tables import Run, RunAttempt
+from optimize.store.tables import Event, Run, RunAttempt
 from optimize.training.server.attempts import current_attempt, end_attempt, queue_from_newest_save
 from optimize.training.server.phases import RUN, TERMINAL, RunPhase
 from optimize.training.server.retention import restore_point
@@ -61,6 +67,32 @@ def pause(deployment: Deployment, run_id: str, checkpoint: str) -> tuple[answers
         return run_view(run, current_attempt(session, run)), True
 
     return decided(deployment.store, decide)
+
+
+PLAN_PAUSE = "plan-pause"  # the event recorded when a run pauses at its plan's execution.pauseAtStep
+
+
+def pause_by_plan(session, run: Run, step: int | None) -> bool:
+    """The run's worker stopped at update `step` for its plan's `execution.pauseAtStep`: record that pause, with
+    `checkpoint: save`, as asked by the plan (PAUSING). False where `step` is not that update, the run is not
+    training (a user's pause already recorded stays the run's) or it paused there before."""
+    pause_at = resolved_execution(run.resolved).pause_at_step
+    if pause_at is None or step != pause_at or run.phase != RunPhase.TRAINING.value or paused_by_plan(session, run):
+        return False
+    if not transition(session, RUN, run, RunPhase.PAUSING, by_worker=True, note=f"execution.pauseAtStep {step}",
+                      pause={"checkpoint": "save", "askedBy": "plan", "attempt": run.attempt,
+                             "requestedAt": iso(utcnow()), "requestedAtStep": step, "state": "pausing",
+                             "resourcesReleased": False}):
+        return False
+    record(session, RUN.subject(run.id), PLAN_PAUSE, step=step)
+    return True
+
+
+def paused_by_plan(session, run: Run) -> bool:
+    """The run has paused at its plan's execution.pauseAtStep already (a resumed attempt does not pause there
+    again)."""
+    return session.scalar(select(Event.id).where(Event.subject == RUN.subject(run.id), Event.kind == PLAN_PAUSE)
+                          .limit(1)) is not None
 
 
 def finish_pause(session, run: Run, attempt: RunAttempt, stop: RunPause, reason: str = "paused",

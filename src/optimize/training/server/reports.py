@@ -26,7 +26,7 @@ from optimize.jobs.lifecycle import transition
 from optimize.registry.datasets import examples_objects
 from optimize.schemas import runs as answers
 from optimize.schemas.jobs import RunSpec
-from optimize.schemas.outcomes import Outcome, RunLastWord
+from optimize.schemas.outcomes import Outcome, RunLastWord, RunProgress
 from optimize.schemas.plans import REINFORCEMENT, StopWhen
 from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.db import insert_ignoring_conflict
@@ -35,7 +35,7 @@ from optimize.store.tables import Run, RunAttempt, RunMetric, RunRollout, Snapsh
 from optimize.training.server import guards
 from optimize.training.server.attempts import fail_run
 from optimize.training.server.completion import complete_run
-from optimize.training.server.lifecycle import finish_pause
+from optimize.training.server.lifecycle import finish_pause, pause_by_plan, paused_by_plan
 from optimize.training.server.phases import RUN, RunPhase
 from optimize.training.server.retention import sweep
 from optimize.training.server.views import snapshot_view
@@ -58,7 +58,7 @@ def job_spec(deployment: Deployment, run_id: str, token: str) -> dict[str, Any]:
         run, attempt = _leased(session, run_id, token)
         return RunSpec.model_validate({
             "runId": run.id, "attempt": attempt.number, "project": run.project, "method": run.method,
-            "config": run.resolved["config"], "execution": run.resolved["execution"],
+            "config": run.resolved["config"], "execution": _execution(session, run),
             "devices": attempt.devices, "leaseSeconds": deployment.lease_seconds,
             "dataset": _objects(session, run.dataset_digest),
             "validation": _objects(session, run.validation_digest) if run.validation_digest else None,
@@ -68,6 +68,15 @@ def job_spec(deployment: Deployment, run_id: str, token: str) -> dict[str, Any]:
                        "artifacts": [_artifact(a) for a in run.branch["artifacts"]]} if run.branch else None,
             "judges": _judges(deployment, session, run),
         }).wire()
+
+
+def _execution(session, run: Run) -> dict[str, Any]:
+    """How the attempt executes: the run's resolved execution, without the plan's pauseAtStep once the run has
+    paused there (a resumed attempt does not pause there again)."""
+    execution = run.resolved["execution"]
+    if execution.get("pauseAtStep") is not None and paused_by_plan(session, run):
+        return {**execution, "pauseAtStep": None}
+    return execution
 
 
 def _judges(deployment: Deployment, session, run: Run) -> dict[str, Any]:
@@ -122,23 +131,28 @@ def instructions(run: Run) -> dict[str, Any]:
 
 def report_progress(deployment: Deployment, run_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
     """Rows done of rows total while preparing; the step while training; the start checks once they ran.
-    The first report with `training: true` moves the run to TRAINING."""
+    The first report with `training: true` moves the run to TRAINING; one with `planPause: STEP` (the worker
+    stopping at its plan's execution.pauseAtStep) moves it to PAUSING, as asked by the plan."""
     with deployment.store.transaction() as session:
         run, lease = fence(session, RUN, run_id, token)
         extend(lease, deployment.lease_seconds)
-        progress = {**(run.progress or {}), **(body.get("progress") or {})}
+        report = RunProgress.read(body)
+        progress = {**(run.progress or {}), **report.progress}
         values: dict[str, Any] = {"progress": progress}
-        if body.get("checks") is not None:
-            values["checks"] = body["checks"]
-        found = {key: body[key] for key in ("dataFit", "smoke") if body.get(key) is not None}
+        if report.checks is not None:
+            values["checks"] = report.checks
+        found = {key: value for key, value in (("dataFit", report.data_fit), ("smoke", report.smoke))
+                 if value is not None}
         if found:  # what the worker found before training: the rows' fit, the smoke check's outcome
             values["results"] = {**(run.results or {}), **found}
-        if not (body.get("training") and run.phase == RunPhase.PREPARING.value
+        if not (report.training and run.phase == RunPhase.PREPARING.value
                 and transition(session, RUN, run, RunPhase.TRAINING, lease=token, by_worker=True, **values)):
             for key, value in values.items():
                 setattr(run, key, value)
             record(session, RUN.subject(run.id), "progress", step=progress.get("observedStep"),
                    rowsDone=progress.get("rowsDone"))
+        if report.plan_pause is not None:
+            pause_by_plan(session, run, report.plan_pause)
         return instructions(run)
 
 
@@ -322,7 +336,8 @@ def finish(deployment: Deployment, run_id: str, token: str, body: Any) -> dict[s
             fail_run(session, run, word.failure_reason(), by_worker=True)
             return {"phase": run.phase}
         if word.outcome is Outcome.PAUSED:
-            if run.phase != RunPhase.PAUSING.value:
+            # a stop at the plan's execution.pauseAtStep whose report did not arrive is recorded now
+            if run.phase != RunPhase.PAUSING.value and not pause_by_plan(session, run, word.paused.step):
                 raise Invalid(f"run {run.id[:12]} is {run.phase}, not pausing; its worker cannot report a pause")
             finish_pause(session, run, attempt, word.paused, by_worker=True)
             return {"phase": run.phase}

@@ -1,4 +1,4 @@
-"""Runs as users see them: submit a plan, read a run, list runs, read metrics, rollouts and snapshots.
+"""Runs as users see them: submit a plan, read a run, annotate it, list runs, read metrics, rollouts and snapshots.
 
 A submission is idempotent by `submissionId`: the same id reaches the same run, never a second one; the same id
 with another plan is refused. Admission freezes every reference and default (training.admission.resolve); the
@@ -51,6 +51,7 @@ from optimize.training.admission.resolve import Admitted, admit, resolve_terms
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for, rewarded
+from optimize.training.server import loss_compare
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
@@ -96,7 +97,9 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
             "validation_reference": admitted.validation.reference if admitted.validation else None,
             "validation_digest": admitted.validation.digest if admitted.validation else None,
             "model_name": admitted.model_name, "device_profile": plan.execution.device_profile,
-            "device_count": admitted.device_count, "description": plan.description, "warnings": admitted.warnings,
+            "device_count": admitted.device_count, "description": plan.description,
+            "config_name": plan.config_name or None,
+            "warnings": admitted.warnings,
             "length_check": record_check(sections, state),
             "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
@@ -339,6 +342,25 @@ def get_run(deployment: Deployment, run_id: str, settings: bool = False) -> answ
         return run_status(deployment, session, find_run(session, run_id), settings)
 
 
+def annotate_run(deployment: Deployment, run_id: str, description: str | None, config_name: str | None
+                 ) -> answers.Run:
+    """Set a run's notes: its description and its column in the scores tables (`config_name`). A field given as
+    None stays as it is; an empty string clears it. A run of an archived project takes notes too (archiving stops
+    new work, as a registry namespace's description may still change once it is archived)."""
+    if description is None and config_name is None:
+        raise Refused("the annotation names no field: give description, configName or both",
+                      hint="an empty string clears a field; a field left out stays as it is")
+    with deployment.store.transaction() as session:
+        run = find_run(session, run_id)
+        changed: dict[str, str | None] = {}
+        if description is not None:
+            run.description = changed["description"] = description or None
+        if config_name is not None:
+            run.config_name = changed["configName"] = config_name or None
+        record(session, RUN.subject(run.id), "annotated", **changed)  # its status streams show the notes
+        return run_status(deployment, session, run)
+
+
 def run_status(deployment: Deployment, session, run: Run, settings: bool = False) -> answers.Run:
     """The run as `get` and its event stream show it: with what it waits for while it is queued."""
     return run_view(run, current_attempt(session, run), settings=settings).extended(
@@ -367,6 +389,27 @@ def run_metrics(deployment: Deployment, run_id: str, limit: int | None = None) -
         if limit:
             steps = steps[-limit:]
         return answers.RunMetrics(run_id=run.id, steps=steps, validation=validation)
+
+
+def compare_runs(deployment: Deployment, run_id: str, baseline_id: str, window: int = loss_compare.DEFAULT_WINDOW,
+                 spike_factor: float = loss_compare.DEFAULT_SPIKE_FACTOR, margin: float = loss_compare.DEFAULT_MARGIN,
+                 across_plans: bool = False, align: loss_compare.Align = "step") -> answers.LossComparison:
+    """Two sft runs' training losses compared window by window, on what each has logged so far
+    (`training.server.loss_compare`)."""
+    with deployment.store.transaction() as session:
+        sides = []
+        for ref in (run_id, baseline_id):
+            run = find_run(session, ref)
+            points = session.scalars(select(RunMetric).where(RunMetric.run_id == run.id, RunMetric.kind == "train")
+                                     .order_by(RunMetric.step)).all()
+            validation = ((run.validation_reference, run.validation_digest) if run.validation_digest else None)
+            sides.append(loss_compare.Side(
+                run_id=run.id, method=run.method, phase=run.phase, project=run.project,
+                points=[{**m.values, "step": m.step} for m in points],
+                plan=loss_compare.plan_facts(run.base_entry_id, run.base_commit,
+                                             (run.dataset_reference, run.dataset_digest), validation, run.resolved)))
+    return loss_compare.compare(*sides, window=window, spike_factor=spike_factor, margin=margin,
+                                across_plans=across_plans, align=align)
 
 
 def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -> answers.RunRollouts:

@@ -87,6 +87,7 @@ def run_view(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         warnings=[*(run.warnings or []), *(w["message"] for w in (run.guards or {}).get("warnings") or [])],
         guards=guards_json(run),
         description=run.description,
+        config_name=run.config_name,
         pause=run.pause,
         resumed=run.resumed,
         parent_run_id=run.parent_run_id,
