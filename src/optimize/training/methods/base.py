@@ -46,6 +46,7 @@ class Method:
     liger_setting: ClassVar[str] = "none"  # what stands for Liger's kernels in its runs instead, if anything
     rewarded: ClassVar[bool] = False  # its completions are scored by `config.reward`'s terms (checked at a dry run)
     length_checked: ClassVar[bool] = True  # its rows' lengths are checked against the analyses at submission
+    loss_compared: ClassVar[bool] = False  # two of its runs' training losses compare window by window (runs compare)
 
     # --- admission (server): refusals with the words a plan gets, and resolved defaults
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 class Sft(Method):
     name = "sft"
+    loss_compared = True
     dataset_kind = "chat"
     devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     columns = ("input_ids", "labels")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from optimize.core.errors import Refused
 from optimize.schemas import runs as answers
+from optimize.training.methods import declared
 
 Align = Literal["step", "tokens"]
 DEFAULT_WINDOW = 10
@@ -106,7 +107,7 @@ def _value(point: dict[str, Any], names: tuple[str, ...]) -> float | None:
 
 
 def _refuse_method(side: Side, role: str) -> None:
-    if side.method != "sft":
+    if not declared(side.method).loss_compared:
         article = "an" if side.method[:1] in tuple("aefhilmnorsx") else "a"
         raise Refused(f"{role} {side.run_id[:12]} is {article} {side.method} run; a loss comparison reads two "
                       "sft runs' training loss",
