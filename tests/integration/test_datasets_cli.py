@@ -28,6 +28,15 @@ def test_register_chat_dataset_reports_version_fields(cli, ns, tmp_path):
     assert version["objects"][0]["path"] == "examples.jsonl"
 
 
+def test_an_object_is_written_byte_for_byte(cli, ns, tmp_path):
+    path = write_jsonl(tmp_path / "chat.jsonl", [chat_row("ä", "ö"), chat_row("c", "d")])
+    cli.ok("registry", "datasets", "register", f"{ns}/bytes", "-f", str(path), "--alias", "kept")
+    assert cli.ok("registry", "datasets", "object", f"{ns}/bytes:kept", "examples.jsonl").out == path.read_text()
+    missing = cli("registry", "datasets", "object", f"{ns}/bytes", "nothing.jsonl")
+    assert missing.code == 1
+    assert f"dataset {ns}/bytes:v1 holds no object 'nothing.jsonl' (it holds: examples.jsonl)" in missing.err
+
+
 def test_register_preference_dataset_counts_pairs(cli, ns, tmp_path):
     path = write_jsonl(tmp_path / "pairs.jsonl", [pair_row("q1"), pair_row("q2", tools=TOOLS)])
     version = cli.json("registry", "datasets", "register", f"{ns}/prefs", "-f", str(path))

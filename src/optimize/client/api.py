@@ -453,7 +453,27 @@ class Namespaces(_Resource):
 
 class _Artifacts(_Resource):
     """What datasets, models and bundles share: an artifact per NS/NAME, its versions, a version by selector, its
-    aliases."""
+    aliases; the bytes of what a version holds, streamed into a file."""
+
+    def _stream_into(self, url: str, what: str, sink: BinaryIO) -> int:
+        """Stream the bytes at `url` into `sink`; returns the bytes written (a refusal is raised as the server's)."""
+        import httpx
+
+        from optimize.client.http import ApiError, _decode
+
+        written = 0
+        try:
+            with self._http._http.stream("GET", url) as response:
+                if response.status_code != 200:
+                    response.read()
+                    _decode(response)  # raises the server's refusal (an unknown version or file)
+                for chunk in response.iter_bytes(1024 * 1024):
+                    sink.write(chunk)
+                    written += len(chunk)
+        except (httpx.TransportError, httpx.StreamError) as error:
+            raise ApiError(f"downloading {what} from {self._http.base_url} failed ({type(error).__name__})",
+                           code="unreachable", hint="download it again") from None
+        return written
 
     def _artifact(self, reference: Reference) -> str:
         return f"{self.ROOT}/{segment(reference.namespace)}/{segment(reference.name)}"
@@ -485,6 +505,11 @@ class Datasets(_Artifacts):
     def versions(self, reference: Reference) -> Json:
         return self._http.get(self._artifact(reference) + "/versions")
 
+    def object(self, reference: Reference, path: str, sink: BinaryIO) -> int:
+        """Stream one object of the version (a shard, as `get` lists its objects) into `sink`; returns the bytes."""
+        url = f"{self._artifact(reference)}/versions/{segment(reference.selector)}/objects/{segment(path)}"
+        return self._stream_into(url, path, sink)
+
 
 class Models(_Artifacts):
     """Registered models: base models on selection, trained ones from runs."""
@@ -511,23 +536,7 @@ class Models(_Artifacts):
     def download_file(self, reference: Reference, path: str, sink: BinaryIO) -> int:
         """Stream one file of the version (its `path` as `files` lists it) into `sink`; returns the bytes written.
         The caller checks them against the listed sha256: a stream cut short or altered is not a file."""
-        import httpx
-
-        from optimize.client.http import ApiError, _decode
-
-        written = 0
-        try:
-            with self._http._http.stream("GET", f"{self._files(reference)}/{segment(path)}") as response:
-                if response.status_code != 200:
-                    response.read()
-                    _decode(response)  # raises the server's refusal (an unknown version or file)
-                for chunk in response.iter_bytes(1024 * 1024):
-                    sink.write(chunk)
-                    written += len(chunk)
-        except (httpx.TransportError, httpx.StreamError) as error:
-            raise ApiError(f"downloading {path} from {self._http.base_url} failed ({type(error).__name__})",
-                           code="unreachable", hint="download it again") from None
-        return written
+        return self._stream_into(f"{self._files(reference)}/{segment(path)}", path, sink)
 
 
 class Adapters(_Resource):

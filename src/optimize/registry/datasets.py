@@ -60,6 +60,23 @@ def _version_by_digest(session: Session, digest: str) -> DatasetVersion:
     return version
 
 
+def find_object(store: Store, namespace: str, name: str, selector: str, path: str) -> tuple[str, DatasetObject]:
+    """(the version's reference, its object at `path`): a shard as `get` lists it; a path the version does not hold
+    is refused naming the ones it does."""
+    with store.transaction() as session:
+        dataset = get_dataset(session, namespace, name)
+        version = resolve_version(session, dataset, selector)
+        objects = version_objects(session, version)
+        reference = f"{dataset.namespace}/{dataset.name}:v{version.version}"
+        found = next((item for item in objects if item.path == path), None)
+        if found is None:
+            raise NotFound(f"dataset {reference} holds no object {path!r} (it holds: "
+                           f"{', '.join(item.path for item in objects)})",
+                           hint=f"list its objects with: akka registry datasets get {reference}")
+        session.expunge(found)
+        return reference, found
+
+
 def version_objects(session: Session, version: DatasetVersion) -> list[DatasetObject]:
     return list(session.scalars(select(DatasetObject).where(DatasetObject.version_id == version.id)
                                 .order_by(DatasetObject.position)))

@@ -1,10 +1,12 @@
-"""Registry datasets: list, get a version, versions, a version's rows, aliases."""
+"""Registry datasets: list, get a version, versions, a version's rows and objects, aliases."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
 
 from optimize.api.alias_routes import add_alias_routes
 from optimize.api.deps import RegistryDep
@@ -53,3 +55,17 @@ def get_rows(namespace: str, name: str, selector: str, registry: RegistryDep,
                      min(limit or PAGE_ROWS, MOST_ROWS))
 
 
+@router.get("/{namespace}/{name}/versions/{selector}/objects/{path:path}", response_class=Response,
+            responses={200: {"description": "The object's bytes, exactly as registered",
+                             "content": {"application/octet-stream": {"schema": {
+                                 "type": "string", "format": "binary",
+                                 "description": "The object's bytes (a shard: JSONL, one row a line); its sha256 is "
+                                                "in X-Checksum-Sha256"}}}}})
+async def get_object(namespace: str, name: str, selector: str, path: str, registry: RegistryDep
+                     ) -> StreamingResponse:
+    """One object of the version (a shard, as `get` lists its objects), streamed as far as its bytes match their
+    digest: a stored copy that does not is quarantined and the stream cut short."""
+    _reference, found = await run_in_threadpool(datasets.find_object, registry.store, namespace, name, selector, path)
+    size, chunks = await run_in_threadpool(registry.blobs.stream, found.sha256)
+    return StreamingResponse(chunks, media_type="application/octet-stream", headers={
+        "Content-Length": str(size), "X-Checksum-Sha256": found.sha256, "X-Content-Type-Options": "nosniff"})

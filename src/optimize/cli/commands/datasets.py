@@ -1,4 +1,4 @@
-"""`akka registry datasets register|convert|get|versions|list|alias set|alias get`."""
+"""`akka registry datasets register|convert|get|versions|object|list|alias set|alias get`."""
 
 from __future__ import annotations
 
@@ -83,6 +83,23 @@ def versions(out: Output, dataset: Annotated[str, typer.Argument(help="NS/NAME")
     ref = parse_ref_argument(dataset, "NS/NAME")
     with client_for(out) as api:
         out.emit(api.datasets.versions(ref), _render_versions)
+
+
+@command(app, "object")
+def object_bytes(
+    out: Output,
+    dataset: Annotated[str, typer.Argument(help="NS/NAME[:vN|:ALIAS|@sha256:HEX]")],
+    path: Annotated[str, typer.Argument(help="The object's path, as get lists it (examples.jsonl, "
+                                             "examples-00001.jsonl, …).")],
+) -> None:
+    """Write one object of a version (a shard's JSONL) to standard output, byte for byte."""
+    import sys
+
+    ref = parse_ref_argument(dataset)
+    with client_for(out) as api:
+        sys.stdout.flush()
+        api.datasets.object(ref, path, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
 
 
 @command(app, "list")
