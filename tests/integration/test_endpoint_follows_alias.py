@@ -1,5 +1,6 @@
 """An endpoint serving a model by its alias (`NS/NAME:champion`) follows the alias: on a server of this module's own
-(the cpu's one serving slot), a short run registers its model (v1) and a save registers as v2; champion on v1 is
+(the cpu's one serving slot), a short run registers its model (v1) and a save registers as v2 (`registry models
+register --snapshot`, refused into another project's namespace); champion on v1 is
 served and answers; moved to v2, the endpoint attaches v2 beside v1, requests for the alias go to v2 once it is
 loaded, v1 is detached, and the endpoint says what it follows — without a restart."""
 
@@ -43,11 +44,12 @@ def test_an_endpoint_serving_an_alias_answers_from_the_version_it_moves_to(tmp_p
         model = f"{name}/capitals"
         early = next(s for s in client.get(f"/v1/training/runs/{run_id}/snapshots").json()["snapshots"]
                      if s["step"] == 2)
-        registered = client.post(f"/v1/training/snapshots/{early['snapshotId']}/register", json={})
-        assert registered.status_code == 200, registered.text
-        assert registered.json()["model"] == f"{model}:v2"
-
         cli = Cli(capsys, proc.url)
+        registered = cli.json("registry", "models", "register", model, "--snapshot", early["snapshotId"][:12],
+                              "--alias", "candidate")  # the save at step 2, as a version of its own
+        assert (registered["reference"], registered["aliases"]) == (f"{model}:v2", ["latest", "candidate"])
+        elsewhere = cli("registry", "models", "register", "other/capitals", "--snapshot", early["snapshotId"])
+        assert elsewhere.code == 1 and f"its weights register under {name}/NAME, not other/capitals" in elsewhere.err
         cli.ok("registry", "models", "alias", "set", f"{model}:champion", "--version", "v1")
         endpoint_id = cli.json("training", "endpoints", "create", "--model", f"{model}:champion")["endpointId"]
         wait_for(client, f"{ENDPOINTS}/{endpoint_id}", lambda e: e["settled"], fail_if=lambda e: e["terminal"])

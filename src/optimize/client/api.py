@@ -526,6 +526,10 @@ class Models(_Artifacts):
         return self._http.get(self._artifact(reference) + "/versions",
                               params={k: v for k, v in params.items() if v is not None})
 
+    def register(self, reference: Reference, *, snapshot: str, alias: str | None = None) -> Json:
+        """Register a run's save (`snapshot`) as a version of the reference's NS/NAME (NS: the run's project)."""
+        return self._http.post(self._artifact(reference) + "/versions", json={"snapshot": snapshot, "alias": alias})
+
     def _files(self, reference: Reference) -> str:
         return f"{self._artifact(reference)}/versions/{segment(reference.selector)}/files"
 

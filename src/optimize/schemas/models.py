@@ -100,3 +100,16 @@ class HeldFile(Answer):
     size_bytes: int | None = Field(default=None, alias="bytes", description="Its size in bytes, when this request "
                                                                              "sent it")
     already_held: bool = Field(description="Whether the registry held it before this request (nothing was read)")
+
+
+class ModelRegister(RequestModel):
+    """`POST /v1/registry/models/{ns}/{name}/versions`: a run's save registered as a version of NS/NAME (NS is the
+    run's project), e.g. a branch's best step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot: Annotated[str, Refusal("snapshot must be a snapshot's id (or a prefix of it)", missing="name the "
+                                     "snapshot whose weights to register: snapshot")] = Field(
+        min_length=1, max_length=64, description="The snapshot's id, or an unambiguous prefix")
+    alias: Annotated[str | None, Refusal("alias must be a string")] = Field(
+        default=None, description="An alias to point at the version (e.g. candidate)")

@@ -3,18 +3,22 @@ version, its aliases, and a version's files (the list, and each file's bytes) fo
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 
 from optimize.api.alias_routes import add_alias_routes
+from optimize.api.bodies import documented_as
 from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.core.digests import verified_chunks
 from optimize.core.errors import Invalid
 from optimize.registry import model_files, models
 from optimize.registry.nouns import MODELS
-from optimize.schemas.models import ModelFiles
+from optimize.schemas.models import ModelFiles, ModelRegister
 from optimize.schemas.registry import ModelDetail, ModelList, ModelVersionDetail, ModelVersionList
+from optimize.training.server import snapshots
 
 router = APIRouter(prefix="/v1/registry/models", tags=["registry"])
 add_alias_routes(router, MODELS)  # GET and PUT …/{namespace}/{name}/aliases/{alias}
@@ -37,6 +41,15 @@ def list_models(
 def get_model(namespace: str, name: str, registry: RegistryDep) -> ModelDetail:
     """The newest version, every version, and every move of the model's aliases."""
     return models.read_model(registry.store, namespace, name)
+
+
+@router.post("/{namespace}/{name}/versions", response_model=ModelVersionDetail)
+def register_version(namespace: str, name: str, deployment: DeploymentDep,
+                     body: Annotated[Any, documented_as(ModelRegister), Body()]) -> ModelVersionDetail:
+    """Register a run's save (a snapshot holding its adapter's weights, e.g. a branch's best step) as a version of
+    NS/NAME, NS being the run's project; the same weights again answer the version they already are."""
+    request = ModelRegister.parse(body)
+    return snapshots.register_in_registry(deployment, namespace, name, request.snapshot, request.alias)
 
 
 @router.get("/{namespace}/{name}/versions", response_model=ModelVersionList)

@@ -1,4 +1,4 @@
-"""`akka registry models list|get|versions|files|download|export|alias set|alias get`.
+"""`akka registry models list|get|register|versions|files|download|export|alias set|alias get`.
 
 `download` writes a version's files into a folder, each streamed to a hidden partial file, checked against the
 sha256 and size the server lists, and only then renamed into place: a file that does not match is refused and
@@ -46,6 +46,27 @@ def get_model(out: Output,
     ref = parse_ref_argument(reference)
     with client_for(out) as api:
         out.emit(api.models.get(ref), _render_version)
+
+
+@command(app, "register")
+def register(
+    out: Output,
+    model: Annotated[str, typer.Argument(help="NS/NAME to register the weights under (NS: the run's project).")],
+    snapshot: Annotated[str, typer.Option("--snapshot", help="The snapshot whose adapter weights to register "
+                                                             "(akka training runs snapshots RUN lists them).")],
+    alias: Annotated[str | None, typer.Option("--alias", help="Point this alias at the version (e.g. "
+                                                              "candidate).")] = None,
+) -> None:
+    """Register a run's save (e.g. a branch's best step) as a model version; the same weights are the same
+    version."""
+    ref = parse_ref_argument(model, "NS/NAME")
+    if ref.selector != "latest":
+        raise typer.BadParameter(f"register into {ref.artifact}, without a version or alias", param_hint="NS/NAME")
+    with client_for(out) as api:
+        version = api.models.register(ref, snapshot=snapshot, alias=alias)
+    out.emit(version, lambda con, v: con.print(
+        f"Registered {v['reference']}" + (f" ({', '.join(a for a in v['aliases'] if a != 'latest')})"
+                                         if set(v["aliases"]) - {"latest"} else "") + "."))
 
 
 @command(app, "versions")

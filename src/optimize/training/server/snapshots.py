@@ -1,5 +1,6 @@
-"""Snapshots as users handle them: read one, register its weights as a model version, pin its kinds against
-retention (`training.server.retention`)."""
+"""Snapshots as users handle them: read one, register its weights as a model version (`training snapshots
+register`, or `registry models register NS/NAME --snapshot S` with an alias), pin its kinds against retention
+(`training.server.retention`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from optimize.core.access import visible_projects
 from optimize.core.errors import Invalid, Refused
 from optimize.deployment import Deployment
 from optimize.projects.service import open_project
+from optimize.registry import aliases, artifact_views
+from optimize.registry.models import resolve_model_reference
+from optimize.registry.nouns import MODELS
+from optimize.schemas import registry as registry_answers
 from optimize.schemas import runs as answers
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
@@ -39,25 +44,47 @@ def get_snapshot(deployment: Deployment, snapshot_id: str) -> answers.SnapshotDe
 def register(deployment: Deployment, snapshot_id: str, name: str | None = None) -> answers.RegisteredSnapshot:
     """Register the snapshot's weights as a version of its project's model (the same weights: the same version)."""
     with deployment.store.transaction() as session:
+        return _register(deployment, session, snapshot_id, name)
+
+
+def register_in_registry(deployment: Deployment, namespace: str, name: str, snapshot_id: str, alias: str | None
+                         ) -> registry_answers.ModelVersionDetail:
+    """`registry models register NS/NAME --snapshot S`: the snapshot's weights as a version of NS/NAME, NS being
+    the project of the run that saved it; `alias` is pointed at the version."""
+    with deployment.store.transaction() as session:
         snapshot = find_snapshot(session, snapshot_id)
-        kinds = live_kinds(snapshot)
-        short = snapshot.id[:12]
-        if "weights" not in kinds:
-            swept = "weights" in (snapshot.swept or [])
-            raise Refused(f"snapshot {short} " + ("had its weights swept by retention" if swept
-                                                  else "holds only training state, no adapter weights")
-                          + "; it cannot be registered",
-                          hint="register a snapshot that holds weights (see: akka training runs snapshots RUN)")
-        run = session.get(Run, snapshot.run_id)
-        open_project(session, run.project)  # an archived project takes no new candidates
-        files = _weights_files(deployment, snapshot)
-        if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
-            raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
-        reference = register_adapter(deployment, session, run, snapshot,
-                                     adapted_modules(files["adapter_config.json"]),
-                                     weights_digest(files["adapter_model.safetensors"]), name)
-        record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
-        return snapshot_view(snapshot).extended(answers.RegisteredSnapshot, model=reference)
+        project = session.get(Run, snapshot.run_id).project
+        if namespace.lower() != project:
+            raise Refused(f"snapshot {snapshot.id[:12]} was saved by a run of project {project}; its weights register "
+                          f"under {project}/NAME, not {namespace}/{name}",
+                          hint=f"register it as {project}/{name.lower()}")
+        registered = _register(deployment, session, snapshot.id, name.lower())
+        model, version = resolve_model_reference(session, registered.model)
+        if alias:
+            aliases.move_alias(session, MODELS, model, alias, version)
+        return artifact_views.detail(session, MODELS, model, version)
+
+
+def _register(deployment: Deployment, session, snapshot_id: str, name: str | None) -> answers.RegisteredSnapshot:
+    snapshot = find_snapshot(session, snapshot_id)
+    kinds = live_kinds(snapshot)
+    short = snapshot.id[:12]
+    if "weights" not in kinds:
+        swept = "weights" in (snapshot.swept or [])
+        raise Refused(f"snapshot {short} " + ("had its weights swept by retention" if swept
+                                              else "holds only training state, no adapter weights")
+                      + "; it cannot be registered",
+                      hint="register a snapshot that holds weights (see: akka training runs snapshots RUN)")
+    run = session.get(Run, snapshot.run_id)
+    open_project(session, run.project)  # an archived project takes no new candidates
+    files = _weights_files(deployment, snapshot)
+    if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
+        raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
+    reference = register_adapter(deployment, session, run, snapshot,
+                                 adapted_modules(files["adapter_config.json"]),
+                                 weights_digest(files["adapter_model.safetensors"]), name)
+    record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
+    return snapshot_view(snapshot).extended(answers.RegisteredSnapshot, model=reference)
 
 
 def _weights_files(deployment: Deployment, snapshot: Snapshot) -> dict[str, Any]:
