@@ -1,7 +1,7 @@
 """Tool calls through an endpoint: an adapter trained on rows whose answers call a tool, served, asked with the
 tools offered through the official `openai` client; the answer's call comes back parsed into `tool_calls` by the
 model's parser (the small SmolLM2 stand-in: `hermes`), whole and streamed. The tiny stand-ins barely move from
-random in a few dozen updates; the small one learns the call in 80."""
+random in a few dozen updates; the small one learns the call in 40."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
     client.post("/v1/training/projects", json={"name": name}).raise_for_status()
     document = {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "caller",
                 "config": {"dataset": "calls", "maxSeqLength": 512,
-                           "hyperparams": {"optimizer": {"learningRate": 0.005},
-                                           "training": {"maxSteps": 80, "batchSize": 8}}},
+                           "hyperparams": {"optimizer": {"learningRate": 0.01},
+                                           "training": {"maxSteps": 40, "batchSize": 8}}},
                 "execution": {"deviceProfile": "cpu"}}
     assert main(["training", "runs", "start", "-f", write_plan(tmp_path, document), "--force", "--wait",
                  "--exit-status", "--server", sqlite_server.url]) == 0
