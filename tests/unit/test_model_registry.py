@@ -35,7 +35,7 @@ def adapter(store, run_id: str, rank: int = 8, name: str = "triage"):
                                                 "role": "training"}], "producedBy": {"kind": "run", "id": run_id}}
     with store.transaction() as session:
         version = models.register_version(session, "proj", name, variant="ADAPTER", descriptor=descriptor,
-                                          lineage=lineage, produced_by_kind="run", produced_by_id=run_id)
+                                          lineage=lineage, produced_by_kind="run", produced_by_id=run_id).version
         return f"proj/{name}:v{version.version}", version.digest
 
 

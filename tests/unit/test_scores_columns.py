@@ -46,7 +46,7 @@ def trained(store, run_id: str, config_hash: str, config_name: str | None, name:
             descriptor={"variant": "ADAPTER", "baseModel": f"{BASE}:v1", "adapterRank": 8,
                         "artifact": {"manifestDigest": "sha256:" + config_hash}},
             lineage={"baseModel": f"{BASE}:v1", "producedBy": {"kind": "run", "id": run_id}},
-            produced_by_kind="run", produced_by_id=run_id)
+            produced_by_kind="run", produced_by_id=run_id).version
         return f"proj/{name}:v{version.version}"
 
 

@@ -44,8 +44,9 @@ def register_version(
     produced_by_kind: str | None = None,
     produced_by_id: str | None = None,
     check_archived: bool = True,
-) -> ModelVersion:
-    """Append a version to NS/NAME, or return the version holding the same digest; creates what is missing."""
+) -> artifacts.Registered:
+    """Append a version to NS/NAME, or find the version holding the same digest (`created` says which); creates
+    what is missing."""
     namespace, name = artifacts.checked_names(MODELS, namespace, name)
     if variant not in VARIANTS:
         raise Invalid(f"model variant {variant!r} is not one of {', '.join(VARIANTS)}")
@@ -53,7 +54,7 @@ def register_version(
         session, MODELS, namespace, name, model_digest(variant, descriptor),
         {"variant": variant, "descriptor": descriptor, "lineage": lineage, "produced_by_kind": produced_by_kind,
          "produced_by_id": produced_by_id},
-        check_archived=check_archived).version
+        check_archived=check_archived)
 
 
 def _base_location(repository: str) -> tuple[str, str]:
@@ -69,7 +70,7 @@ def register_base_model(session: Session, repository: str, commit: str, entry_id
     namespace, name = _base_location(repository)
     descriptor = {"variant": "BASE", "repository": repository, "revision": commit, "catalogEntry": entry_id}
     return register_version(session, namespace, name, variant="BASE", descriptor=descriptor, lineage={},
-                            produced_by_kind="selection", produced_by_id=entry_id, check_archived=False)
+                            produced_by_kind="selection", produced_by_id=entry_id, check_archived=False).version
 
 
 def base_model_reference(session: Session, repository: str, commit: str) -> str | None:

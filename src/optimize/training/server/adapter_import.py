@@ -113,16 +113,12 @@ def import_adapter(deployment: Deployment, namespace: str, name: str, request: a
             }
             lineage = {"baseModel": base, "producedBy": {"kind": "import"},
                        "imported": {"files": {path: f"sha256:{item.sha256}" for path, item in sorted(files.items())}}}
-            before = artifacts.find(session, MODELS, namespace, name)
-            known = before is not None and artifacts.version_count(session, MODELS, before)
-            version = register_version(session, namespace, name, variant="ADAPTER", descriptor=descriptor,
-                                       lineage=lineage, produced_by_kind="import")
-            owner = artifacts.get(session, MODELS, namespace, name)
+            registered = register_version(session, namespace, name, variant="ADAPTER", descriptor=descriptor,
+                                          lineage=lineage, produced_by_kind="import")
             if request.alias:
-                aliases.move_alias(session, MODELS, owner, request.alias, version)
-            created = not known or version.version > known
-            return artifact_views.detail(session, MODELS, owner, version).extended(answers.ImportedAdapter,
-                                                                                   created=created)
+                aliases.move_alias(session, MODELS, registered.owner, request.alias, registered.version)
+            return artifact_views.detail(session, MODELS, registered.owner, registered.version).extended(
+                answers.ImportedAdapter, created=registered.created)
 
     return artifacts.retried(register, lambda: Conflict(
         f"the adapter could not be registered as {namespace}/{name} under concurrent registrations", hint="retry"))

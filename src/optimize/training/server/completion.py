@@ -45,7 +45,7 @@ def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapsh
                "producedBy": {"kind": "run", "id": run.id, "snapshotId": snapshot.id, "step": snapshot.step}}
     model_name = name or run.model_name
     version = register_version(session, run.project, model_name, variant="ADAPTER", descriptor=descriptor,
-                               lineage=lineage, produced_by_kind="run", produced_by_id=run.id)
+                               lineage=lineage, produced_by_kind="run", produced_by_id=run.id).version
     reference = f"{run.project}/{model_name}:v{version.version}"
     snapshot.registered = sorted({*(snapshot.registered or []), reference})
     return reference
