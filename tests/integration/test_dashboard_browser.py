@@ -190,6 +190,57 @@ def test_a_branch_from_a_snapshot_after_its_dry_run_and_an_evaluation_from_the_p
         assert not errors, errors
 
 
+def test_a_comparison_page_shows_the_models_their_answers_side_by_side_and_promotes_one(deployment, finished,
+                                                                                        tmp_path):
+    client, name, url = deployment["client"], deployment["name"], deployment["proc"].url
+    from optimize.cli.main import main
+
+    asked = [chat_row("What is the capital of Kenya?", "Nairobi"), chat_row("And of Egypt?", "Cairo")]
+    assert main(["registry", "datasets", "register", f"{name}/compared", "-f",
+                 str(write_jsonl(tmp_path / "c.jsonl", asked)), "--server", url]) == 0
+    saves = {s["step"]: s["snapshotId"] for s in
+             client.get(f"/v1/training/runs/{finished['runId']}/snapshots").json()["snapshots"]}
+    created = client.post("/v1/training/comparisons", json={
+        "source": saves[4], "candidates": [f"{name}/viewed:v1"], "dataset": f"{name}/compared",
+        "grader": "contains", "maxNewTokens": 4})
+    assert created.status_code == 202, created.text
+    done = wait_for(client, f"/v1/training/comparisons/{created.json()['comparisonId']}", lambda c: c["terminal"])
+    assert done["result"] == "Complete", done
+    top = done["scores"][0]["model"]
+    with browser_page() as page:
+        errors = console_errors(page)
+        said: list[str] = []
+
+        def answer(dialog):
+            said.append(dialog.message)
+            dialog.accept("champion" if dialog.type == "prompt" else None)
+
+        page.on("dialog", answer)
+        page.goto(f"{url}/")
+        page.locator("#token").fill(deployment["proc"].token)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("heading", name="Projects").wait_for()
+        page.goto(f"{url}/#/projects/{name}/comparisons")
+        page.locator("#comparisons").get_by_role("link", name=done["comparisonId"][:12]).click()
+        page.locator("#comparison-scores").wait_for()
+        assert page.locator("#comparison-scores tbody tr").count() == 2
+        assert "Complete" in page.locator("#comparison-facts").inner_text()
+        page.locator("#row-answers .answer").nth(1).wait_for()  # both models' answers to line 1, side by side
+        assert "Kenya" in page.locator("#row-box").inner_text()
+        page.locator("#row-line").fill("2")
+        page.locator("#row-line").dispatch_event("change")
+        page.wait_for_function("() => document.getElementById('row-box').innerText.includes('Egypt')")
+        page.wait_for_function("() => Number(document.getElementById('chart-comparison')?.dataset.bars) === 2")
+        page.locator(f"#comparison-scores tr[data-model='{top}']").get_by_role("button", name="Promote…").click()
+        page.wait_for_function(f"() => document.querySelector(\"#comparison-scores tr[data-model='{top}'] td.aliases\")"
+                               "?.innerText.includes('champion')")
+        assert any(f"Move {top.split(':')[0]}:champion to {top.split(':')[1]}?" in text for text in said), said
+        screenshot(page, "dashboard-comparison")
+        assert not errors, errors
+    moved = client.get(f"/v1/registry/models/{name}/viewed/aliases/champion").json()
+    assert moved["version"] == int(top.split(":v")[1]) and moved["history"][-1]["by"]
+
+
 def test_the_pages_fit_a_narrow_window(deployment, finished):
     with browser_page(viewport={"width": 390, "height": 844}) as page:
         page.goto(f"{deployment['proc'].url}/")

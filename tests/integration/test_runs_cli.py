@@ -308,3 +308,40 @@ def test_rows_the_template_renders_without_a_part_are_refused_under_every_trunca
     assert result.code == 1
     assert (f"the chat template refuses or drops part of 1 row(s) of {name}:v1: line 2 (message 1: the chat "
             "template renders the message without its text)") in " ".join(result.err.split())
+
+
+def test_a_comparison_scores_a_snapshot_beside_a_candidate_and_refuses_what_it_cannot_compare(trained, capsys):
+    """On both stores: the run's last save (its registered model) beside the base model, on the validation set; the
+    refusals name what to change and store nothing."""
+    cli, project, run_id = Cli(capsys, trained["url"]), trained["project"], trained["run"]["runId"]
+    last = cli.json("training", "runs", "snapshots", run_id)["snapshots"][-1]["snapshotId"]
+    asked = ["--source", last[:12], "--dataset", f"{project}/valid", "--grader", "contains", "--max-new-tokens", "4"]
+    done = json.loads(cli.ok("training", "comparisons", "create", *asked, "--candidate", MODEL, "--wait",
+                             "-o", "json-compact").out.splitlines()[-1])
+    assert done["phase"] == "COMPLETED" and done["result"] == "Complete", done
+    assert [(e["model"], e["role"]) for e in done["entries"]] == [(f"{project}/tiny-llama-3.2:v1", "source"),
+                                                                  (MODEL, "candidate")]
+    assert done["source"] == {"snapshotId": last, "runId": run_id, "step": 16, "model": f"{project}/tiny-llama-3.2:v1"}
+    assert sorted(s["model"] for s in done["scores"]) == sorted(e["model"] for e in done["entries"])
+    assert all(s["rows"] == 8 for s in done["scores"]) and done["count"] == {"done": 2, "total": 2,
+                                                                              "unit": "evaluations ended"}
+    assert cli.json("training", "comparisons", "get", done["comparisonId"])["scores"] == done["scores"]
+    assert [c["comparisonId"] for c in cli.json("training", "comparisons", "list", "--project", project,
+                                                "--phase", "completed")["comparisons"]] == [done["comparisonId"]]
+    ended = cli("training", "comparisons", "cancel", done["comparisonId"])
+    assert ended.code == 1 and "is COMPLETED; there is nothing to cancel" in ended.err
+
+    before = cli.json("training", "comparisons", "list", "--project", project)["comparisons"]
+    for extra, words in ((["--branch", run_id], "every candidate named is the source snapshot's own model"),
+                         (["--all-branches", run_id], f"run {run_id[:12]} has no branch from snapshot {last[:12]}"),
+                         ([], "a comparison needs at least one candidate besides its source"),
+                         (["--candidate", MODEL, "--promote", "v3"], "alias 'v3' looks like a version")):
+        refused = cli("training", "comparisons", "create", *asked, *extra)
+        assert refused.code == 1 and words in refused.err, refused.err
+    unknown = cli("training", "comparisons", "create", "--source", "feedfacefeed", "--candidate", MODEL,
+                  "--dataset", f"{project}/valid")
+    assert unknown.code == 1 and "snapshot 'feedfacefeed' does not exist" in unknown.err, unknown.err
+    assert cli.json("training", "comparisons", "list", "--project", project)["comparisons"] == before
+    response = httpx.post(f"{trained['url']}/v1/training/comparisons", headers=headers_for(trained["url"]),
+                          json={"source": last, "candidates": [MODEL], "dataset": "x/y", "margin": -1})
+    assert response.status_code == 422 and "margin must be a number from 0 to 1000000" in response.json()["detail"]

@@ -22,13 +22,15 @@ DECLARED = [served.declaration.name for served in SERVED]
 
 
 def test_every_declared_kind_has_its_routers_command_groups_worker_entry_and_reader():
-    assert DECLARED == ["run", "analysis", "evaluation", "distillation", "endpoint"]
+    assert DECLARED == ["run", "analysis", "evaluation", "distillation", "endpoint", "comparison"]
     for served in SERVED:
         assert isinstance(served.declaration, JobKind)
         assert served.routers and all(isinstance(router, APIRouter) for router in served.routers)
     assert list(GROUPS) == DECLARED, "every kind is driven by `akka training` groups, in the API's order"
     assert all(GROUPS[name] and all(isinstance(g.commands, typer.Typer) for g in GROUPS[name]) for name in DECLARED)
-    assert set(ENTRIES) == set(DECLARED) and all(callable(entry.run) for entry in ENTRIES.values())
+    with_workers = {served.declaration.name for served in SERVED if served.declaration.worker}
+    assert with_workers == set(DECLARED) - {"comparison"}, "only a comparison is all the server's own work"
+    assert set(ENTRIES) == with_workers and all(callable(entry.run) for entry in ENTRIES.values())
     assert sorted(followed.item for followed in FOLLOWED.values()) == sorted(DECLARED)
 
 
@@ -78,7 +80,7 @@ def test_the_server_mounts_every_router_its_table_names(tmp_path):
 def test_project_work_is_what_an_archive_waits_for():
     register_kinds()
     assert [kind.name for kind in registry.kinds() if kind.project_work] == ["run", "evaluation", "distillation",
-                                                                             "endpoint"]
+                                                                             "endpoint", "comparison"]
 
 
 def test_a_worker_imports_only_the_kind_it_runs():

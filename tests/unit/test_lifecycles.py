@@ -17,6 +17,7 @@ from optimize.jobs.lifecycle import IllegalTransition, transition
 from optimize.registry.upload_phases import UPLOAD
 from optimize.store.tables import (
     Analysis,
+    Comparison,
     DeviceHold,
     Distillation,
     Endpoint,
@@ -78,6 +79,10 @@ def _row(session, lifecycle, phase: str):
     elif table is Endpoint:
         row = Endpoint(id=f"ep{n}", project="p", model_reference="m", base={}, adapters=[], device_profile="cpu",
                        phase=phase, attempt=1, created_at=now)
+    elif table is Comparison:
+        row = Comparison(id=f"cm{n}", project="p", source_snapshot_id="s", entries=[], dataset_reference="r",
+                         dataset_digest="d", dataset_rows=1, grader="g", max_new_tokens=4, device_profile="cpu",
+                         margin=0.0, phase=phase, created_at=now)
     else:
         row = UploadSession(id=f"up{n}", content_key=n, namespace="n", name="d", format="chat-jsonl-v1", digest="d",
                             manifest=[], phase=phase, created_at=now, expires_at=now)

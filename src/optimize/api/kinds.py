@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from fastapi import APIRouter
 
 from optimize.analysis.job import KIND as ANALYSIS
-from optimize.api.routers import analyses, branches, distillations, endpoints, evaluations, runs, snapshots
+from optimize.api.routers import (
+    analyses,
+    branches,
+    comparisons,
+    distillations,
+    endpoints,
+    evaluations,
+    runs,
+    snapshots,
+)
+from optimize.comparisons.job import KIND as COMPARISON
 from optimize.distillation.job import KIND as DISTILLATION
 from optimize.evaluation.job import KIND as EVALUATION
 from optimize.jobs import registry
@@ -35,6 +45,7 @@ SERVED: tuple[ServedKind, ...] = (
     ServedKind(EVALUATION, (evaluations.router,)),
     ServedKind(DISTILLATION, (distillations.router,)),
     ServedKind(ENDPOINT, (endpoints.router,)),
+    ServedKind(COMPARISON, (comparisons.router,)),
 )
 
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 import typer
 
-from optimize.cli.commands import analyses, branches, distillations, endpoints, evaluations, snapshots
+from optimize.cli.commands import (
+    analyses,
+    branches,
+    comparisons,
+    distillations,
+    endpoints,
+    evaluations,
+    snapshots,
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ GROUPS: dict[str, tuple[Group, ...]] = {
     "evaluation": (Group("evaluations", evaluations.app),),
     "distillation": (Group("distillations", distillations.app),),
     "endpoint": (Group("endpoints", endpoints.app),),
+    "comparison": (Group("comparisons", comparisons.app),),
 }
 
 

@@ -28,7 +28,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from optimize.schemas.phases import AnalysisPhase, DistillationPhase, EvaluationPhase, RunPhase
+from optimize.schemas.phases import AnalysisPhase, ComparisonPhase, DistillationPhase, EvaluationPhase, RunPhase
 
 WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
 
@@ -215,6 +215,7 @@ FOLLOWED: dict[str, Followed] = {
     "endpoints": Followed("endpoint", "endpointId", _read_endpoint),
     "analyses": Followed("analysis", "analysisId", _steady("rows", AnalysisPhase.RUNNING)),
     "distillations": Followed("distillation", "distillationId", _steady("answers", DistillationPhase.RUNNING)),
+    "comparisons": Followed("comparison", "comparisonId", _steady("evaluations", ComparisonPhase.EVALUATING)),
 }
 ID_KEYS = {kind: followed.id_key for kind, followed in FOLLOWED.items()}
 ITEMS = {kind: followed.item for kind, followed in FOLLOWED.items()}

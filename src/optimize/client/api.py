@@ -213,6 +213,39 @@ class Evaluations(_Resource):
         return self._logs(evaluation, attempt, offset)
 
 
+class Comparisons(_Resource):
+    """Comparisons: a source snapshot's model and candidates scored on one dataset and grader, the winner named."""
+
+    ROOT = "/v1/training/comparisons"
+
+    def create(self, *, source: str, dataset: str, candidates: list[str] | None = None,
+               branches: list[str] | None = None, all_branches: list[str] | None = None, grader: str | None = None,
+               grader_instructions: str | None = None, max_new_tokens: int | None = None,
+               device_profile: str | None = None, promote: str | None = None, margin: float | None = None) -> Json:
+        """Create a comparison; only the settings given are sent (the server fills in its defaults)."""
+        body = {"source": source, "dataset": dataset, "candidates": candidates or [], "branches": branches or [],
+                "allBranches": all_branches or [],
+                **_given(grader=grader, graderInstructions=grader_instructions, maxNewTokens=max_new_tokens,
+                         deviceProfile=device_profile, promote=promote, margin=margin)}
+        return self._http.post(self.ROOT, json=body)
+
+    def get(self, comparison: str) -> Json:
+        return self._http.get(self._path(comparison))
+
+    def list(self, *, project: str | None = None, phase: str | None = None) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase))
+
+    def cancel(self, comparison: str) -> Json:
+        return self._http.post(self._path(comparison, "cancel"))
+
+    def row(self, comparison: str, line: int) -> Json:
+        """Every compared model's answer to one line of the dataset."""
+        return self._http.get(self._path(comparison, f"rows/{line:d}"))
+
+    def follow(self, comparison: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(comparison, "events"), deadline)
+
+
 class Distillations(_Resource):
     """Distillations: a teacher answers a chat dataset's decisions; the accepted answers become a dataset version."""
 
@@ -352,6 +385,17 @@ class Projects(_Resource):
     def scores(self, name: str, *, dataset: str | None = None, grader: str | None = None) -> Json:
         """The base model's score and one column per training configuration, for one dataset and grader."""
         return self._http.get(self._path(name, "scores"), params=_given(dataset=dataset, grader=grader))
+
+    def set_evaluation(self, name: str, *, dataset: str, grader: str | None = None,
+                       grader_instructions: str | None = None) -> Json:
+        """The project's standing evaluation: every model version it registers from now on is evaluated on
+        `dataset` with `grader` (the server's default when None), started by the server."""
+        return self._http.put(self._path(name, "evaluation"), json={
+            "dataset": dataset, "grader": grader, "graderInstructions": grader_instructions})
+
+    def clear_evaluation(self, name: str) -> Json:
+        """No standing evaluation: new model versions are no longer evaluated by themselves."""
+        return self._http.request("DELETE", self._path(name, "evaluation"))
 
 
 class BaseModels(_Resource):
@@ -622,6 +666,12 @@ class Uploads(_Resource):
             body["conversion"] = conversion
         return self._http.post(self.ROOT, json=body)
 
+    def preview(self, *, dataset: str, data_format: str, shards: list[Json]) -> Json:
+        """What `start` would find for these shards — the version's digest, the dataset's version of that digest
+        (`existingVersion`) and which shards the registry holds — opening no session and storing nothing."""
+        return self._http.post(f"{self.ROOT}/preview", json={"dataset": dataset, "format": data_format,
+                                                             "shards": shards})
+
     def send_shard(self, upload_id: str, index: int, chunks: Iterator[bytes], size: int) -> Json:
         """Stream one shard of `size` bytes, without holding it in memory."""
         return self._http.put_stream(f"{self.ROOT}/{segment(upload_id)}/shards/{index:d}", chunks, size)
@@ -644,6 +694,7 @@ class OptimizeApi:
         self.snapshots = Snapshots(http)
         self.evaluations = Evaluations(http)
         self.distillations = Distillations(http)
+        self.comparisons = Comparisons(http)
         self.endpoints = Endpoints(http)
         self.projects = Projects(http)
         self.base_models = BaseModels(http)

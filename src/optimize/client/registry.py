@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.chat.jsonl import JsonlValidator
 from optimize.chat.source_files import Container, Conversion, convert_file, inspect_source
 from optimize.chat.sources import parse_source_format
 from optimize.client.api import OptimizeApi
 from optimize.client.http import ApiError, OptimizeClient
 from optimize.core.crashpoints import crashpoint
+from optimize.core.digests import version_digest
 from optimize.core.errors import Invalid
 from optimize.core.limits import DatasetLimits
 from optimize.core.refs import Reference
@@ -74,21 +76,97 @@ def register_dataset(
     api = OptimizeApi.over(client)
     progress = progress or UploadProgress()
     limits = DatasetLimits.from_json(api.registry_info()["datasets"])
+    with _rows_file(path, data_format) as (rows, fmt, conversion):
+        return _upload(api, reference, rows, fmt, conversion, alias, shard_size, limits, progress)
+
+
+def preview_dataset(
+    client: OptimizeApi | OptimizeClient,
+    reference: Reference,
+    path: Path,
+    *,
+    data_format: str | None = None,
+    shard_size: int | None = None,
+    progress: UploadProgress | None = None,
+) -> dict[str, Any]:
+    """What registering `path` as a version of `reference` would do, sending and registering nothing: the file is
+    read, converted and cut into shards exactly as `register_dataset` cuts it, the registry says which shards it
+    holds and whether the dataset holds this version already, and the shards it lacks are checked row by row here,
+    as the registry would check them as they arrive. The answer: the version's `digest`, the `existingVersion`
+    (vN, or None), the `objects` and their `bytes`, how many are `held`, the `missing` ones (path, sha256, bytes)
+    with their `missingBytes`, and the `conversion` a converted file would record."""
+    api = OptimizeApi.over(client)
+    progress = progress or UploadProgress()
+    info = api.registry_info()
+    limits = DatasetLimits.from_json(info["datasets"])
+    with _rows_file(path, data_format, _PREVIEW_OUTCOME) as (rows, fmt, conversion):
+        progress.phase("hashing", rows.stat().st_size)
+        shards = plan_shards(rows, shard_size, limits, on_progress=progress.advance)
+        digest = version_digest(fmt.value, [(shard.path, shard.sha256, shard.size) for shard in shards])
+        found = api.uploads.preview(dataset=reference.artifact, data_format=fmt.value,
+                                    shards=[shard.to_json() for shard in shards])
+        if found["digest"] != digest:  # a client and a server that cut or name versions differently
+            raise Invalid(f"the registry names this version {found['digest']}, this akka {digest}",
+                          hint="use the akka of the server's version" + (f", {info['version']}"
+                                                                          if info.get("version") else ""))
+        missing = [shard for shard, state in zip(shards, found["shards"], strict=True) if not state["held"]]
+        progress.phase("checking", sum(shard.size for shard in missing))
+        _check_rows(rows, fmt, missing, limits, progress)
+    return {
+        "reference": reference.artifact,
+        "format": fmt.value,
+        "digest": digest,
+        "existingVersion": found["existingVersion"],
+        "objects": len(shards),
+        "bytes": sum(shard.size for shard in shards),
+        "held": len(shards) - len(missing),
+        "missing": [{"path": shard.path, "sha256": shard.sha256, "bytes": shard.size} for shard in missing],
+        "missingBytes": sum(shard.size for shard in missing),
+        "conversion": conversion.record() if conversion else None,
+    }
+
+
+_PREVIEW_OUTCOME = "registering it would be refused"
+
+
+@contextlib.contextmanager
+def _rows_file(path: Path, data_format: str | None,
+               outcome: str | None = None) -> Iterator[tuple[Path, DatasetFormat, Conversion | None]]:
+    """The JSONL a registration of `path` sends, its format and the record of its conversion: the file itself
+    when it holds the registry's own rows in JSONL (sent byte for byte: the same file is the same version
+    everywhere), else its conversion into a temporary JSONL, removed on leaving (a file with bad rows is refused
+    naming them, and `outcome` when it is not a registration's)."""
     if not path.is_file():
         raise Invalid(f"{path} is not a file")
     container, source = inspect_source(path, parse_source_format(data_format) if data_format else None)
     if container is Container.JSONL and source.native:
-        # The registry's own rows are sent byte for byte: the same file is the same version everywhere.
-        return _upload(api, reference, path, DatasetFormat(source.value), None, alias, shard_size, limits, progress)
+        yield path, DatasetFormat(source.value), None
+        return
     with tempfile.TemporaryDirectory(prefix="optimize-convert-") as folder:
         converted = Path(folder) / "examples.jsonl"
         with converted.open("wb") as out:
             conversion = convert_file(path, container, source, out)
         if conversion.error_count:
-            raise RowsRefused(conversion.errors, conversion.error_count, conversion.container.unit)
-        version = _upload(api, reference, converted, DatasetFormat(conversion.target), conversion, alias, shard_size,
-                          limits, progress)
-    return version
+            raise RowsRefused(conversion.errors, conversion.error_count, conversion.container.unit,
+                              **({"outcome": outcome} if outcome else {}))
+        yield converted, DatasetFormat(conversion.target), conversion
+
+
+def _check_rows(path: Path, fmt: DatasetFormat, shards: list[Shard], limits: DatasetLimits,
+                progress: UploadProgress) -> None:
+    """Check each shard's rows as the registry checks a shard it receives (its lines numbered in the whole file),
+    and refuse the file naming the first bad lines of them all."""
+    errors: list[dict[str, Any]] = []
+    count = 0
+    for shard in shards:
+        validator = JsonlValidator(fmt.kind, first_line=shard.first_line, max_line_bytes=limits.max_line_bytes)
+        for chunk in _read_range(path, shard.offset, shard.size, progress.advance):
+            validator.feed(chunk)
+        report = validator.finish()
+        errors.extend(error.to_json() for error in report.errors)
+        count += report.error_count
+    if count:
+        raise RowsRefused(errors[:MAX_REPORTED_ERRORS], count, outcome=_PREVIEW_OUTCOME)
 
 
 def convert_dataset(path: Path, to: str | None = None, data_format: str | None = None,
@@ -166,4 +244,5 @@ def _send_shards(
     return errors, count
 
 
-__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "convert_dataset", "register_dataset"]
+__all__ = ["DatasetFormat", "RowsRefused", "UploadProgress", "convert_dataset", "preview_dataset",
+           "register_dataset"]

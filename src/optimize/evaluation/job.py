@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from optimize.evaluation import service
+from optimize.evaluation import service, standing
 from optimize.evaluation.phases import EVALUATION, EvaluationPhase
 from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.registry.datasets import examples_objects
@@ -28,6 +28,10 @@ class EvaluationKind(JobKind):
 
     def requeue(self, deployment: Any, session: Session, row: Evaluation, reason: str) -> bool:
         return service.requeue(session, row, reason)
+
+    def housekeeping(self, deployment: Any) -> None:
+        """The projects' standing evaluations of the model versions registered since they were set."""
+        standing.housekeeping(deployment)
 
     def readable_blobs(self, deployment: Any, session: Session, row: Evaluation) -> Readable:
         """The shards of its dataset, the archive of its grader's scoring bundle, and the adapter files of the model

@@ -10,6 +10,7 @@ chat template and base model commit it came from; answers from another commit ar
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -95,54 +96,96 @@ def _check_outbound(url: str) -> None:
                                     f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
 
 
-def start(deployment: Deployment, request: EvaluationRequest) -> answers.Evaluation:
+@dataclass(frozen=True)
+class Grader:
+    """A request's grader as an evaluation keeps it, checked before any transaction: a `bundle:` grader's bundle
+    resolved to its exact version and its module imported in the sandbox (user code, waited for outside the
+    store's transactions)."""
+
+    text: str
+    bundle: dict[str, str] | None = None
+
+
+def prepare_grader(deployment: Deployment, request: EvaluationRequest) -> Grader:
     grader = check_grader(request.grader)
+    if not grader.startswith("bundle:"):
+        return Grader(grader)
+    if request.grader_instructions is not None:
+        raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
+                      hint="leave them out, or pass --grader model:NS/NAME")
+    return Grader(*_resolve_bundle_grader(deployment, grader, request.project))
+
+
+def start(deployment: Deployment, request: EvaluationRequest) -> answers.Evaluation:
+    grader = prepare_grader(deployment, request)
+    with deployment.store.transaction() as session:
+        return evaluation_view(insert(deployment, session, request, grader))
+
+
+def insert(deployment: Deployment, session, request: EvaluationRequest, prepared: Grader) -> Evaluation:
+    """Store a new evaluation in the caller's transaction (with what waits for it, as a comparison does), its
+    model, judge and dataset resolved and frozen now; the project's quota is checked."""
+    grader, bundle = prepared.text, prepared.bundle
     profile = request.device_profile or "cpu"
     if profile not in {p.name for p in deployment.profiles}:
         raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
                       hint="profiles here: " + ", ".join(p.name for p in deployment.profiles))
-    bundle = None
-    if grader.startswith("bundle:"):
-        if request.grader_instructions is not None:
-            raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
-                          hint="leave them out, or pass --grader model:NS/NAME")
-        grader, bundle = _resolve_bundle_grader(deployment, grader, request.project)
-    with deployment.store.transaction() as session:
-        reference, model, owner = resolve_model(deployment, session, request.model)
-        device = next(p for p in deployment.profiles if p.name == profile)
-        check_replica_profile(deployment.catalog.find(model["baseEntryId"]), device, deployment.profiles, "evaluation")
-        if grader.startswith("model:"):  # the judge is resolved and frozen now, like the model evaluated
-            judge_reference, judge, _ = resolve_model(deployment, session, grader.removeprefix("model:"))
-            check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), device, deployment.profiles,
-                                  "evaluation")
-            instructions = request.grader_instructions
-            if instructions is None and judge["kind"] == "adapter":
-                instructions = trained_instructions(deployment, session, judge_reference)
-            model["judge"] = {"reference": judge_reference, "instructions": instructions, **judge}
-        elif request.grader_instructions is not None:
-            raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
-                          hint="leave them out, or pass --grader model:NS/NAME")
-        if bundle is not None:
-            model["graderBundle"] = bundle
-        model["maxNewTokens"] = request.max_new_tokens
-        sampling, rows = _sampling(request)
-        if sampling:
-            model["sampling"] = sampling
-        project = project_for_model(session, reference, owner, request.project, "evaluation")
-        dataset = pick_chat_dataset(session, request.dataset, project.name, "dataset")
-        check_new_work(session, project.name, "evaluation", deployment.quotas)
-        evaluation = Evaluation(
-            id=new_id(), project=project.name, model_reference=reference, model=model,
-            dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
-            grader=grader, device_profile=profile, phase="QUEUED", attempt=0,
-            progress={"answered": 0, "total": min(rows or dataset.rows, dataset.rows)}, created_at=utcnow())
-        if rows:
-            model["rows"] = rows
-        session.add(evaluation)
-        session.flush()
-        record(session, EVALUATION.subject(evaluation.id), "phase", phase="QUEUED")
-        queue_wake(session)
-        return evaluation_view(evaluation)
+    reference, model, owner = resolve_model(deployment, session, request.model)
+    device = next(p for p in deployment.profiles if p.name == profile)
+    check_replica_profile(deployment.catalog.find(model["baseEntryId"]), device, deployment.profiles, "evaluation")
+    if grader.startswith("model:"):  # the judge is resolved and frozen now, like the model evaluated
+        judge_reference, judge, _ = resolve_model(deployment, session, grader.removeprefix("model:"))
+        check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), device, deployment.profiles,
+                              "evaluation")
+        instructions = request.grader_instructions
+        if instructions is None and judge["kind"] == "adapter":
+            instructions = trained_instructions(deployment, session, judge_reference)
+        model["judge"] = {"reference": judge_reference, "instructions": instructions, **judge}
+    elif request.grader_instructions is not None:
+        raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
+                      hint="leave them out, or pass --grader model:NS/NAME")
+    if bundle is not None:
+        model["graderBundle"] = bundle
+    model["maxNewTokens"] = request.max_new_tokens
+    sampling, rows = _sampling(request)
+    if sampling:
+        model["sampling"] = sampling
+    project = project_for_model(session, reference, owner, request.project, "evaluation")
+    dataset = pick_chat_dataset(session, request.dataset, project.name, "dataset")
+    check_new_work(session, project.name, "evaluation", deployment.quotas)
+    evaluation = Evaluation(
+        id=new_id(), project=project.name, model_reference=reference, model=model,
+        dataset_reference=dataset.reference, dataset_digest=dataset.digest, dataset_rows=dataset.rows,
+        grader=grader, device_profile=profile, phase="QUEUED", attempt=0,
+        progress={"answered": 0, "total": min(rows or dataset.rows, dataset.rows)}, created_at=utcnow())
+    if rows:
+        model["rows"] = rows
+    session.add(evaluation)
+    session.flush()
+    record(session, EVALUATION.subject(evaluation.id), "phase", phase="QUEUED")
+    queue_wake(session)
+    return evaluation
+
+
+def reusable(session, project: str, model_reference: str, dataset_digest: str, grader: str, max_new_tokens: int
+             ) -> Evaluation | None:
+    """The project's evaluation of exactly this model version on this dataset version with this grader and answer
+    budget, greedy over every row, that completed (the newest), else one still open: what a comparison reuses
+    rather than answering the same rows again."""
+    found = session.scalars(select(Evaluation).where(
+        Evaluation.project == project, Evaluation.model_reference == model_reference,
+        Evaluation.dataset_digest == dataset_digest, Evaluation.grader == grader,
+        Evaluation.phase.in_([EvaluationPhase.COMPLETED.value, *(p.value for p in OPEN)]))
+        .order_by(Evaluation.created_at.desc())).all()
+    fitting = [e for e in found if not (e.model.get("sampling") or e.model.get("rows"))
+               and e.model.get("maxNewTokens", 256) == max_new_tokens]
+    return next((e for e in fitting if e.phase == EvaluationPhase.COMPLETED), None) or next(iter(fitting), None)
+
+
+def row_scores(session, evaluation_id: str) -> dict[int, float | None]:
+    """An evaluation's score for each line it answered (None where its grader could not score the answer)."""
+    return dict(session.execute(select(EvaluationPrediction.line, EvaluationPrediction.score).where(
+        EvaluationPrediction.evaluation_id == evaluation_id)).all())
 
 
 MOST_MODEL_FILTER = 1_000  # characters of a model reference an evaluation list is filtered by

@@ -68,6 +68,9 @@ class JobKind:
     restart_reason: ClassVar[str] = "the server restarted"
     project_work: ClassVar[bool] = False  # its jobs belong to a training project (an archive waits for them)
     server_step: ClassVar[ServerStep | None] = None  # what the server finishes itself once the worker ended
+    # False: the server does all of its work (a comparison waits for its evaluations, then scores them): once its
+    # edges let it go, the scheduler moves it to `granted`, its server step's phase, with no lease and no worker
+    worker: ClassVar[bool] = True
 
     # --- what the scheduler asks -----------------------------------------------------------------------------
 

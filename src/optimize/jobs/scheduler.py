@@ -7,7 +7,8 @@ it was queued). Nothing is granted to a job while an edge of the job graph holds
 upstream it waits for has not completed), and one whose upstream ended without completing ends by the graph's rule
 (`graph.upstream_ended`). A kind may keep a job waiting before it claims anything (`before_grant`: a run's length
 check, on the analyses its edges waited for). A job waiting in its kind's server-step phase has its step started
-(`jobs.server_steps`: a distillation's assembly).
+(`jobs.server_steps`: a distillation's assembly). A kind with no worker (`JobKind.worker`) is moved to its step's
+phase as soon as its edges let it go.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ class Scheduler:
                     kind.fail(self.deployment, session, row, edges.failed)
                     return None
                 if not edges.ready or not kind.before_grant(self.deployment, session, row):
+                    return None
+                if not kind.worker:  # the server's own work: on to its step, nothing to lease or launch
+                    if not transition(session, kind.lifecycle, row, kind.granted):
+                        log.info("%s %s moved on before its step", kind.name, row.id)  # cancelled: nothing to undo
                     return None
                 crashpoint("scheduler.grant")  # fault tests: the server dies as a job it may grant is granted
                 chosen: list[str] = []

@@ -45,6 +45,8 @@ def _open_runs(session, project: str) -> list[str]:
 def _queued(session, project: str) -> list[str]:
     items = []
     for kind in _project_kinds():
+        if not kind.worker:  # the server's own work (a comparison) waits for other jobs, never for devices
+            continue
         lifecycle = kind.lifecycle
         table, phase = lifecycle.table, getattr(lifecycle.table, lifecycle.column)
         items += [f"{lifecycle.kind} {item_id[:12]}" for item_id in session.scalars(

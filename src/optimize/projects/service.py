@@ -1,5 +1,6 @@
-"""Training projects: create, get, list, archive, unarchive. A project's name is the registry namespace its models
-go under, so it follows the registry's name rules, and additionally must not look like an id or be `counts`.
+"""Training projects: create, get, list, archive, unarchive, and the standing evaluation they hold. A project's
+name is the registry namespace its models go under, so it follows the registry's name rules, and additionally must
+not look like an id or be `counts`.
 
 Archiving a project hides it and its runs from lists and refuses new work for it; reads still work. The registry
 namespace of the same name is separate state: archiving the project leaves it as it is, and the answer says so."""
@@ -35,7 +36,46 @@ def check_project_name(text: str) -> str:
 
 def project_view(project: Project, runs: int = 0) -> answers.Project:
     return answers.Project(name=project.name, namespace=project.name, description=project.description,
-                           archived=project.archived, created_at=iso(project.created_at), runs=runs)
+                           archived=project.archived, created_at=iso(project.created_at), runs=runs,
+                           standing_evaluation=standing_view(project))
+
+
+def standing_view(project: Project) -> answers.StandingEvaluation | None:
+    if project.standing_dataset is None:
+        return None
+    return answers.StandingEvaluation(dataset=project.standing_dataset, grader=project.standing_grader,
+                                      grader_instructions=project.standing_grader_instructions,
+                                      set_at=iso(project.standing_set_at))
+
+
+def set_standing(session, project: Project, dataset: str, grader: str, instructions: str | None
+                 ) -> answers.StandingEvaluationChange:
+    """Hold a standing evaluation (the references checked by the caller): every model version the project registers
+    from now on is evaluated by it. Setting the one it holds again changes nothing, so the versions it counts from
+    stay the same."""
+    wanted = (dataset, grader, instructions)
+    held = (project.standing_dataset, project.standing_grader, project.standing_grader_instructions)
+    changed = wanted != held
+    if changed:
+        project.standing_dataset, project.standing_grader, project.standing_grader_instructions = wanted
+        project.standing_set_at = utcnow()
+        record(session, f"project:{project.name}", "standing-evaluation-set", dataset=dataset, grader=grader)
+    return project_view(project, _run_count(session, project.name)).extended(
+        answers.StandingEvaluationChange, changed=changed)
+
+
+def clear_standing(store: Store, name: str) -> answers.StandingEvaluationChange:
+    """Stop evaluating the project's new model versions (the evaluations already started are left as they are);
+    clearing when none is held changes nothing. An archived project's may be cleared too."""
+    with store.transaction() as session:
+        project = _locked(session, name)
+        changed = project.standing_dataset is not None
+        if changed:
+            project.standing_dataset = project.standing_grader = project.standing_grader_instructions = None
+            project.standing_set_at = None
+            record(session, f"project:{project.name}", "standing-evaluation-cleared")
+        return project_view(project, _run_count(session, project.name)).extended(
+            answers.StandingEvaluationChange, changed=changed)
 
 
 def create_project(store: Store, name: str, description: str | None = None) -> tuple[answers.Project, bool]:
@@ -195,6 +235,6 @@ def _run_count(session, name: str) -> int:
     return session.scalar(select(func.count()).select_from(Run).where(Run.project == name)) or 0
 
 
-__all__ = ["archive_project", "check_project_name", "create_project", "find_project", "get_project",
-           "list_projects", "lock_project", "open_project", "registry_namespace", "unarchive_project",
-           "work_in_progress"]
+__all__ = ["archive_project", "check_project_name", "clear_standing", "create_project", "find_project",
+           "get_project", "list_projects", "lock_project", "open_project", "registry_namespace", "set_standing",
+           "standing_view", "unarchive_project", "work_in_progress"]

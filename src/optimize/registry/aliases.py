@@ -26,14 +26,15 @@ def _tables(kind: ArtifactKind) -> AliasTables:
     return kind.aliases
 
 
-def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, version: Any) -> bool:
-    """Point `alias` of `owner` at `version`, keeping its history and who moved it (the name of the request's
-    token; none when the server moves it on its own); returns whether it moved."""
+def move_alias(session: Session, kind: ArtifactKind, owner: Any, alias: str, version: Any, by: str | None = None
+               ) -> bool:
+    """Point `alias` of `owner` at `version`, keeping its history and who moved it (`by`, else the name of the
+    request's token; none when the server moves it on its own); returns whether it moved."""
     tables = _tables(kind)
     alias = check_alias(alias)
     now = utcnow()
     token = current_token()
-    by = token[1] if token is not None else None
+    by = by or (token[1] if token is not None else None)
     pointer = session.get(tables.pointer, (owner.id, alias))
     if pointer is not None and pointer.version_id == version.id:
         return False

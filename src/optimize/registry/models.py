@@ -20,6 +20,7 @@ from optimize.core.names import check_name
 from optimize.core.refs import Reference, parse_reference
 from optimize.registry import aliases, artifact_views, artifacts
 from optimize.registry.nouns import MODELS
+from optimize.registry.views import standing_scores
 from optimize.schemas import registry as answers
 from optimize.store.db import Store
 from optimize.store.tables import Model, ModelVersion
@@ -108,19 +109,31 @@ def resolve_model_reference(session: Session, reference: Reference | str) -> tup
     return artifacts.resolve_reference(session, MODELS, reference)
 
 
+def _standing_score(session: Session, _model: Model, version: ModelVersion) -> dict[str, Any]:
+    """What a version's get adds: its score from its project's standing evaluation."""
+    return {"standingScore": standing_scores(session, [version.id]).get(version.id)}
+
+
+def _scored(session: Session, model: Model, versions: list[ModelVersion]) -> list[answers.ModelVersion]:
+    """The views of `versions`, each with its standing score (null when it has none)."""
+    scores = standing_scores(session, [item.id for item in versions])
+    return [view.extended(standing_score=scores.get(item.id))
+            for item, view in zip(versions, artifact_views.version_list(session, MODELS, model, versions), strict=True)]
+
+
 def get_model(store: Store, namespace: str, name: str, selector: str) -> answers.ModelVersionDetail:
-    """A version with its model's version count."""
-    return artifact_views.read_version(store, MODELS, namespace, name, selector)
+    """A version with its model's version count and its standing score."""
+    return artifact_views.read_version(store, MODELS, namespace, name, selector, _standing_score)
 
 
 def read_model(store: Store, namespace: str, name: str) -> answers.ModelDetail:
-    """The newest version, every version, and every move of the model's aliases."""
+    """The newest version, every version (each with its standing score), and every move of the model's aliases."""
     with store.transaction() as session:
         model = _get_model(session, namespace, name)
-        newest = artifact_views.detail(session, MODELS, model, _resolve_version(session, model, "latest"))
+        newest = artifact_views.detail(session, MODELS, model, _resolve_version(session, model, "latest"),
+                                       _standing_score)
         return newest.extended(answers.ModelDetail,
-                               versions=artifact_views.version_list(session, MODELS, model,
-                                                                    artifacts.newest_first(session, MODELS, model)),
+                               versions=_scored(session, model, artifacts.newest_first(session, MODELS, model)),
                                alias_moves=aliases.alias_moves(session, MODELS, model))
 
 
@@ -161,7 +174,7 @@ def list_versions(
         if base_model is not None:
             matches = _base_model_matcher(session, base_model)
             versions = [item for item in versions if matches(item.lineage)]
-        return artifact_views.version_list(session, MODELS, model, versions)
+        return _scored(session, model, versions)
 
 
 def list_models(store: Store, namespace: str | None, include_archived: bool) -> list[answers.ModelSummary]:

@@ -42,7 +42,7 @@ from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.schemas import uploads as answers
 from optimize.schemas.registry import CommittedVersion
 from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.tables import DatasetObject, Shard, UploadSession
+from optimize.store.tables import DatasetObject, DatasetVersion, Shard, UploadSession
 
 OPEN, COMMITTED, REFUSED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value, UploadPhase.REFUSED.value
 
@@ -136,6 +136,32 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSes
             # A session past its expiry starts over; shards already held stay held.
             upload.expires_at = expires
         return _session_view(registry, session, upload)
+
+
+def preview_upload(registry: Registry, request: answers.UploadPreviewRequest) -> answers.UploadPreview:
+    """What `create_upload` would find for this content, opening, storing and registering nothing: the same
+    refusals of what can never be registered (the manifest, the token's namespaces, an archived namespace, a dataset
+    of the other kind), then the version's digest, the dataset's version of that digest if it holds one, and which
+    shards the registry holds (those an upload would not send). A namespace that does not exist yet is no refusal:
+    the registration creates it. Quotas are not counted: they are checked when an upload opens."""
+    reference = parse_reference(request.dataset)
+    if reference.selector != "latest":
+        raise Invalid(f"register into {reference.artifact}, without a version or alias")
+    data_format = parse_format(request.format)
+    manifest = _check_manifest([shard.model_dump(by_alias=True) for shard in request.shards], registry.limits)
+    digest = version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest])
+    check_namespace(reference.namespace)
+    with registry.store.transaction() as session:
+        refuse_if_archived(session, reference.namespace)
+        _refuse_other_kind(session, reference.namespace, reference.name, data_format)
+        dataset = find_dataset(session, reference.namespace, reference.name)
+        existing = None if dataset is None else session.scalar(
+            select(DatasetVersion.version).where(DatasetVersion.dataset_id == dataset.id,
+                                                 DatasetVersion.digest == digest))
+        shards = [{**item, "held": _held(session, registry.blobs, item["sha256"], data_format.kind)}
+                  for item in manifest]
+    return answers.UploadPreview(dataset=reference.artifact, format=data_format.value, digest=digest,
+                                 existing_version=None if existing is None else f"v{existing}", shards=shards)
 
 
 def _refuse_other_kind(session: Session, namespace: str, name: str, data_format: DatasetFormat) -> None:

@@ -1,17 +1,29 @@
 """JSON shapes of registry objects (camelCase, as the API and `-o json` show them): what each noun's version view
-adds to the shared head of `registry/artifact_views.py`, a dataset's objects, and a namespace."""
+adds to the shared head of `registry/artifact_views.py`, a dataset's objects, a model version's standing score, and
+a namespace."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from optimize.chat.formats import DatasetFormat
 from optimize.core.bundle_zip import BundleSummary, Member
 from optimize.core.clock import iso
 from optimize.core.server_paths import shows_server_paths
 from optimize.schemas import registry as answers
-from optimize.store.tables import BundleVersion, DatasetObject, DatasetVersion, ModelVersion, Namespace
+from optimize.store.tables import (
+    BundleVersion,
+    DatasetObject,
+    DatasetVersion,
+    Evaluation,
+    ModelVersion,
+    Namespace,
+    StandingEvaluation,
+)
 
 
 def dataset_fields(version: DatasetVersion) -> dict[str, Any]:
@@ -52,6 +64,29 @@ def model_fields(version: ModelVersion) -> dict[str, Any]:
         "servingModel": version.descriptor,
         "producedBy": produced_by,
     }
+
+
+def standing_scores(session: Session, version_ids: list[int]) -> dict[int, answers.StandingScore]:
+    """Each version's score from its project's standing evaluation (the newest one it had, where the project's
+    changed since), by version id; a version without one is left out. Read from the rows the evaluation kind keeps
+    (`evaluation/standing.py`), so the registry knows no evaluation code."""
+    if not version_ids:
+        return {}
+    rows = session.execute(
+        select(StandingEvaluation, Evaluation)
+        .outerjoin(Evaluation, Evaluation.id == StandingEvaluation.evaluation_id)
+        .where(StandingEvaluation.model_version_id.in_(version_ids))
+        .order_by(StandingEvaluation.id)).all()
+    scores = {}
+    for held, evaluation in rows:  # oldest first: the newest row of a version is the one kept
+        scores[held.model_version_id] = answers.StandingScore(
+            dataset=evaluation.dataset_reference if evaluation else held.dataset,
+            grader=evaluation.grader if evaluation else held.grader,
+            mean_score=(evaluation.report or {}).get("meanScore") if evaluation else None,
+            evaluation_id=evaluation.id if evaluation else None,
+            phase=evaluation.phase if evaluation else None,
+            refusal=None if evaluation else held.refusal)
+    return scores
 
 
 def bundle_fields(version: BundleVersion) -> dict[str, Any]:

@@ -51,3 +51,11 @@ class EndpointPhase(StrEnum):
     READY = "READY"  # answers requests for every model whose adapter is loaded
     FAILED = "FAILED"  # ended with a reason
     DELETED = "DELETED"  # taken down by a user, or after its idle timeout
+
+
+class ComparisonPhase(StrEnum):
+    EVALUATING = "EVALUATING"  # its evaluations (one a model, reused where done) answer the dataset
+    SCORING = "SCORING"  # every evaluation ended; the server scores the models and names the winner
+    COMPLETED = "COMPLETED"  # scored: Complete (every model scored) or Partial (some failed; no winner)
+    FAILED = "FAILED"  # no model could be scored, or a refusal
+    CANCELLED = "CANCELLED"  # ended by a user

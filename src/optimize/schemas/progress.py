@@ -51,12 +51,17 @@ def _analysis(phase: str, progress: dict[str, Any]) -> Count | None:
     return Count(done=progress.get("rowsMeasured", 0), total=progress.get("rowsTotal"), unit="rows measured")
 
 
+def _comparison(phase: str, progress: dict[str, Any]) -> Count | None:
+    return Count(done=progress.get("ended", 0), total=progress.get("total"), unit="evaluations ended")
+
+
 # by the kind's item name, as its answers and events name it
 COUNTED: dict[str, Callable[[str, dict[str, Any]], Count | None]] = {
     "run": _run,
     "evaluation": _evaluation,
     "distillation": _distillation,
     "analysis": _analysis,
+    "comparison": _comparison,
 }
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimize.schemas.common import Answer
+from optimize.schemas.common import Answer, Number
 from optimize.schemas.conversions import Conversion
 from optimize.schemas.quotas import QuotaSettings
 
@@ -209,6 +209,20 @@ class Producer(Answer):
     id: str | None = Field(description="Its id, e.g. the run's id or the catalog entry's")
 
 
+class StandingScore(Answer):
+    """A model version's score from its project's standing evaluation: on the held-out dataset the project names,
+    never on what it was trained on."""
+
+    dataset: str = Field(description="The dataset evaluated on: the version the evaluation resolved (NS/NAME:vN), "
+                                     "or the reference as the project holds it before one started")
+    grader: str = Field(description="The grader")
+    mean_score: Number | None = Field(description="The mean score; null until the evaluation completed")
+    evaluation_id: str | None = Field(description="The evaluation; null while starting, or when it was refused")
+    phase: str | None = Field(description="The evaluation's phase; null while starting, or when it was refused")
+    refusal: str | None = Field(description="Why the server could not start it (tried again at most once a minute "
+                                            "for a while); null otherwise")
+
+
 class ModelVersion(Answer):
     """One version of a registered model."""
 
@@ -227,6 +241,9 @@ class ModelVersion(Answer):
                                                       "(repository and revision, or the adapter's artifact and base)")
     lineage: dict[str, Any] = Field(description="Where it came from: base model, datasets, producing run")
     produced_by: Producer | None = Field(description="What produced it; null when not recorded")
+    standing_score: StandingScore | None = Field(
+        default=None, description="Its score from its project's standing evaluation (a held-out dataset); null when "
+                                  "it has none (not in a project holding one, or registered before it was set)")
 
 
 class ModelVersionDetail(ModelVersion):

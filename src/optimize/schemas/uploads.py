@@ -1,11 +1,15 @@
-"""Dataset upload sessions: `/v1/registry/dataset-uploads` (open, stream shards, commit)."""
+"""Dataset upload sessions: `/v1/registry/dataset-uploads` (open, stream shards, commit, and the preview of an
+upload that opens nothing)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimize.schemas.common import Answer
 from optimize.schemas.conversions import Conversion
+from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 
@@ -36,6 +40,33 @@ class UploadCommit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     alias: str | None = Field(default=None, description="Alias to point at the registered version")
+
+
+class PreviewShard(RequestModel):
+    """One shard of a previewed upload, as the upload itself lists it: a shard whose keys or types do not fit is
+    refused in the words of `UploadPreviewRequest.shards`, and its values are then checked as an upload's are."""
+
+    model_config = ConfigDict(extra="forbid")
+    index: int = Field(description="Position of the shard in the version, from 0")
+    path: str = Field(description="examples.jsonl, or examples-NNNNN.jsonl for sharded versions")
+    sha256: str = Field(description="sha256 of the shard's bytes, 64 hex digits")
+    size_bytes: int = Field(alias="bytes", description="Size of the shard in bytes")
+    lines: int = Field(description="Lines in the shard")
+
+
+class UploadPreviewRequest(RequestModel):
+    """`POST /v1/registry/dataset-uploads/preview`: the version an upload would register, shard by shard, as
+    `POST /v1/registry/dataset-uploads` takes it (at most the registry's `maxShards` shards)."""
+
+    model_config = ConfigDict(extra="forbid")
+    not_an_object = Refusal("the request body must be a JSON object: {{dataset, format, shards}}")
+    dataset: Annotated[str, Refusal("dataset must be NS/NAME, the dataset the version would be registered under")] = (
+        Field(description="NS/NAME the version would be registered under"))
+    format: Annotated[str, Refusal("format must be chat-jsonl-v1 or preference-jsonl-v1")] = Field(
+        description="chat-jsonl-v1 or preference-jsonl-v1")
+    shards: Annotated[list[PreviewShard], Refusal("shards must list the version's shards in order, each "
+                                                  "{{index, path, sha256, bytes, lines}}")] = Field(
+        description="The version's shards, in order")
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -76,3 +107,16 @@ class ShardReceived(Answer):
     held: bool = Field(description="Whether the registry holds it (always true in an answer)")
     already_held: bool | None = Field(default=None, description="True when the registry held it already and "
                                                                 "nothing was read")
+
+
+class UploadPreview(Answer):
+    """What an upload of these shards would find, with nothing opened, sent or registered: the version's digest,
+    the version of the dataset that already holds it, and which shards the registry holds."""
+
+    dataset: str = Field(description="NS/NAME the version would be registered under")
+    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
+    digest: str = Field(description="The digest the version would have: sha256:HEX")
+    existing_version: str | None = Field(description="vN when the dataset holds a version of this digest already "
+                                                     "(registering returns it); null otherwise")
+    shards: list[UploadShard] = Field(description="The version's shards, in order, each with whether the registry "
+                                                  "holds it (an upload would send only those it does not)")

@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -214,6 +215,11 @@ class Project(Base):
     description: Mapped[str | None] = mapped_column(Text)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # its standing evaluation (all null when none): the dataset reference and the grader as they were given
+    standing_dataset: Mapped[str | None] = mapped_column(String(200))
+    standing_grader: Mapped[str | None] = mapped_column(String(500))
+    standing_grader_instructions: Mapped[str | None] = mapped_column(Text)
+    standing_set_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class Run(Base):
@@ -451,6 +457,33 @@ class Distillation(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
+class Comparison(Base):
+    """A comparison: a source snapshot's model and candidate models scored on one evaluation dataset with one grader
+    and one completion-token budget, each by an evaluation (reused where one was done for the same version, dataset
+    version, grader and budget), then the winner named and, when asked, promoted."""
+
+    __tablename__ = "comparisons"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    source_snapshot_id: Mapped[str] = mapped_column(String(32))
+    entries: Mapped[list] = mapped_column(JSON)  # [{model, role, run, evaluationId, reused}], the source first
+    dataset_reference: Mapped[str] = mapped_column(String(200))
+    dataset_digest: Mapped[str] = mapped_column(String(71))
+    dataset_rows: Mapped[int] = mapped_column(BigInteger)
+    grader: Mapped[str] = mapped_column(String(500))
+    max_new_tokens: Mapped[int] = mapped_column(Integer)
+    device_profile: Mapped[str] = mapped_column(String(64))
+    promote: Mapped[str | None] = mapped_column(String(64))  # the alias moved to the winner, when its margin clears
+    margin: Mapped[float] = mapped_column(Float, default=0.0)  # the least margin a promotion needs
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    result: Mapped[dict | None] = mapped_column(JSON)  # scores, intervals, the winner, its margin, spend, promotion
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(200))  # the token's name, who a promotion is moved by
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
 class DistillationAnswer(Base):
     """One decision answered by a distillation's teacher: accepted (with the row it makes) or rejected (with the
     reason and the output). Saved in chunks as the worker answers, so a resumed distillation answers none twice."""
@@ -628,3 +661,26 @@ class JobEdge(Base):
     if_upstream_fails: Mapped[str] = mapped_column(String(16))
     waits_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class StandingEvaluation(Base):
+    """A model version's evaluation by its project's standing evaluation (`evaluation/standing.py`): one row per
+    version, dataset and grader (as the project holds them), claimed before the evaluation is started; the
+    evaluation started (`evaluation_id`), or the refusal of the last try (`refusal`); a refused start is tried again
+    at most once a minute, a bounded number of times (`attempts` counts the tries)."""
+
+    __tablename__ = "standing_evaluations"
+    __table_args__ = (UniqueConstraint("model_version_id", "dataset", "grader",
+                                       name="uq_standing_evaluations_version_dataset_grader"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), index=True)
+    model_reference: Mapped[str] = mapped_column(String(200))  # NS/NAME:vN
+    dataset: Mapped[str] = mapped_column(String(200))
+    grader: Mapped[str] = mapped_column(String(500))
+    evaluation_id: Mapped[str | None] = mapped_column(ForeignKey("evaluations.id"))
+    refusal: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    claimed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    attempted_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -1,15 +1,28 @@
 """Training projects: `POST /v1/training/projects`, `GET /v1/training/projects[/{name}]`,
-`POST /v1/training/projects/{name}/archive|unarchive`."""
+`POST /v1/training/projects/{name}/archive|unarchive`, `PUT|DELETE /v1/training/projects/{name}/evaluation` (the
+standing evaluation)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 
+from optimize.api.bodies import documented_as
 from optimize.api.deps import DeploymentDep
+from optimize.evaluation import standing
 from optimize.evaluation.scores import scores
 from optimize.projects import service
-from optimize.schemas.projects import Project, ProjectChange, ProjectList, ProjectRequest, Scores
+from optimize.schemas.projects import (
+    Project,
+    ProjectChange,
+    ProjectList,
+    ProjectRequest,
+    Scores,
+    StandingEvaluationChange,
+    StandingEvaluationRequest,
+)
 
 router = APIRouter(prefix="/v1/training/projects", tags=["training"])
 
@@ -48,3 +61,18 @@ def project_scores(name: str, deployment: DeploymentDep, dataset: str | None = N
     """The baseline and one column per training configuration, for one dataset and grader."""
     return scores(deployment, name, dataset, grader)
 
+
+
+@router.put("/{name}/evaluation", response_model=StandingEvaluationChange)
+def set_standing_evaluation(name: str, deployment: DeploymentDep,
+                            body: Annotated[Any, documented_as(StandingEvaluationRequest), Body()]
+                            ) -> StandingEvaluationChange:
+    """The project's standing evaluation: every model version it registers from now on is evaluated on this dataset
+    with this grader, started by the server; refused for an unknown dataset or grader, or an archived project."""
+    return standing.set_standing(deployment, name, StandingEvaluationRequest.parse(body))
+
+
+@router.delete("/{name}/evaluation", response_model=StandingEvaluationChange)
+def clear_standing_evaluation(name: str, deployment: DeploymentDep) -> StandingEvaluationChange:
+    """No standing evaluation: new model versions are no longer evaluated by themselves (those started stay)."""
+    return service.clear_standing(deployment.store, name)

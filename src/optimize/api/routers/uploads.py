@@ -1,17 +1,27 @@
-"""Dataset upload sessions: open, stream shards (validated as they arrive), commit."""
+"""Dataset upload sessions: open, stream shards (validated as they arrive), commit; and the preview of an upload,
+which opens nothing."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from optimize.api.bodies import streamed_body
+from optimize.api.bodies import documented_as, required_body, streamed_body
 from optimize.api.deps import RegistryDep
 from optimize.api.streamed import put_answer
 from optimize.registry import uploads
 from optimize.schemas.registry import CommittedVersion
-from optimize.schemas.uploads import ShardReceived, UploadCommit, UploadCreate, UploadSession
+from optimize.schemas.uploads import (
+    ShardReceived,
+    UploadCommit,
+    UploadCreate,
+    UploadPreview,
+    UploadPreviewRequest,
+    UploadSession,
+)
 
 router = APIRouter(prefix="/v1/registry/dataset-uploads", tags=["registry"])
 
@@ -19,6 +29,15 @@ router = APIRouter(prefix="/v1/registry/dataset-uploads", tags=["registry"])
 @router.post("", response_model=UploadSession)
 def create_upload(body: UploadCreate, registry: RegistryDep) -> UploadSession:
     return uploads.create_upload(registry, body.model_dump(by_alias=True))
+
+
+@router.post("/preview", response_model=UploadPreview, openapi_extra=required_body())
+def preview_upload(registry: RegistryDep,
+                   body: Annotated[Any, documented_as(UploadPreviewRequest), Body()] = None) -> UploadPreview:
+    """What opening an upload of these shards would find — the version's digest, the dataset's version of that
+    digest if it holds one, which shards the registry holds — refused as the upload would be, but opening no
+    session and storing nothing (`akka registry datasets register --no-upload`)."""
+    return uploads.preview_upload(registry, UploadPreviewRequest.parse(body))
 
 
 @router.put("/{upload_id}/shards/{index}", response_model=ShardReceived, status_code=201,

@@ -33,9 +33,12 @@ def register(
     shard_size: Annotated[
         str | None, typer.Option("--shard-size", help="Cut the file into shards of at most this size (e.g. 64MiB).")
     ] = None,
+    no_upload: Annotated[bool, typer.Option(
+        "--no-upload", help="Only report which objects the registry lacks (and the version the file would be): "
+                            "send nothing, open no upload, register nothing.")] = False,
 ) -> None:
     """Register a file as a new version (or return the version identical content already is)."""
-    from optimize.client.registry import register_dataset
+    from optimize.client.registry import preview_dataset, register_dataset
     from optimize.core.errors import Invalid
     from optimize.core.sizes import parse_size
 
@@ -48,9 +51,16 @@ def register(
     except Invalid as error:  # a malformed option value is a usage error (exit 2)
         raise typer.BadParameter(f"{error.message}; {error.hint}", param_hint="'--shard-size'") from None
     with client_for(out) as api, _progress(out) as progress:
-        version = register_dataset(api, reference, file, data_format=data_format, alias=alias,
-                                   shard_size=size, progress=progress)
-    out.emit(version, _render_registered)
+        if no_upload:  # the same reading, cutting and checks, then only the registry's answer of what it holds
+            report = preview_dataset(api, reference, file, data_format=data_format, shard_size=size,
+                                     progress=progress)
+        else:
+            version = register_dataset(api, reference, file, data_format=data_format, alias=alias,
+                                       shard_size=size, progress=progress)
+    if no_upload:
+        out.emit(report, _render_preview)
+    else:
+        out.emit(version, _render_registered)
 
 
 @command(app, "convert")
@@ -196,6 +206,27 @@ def _render_registered(con, item) -> None:
         con.print(f"  Aliases  {', '.join(item['aliases'])}")
     if item.get("conversion"):
         con.print(f"  From     {_conversion_line(item['conversion'])}")
+
+
+def _render_preview(con, item) -> None:
+    missing, existing = item["missing"], item["existingVersion"]
+    if existing:
+        con.print(f"Already registered: [bold]{item['reference']}:{existing}[/] — registering the file returns it")
+    else:
+        con.print(f"Not registered yet: registering the file adds a version to [bold]{item['reference']}[/]")
+    con.print(f"  Digest   {item['digest']}")
+    con.print(f"  Format   {item['format']}")
+    held = (f"the registry holds {item['held']}, lacks {len(missing)} ({human_size(item['missingBytes'])})"
+            if missing else "the registry holds them all")
+    con.print(f"  Objects  {item['objects']} ({human_size(item['bytes'])}); {held}")
+    if item.get("conversion"):
+        con.print(f"  From     {_conversion_line(item['conversion'])}")
+    if missing:
+        grid = table("LACKING", "SIZE", "SHA256")
+        for obj in missing:
+            grid.add_row(obj["path"], human_size(obj["bytes"]), obj["sha256"])
+        con.print(grid)
+    con.print("Nothing was sent or registered (--no-upload).")
 
 
 def _render_version(con, item) -> None:

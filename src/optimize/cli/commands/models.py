@@ -150,12 +150,38 @@ def _render_version(con, item) -> None:
 
 
 def _render_versions(con, data) -> None:
-    grid = table("REFERENCE", "VARIANT", "BASE MODEL", "PRODUCED BY", "ALIASES", "DIGEST", "REGISTERED")
+    scored = [item["standingScore"] for item in data["versions"] if item.get("standingScore")]
+    # the held-out score from the project's standing evaluation, headed by the dataset it is on; never a score on
+    # what the version was trained on
+    datasets = sorted({score["dataset"].partition(":")[0] for score in scored})
+    heading = f"HELD-OUT SCORE ({datasets[0]})" if len(datasets) == 1 else "HELD-OUT SCORE"
+    columns = ["REFERENCE", "VARIANT", "BASE MODEL", "PRODUCED BY", "ALIASES", "DIGEST", "REGISTERED"]
+    grid = table(*columns, *([heading] if scored else []))
     for item in data["versions"]:
-        grid.add_row(item["reference"], item["variant"], _base(item) or DASH, _produced_by(item),
-                     ", ".join(item["aliases"]) or DASH, item["digest"][:19], age(item["registeredAt"]))
+        cells = [item["reference"], item["variant"], _base(item) or DASH, _produced_by(item),
+                 ", ".join(item["aliases"]) or DASH, item["digest"][:19], age(item["registeredAt"])]
+        grid.add_row(*cells, *([_standing(item.get("standingScore"))] if scored else []))
     con.print(grid)
     con.print(footer(len(data["versions"]), "version"))
+    for dataset, grader in sorted({(score["dataset"], score["grader"]) for score in scored}):
+        con.print(f"Held-out score: the project's standing evaluation on {dataset} with {grader}")
+    for item in data["versions"]:
+        score = item.get("standingScore")
+        if score and score["refusal"]:
+            con.print(f"{item['reference']}: its standing evaluation was refused: {score['refusal']}")
+
+
+def _standing(score: dict[str, Any] | None) -> str:
+    """A version's held-out score, or where its standing evaluation is."""
+    if not score:
+        return DASH
+    if score["meanScore"] is not None:
+        return f"{score['meanScore']:.3f}"
+    if score["refusal"]:
+        return "refused"
+    if score["phase"] is None:
+        return "starting"
+    return score["phase"].lower()
 
 
 def _render_list(con, data) -> None:

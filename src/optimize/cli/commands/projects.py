@@ -1,5 +1,6 @@
-"""`akka training projects create|get|list|archive|unarchive`: a project's name is the registry namespace of its
-models."""
+"""`akka training projects create|get|list|archive|unarchive|scores|set-evaluation`: a project's name is the
+registry namespace of its models; its standing evaluation is what every model version it registers is evaluated
+on, by the server."""
 
 from __future__ import annotations
 
@@ -66,6 +67,56 @@ def scores(
         out.emit(api.projects.scores(name, dataset=dataset, grader=grader), _render_scores)
 
 
+@command(app, "set-evaluation")
+def set_evaluation(
+    out: Output,
+    name: Annotated[str, typer.Argument(help="Project name.")],
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", help="The registered chat dataset every new model version is evaluated on, NS/NAME (resolved "
+                          "when each evaluation starts) or NS/NAME:vN (pinned).")] = None,
+    grader: Annotated[str | None, typer.Option(
+        "--grader", help="json-label-match (default), exact, contains, regex:PATTERN, numeric[:TOLERANCE], http:URL, "
+                         "model:REF or bundle:NS/NAME[:vN|:ALIAS]#MODULE[:FUNCTION], as evaluations start takes it."
+    )] = None,
+    grader_instructions: Annotated[str | None, typer.Option(
+        "--grader-instructions", help="Instructions for a judge model's grader (model:REF only).")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the standing evaluation (those started stay).")
+                     ] = False,
+) -> None:
+    """Set the project's standing evaluation: every model version it registers from now on (runs, snapshots
+    registered, adapters imported) is evaluated on the dataset with the grader, started by the server, and its
+    held-out score shows in akka registry models versions."""
+    if clear:
+        if dataset or grader or grader_instructions:
+            raise typer.BadParameter("--clear takes no --dataset, --grader or --grader-instructions",
+                                     param_hint="'--clear'")
+        with client_for(out) as api:
+            out.emit(api.projects.clear_evaluation(name), _render_cleared)
+        return
+    if not dataset:
+        raise typer.BadParameter("name the held-out chat dataset new versions are evaluated on (or pass --clear)",
+                                 param_hint="'--dataset'")
+    with client_for(out) as api:
+        out.emit(api.projects.set_evaluation(name, dataset=dataset, grader=grader,
+                                             grader_instructions=grader_instructions), _render_standing_set)
+
+
+def _render_standing_set(con, p) -> None:
+    standing = p["standingEvaluation"]
+    verb = "now evaluates" if p["changed"] else "already evaluates"
+    con.print(f"Project {p['name']} {verb} every model version it registers on {standing['dataset']} with "
+              f"{standing['grader']} (set {age(standing['setAt'])}).")
+    con.print(f"Scores show in: akka registry models versions {p['name']}/MODEL")
+
+
+def _render_cleared(con, p) -> None:
+    if p["changed"]:
+        con.print(f"Project {p['name']} no longer evaluates new model versions by itself; the evaluations started "
+                  "stay.")
+    else:
+        con.print(f"Project {p['name']} has no standing evaluation.")
+
+
 def _render_scores(con, data) -> None:
     if not data["groups"]:
         con.print(f"No completed evaluation in project {data['project']} yet; start one with: akka training "
@@ -115,6 +166,14 @@ def _render_one(con, p) -> None:
     con.print(f"Description {p['description'] or DASH}")
     con.print(f"Runs        {p['runs']}")
     con.print(f"Created     {age(p['createdAt'])}")
+    standing = p.get("standingEvaluation")
+    if standing:
+        instructions = " (with instructions)" if standing["graderInstructions"] else ""
+        con.print(f"Evaluation  every new model version on {standing['dataset']} with {standing['grader']}"
+                  f"{instructions} (set {age(standing['setAt'])})")
+    else:
+        con.print(f"Evaluation  {DASH} (set one with: akka training projects set-evaluation {p['name']} "
+                  "--dataset NS/NAME)")
 
 
 def _render_list(con, data) -> None:

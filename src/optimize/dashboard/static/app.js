@@ -206,7 +206,8 @@ async function runsView(project) {
   phase.addEventListener("change", refresh);
   method.addEventListener("change", refresh);
   show(h("h1", {}, `Runs of ${project}`),
-       h("p", {}, h("a", { href: `#/projects/${encodeURIComponent(project)}/evaluations` }, "Evaluations and scores")),
+       h("p", {}, h("a", { href: `#/projects/${encodeURIComponent(project)}/evaluations` }, "Evaluations and scores"),
+         " · ", h("a", { href: `#/projects/${encodeURIComponent(project)}/comparisons` }, "Comparisons")),
        h("div", { class: "filters" }, h("label", { for: "phase" }, "Phase", phase),
          h("label", { for: "method" }, "Method", method)),
        h("section", { class: "panel scroll" }, table));
@@ -356,14 +357,35 @@ async function snapshotsPanel(run) {
     api(`/v1/training/runs/${run.runId}/snapshots`),
     api(`/v1/training/evaluations?project=${encodeURIComponent(run.project)}&phase=COMPLETED`)]);
   if (!snapshots.length) return null;
-  // each registered model's newest completed evaluation (the list is newest first)
+  // each registered version as the registry answers it: its score from the project's standing evaluation, and the
+  // datasets it was trained and validated on
+  const registered = [...new Set(snapshots.flatMap((s) => s.registered || []))];
+  const versions = Object.fromEntries(await Promise.all(registered.map(async (reference) => {
+    const [artifact, selector] = reference.split(":");
+    const [namespace, name] = artifact.split("/");
+    const path = `/v1/registry/models/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/versions/` +
+                 encodeURIComponent(selector);
+    return [reference, await api(path).catch(() => null)];
+  })));
+  const seen = (model) => new Set((versions[model]?.lineage?.datasets || []).map((d) => d.digest));
+  // a model's score is never one on what it was trained on: its held-out score from the project's standing
+  // evaluation, else its newest completed evaluation on a dataset it never saw (the list is newest first), each
+  // named with its dataset
   const scored = {};
-  for (const e of evaluations) if (!(e.model in scored)) scored[e.model] = e;
-  const scoreOf = (s) => (s.registered || []).map((m) => scored[m]).filter(Boolean).map((e) =>
-    h("a", { href: `#/evaluations/${e.evaluationId}` }, `${fmt(e.report?.meanScore, 3)} on ${e.dataset?.reference}`));
+  for (const e of evaluations) if (!(e.model in scored) && !seen(e.model).has(e.dataset?.digest)) scored[e.model] = e;
+  const scoreOf = (s) => (s.registered || []).map((m) => {
+    const standing = versions[m]?.standingScore;
+    if (standing?.evaluationId && standing.meanScore != null) {
+      return h("a", { href: `#/evaluations/${standing.evaluationId}` },
+               `${fmt(standing.meanScore, 3)} held-out on ${standing.dataset}`);
+    }
+    const e = scored[m];
+    return e ? h("a", { href: `#/evaluations/${e.evaluationId}` }, `${fmt(e.report?.meanScore, 3)} on ${e.dataset?.reference}`)
+             : null;
+  }).filter(Boolean);
   const trainer = mayTrain();
   return h("section", { class: "panel scroll" }, h("h2", {}, "Snapshots"), h("table", { id: "snapshots" },
-    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Score", "Saved", ...(trainer ? ["Actions"] : [])]
+    h("thead", {}, h("tr", {}, ["Snapshot", "Step", "Holds", "Registered", "Held-out score", "Saved", ...(trainer ? ["Actions"] : [])]
       .map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, snapshots.map((s) => h("tr", { "data-step": s.step },
       h("td", {}, short(s.snapshotId)), h("td", { class: "num" }, s.step),
@@ -529,6 +551,129 @@ async function evaluationView(evaluationId) {
          h("tbody", {}, predictions.map((p) => h("tr", {},
            h("td", { class: "num" }, p.line), h("td", { class: "wrap" }, p.expected), h("td", { class: "wrap" }, p.answer),
            h("td", { class: "num" }, fmt(p.score, 3))))))));
+}
+
+// --- comparisons ------------------------------------------------------------------------------------------------
+
+async function comparisonsView(project) {
+  const { comparisons } = await api(`/v1/training/comparisons?project=${encodeURIComponent(project)}`);
+  show(h("h1", {}, `Comparisons of ${project}`),
+       h("section", { class: "panel scroll" }, comparisons.length ? h("table", { id: "comparisons" },
+         h("thead", {}, h("tr", {}, ["Comparison", "Phase", "Source", "Models", "Dataset", "Result", "Winner", "Created"]
+           .map((c) => h("th", { scope: "col" }, c)))),
+         h("tbody", {}, comparisons.map((c) => h("tr", {},
+           h("td", {}, h("a", { href: `#/comparisons/${c.comparisonId}` }, short(c.comparisonId))),
+           h("td", { class: `phase phase-${c.phase}` }, c.phase), h("td", {}, c.source.model),
+           h("td", { class: "num" }, c.entries.length), h("td", {}, c.dataset.reference), h("td", {}, c.result || "—"),
+           h("td", {}, c.winner?.model || "—"), h("td", {}, age(c.createdAt))))))
+         : h("p", { class: "muted" }, "No comparison yet: akka training comparisons create --source SNAPSHOT …")));
+}
+
+// The aliases (candidate, champion, …) that point at each version of the models compared, by NS/NAME:vN.
+async function aliasesOf(models) {
+  const names = [...new Set(models.filter((m) => m.includes("/") && m.includes(":v")).map((m) => m.split(":")[0]))];
+  const pointed = {};
+  await Promise.all(names.map(async (name) => {
+    const [namespace, model] = name.split("/");
+    const found = await api(`/v1/registry/models/${encodeURIComponent(namespace)}/${encodeURIComponent(model)}`)
+      .catch(() => null);
+    for (const version of found?.versions || []) {
+      pointed[version.reference] = version.aliases.filter((alias) => alias !== "latest");
+    }
+  }));
+  return pointed;
+}
+
+async function promote(model, reload) {
+  // moves an alias of the model's own name to this version, after the user names it and confirms
+  const alias = prompt(`Point which alias of ${model.split(":")[0]} at ${model}?`, "champion");
+  if (!alias) return;
+  const [name, version] = model.split(":");
+  if (!confirm(`Move ${name}:${alias.trim()} to ${version}? Endpoints serving ${name}:${alias.trim()} follow it.`)) return;
+  try {
+    const [namespace, artifact] = name.split("/");
+    const moved = await api(`/v1/registry/models/${encodeURIComponent(namespace)}/${encodeURIComponent(artifact)}` +
+                            `/aliases/${encodeURIComponent(alias.trim())}`, { method: "PUT", body: { version } });
+    notice(moved.moved ? `${name}:${alias.trim()} now names ${version}.` : `${name}:${alias.trim()} already named ${version}.`);
+    reload();
+  } catch (error) {
+    notice(`${error.message}${error.hint ? ` (${error.hint})` : ""}`);
+  }
+}
+
+async function rowAnswers(box, comparison, line) {
+  const row = await api(`/v1/training/comparisons/${comparison.comparisonId}/rows/${line}`);
+  box.replaceChildren(
+    h("p", {}, h("strong", {}, "Prompt "), row.prompt ?? "—"), h("p", {}, h("strong", {}, "Expected "), row.expected ?? "—"),
+    h("div", { class: "side-by-side", id: "row-answers" }, row.answers.map((a) => h("div", { class: "answer" },
+      h("h3", {}, a.model, " ", h("span", { class: "muted" }, a.role)),
+      h("p", { class: "wrap" }, a.answer ?? "not answered"), h("p", { class: "muted" }, `score ${fmt(a.score, 3)}`)))));
+}
+
+async function comparisonView(comparisonId) {
+  const comparison = await api(`/v1/training/comparisons/${comparisonId}`);
+  const pointed = await aliasesOf(comparison.entries.map((e) => e.model));
+  const reload = () => comparisonView(comparisonId);
+  const c = comparison;
+  const w = c.winner;
+  const trainer = mayTrain();
+  const aliases = (model) => (pointed[model] || []).join(", ") || "—";
+  const scored = c.scores.length ? h("table", { id: "comparison-scores" },
+    h("thead", {}, h("tr", {}, ["Model", "Role", "Mean score", "95% interval", "Rows", "Vs source", "Aliases",
+                                ...(trainer ? [""] : [])].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, c.scores.map((s) => h("tr", { "data-model": s.model, class: w?.model === s.model ? "winner" : null },
+      h("td", {}, s.model, w?.model === s.model ? h("strong", {}, " — winner") : ""), h("td", {}, s.role),
+      h("td", { class: "num" }, fmt(s.meanScore, 3)), h("td", { class: "num" }, `${fmt(s.low, 3)} – ${fmt(s.high, 3)}`),
+      h("td", { class: "num" }, s.rows),
+      h("td", { class: "num" }, s.versusSource == null ? "—" : `${s.versusSource >= 0 ? "+" : ""}${fmt(s.versusSource, 3)}`),
+      h("td", { class: "aliases" }, aliases(s.model)),
+      trainer ? h("td", {}, s.model.includes(":v") ? h("button", { type: "button", class: "quiet",
+        onclick: () => promote(s.model, reload) }, "Promote…") : null) : null))))
+    : h("table", { id: "comparison-entries" },
+      h("thead", {}, h("tr", {}, ["Model", "Role", "Evaluation", "Phase", "Reused", "Aliases"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, c.entries.map((e) => h("tr", {}, h("td", {}, e.model), h("td", {}, e.role),
+        h("td", {}, h("a", { href: `#/evaluations/${e.evaluationId}` }, short(e.evaluationId))),
+        h("td", { class: `phase phase-${e.evaluationPhase}` }, e.evaluationPhase), h("td", {}, e.reused ? "yes" : "no"),
+        h("td", { class: "aliases" }, aliases(e.model))))));
+  const chart = h("div", { class: "chart", id: "chart-comparison", role: "img",
+                           "aria-label": "Mean score of each model with its 95% interval" });
+  const line = h("input", { type: "number", id: "row-line", name: "line", min: 1, max: c.dataset.rows, value: 1 });
+  const answers = h("div", { id: "row-box" });
+  line.addEventListener("change", () => rowAnswers(answers, c, Number(line.value) || 1));
+  show(h("h1", {}, `Comparison ${short(c.comparisonId)} `, h("span", { class: "muted" }, `in ${c.project}`)),
+       h("section", { class: "panel", id: "comparison-facts" }, facts([
+         ["Phase", h("span", { class: `phase phase-${c.phase}` }, c.phase)], ["Progress", progressOf(c)],
+         ["Result", c.result || "—"],
+         ["Winner", w ? `${w.model}, by ${fmt(w.margin, 3)} over ${w.runnerUp} (${fmt(w.marginLow, 3)} – ${fmt(w.marginHigh, 3)})`
+                      : c.result === "Partial" ? "none: a Partial result names no winner" : c.result ? "none: the top two tie" : "—"],
+         ["Source", `snapshot ${short(c.source.snapshotId)} (step ${c.source.step}) as ${c.source.model}`],
+         ["Dataset", c.dataset.reference], ["Grader", c.grader],
+         ["Promotion", c.promotion ? (c.promotion.model ? `${c.promotion.alias} → ${c.promotion.model}`
+                                                         : `${c.promotion.alias} not moved: ${c.promotion.whyNot}`) : undefined],
+         ["Spend", c.spend ? `training ${Math.round(c.spend.training.deviceSeconds)} s, this comparison ` +
+                             `${Math.round(c.spend.comparison.deviceSeconds)} s` : undefined],
+         ["Failure", c.failureReason || undefined]])),
+       h("section", { class: "panel scroll" }, h("h2", {}, "Models"), scored,
+         (c.failed || []).length ? h("ul", { class: "warnings" }, c.failed.map((f) =>
+           h("li", {}, `${f.model}: evaluation ${short(f.evaluationId)} ${f.phase}${f.reason ? ` — ${f.reason}` : ""}`))) : null),
+       c.scores.length ? h("section", { class: "panel" }, chart) : null,
+       h("section", { class: "panel" }, h("h2", {}, "Answers to one row"),
+         h("div", { class: "filters" }, h("label", { for: "row-line" }, "Line", line)), answers));
+  await rowAnswers(answers, c, 1);
+  if (window.Plotly && c.scores.length) {
+    Plotly.react(chart, [{ type: "bar", x: c.scores.map((s) => s.model), y: c.scores.map((s) => s.meanScore),
+                           error_y: { type: "data", symmetric: false, array: c.scores.map((s) => s.high - s.meanScore),
+                                      arrayminus: c.scores.map((s) => s.meanScore - s.low) } }],
+                 { title: { text: `Mean score on ${c.dataset.reference} (${c.grader})` }, height: 320,
+                   width: chart.clientWidth || undefined, margin: { t: 40, b: 80 } },
+                 { displaylogo: false, responsive: true });
+    chart.dataset.bars = String(c.scores.length);
+  }
+  if (!c.terminal) {
+    follow(`/v1/training/comparisons/${comparisonId}/events`, (status) => {
+      if (status.phase !== c.phase) reload();
+    });
+  }
 }
 
 // --- datasets and the row viewer --------------------------------------------------------------------------------
@@ -735,6 +880,8 @@ const ROUTES = [
   [/^#\/runs\/([0-9a-f]+)$/, runView, true],
   [/^#\/projects\/([^/]+)\/evaluations$/, (name) => evaluationsView(decodeURIComponent(name)), true],
   [/^#\/evaluations\/([0-9a-f]+)$/, evaluationView, true],
+  [/^#\/projects\/([^/]+)\/comparisons$/, (name) => comparisonsView(decodeURIComponent(name)), true],
+  [/^#\/comparisons\/([0-9a-f]+)$/, comparisonView, true],
   [/^#\/datasets$/, datasetsView, true],
   [/^#\/datasets\/([^/]+)\/([^/]+)$/, datasetView, true],
   [/^#\/endpoints$/, endpointsView, true],

@@ -298,3 +298,11 @@ def ancestry(deployment: Deployment, run_id: str) -> answers.Ancestry:
             chain.append(hop)
             run = session.get(Run, run.parent_run_id) if run.parent_run_id else None
         return answers.Ancestry(run_id=chain[0].run_id, chain=list(reversed(chain)))
+
+
+def fan(session, parent: Run, snapshot_id: str) -> list[Run]:
+    """The parent's branches from one of its snapshots, oldest first: the runs a comparison of that snapshot's
+    fan scores."""
+    return [child for child in session.scalars(select(Run).where(Run.parent_run_id == parent.id)
+                                               .order_by(Run.created_at))
+            if (child.branch or {}).get("snapshotId") == snapshot_id]

@@ -69,3 +69,13 @@ def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt,
     # a run cancelled meanwhile is not completed: its adapter's registration rolls back with the refusal
     reported(transition(session, RUN, run, RunPhase.COMPLETED, by_worker=True, model_reference=reference,
                         results=results, cost=cost), RUN, run.id)
+
+
+def run_model(session, run: Run) -> str | None:
+    """The model version a completed run registered from its last save (`<project>/<modelName>:vN`), or None."""
+    saves = session.scalars(select(Snapshot).where(Snapshot.run_id == run.id)
+                            .order_by(Snapshot.attempt.desc(), Snapshot.step.desc())).all()
+    last = next((save for save in saves if save.registered), None)
+    registered = last.registered if last is not None else []
+    own = [reference for reference in registered if reference.startswith(f"{run.project}/{run.model_name}:")]
+    return (own or registered or [None])[0]

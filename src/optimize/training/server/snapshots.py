@@ -65,6 +65,12 @@ def register_in_registry(deployment: Deployment, namespace: str, name: str, snap
         return artifact_views.detail(session, MODELS, model, version)
 
 
+def registered_model(deployment: Deployment, session, snapshot_id: str) -> str:
+    """The snapshot's weights as a version of its run's model, registered in the caller's transaction if they were
+    not (a comparison's source): its reference NS/NAME:vN."""
+    return _register(deployment, session, snapshot_id, None).model
+
+
 def _register(deployment: Deployment, session, snapshot_id: str, name: str | None) -> answers.RegisteredSnapshot:
     snapshot = find_snapshot(session, snapshot_id)
     kinds = live_kinds(snapshot)
