@@ -5,7 +5,8 @@ named `champion`, which an endpoint serves. Three branches of the parent's last 
 grader (a scoring bundle whose score is a digest of the answer's text, so different answers score differently),
 ranks them with bootstrap intervals, names the winner of the Complete result and moves `champion` to it; the
 endpoint answers `NAME:champion` from the new version without a restart. The same comparison again reuses every
-evaluation. With a new answer budget (nothing to reuse) and one candidate's evaluation cancelled, the result is
+evaluation, and `runs hparams BRANCH --against PARENT` names the one hyperparameter a branch changed. With a new
+answer budget (nothing to reuse) and one candidate's evaluation cancelled, the result is
 Partial: no winner, no promotion."""
 
 from __future__ import annotations
@@ -68,6 +69,19 @@ def test_three_branches_compared_promote_the_winner_to_the_served_champion(tmp_p
         for branch in sweep.json()["runs"]:
             wait_for(client, f"/v1/training/runs/{branch['runId']}", lambda r: r["phase"] == "COMPLETED",
                      fail_if=lambda r: r["terminal"] and r["phase"] != "COMPLETED")
+
+        # how the branches differ from their parent: their learning rate alone
+        first = sweep.json()["runs"][0]["runId"]
+        differ = cli.json("training", "runs", "hparams", first, "--against", parent)
+        assert [(d["path"], d["value"], d["against"]) for d in differ["differences"]] == [
+            ("config.hyperparams.optimizer.learningRate", 0.003, 0.01)]
+        assert differ["sha"] != differ["againstSha"] and differ["hyperparams"][
+            "config.hyperparams.optimizer.learningRate"] == 0.003
+        same = cli.json("training", "runs", "hparams", parent, "--against", parent)
+        assert same["differences"] == [] and same["sha"] == same["againstSha"]
+        assert "config.dataset" not in same["hyperparams"]
+        shown = cli.ok("training", "runs", "hparams", first[:12], "--against", parent[:12]).out
+        assert "1 difference(s)" in shown and "config.hyperparams.optimizer.learningRate" in shown
 
         done = followed(cli, "training", "comparisons", "create", "--source", saves[4][:12], "--all-branches",
                         parent[:12], "--dataset", f"{name}/chat", "--grader", grader, "--max-new-tokens", "6",

@@ -97,6 +97,10 @@ class Runs(_Resource):
                 params[name] = value
         return self._http.get(self._path(run, "compare"), params=params)
 
+    def hparams(self, run: str, *, against: str | None = None) -> Json:
+        """The run's flattened hyperparameters and their sha; with `against`, where another run's differ."""
+        return self._http.get(self._path(run, "hparams"), params=_given(against=against))
+
     def rollouts(self, run: str, *, step: int | None = None) -> Json:
         """A grpo or gspo run's sampled rollouts at `step` (default: the newest update recorded)."""
         return self._http.get(self._path(run, "rollouts"), params={} if step is None else {"step": step})

@@ -513,6 +513,23 @@ class BeyondMargin(Answer):
     direction: Literal["better", "worse"] = Field(description="better: RUN's loss lower; worse: higher")
 
 
+class HparamDifference(Answer):
+    path: str = Field(description="The hyperparameter's dotted path, e.g. config.hyperparams.optimizer.learningRate")
+    value: Any = Field(description="This run's value (null: it has none)")
+    against: Any = Field(description="The other run's value (null: it has none)")
+
+
+class RunHparams(Answer):
+    """`GET /v1/training/runs/{id}/hparams[?against=]`."""
+
+    run_id: str = Field(description="The run")
+    sha: str = Field(description="sha256 of its flattened hyperparameters: equal for runs that train alike")
+    hyperparams: dict[str, Any] = Field(description="Every leaf of its resolved config but the datasets, by path")
+    against: str | None = Field(default=None, description="The run it is compared with")
+    against_sha: str | None = Field(default=None, description="That run's sha")
+    differences: list[HparamDifference] | None = Field(default=None, description="The paths whose values differ")
+
+
 class LossComparison(Answer):
     """`GET /v1/training/runs/{id}/compare?baseline=ID`: two supervised runs' training losses, window by window."""
 

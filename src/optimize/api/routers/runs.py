@@ -22,6 +22,7 @@ from optimize.schemas.runs import (
     PauseRequest,
     Run,
     RunAnnotation,
+    RunHparams,
     RunList,
     RunMetrics,
     RunRollouts,
@@ -76,6 +77,15 @@ def annotate_run(run_id: str, deployment: DeploymentDep,
 def get_metrics(run_id: str, deployment: DeploymentDep, limit: Limit = None) -> RunMetrics:
     """The run's metrics; with `limit`, only the last `limit` training steps."""
     return runs.run_metrics(deployment, run_id, limit)
+
+
+@router.get("/{run_id}/hparams", response_model=RunHparams)
+def hparams(run_id: str, deployment: DeploymentDep,
+            against: Annotated[str | None, Query(min_length=1, max_length=200, description="Another run (id or "
+                                                 "unambiguous prefix): the paths whose values differ")] = None
+            ) -> RunHparams:
+    """The run's hyperparameters flattened by path, with their sha256; beside another run's, where they differ."""
+    return runs.run_hparams(deployment, run_id, against)
 
 
 @router.get("/{run_id}/compare", response_model=LossComparison)

@@ -3,6 +3,7 @@ cancel`."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -157,6 +158,33 @@ def compare(
     with client_for(out) as api:
         out.emit(api.runs.compare(run, baseline=baseline, window=window, spike_factor=spike_factor, margin=margin,
                                   across_plans=across_plans, align=align), _render_comparison)
+
+
+@command(app, "hparams")
+def hparams(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
+            against: Annotated[str | None, typer.Option("--against", help="Another run: show only the "
+                                                        "hyperparameters whose values differ.")] = None) -> None:
+    """The run's hyperparameters flattened by path (every leaf of its resolved config but the datasets) and their
+    sha256; with --against, the paths where the two runs differ."""
+    with client_for(out) as api:
+        out.emit(api.runs.hparams(run, against=against), _render_hparams)
+
+
+def _render_hparams(con, data) -> None:
+    if data.get("against") is None:
+        con.print(f"Run {data['runId'][:12]}  sha {data['sha'][:16]}")
+        grid = table("PATH", "VALUE")
+        for path, value in data["hyperparams"].items():
+            grid.add_row(path, json.dumps(value))
+        con.print(grid)
+        return
+    con.print(f"Run {data['runId'][:12]} (sha {data['sha'][:16]}) against {data['against'][:12]} "
+              f"(sha {data['againstSha'][:16]}): {len(data['differences'])} difference(s)")
+    if data["differences"]:
+        grid = table("PATH", data["runId"][:12], data["against"][:12])
+        for d in data["differences"]:
+            grid.add_row(d["path"], json.dumps(d["value"]), json.dumps(d["against"]))
+        con.print(grid)
 
 
 @command(app, "rollouts")

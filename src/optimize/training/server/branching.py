@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from optimize.core.documents import leaves
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.deployment import Deployment
 from optimize.schemas import runs as answers
@@ -36,18 +37,6 @@ from optimize.training.server.snapshots import find_snapshot
 RESTORE_MODES = ("auto", "weights", "trainingState")
 CONTINUATION_PATHS = {"hyperparams.optimizer.learningRate", "hyperparams.training.validationFrequencySteps"}
 STEP_PATHS = {"hyperparams.training.maxSteps", "hyperparams.training.epochs"}
-
-
-def leaves(document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted paths of a nested document's leaves."""
-    found: dict[str, Any] = {}
-    for key, value in document.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            found.update(leaves(value, path + "."))
-        else:
-            found[path] = value
-    return found
 
 
 def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

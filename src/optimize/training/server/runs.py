@@ -51,7 +51,7 @@ from optimize.training.admission.resolve import Admitted, admit, resolve_terms
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for, rewarded
-from optimize.training.server import loss_compare
+from optimize.training.server import hparams, loss_compare
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
 from optimize.training.server.prediction import predict, unavailable
@@ -410,6 +410,13 @@ def compare_runs(deployment: Deployment, run_id: str, baseline_id: str, window: 
                                              (run.dataset_reference, run.dataset_digest), validation, run.resolved)))
     return loss_compare.compare(*sides, window=window, spike_factor=spike_factor, margin=margin,
                                 across_plans=across_plans, align=align)
+
+
+def run_hparams(deployment: Deployment, run_id: str, against: str | None = None) -> answers.RunHparams:
+    """The run's flattened hyperparameters with their sha, and where they differ from another run's."""
+    with deployment.store.transaction() as session:
+        run = find_run(session, run_id)
+        return hparams.hparams(run, find_run(session, against) if against else None)
 
 
 def run_rollouts(deployment: Deployment, run_id: str, step: int | None = None) -> answers.RunRollouts:
