@@ -94,9 +94,12 @@ def _base(item: dict[str, Any]) -> str | None:
     return item["lineage"].get("baseModel") or item["servingModel"].get("baseModel")
 
 
-def _produced_by(item: dict[str, Any]) -> str:
+def _produced_by(item: dict[str, Any], short: bool = False) -> str:
+    """What produced the version: a run (its id, the first 12 characters in a table), an import, …"""
     producer = item["producedBy"]
-    return f"{producer['kind']} {producer['id']}" if producer else DASH
+    if not producer:
+        return DASH
+    return f"{producer['kind']} {(producer['id'] or '')[:12] if short else producer['id']}".rstrip()
 
 
 def _serving(item: dict[str, Any]) -> str:
@@ -151,14 +154,13 @@ def _render_version(con, item) -> None:
 
 def _render_versions(con, data) -> None:
     scored = [item["standingScore"] for item in data["versions"] if item.get("standingScore")]
-    # the held-out score from the project's standing evaluation, headed by the dataset it is on; never a score on
-    # what the version was trained on
-    datasets = sorted({score["dataset"].partition(":")[0] for score in scored})
-    heading = f"HELD-OUT SCORE ({datasets[0]})" if len(datasets) == 1 else "HELD-OUT SCORE"
+    # the held-out score from the project's standing evaluation, the dataset it is on named below the table; never a
+    # score on what the version was trained on
+    heading = "HELD-OUT SCORE"
     columns = ["REFERENCE", "VARIANT", "BASE MODEL", "PRODUCED BY", "ALIASES", "DIGEST", "REGISTERED"]
     grid = table(*columns, *([heading] if scored else []))
     for item in data["versions"]:
-        cells = [item["reference"], item["variant"], _base(item) or DASH, _produced_by(item),
+        cells = [item["reference"], item["variant"], _base(item) or DASH, _produced_by(item, short=True),
                  ", ".join(item["aliases"]) or DASH, item["digest"][:19], age(item["registeredAt"])]
         grid.add_row(*cells, *([_standing(item.get("standingScore"))] if scored else []))
     con.print(grid)

@@ -665,7 +665,8 @@ async function comparisonView(comparisonId) {
                            error_y: { type: "data", symmetric: false, array: c.scores.map((s) => s.high - s.meanScore),
                                       arrayminus: c.scores.map((s) => s.meanScore - s.low) } }],
                  { title: { text: `Mean score on ${c.dataset.reference} (${c.grader})` }, height: 320,
-                   width: chart.clientWidth || undefined, margin: { t: 40, b: 80 } },
+                   width: chart.clientWidth || undefined, margin: { t: 40, b: 80 },
+                   yaxis: c.scores.every((s) => s.low >= 0 && s.high <= 1) ? { range: [0, 1] } : { rangemode: "tozero" } },
                  { displaylogo: false, responsive: true });
     chart.dataset.bars = String(c.scores.length);
   }
