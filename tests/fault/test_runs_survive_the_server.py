@@ -2,7 +2,8 @@
 port leaves the run's worker training through the outage (its metrics buffered, its saves retried); the new server
 reattaches it and the run completes as attempt 1 with every metric and the weights of the uninterrupted run. When
 the worker dies with the server, the next server queues the run again from its newest save holding training
-state, and it completes with the same weights."""
+state, and it completes with the same weights — a pipeline's train stage too, the pipeline then going on to its
+next stage."""
 
 from __future__ import annotations
 
@@ -105,3 +106,41 @@ def test_a_run_whose_worker_died_with_the_server_is_queued_again_and_completes(d
     assert done["attempt"] == 2
     assert done["results"]["weightsDigest"] == deployment["baseline"]["results"]["weightsDigest"]
     assert losses(client, run["runId"]) == deployment["losses"]
+
+
+def test_a_pipeline_killed_mid_train_resumes_its_train_stage_and_completes_with_the_uninterrupted_weights(
+        deployment):
+    """Server and worker killed while a pipeline's train stage trains: the next server queues the stage's run again
+    from its newest save, the pipeline goes on to its evaluate stage, and the run ends with the weights of the run
+    trained without a break."""
+    client = httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
+    name = deployment["project"]["name"]
+    run_plan = seeded(name)
+    stages = [{"name": "train", "type": "train", "baseModel": run_plan["baseModel"], "config": run_plan["config"],
+               "execution": run_plan["execution"]},
+              {"name": "check", "type": "evaluate", "model": "@train", "dataset": f"{name}/chat",
+               "grader": "contains", "maxNewTokens": 2}]
+    started = client.post("/v1/training/pipelines", json={"kind": "pipeline", "project": name, "stages": stages})
+    assert started.status_code == 202, started.text
+    pipeline_id = started.json()["pipelineId"]
+    deadline = time.monotonic() + 120
+    while not (stage := client.get(f"/v1/training/pipelines/{pipeline_id}").json()["stages"][0])["jobId"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    run_id = stage["jobId"]
+    wait(client, run_id, lambda r: (r["progress"].get("savedStep") or 0) >= 10)
+    worker = run_worker(run_id)
+    deployment["proc"].kill9()
+    worker.kill()
+    worker.wait(10)
+    deployment["proc"] = start_server(deployment["data_dir"])
+    client = httpx.Client(base_url=deployment["proc"].url, headers=deployment["proc"].headers, timeout=600)
+    deadline = time.monotonic() + 300
+    while not (piped := client.get(f"/v1/training/pipelines/{pipeline_id}").json())["terminal"]:
+        assert time.monotonic() < deadline, piped
+        time.sleep(0.2)
+    assert piped["phase"] == "COMPLETED", piped
+    assert [s["jobId"] for s in piped["stages"]][0] == run_id and piped["stages"][0]["attempt"] == 1
+    run = client.get(f"/v1/training/runs/{run_id}").json()
+    assert run["attempt"] == 2 and run["pipeline"] == {"pipelineId": pipeline_id, "stage": "train"}
+    assert run["results"]["weightsDigest"] == deployment["baseline"]["results"]["weightsDigest"]

@@ -241,6 +241,40 @@ def test_a_comparison_page_shows_the_models_their_answers_side_by_side_and_promo
     assert moved["version"] == int(top.split(":v")[1]) and moved["history"][-1]["by"]
 
 
+def test_a_pipeline_shows_as_its_stage_graph_with_each_stage_linked_to_its_job(deployment):
+    client, name, url = deployment["client"], deployment["name"], deployment["proc"].url
+    document = plan(name, "chat", modelName="staged")
+    document["config"]["hyperparams"]["training"]["maxSteps"] = 2
+    stages = [{"name": "train", "type": "train", "baseModel": document["baseModel"], "modelName": "staged",
+               "config": document["config"], "execution": document["execution"]},
+              {"name": "check", "type": "evaluate", "model": "@train", "dataset": f"{name}/chat",
+               "grader": "contains", "maxNewTokens": 2, "minMeanScore": 1.0},
+              {"name": "more", "type": "train", "baseModel": document["baseModel"], "config": document["config"],
+               "source": {"model": "@train"}}]
+    started = client.post("/v1/training/pipelines", json={"kind": "pipeline", "project": name, "stages": stages})
+    assert started.status_code == 202, started.text
+    ended = wait_for(client, f"/v1/training/pipelines/{started.json()['pipelineId']}", lambda p: p["terminal"])
+    assert ended["phase"] == "FAILED" and [s["state"] for s in ended["stages"]] == ["completed", "completed",
+                                                                                     "skipped"], ended
+    with browser_page() as page:
+        errors = console_errors(page)
+        page.goto(f"{url}/")
+        page.locator("#token").fill(deployment["proc"].token)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("heading", name="Projects").wait_for()
+        page.goto(f"{url}/#/projects/{name}/pipelines")
+        page.locator("#pipelines").get_by_role("link", name=ended["pipelineId"][:12]).click()
+        page.locator("#stage-graph .stage").nth(2).wait_for()
+        graph = page.locator("#stage-graph")
+        assert [page.locator(f"#stage-graph [data-stage='{s}'] .stage-state").inner_text()
+                for s in ("train", "check", "more")] == ["completed", "completed", "skipped"]
+        assert "below its minMeanScore 1" in graph.inner_text() and f"{name}/staged:v1" in graph.inner_text()
+        screenshot(page, "dashboard-pipeline")
+        graph.get_by_role("link", name=f"run {ended['stages'][0]['jobId'][:12]}").click()
+        page.get_by_role("heading", name="Run").wait_for()
+        assert not errors, errors
+
+
 def test_the_pages_fit_a_narrow_window(deployment, finished):
     with browser_page(viewport={"width": 390, "height": 844}) as page:
         page.goto(f"{deployment['proc'].url}/")

@@ -2,8 +2,10 @@
 trained to answer capitals distils a source of questions (some rows with two decisions) into a registered chat
 dataset whose lineage names the teacher and the source, its rejections counted by reason and listed; the same
 distillation again registers the same digest; a teacher that cannot finish its answers fails the smoke, naming the
-decisions; a supervised run then trains on the distilled dataset. Its server's cpu profile has two slots, so two
-replicas split a distillation's decisions."""
+decisions; a supervised run then trains on the distilled dataset. An acceptance grader keeps only the answers it
+scores at least min-score, the others rejected as below_min_score (and counted by the smoke); instructions are the
+teacher's system prompt, in place of the row's own, while the registered rows keep theirs. Its server's cpu
+profile has two slots, so two replicas split a distillation's decisions."""
 
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def sqlite_server(tmp_path_factory):
     """This module's server: the shipped catalog with a cpu profile of two slots (a replica each)."""
     tmp = tmp_path_factory.mktemp("two-slots")
     catalog = catalog_with_devices(tmp, [{"name": "cpu", "kind": "cpu", "devices": 2}])
-    proc = start_server(tmp / "data", extra_args=["--catalog", str(catalog)])
+    # the acceptance grader's test evaluator listens on this machine
+    proc = start_server(tmp / "data", env={"OPTIMIZE_OUTBOUND_HOSTS": "127.0.0.1"},
+                        extra_args=["--catalog", str(catalog)])
     yield proc
     proc.stop()
 
@@ -261,6 +265,137 @@ def test_a_killed_replica_abandons_the_attempt_and_the_next_goes_on_from_the_sav
     assert "replica 1 exited with status -9" in str(first), str(first)[-2000:]
 
 
+KEEPER = '''def compute_score(prompt_messages, completion_text, fields):
+    # what the grader is given: the prompt's messages, the teacher's answer, the row's fields and, as the expected
+    # answer, the decision's own assistant message
+    assert prompt_messages[-1]["role"] == "user" and isinstance(completion_text, str), prompt_messages
+    assert fields["expected"] == fields["own"], fields
+    if "keep" not in fields:
+        return None
+    return 1.0 if fields["keep"] else 0.0
+'''
+
+
+def graded_rows(system: str | None = None) -> list[dict]:
+    """The eight questions, each answered as the teacher was trained to answer it; `keep` marks the rows the
+    keeper bundle scores 1 (0 for the others; the seventh has none: unscored)."""
+    rows = []
+    for index, (country, city) in enumerate(CAPITALS):
+        answer = f"The capital of {country} is {city}."
+        messages = [{"role": "user", "content": f"What is the capital of {country}?"},
+                    {"role": "assistant", "content": answer}]
+        row = {"messages": ([{"role": "system", "content": system}] if system else []) + messages, "own": answer}
+        if index != 6:
+            row["keep"] = index % 2 == 0 or index == 7
+        rows.append(row)
+    return rows
+
+
+def test_an_acceptance_grader_keeps_only_the_answers_scored_at_least_min_score(teacher, sqlite_server, capsys):
+    cli, name, client = Cli(capsys, sqlite_server.url), teacher["name"], teacher["client"]
+    rows = graded_rows()
+    cli.ok("registry", "datasets", "register", f"{name}/graded", "-f",
+           str(write_jsonl(teacher["tmp"] / "graded.jsonl", rows)))
+    keeper = teacher["tmp"] / "keeper"
+    keeper.mkdir()
+    (keeper / "keep.py").write_text(KEEPER)
+    cli.ok("registry", "bundles", "register", f"{name}/keeper", "-f", str(keeper))
+    done = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                    f"{name}/graded", "--to", f"{name}/kept", "--temperature", "0", "--max-tokens", "24",
+                    "--accept-grader", f"bundle:{name}/keeper#keep", "--min-score", "1", "--smoke", "0:1", "--wait")
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    settings = done["settings"]
+    assert settings["acceptGrader"] == f"bundle:{name}/keeper:v1#keep:compute_score" and settings["minScore"] == 1
+    progress = done["progress"]
+    assert progress["decisions"] == 8 and progress["accepted"] + progress["rejected"] == 8
+    # scored 0, or unscored: rejected by the grader, with the score or why it could not score
+    rejected = cli.json("training", "distillations", "rejections", done["distillationId"],
+                        "--reason", "below_min_score")["rejections"]
+    below = {r["decision"]: r["detail"] for r in rejected}
+    assert {d: below.get(d) for d in ("1:1", "3:1", "5:1")} == dict.fromkeys(("1:1", "3:1", "5:1"),
+                                                                              "score 0 below min-score 1"), below
+    assert below["6:1"].startswith("unscored: ") and "returned None" in below["6:1"], below
+    assert set(below) == {"1:1", "3:1", "5:1", "6:1"}, below  # each row marked to keep passed the grader
+    assert progress["rejectedByReason"]["below_min_score"] == 4
+    # what was registered is what the grader kept, and the rows are the rows' own history with the answer
+    assert done["registered"]["rows"] == progress["accepted"] >= 1  # the smoke's 0:1 was kept
+    kept = [i["row"] for i in client.get(f"/v1/registry/datasets/{name}/kept/versions/v1/rows").json()["items"]]
+    kept_questions = {row["messages"][0]["content"] for row in kept}
+    assert len(kept) == progress["accepted"]
+    assert kept_questions <= {row["messages"][0]["content"] for row in rows if row.get("keep")}
+    text = cli.ok("training", "distillations", "rejections", done["distillationId"]).out
+    assert "below_min_score" in text and "score 0 below min-score 1" in text, text
+    shown = cli.ok("training", "distillations", "get", done["distillationId"][:12]).out
+    assert f"Accepting     scored by bundle:{name}/keeper:v1#keep:compute_score, kept at 1 or more" in shown, shown
+
+    # the smoke counts the grader's rejections like any other (the first decisions, all but one accepted): the
+    # teacher never says a row's own answer word for word
+    smoked = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                      f"{name}/graded", "--to", f"{name}/exact", "--temperature", "0", "--max-tokens", "24",
+                      "--accept-grader", "exact", "--min-score", "1", "--wait")
+    assert smoked["phase"] == "FAILED" and "the smoke failed" in smoked["failureReason"], smoked["failureReason"]
+    assert "1:1 (below_min_score)" in smoked["failureReason"], smoked["failureReason"]
+    exact = cli.json("training", "distillations", "rejections", smoked["distillationId"],
+                     "--reason", "below_min_score")["rejections"]
+    assert exact and all(r["detail"] == "score 0 below min-score 1; exact: does not match" for r in exact), exact
+
+
+@pytest.fixture
+def evaluator():
+    """An evaluator on this machine for the `http:` grader: it records what it is sent and scores every answer 1."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the standard library's name
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            answer = json.dumps({"score": 1, "explanation": "fine"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/score", received
+    server.shutdown()
+    server.server_close()
+
+
+def test_instructions_are_the_teacher_s_system_prompt_and_the_rows_keep_their_own(teacher, sqlite_server, capsys,
+                                                                                  evaluator):
+    """The evaluator is sent the prompt the teacher was asked: the instructions stand in it in place of the row's
+    system message; the registered rows keep the row's own."""
+    cli, name, client = Cli(capsys, sqlite_server.url), teacher["name"], teacher["client"]
+    url, received = evaluator
+    rows = graded_rows(system="You are a pirate.")
+    cli.ok("registry", "datasets", "register", f"{name}/briefed", "-f",
+           str(write_jsonl(teacher["tmp"] / "briefed.jsonl", rows)))
+    instructions = "Answer in one short sentence, naming the city."
+    done = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                    f"{name}/briefed", "--to", f"{name}/briefed-out", "--temperature", "0", "--max-tokens", "24",
+                    "--instructions", instructions, "--accept-grader", url, "--min-score", "0.5",
+                    "--smoke", "0:2", "--wait")
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    assert done["settings"]["instructions"] == instructions and done["settings"]["acceptGrader"] == f"http:{url}"
+    assert received and len(received) == done["progress"]["accepted"]  # every accepted answer was scored
+    for sent in received:
+        assert instructions in sent["input"] and "pirate" not in sent["input"], sent["input"]
+    assert {sent["expected"] for sent in received} <= {row["own"] for row in rows}
+    kept = [i["row"] for i in client.get(f"/v1/registry/datasets/{name}/briefed-out/versions/v1/rows").json()[
+        "items"]]
+    assert kept and all(row["messages"][0] == {"role": "system", "content": "You are a pirate."} for row in kept)
+    shown = cli.ok("training", "distillations", "get", done["distillationId"][:12]).out
+    assert f"Instructions  {instructions} (46 characters)" in shown, shown
+
+
 def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsys):
     cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
     base = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions"]
@@ -274,6 +409,12 @@ def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsy
     floor = teacher["client"].post("/v1/training/distillations", json={
         "teacher": teacher["model"], "source": f"{name}/questions", "target": f"{name}/x", "acceptanceFloor": 2})
     assert floor.status_code in (400, 422) and "acceptanceFloor must be a number from 0 to 1" in floor.text
+    assert "--min-score needs --accept-grader" in refused(cli, *base, "--to", f"{name}/x", "--min-score", "0.5")
+    assert "--accept-grader needs --min-score" in refused(cli, *base, "--to", f"{name}/x", "--accept-grader", "exact")
+    assert "acceptGrader: grader 'often' is not one of" in refused(
+        cli, *base, "--to", f"{name}/x", "--accept-grader", "often", "--min-score", "0.5")
+    assert "a judge model cannot be a distillation's acceptance grader" in refused(
+        cli, *base, "--to", f"{name}/x", "--accept-grader", f"model:{teacher['model']}", "--min-score", "0.5")
     listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
     assert not [d for d in listed if d["target"] == f"{name}/x"]  # nothing was created by a refusal
 

@@ -16,7 +16,7 @@ from tests.run_fixtures import capitals_project
 
 pytestmark = pytest.mark.integration
 
-KINDS = ["run", "analysis", "evaluation", "distillation", "endpoint", "comparison"]
+KINDS = ["run", "analysis", "evaluation", "distillation", "curation", "endpoint", "comparison", "pipeline"]
 PARTS = ["server", "jobs", "devices", "endpoints", "queue"]
 
 

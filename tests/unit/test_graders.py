@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from optimize.evaluation.graders import Grade, find_json, json_label_match, report
+from optimize.evaluation.graders import report
+from optimize.scoring.graders import Grade, find_json, json_label_match
 
 
 @pytest.mark.parametrize("text, value", [
@@ -45,7 +46,7 @@ def test_the_report_leaves_unscored_examples_out_and_lists_fields_worst_first():
 
 
 def test_a_judge_reply_is_read_as_a_score_or_leaves_the_example_unscored():
-    from optimize.evaluation.graders import JUDGE_INSTRUCTIONS, judge_grade, judge_messages
+    from optimize.scoring.graders import JUDGE_INSTRUCTIONS, judge_grade, judge_messages
 
     assert judge_grade("p/judge", 'Sure. {"score": 0.5, "explanation": "half"}').score == 0.5
     assert judge_grade("p/judge", '```json\n{"score": true}\n```').score == 1.0
@@ -71,7 +72,7 @@ def test_a_judge_reply_is_read_as_a_score_or_leaves_the_example_unscored():
     ("bundle:ns/b#score", "bundle:ns/b#score"),
 ])
 def test_a_grader_is_kept_in_one_spelling(spec, kept):
-    from optimize.evaluation.graders import parse_grader
+    from optimize.scoring.graders import parse_grader
 
     assert parse_grader(spec) == kept
 
@@ -80,7 +81,7 @@ def test_a_grader_is_kept_in_one_spelling(spec, kept):
                                   "http://[::1"])
 def test_an_unknown_grader_is_refused_naming_the_graders_with_an_example_that_works(spec):
     from optimize.core.errors import Invalid
-    from optimize.evaluation.graders import parse_grader
+    from optimize.scoring.graders import parse_grader
 
     with pytest.raises(Invalid) as refused:
         parse_grader(spec)
@@ -142,7 +143,7 @@ def test_served_and_evaluated_models_load_in_bf16_on_a_gpu(monkeypatch):
 
 
 def test_a_hostile_judge_reply_or_answer_leaves_the_example_unscored_or_scored_zero():
-    from optimize.evaluation.graders import judge_grade
+    from optimize.scoring.graders import judge_grade
 
     for hostile in ("[" * 1_000_000, "[x" * 500_000, '["' + "[" * 1_000_000):
         grade = judge_grade("p/judge", hostile)
@@ -153,7 +154,7 @@ def test_a_hostile_judge_reply_or_answer_leaves_the_example_unscored_or_scored_z
 def test_an_http_evaluators_answer_is_read_up_to_its_bound():
     import httpx
 
-    from optimize.evaluation.graders import EVALUATOR_ANSWER_BYTES, http_grade
+    from optimize.scoring.graders import EVALUATOR_ANSWER_BYTES, http_grade
 
     answers = {"/ok": (200, b'{"score": 0.5, "explanation": "half"}'), "/down": (503, b"busy"),
                "/huge": (200, b" " * (EVALUATOR_ANSWER_BYTES + 1)), "/text": (200, b"not json")}

@@ -39,7 +39,7 @@ def test_the_judge_is_asked_the_input_and_the_output():
 
 
 def test_the_evaluation_graders_still_read_a_judge_the_same_way():
-    from optimize.evaluation import graders
+    from optimize.scoring import graders
 
     assert graders.JUDGE_INSTRUCTIONS == JUDGE_INSTRUCTIONS and graders.judge_messages is judge_messages
     assert graders.judge_grade("j", '{"score": 0.5}').score == 0.5

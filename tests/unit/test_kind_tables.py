@@ -22,14 +22,15 @@ DECLARED = [served.declaration.name for served in SERVED]
 
 
 def test_every_declared_kind_has_its_routers_command_groups_worker_entry_and_reader():
-    assert DECLARED == ["run", "analysis", "evaluation", "distillation", "endpoint", "comparison"]
+    assert DECLARED == ["run", "analysis", "evaluation", "distillation", "curation", "endpoint", "comparison",
+                        "pipeline"]
     for served in SERVED:
         assert isinstance(served.declaration, JobKind)
         assert served.routers and all(isinstance(router, APIRouter) for router in served.routers)
     assert list(GROUPS) == DECLARED, "every kind is driven by `akka training` groups, in the API's order"
     assert all(GROUPS[name] and all(isinstance(g.commands, typer.Typer) for g in GROUPS[name]) for name in DECLARED)
     with_workers = {served.declaration.name for served in SERVED if served.declaration.worker}
-    assert with_workers == set(DECLARED) - {"comparison"}, "only a comparison is all the server's own work"
+    assert with_workers == set(DECLARED) - {"comparison", "pipeline"}, "comparisons and pipelines are the server's"
     assert set(ENTRIES) == with_workers and all(callable(entry.run) for entry in ENTRIES.values())
     assert sorted(followed.item for followed in FOLLOWED.values()) == sorted(DECLARED)
 
@@ -80,7 +81,8 @@ def test_the_server_mounts_every_router_its_table_names(tmp_path):
 def test_project_work_is_what_an_archive_waits_for():
     register_kinds()
     assert [kind.name for kind in registry.kinds() if kind.project_work] == ["run", "evaluation", "distillation",
-                                                                             "endpoint", "comparison"]
+                                                                             "curation", "endpoint", "comparison",
+                                                                             "pipeline"]
 
 
 def test_a_worker_imports_only_the_kind_it_runs():
@@ -89,6 +91,7 @@ def test_a_worker_imports_only_the_kind_it_runs():
     probe = ("import sys, optimize.worker.__main__ as main; from optimize.worker.kinds import ENTRIES; "
              "loaded = [m for m in sys.modules if m.startswith(('optimize.worker.run', 'optimize.worker.analysis', "
              "'optimize.worker.evaluation', 'optimize.worker.endpoint', 'optimize.worker.distillation', "
+             "'optimize.worker.curation', "
              "'optimize.jobs', 'optimize.api', 'optimize.training', 'torch'))]; print(sorted(loaded))")
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"

@@ -18,12 +18,14 @@ from optimize.registry.upload_phases import UPLOAD
 from optimize.store.tables import (
     Analysis,
     Comparison,
+    Curation,
     DeviceHold,
     Distillation,
     Endpoint,
     Evaluation,
     Event,
     JobLease,
+    Pipeline,
     Project,
     Run,
     RunAttempt,
@@ -76,6 +78,10 @@ def _row(session, lifecycle, phase: str):
         row = Distillation(id=f"di{n}", project="p", teacher_reference="m", teacher={}, source_reference="r",
                            source_digest="d", source_rows=1, target="n/t", settings={}, device_profile="cpu",
                            phase=phase, attempt=1, progress={}, created_at=now)
+    elif table is Curation:
+        row = Curation(id=f"cu{n}", key=n, request_digest="d", project="p", sessions=[], candidates=1,
+                       judge_reference="m", judge={}, instructions="keep", threshold=0.5, dataset="n/t",
+                       device_profile="cpu", phase=phase, attempt=1, progress={}, created_at=now)
     elif table is Endpoint:
         row = Endpoint(id=f"ep{n}", project="p", model_reference="m", base={}, adapters=[], device_profile="cpu",
                        phase=phase, attempt=1, created_at=now)
@@ -83,6 +89,8 @@ def _row(session, lifecycle, phase: str):
         row = Comparison(id=f"cm{n}", project="p", source_snapshot_id="s", entries=[], dataset_reference="r",
                          dataset_digest="d", dataset_rows=1, grader="g", max_new_tokens=4, device_profile="cpu",
                          margin=0.0, phase=phase, created_at=now)
+    elif table is Pipeline:
+        row = Pipeline(id=f"pl{n}", submission_id=n, project="p", plan={}, stages=[], phase=phase, created_at=now)
     else:
         row = UploadSession(id=f"up{n}", content_key=n, namespace="n", name="d", format="chat-jsonl-v1", digest="d",
                             manifest=[], phase=phase, created_at=now, expires_at=now)

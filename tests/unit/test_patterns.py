@@ -12,8 +12,8 @@ import time
 import pytest
 
 from optimize.core.errors import Invalid
-from optimize.evaluation.graders import parse_grader
 from optimize.scoring import Sample, check_member
+from optimize.scoring.graders import parse_grader
 from optimize.scoring.members import build_builtin
 from optimize.scoring.patterns import MAX_TEXT_BYTES, PatternRefused, TextTooLong, compile_pattern
 

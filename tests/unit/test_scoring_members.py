@@ -7,8 +7,8 @@ import json
 import pytest
 
 from optimize.core.errors import Invalid
-from optimize.evaluation.graders import json_label_match
 from optimize.scoring import Sample, Score, build_member, check_member, check_term, missing_fields, sample_from_row
+from optimize.scoring.graders import json_label_match
 from optimize.scoring.members import build_builtin, find_json, json_field_match, numbers_in
 
 

@@ -17,17 +17,21 @@ from optimize.api.routers import (
     analyses,
     branches,
     comparisons,
+    curations,
     distillations,
     endpoints,
     evaluations,
+    pipelines,
     runs,
     snapshots,
 )
 from optimize.comparisons.job import KIND as COMPARISON
+from optimize.curation.job import KIND as CURATION
 from optimize.distillation.job import KIND as DISTILLATION
 from optimize.evaluation.job import KIND as EVALUATION
 from optimize.jobs import registry
 from optimize.jobs.kinds import JobKind
+from optimize.pipelines.job import KIND as PIPELINE
 from optimize.serving.job import KIND as ENDPOINT
 from optimize.training.server.job import KIND as RUN
 
@@ -44,8 +48,10 @@ SERVED: tuple[ServedKind, ...] = (
     ServedKind(ANALYSIS, (analyses.router,)),
     ServedKind(EVALUATION, (evaluations.router,)),
     ServedKind(DISTILLATION, (distillations.router,)),
+    ServedKind(CURATION, (curations.router,)),
     ServedKind(ENDPOINT, (endpoints.router,)),
     ServedKind(COMPARISON, (comparisons.router,)),
+    ServedKind(PIPELINE, (pipelines.router,)),
 )
 
 

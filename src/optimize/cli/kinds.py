@@ -12,9 +12,11 @@ from optimize.cli.commands import (
     analyses,
     branches,
     comparisons,
+    curations,
     distillations,
     endpoints,
     evaluations,
+    pipelines,
     snapshots,
 )
 
@@ -34,8 +36,10 @@ GROUPS: dict[str, tuple[Group, ...]] = {
     "analysis": (Group("datasets", analyses.app),),
     "evaluation": (Group("evaluations", evaluations.app),),
     "distillation": (Group("distillations", distillations.app),),
+    "curation": (Group("curations", curations.app),),
     "endpoint": (Group("endpoints", endpoints.app),),
     "comparison": (Group("comparisons", comparisons.app),),
+    "pipeline": (Group("pipelines", pipelines.app), Group("pipeline", pipelines.app, hidden=True)),
 }
 
 

@@ -1,7 +1,8 @@
 """What a followed item's status means while it is followed (`wait`, `--wait`): how far it is (steps of a run,
-answers of an evaluation, rows an analysis measured, decisions a distillation answered: the status's `count`, in the
-one vocabulary the server answers for every kind, `schemas.progress`), its loss and tokens/s, and an ETA that names
-its basis — the pace over the last steps seen, or the run's pre-flight estimate before any.
+answers of an evaluation, rows an analysis measured, decisions a distillation answered, candidates a curation judged:
+the status's `count`, in the one vocabulary the server answers for every kind, `schemas.progress`), its loss and
+tokens/s, and an ETA that names its basis — the pace over the last steps seen, or the run's pre-flight estimate
+before any.
 
 An ETA is measured only between two updates the follower saw (two statuses whose counts differ, neither of them the
 start at zero): until then it is "measuring" (`etaStatus`), never a figure. The start is left out because the first
@@ -28,7 +29,14 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from optimize.schemas.phases import AnalysisPhase, ComparisonPhase, DistillationPhase, EvaluationPhase, RunPhase
+from optimize.schemas.phases import (
+    AnalysisPhase,
+    ComparisonPhase,
+    CurationPhase,
+    DistillationPhase,
+    EvaluationPhase,
+    RunPhase,
+)
 
 WINDOW = 20  # the measured pace is taken over (about) the last this many steps, answers or rows
 
@@ -54,6 +62,7 @@ class Reading:
     eta_status: str | None = None
     counting: bool = True  # whether the ETA counts down between statuses (not while a run waits for training)
     accepted: int | None = None  # a distillation's answers accepted so far
+    kept: int | None = None  # a curation's candidates kept so far
 
     def eta_now(self, now: float) -> float | None:
         if self.eta_seconds is None:
@@ -61,12 +70,16 @@ class Reading:
         return max(self.eta_seconds - (now - self.at), 0.0) if self.counting else self.eta_seconds
 
     def as_json(self) -> dict[str, Any]:
-        """The figures of a JSON event, camelCase as the API's (`accepted` only where the kind counts any)."""
+        """The figures of a JSON event, camelCase as the API's (`accepted`, `kept` only where the kind counts any)."""
         figures = {"done": self.done, "total": self.total, "unit": self.unit, "loss": self.loss,
                    "tokensPerSecond": None if self.tokens_per_second is None else round(self.tokens_per_second, 1),
                    "etaSeconds": None if self.eta_seconds is None else round(self.eta_seconds, 1),
                    "etaBasis": self.eta_basis, "etaStatus": self.eta_status}
-        return figures if self.accepted is None else {**figures, "accepted": self.accepted}
+        if self.accepted is not None:
+            figures["accepted"] = self.accepted
+        if self.kept is not None:
+            figures["kept"] = self.kept
+        return figures
 
 
 @dataclass
@@ -153,6 +166,7 @@ def _counted(status: dict[str, Any], reading: Reading) -> None:
     if count:
         reading.done, reading.total, reading.unit = count["done"], count.get("total"), count["unit"]
         reading.accepted = count.get("accepted")
+        reading.kept = count.get("kept")
 
 
 def _read_run(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
@@ -198,6 +212,12 @@ def _read_endpoint(status: dict[str, Any], reading: Reading, now: float, pace: P
     """An endpoint's headline says how many of its models answer: there is nothing to measure a pace of."""
 
 
+def _read_pipeline(status: dict[str, Any], reading: Reading, now: float, pace: Pace) -> None:
+    """A pipeline's stages completed of all, with no ETA: its stages take unlike times (a run, then an evaluation),
+    so their pace foretells nothing; the stage under way is followed in its own words in the headline."""
+    _counted(status, reading)
+
+
 @dataclass(frozen=True)
 class Followed:
     """How one kind's status is followed: the item a JSON event names, the key of its id in a status, and the
@@ -215,7 +235,9 @@ FOLLOWED: dict[str, Followed] = {
     "endpoints": Followed("endpoint", "endpointId", _read_endpoint),
     "analyses": Followed("analysis", "analysisId", _steady("rows", AnalysisPhase.RUNNING)),
     "distillations": Followed("distillation", "distillationId", _steady("answers", DistillationPhase.RUNNING)),
+    "curations": Followed("curation", "curationId", _steady("candidates", CurationPhase.RUNNING)),
     "comparisons": Followed("comparison", "comparisonId", _steady("evaluations", ComparisonPhase.EVALUATING)),
+    "pipelines": Followed("pipeline", "pipelineId", _read_pipeline),
 }
 ID_KEYS = {kind: followed.id_key for kind, followed in FOLLOWED.items()}
 ITEMS = {kind: followed.item for kind, followed in FOLLOWED.items()}
@@ -247,6 +269,8 @@ def figures(reading: Reading, now: float | None = None, count: bool = True) -> l
         parts.append(f"{reading.unit} {reading.done}")
     if reading.accepted is not None:
         parts.append(f"{reading.accepted} accepted")
+    if reading.kept is not None:
+        parts.append(f"{reading.kept} kept")
     if reading.loss is not None:
         parts.append(f"loss {reading.loss:.4f}")
     if reading.tokens_per_second is not None:

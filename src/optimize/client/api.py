@@ -250,6 +250,32 @@ class Comparisons(_Resource):
         return events.follow(self._http, self._path(comparison, "events"), deadline)
 
 
+class Pipelines(_Resource):
+    """Pipelines: stages of runs, evaluations and distillations in one plan."""
+
+    ROOT = "/v1/training/pipelines"
+
+    def start(self, document: Json, *, dry_run: bool = False, show_resolved: bool = False) -> Json:
+        return self._http.post(self.ROOT, json=document,
+                               params=_given(dryRun="true" if dry_run else None,
+                                             showResolved="true" if show_resolved else None) or None)
+
+    def get(self, pipeline: str) -> Json:
+        return self._http.get(self._path(pipeline))
+
+    def list(self, *, project: str | None = None, phase: str | None = None) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase))
+
+    def cancel(self, pipeline: str) -> Json:
+        return self._http.post(self._path(pipeline, "cancel"))
+
+    def resume(self, pipeline: str) -> Json:
+        return self._http.post(self._path(pipeline, "resume"))
+
+    def follow(self, pipeline: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(pipeline, "events"), deadline)
+
+
 class Distillations(_Resource):
     """Distillations: a teacher answers a chat dataset's decisions; the accepted answers become a dataset version."""
 
@@ -259,13 +285,15 @@ class Distillations(_Resource):
                replicas: int | None = None, max_tokens: int | None = None, max_model_length: int | None = None,
                temperature: float | None = None, top_p: float | None = None, seed: int | None = None,
                smoke: str | None = None, thinking: bool | None = None, device_profile: str | None = None,
-               acceptance_floor: float | None = None) -> Json:
+               acceptance_floor: float | None = None, instructions: str | None = None,
+               accept_grader: str | None = None, min_score: float | None = None) -> Json:
         """Start a distillation; only the settings given are sent (the server fills in its defaults)."""
         return self._http.post(self.ROOT, json=distillation_body(
             teacher=teacher, source=source, target=target, project=project, replicas=replicas,
             max_tokens=max_tokens, max_model_length=max_model_length, temperature=temperature, top_p=top_p,
             seed=seed, smoke=smoke, thinking=thinking, device_profile=device_profile,
-            acceptance_floor=acceptance_floor))
+            acceptance_floor=acceptance_floor, instructions=instructions, accept_grader=accept_grader,
+            min_score=min_score))
 
     def get(self, distillation: str) -> Json:
         return self._http.get(self._path(distillation))
@@ -300,14 +328,49 @@ def distillation_body(*, teacher: str, source: str, target: str, project: str | 
                       max_model_length: int | None = None, temperature: float | None = None,
                       top_p: float | None = None, seed: int | None = None, smoke: str | None = None,
                       thinking: bool | None = None, device_profile: str | None = None,
-                      acceptance_floor: float | None = None) -> Json:
+                      acceptance_floor: float | None = None, instructions: str | None = None,
+                      accept_grader: str | None = None, min_score: float | None = None) -> Json:
     """The body of `POST /v1/training/distillations`, camelCase as on the wire: the settings left None are left
     out (a 0 or a False given is sent)."""
     given = {"project": project, "teacher": teacher, "source": source, "target": target, "replicas": replicas,
              "maxTokens": max_tokens, "maxModelLength": max_model_length, "temperature": temperature,
              "topP": top_p, "seed": seed, "smoke": smoke, "thinking": thinking, "deviceProfile": device_profile,
-             "acceptanceFloor": acceptance_floor}
+             "acceptanceFloor": acceptance_floor, "instructions": instructions, "acceptGrader": accept_grader,
+             "minScore": min_score}
     return {key: value for key, value in given.items() if value is not None}
+
+class Curations(_Resource):
+    """Curations: a judge model scores a project's session candidates; the kept ones become a dataset version."""
+
+    ROOT = "/v1/training/curations"
+
+    def apply(self, request: Json) -> Reply:
+        """Start the curation a request document describes (202), or reach the one its curationId already names
+        (200); a request with a curationId may be sent again when the answer is lost."""
+        answer = self._http.request_with_status("POST", self.ROOT, json=request,
+                                                retries=3 if "curationId" in request else None)
+        return Reply(*answer)
+
+    def get(self, curation: str) -> Json:
+        return self._http.get(self._path(curation))
+
+    def list(self, *, project: str | None = None, phase: str | None = None, archived: bool = False) -> Json:
+        return self._http.get(self.ROOT, params=_given(project=project, phase=phase, archived=archived))
+
+    def cancel(self, curation: str) -> Json:
+        return self._http.post(self._path(curation, "cancel"))
+
+    def rejections(self, curation: str, *, reason: str | None = None, limit: int | None = None) -> Json:
+        """The rejected candidates in order (the first `limit`; only those rejected for `reason`)."""
+        return self._http.get(self._path(curation, "rejections"), params=_given(reason=reason, limit=limit) or None)
+
+    def follow(self, curation: str, deadline: float | None = None) -> Iterator[Json]:
+        return events.follow(self._http, self._path(curation, "events"), deadline)
+
+    def logs(self, curation: str, *, attempt: int | None = None, offset: int = 0) -> Json:
+        """A chunk of the worker's log of one attempt (default: the newest) from byte `offset`."""
+        return self._logs(curation, attempt, offset)
+
 
 class Endpoints(_Resource):
     """Endpoints serving a base model and its adapters over an OpenAI-compatible API."""
@@ -685,6 +748,26 @@ class Uploads(_Resource):
         return self._http.post(self._path(upload_id, "commit"), json={"alias": alias})
 
 
+class Sessions(_Resource):
+    """Sessions: a conversation file parsed on the server into candidates and kept, named by its hash."""
+
+    ROOT = "/v1/training/sessions"
+
+    def create(self, *, source: str, chunks: Iterator[bytes], size: int, project: str | None = None) -> Json:
+        """Stream a conversation file of `size` bytes (oasst1, otel or canonical, as `source` says) into a session
+        of `project` (left out: the token's one project); the answer's `created` says whether it is new."""
+        headers = {"Content-Length": str(size), "Content-Type": "application/x-ndjson"}
+        return self._http.request("POST", self.ROOT, params=_given(source=source, project=project), content=chunks,
+                                  headers=headers)
+
+    def get(self, session_hash: str, *, project: str | None = None, limit: int | None = None) -> Json:
+        """A session by its hash, with its first `limit` candidates (the server's default where None)."""
+        params = _given(project=project)
+        if limit is not None:  # 0 asks for none
+            params["first"] = limit
+        return self._http.get(self._path(session_hash), params=params)
+
+
 class OptimizeApi:
     """The typed client: one attribute per resource, plus the few calls that stand alone.
 
@@ -698,9 +781,12 @@ class OptimizeApi:
         self.snapshots = Snapshots(http)
         self.evaluations = Evaluations(http)
         self.distillations = Distillations(http)
+        self.curations = Curations(http)
         self.comparisons = Comparisons(http)
+        self.pipelines = Pipelines(http)
         self.endpoints = Endpoints(http)
         self.projects = Projects(http)
+        self.sessions = Sessions(http)
         self.base_models = BaseModels(http)
         self.analyses = Analyses(http)
         self.namespaces = Namespaces(http)

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from optimize.comparisons import intervals
 from optimize.comparisons.phases import COMPARISON, OPEN, TERMINAL
 from optimize.core.access import current_token, visible_projects
-from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.names import check_alias
@@ -30,6 +30,7 @@ from optimize.evaluation.phases import EVALUATION
 from optimize.evaluation.phases import TERMINAL as EVALUATION_ENDED
 from optimize.jobs import graph
 from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import device_seconds
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.projects.service import open_project
 from optimize.registry.aliases import move_alias
@@ -42,7 +43,7 @@ from optimize.schemas.phases import ComparisonPhase, EvaluationPhase, RunPhase
 from optimize.schemas.progress import count_of
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
-from optimize.store.tables import Comparison, Evaluation, EvaluationPrediction, JobEdge, JobLease, Run
+from optimize.store.tables import Comparison, Evaluation, EvaluationPrediction, JobEdge, Run
 from optimize.training.server.branching import fan
 from optimize.training.server.completion import run_model
 from optimize.training.server.runs import find_run
@@ -369,10 +370,7 @@ def _spend(session, row: Comparison) -> answers.ComparisonSpend:
     training = sum((run.cost or {}).get("deviceSeconds") or 0.0
                    for run in session.scalars(select(Run).where(Run.id.in_(runs))))
     started = [e["evaluationId"] for e in row.entries if not e["reused"]]
-    now = utcnow()
-    leases = session.scalars(select(JobLease).where(JobLease.kind == "evaluation", JobLease.job_id.in_(started)))
-    comparison = sum((as_utc(lease.ended_at or now) - as_utc(lease.granted_at)).total_seconds()
-                     * max(len(lease.devices or []), 1) for lease in leases)
+    comparison = device_seconds(session, "evaluation", started)
     return answers.ComparisonSpend(
         training=answers.Spend(device_seconds=round(training, 1)),
         comparison=answers.Spend(device_seconds=round(comparison, 1)),

@@ -118,6 +118,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPTIMIZE_MAX_SHARD_BYTES", Whole(), str(256 * 1024 ** 2), "The largest dataset shard."),
     Setting("OPTIMIZE_MAX_SHARDS", Whole(), "1000", "The most shards one dataset version has."),
     Setting("OPTIMIZE_MAX_LINE_BYTES", Whole(), str(32 * 1024 ** 2), "The longest row (one JSONL line) of a dataset."),
+    Setting("OPTIMIZE_SESSION_MAX_BYTES", Whole(), str(256 * 1024 ** 2),
+            "The largest conversation file `sessions create` may send (a session's body)."),
     Setting("OPTIMIZE_UPLOAD_EXPIRY_SECONDS", Whole(), str(7 * 24 * 3600),
             "How long an upload session stays open before it expires."),
     # --- the server: quotas of each project ---

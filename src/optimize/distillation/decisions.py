@@ -6,7 +6,12 @@ An answer is accepted when it can stand as that row's answer: it has text or cal
 at max-tokens), its calls can be read with the teacher's parser, name tools the row offers and carry arguments
 that are a JSON object (or a JSON string holding one, distilled as the object), and the row it makes — the history
 and the answer as one assistant message, its calls left unanswered — passes the registry's row rule and renders
-under the teacher's template. Otherwise it is rejected with one of `REASONS`, its output kept for `rejections`.
+under the teacher's template — and, where the distillation has an acceptance grader, the grader scores the answer's
+text against the decision's own assistant message at least the distillation's min-score. Otherwise it is rejected
+with one of `REASONS`, its output kept for `rejections`.
+
+A distillation's instructions are the teacher's system prompt: the teacher is asked with them as the history's
+system message, in place of the row's own (`asked`); the row an accepted answer makes keeps the row's history.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ REASONS = {
     "row_refused": "the row the answer makes breaks the registry's row rule",
     "template_refused": "the teacher's chat template refuses the row",
     "prompt_too_long": "the prompt leaves no room for an answer within max-model-length",
+    "below_min_score": "the acceptance grader scored the answer below min-score, or could not score it",
 }
 SMOKE = re.compile(r"^\d+:\d+$")
 SMOKE_DECISIONS = 16  # the smoke's decisions by default: the first 16, all but one accepted
@@ -40,6 +46,8 @@ class Decision:
     message: int  # the assistant message's index in the row
     history: list[dict[str, Any]]  # the messages before it, normalized
     tools: list[dict[str, Any]] | None
+    expected: dict[str, Any] | None = None  # the row's own assistant message: what an acceptance grader expects
+    fields: dict[str, Any] | None = None  # the row's other fields, as a scoring bundle sees them
 
     @property
     def address(self) -> str:
@@ -58,8 +66,31 @@ def decisions(row: dict[str, Any], line: int) -> list[Decision]:
     """Each assistant message of a (valid) chat row, with what comes before it."""
     messages = normalize_messages(row["messages"])
     tools = row_tools(row)
-    return [Decision(line, index, messages[:index], tools) for index, message in enumerate(messages)
+    fields = {key: value for key, value in row.items() if key not in ("messages", "tools")}
+    return [Decision(line, index, messages[:index], tools, message, fields) for index, message in enumerate(messages)
             if message["role"] == "assistant"]
+
+
+def asked(history: list[dict[str, Any]], instructions: str | None) -> list[dict[str, Any]]:
+    """The history the teacher is asked with: the distillation's instructions as its system message, in place of
+    the row's own (they are how the teacher is asked, not part of the row); the row's history without them."""
+    if instructions is None:
+        return history
+    rest = history[1:] if history and history[0]["role"] == "system" else history
+    return [{"role": "system", "content": instructions}, *rest]
+
+
+def graded(verdict: Verdict, score: float | None, explanation: str, min_score: float) -> Verdict:
+    """An accepted verdict kept when the acceptance grader's score is at least `min_score`; else rejected
+    (`below_min_score`) with the score and the grader's words. An unscored answer is rejected too: nothing says
+    it is good enough."""
+    if not verdict.accepted or (score is not None and score >= min_score):
+        return verdict
+    if score is None:  # the grader's words say why (`unscored: …`)
+        why = explanation if explanation.startswith("unscored") else f"unscored: {explanation or 'no score'}"
+        return Verdict(False, "below_min_score", f"{why} (min-score {min_score:g})")
+    said = f"; {explanation}" if explanation else ""
+    return Verdict(False, "below_min_score", f"score {score:g} below min-score {min_score:g}{said}")
 
 
 def without_reasoning(tokens: list[int], opens: int, closes: int) -> list[int]:

@@ -41,9 +41,11 @@ class DistillationKind(JobKind):
         return service.requeue(session, row, reason)
 
     def readable_blobs(self, deployment: Any, session: Session, row: Distillation) -> Readable:
-        """The shards of its source, and the teacher adapter's files."""
+        """The shards of its source, a `bundle:` acceptance grader's archive, and the teacher adapter's files."""
         manifest = (row.teacher.get("manifestDigest") or "").removeprefix("sha256:")
-        return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.source_digest)),
+        bundle = service.accept_grader_sha256(row)
+        return Readable(frozenset(o["sha256"] for o in examples_objects(session, row.source_digest))
+                        | ({bundle} if bundle else set()),
                         frozenset({manifest} if manifest else set()))
 
     def outputs(self, row: Distillation) -> dict[str, Any]:

@@ -11,6 +11,11 @@ order, as the target's next version
 source version and the distillation in the version's lineage, and ends it COMPLETED — or FAILED when no answer was
 accepted.
 
+Its instructions (the teacher's system prompt) and its acceptance grader are kept in its settings and handed to
+its worker; the grader is checked at creation as an evaluation's is (`workloads.graders`: a bundle's resolved to
+its exact version and import-checked through the user-code pool; a judge model refused), and a `bundle:` grader's
+archive is one its worker may read (`job.readable_blobs`).
+
 Its acceptance rate (accepted over decided) is judged against its floor (`acceptanceFloor`, default 0.2;
 `core.acceptance`): below it, its answer carries a warning, and the moment it falls below is recorded once as a
 `warning` event.
@@ -42,14 +47,15 @@ from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.schemas import distillations as answers
-from optimize.schemas.distillations import DistillationRequest
-from optimize.schemas.jobs import DistillationSpec
+from optimize.schemas.distillations import DistillationJobSpec, DistillationRequest
 from optimize.schemas.outcomes import LastWord
 from optimize.schemas.progress import count_of
+from optimize.scoring.graders import parse_bundle_grader
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Distillation, DistillationAnswer
 from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.graders import Grader, check_grader, prepare_grader
 from optimize.workloads.models import resolve_model
 
 P = DistillationPhase
@@ -64,7 +70,8 @@ def _settings(request: DistillationRequest) -> dict[str, Any]:
     settings = {"replicas": request.replicas, "maxTokens": request.max_tokens,
                 "maxModelLength": request.max_model_length, "temperature": request.temperature,
                 "topP": request.top_p, "seed": request.seed, "thinking": request.thinking,
-                "acceptanceFloor": request.acceptance_floor, "smoke": None}
+                "acceptanceFloor": request.acceptance_floor, "smoke": None, "instructions": request.instructions,
+                "acceptGrader": None, "minScore": request.min_score}
     if request.smoke is not None:
         try:
             settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(request.smoke)]
@@ -73,8 +80,32 @@ def _settings(request: DistillationRequest) -> dict[str, Any]:
     return settings
 
 
+def _accept_grader(deployment: Deployment, request: DistillationRequest) -> Grader | None:
+    """The acceptance grader checked as an evaluation's grader is (`workloads.graders`), before any transaction: a
+    `bundle:` grader resolved to its exact version and its module imported in the sandbox. A judge model is not
+    an acceptance grader: it would need a second model served beside the teacher."""
+    if request.accept_grader is None:
+        return None
+    try:
+        grader = check_grader(request.accept_grader)
+    except Invalid as error:  # the grader's own words, said of this field and its flag
+        raise Invalid(f"acceptGrader: {error.message}",
+                      hint=error.hint and error.hint.replace("--grader ", "--accept-grader ")) from None
+    if grader.startswith("model:"):
+        raise Invalid(f"acceptGrader {grader!r}: a judge model cannot be a distillation's acceptance grader (it "
+                      "would be served beside the teacher)",
+                      hint="grade with exact, contains, regex:PATTERN, numeric[:TOLERANCE], json-label-match, "
+                           "http:URL or bundle:NS/NAME#MODULE[:FUNCTION]")
+    return prepare_grader(deployment, grader, request.project)
+
+
 def create(deployment: Deployment, request: DistillationRequest) -> answers.Distillation:
     settings = _settings(request)
+    grader = _accept_grader(deployment, request)  # user code (a bundle's import check): outside the transaction
+    if grader is not None:
+        settings["acceptGrader"] = grader.text
+        if grader.bundle is not None:
+            settings["acceptGraderBundle"] = grader.bundle  # what the worker downloads (`job.readable_blobs`)
     with deployment.store.transaction() as session:
         reference, teacher, owner = resolve_model(deployment, session, request.teacher)
         entry = deployment.catalog.find(teacher["baseEntryId"])
@@ -153,7 +184,7 @@ def distillation_view(item: Distillation) -> answers.Distillation:
         distillation_id=item.id, project=item.project, teacher=item.teacher_reference,
         base_model={"id": item.teacher["baseEntryId"], "commit": item.teacher["baseCommit"]},
         source={"reference": item.source_reference, "digest": item.source_digest, "rows": item.source_rows},
-        target=item.target, settings={**item.settings, "acceptanceFloor": rate.floor},
+        target=item.target, settings={**_shown(item.settings), "acceptanceFloor": rate.floor},
         device_profile=item.device_profile,
         phase=item.phase,
         stage=(("answering" if smoke and smoke.get("passed") else "smoke") if running else None),
@@ -164,6 +195,24 @@ def distillation_view(item: Distillation) -> answers.Distillation:
         failure_reason=item.failure_reason, created_at=iso(item.created_at),
         finished_at=iso(item.finished_at), terminal=item.phase in TERMINAL,
         settled=item.phase in DISTILLATION.settled)
+
+
+def _shown(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings as `get` shows them: the acceptance grader's bundle digest is the worker's to read."""
+    return {key: value for key, value in settings.items() if key != "acceptGraderBundle"}
+
+
+def accept_grader_sha256(item: Distillation) -> str | None:
+    """The archive of its `bundle:` acceptance grader, which its worker downloads; None for any other grader."""
+    return ((item.settings or {}).get("acceptGraderBundle") or {}).get("sha256")
+
+
+def _worker_grader(settings: dict[str, Any]) -> str | None:
+    """The acceptance grader as the worker reads it: a `bundle:` grader pinned to its archive's digest."""
+    grader, bundle = settings.get("acceptGrader"), settings.get("acceptGraderBundle")
+    if grader is None or bundle is None:
+        return grader
+    return parse_bundle_grader(grader).resolved(bundle["reference"], bundle["sha256"]).pinned
 
 
 def find_distillation(session, distillation_id: str) -> Distillation:
@@ -248,15 +297,17 @@ def job_spec(deployment: Deployment, distillation_id: str, token: str) -> dict[s
             DistillationAnswer.distillation_id == item.id)).all()
         entry = deployment.catalog.find(item.teacher["baseEntryId"])
         settings = item.settings
-        return DistillationSpec.model_validate({
+        return DistillationJobSpec.model_validate({
             "distillationId": item.id, "leaseSeconds": deployment.lease_seconds,
             "source": {"reference": item.source_reference, "digest": item.source_digest,
                        "objects": examples_objects(session, item.source_digest)},
             "model": job_model(deployment.store, entry, item.teacher["baseCommit"]),
             "adapterManifest": (item.teacher.get("manifestDigest") or "").removeprefix("sha256:") or None,
             "toolCallParser": entry.tool_call_parser,
-            "settings": {key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
-                                                        "seed", "thinking")},
+            "settings": {**{key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
+                                                           "seed", "thinking")},
+                         "instructions": settings.get("instructions"), "acceptGrader": _worker_grader(settings),
+                         "minScore": settings.get("minScore")},
             "replicas": len(item.devices or []) or 1,
             "smoke": settings.get("smoke"), "smokePassed": bool((item.smoke or {}).get("passed")),
             "answered": [f"{line}:{message}" for line, message in answered]}).wire()

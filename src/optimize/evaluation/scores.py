@@ -15,12 +15,12 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.deployment import Deployment
-from optimize.evaluation.graders import parse_bundle_grader, parse_grader
 from optimize.evaluation.phases import EvaluationPhase
 from optimize.projects.service import find_project
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.models import resolve_model_reference
 from optimize.schemas.projects import Scores
+from optimize.scoring.graders import parse_bundle_grader, parse_grader
 from optimize.store.tables import Evaluation, Run
 
 

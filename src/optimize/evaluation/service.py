@@ -10,22 +10,18 @@ chat template and base model commit it came from; answers from another commit ar
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
-from optimize.core import user_code
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
-from optimize.core.settings import outbound_hosts
 from optimize.deployment import Deployment
-from optimize.evaluation.graders import Grade, parse_bundle_grader, parse_grader, report
+from optimize.evaluation.graders import report
 from optimize.evaluation.phases import EVALUATION, OPEN, TERMINAL, EvaluationPhase
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
@@ -33,87 +29,31 @@ from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
-from optimize.registry.bundles import resolve_bundle
 from optimize.registry.datasets import examples_objects
 from optimize.schemas import evaluations as answers
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.jobs import EvaluationSpec
 from optimize.schemas.outcomes import LastWord
 from optimize.schemas.progress import count_of
-from optimize.scoring import BundleRunner
+from optimize.scoring.graders import Grade, parse_bundle_grader
 from optimize.scoring.groups import zero_variance_share
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
 from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.graders import Grader, check_grader
+from optimize.workloads.graders import prepare_grader as shared_prepare_grader
 from optimize.workloads.models import resolve_model, trained_instructions
 
 
-def check_grader(spec: str | None) -> str:
-    """The grader an evaluation would use, as it is spelled (a `bundle:` grader's reference is resolved by
-    `_resolve_bundle_grader`); an http grader's host must be one this server may call."""
-    grader = parse_grader(spec)
-    if grader.startswith("http:"):
-        _check_outbound(grader.removeprefix("http:"))
-    return grader
-
-
-def _resolve_bundle_grader(deployment: Deployment, grader: str, project: str | None) -> tuple[str, dict[str, str]]:
-    """A `bundle:` grader as the evaluation keeps it, `bundle:NS/NAME:vN#MODULE:FUNCTION` (the exact version, so a
-    moved alias changes no accepted evaluation), and its bundle (reference and archive digest, what the worker
-    downloads). The module is imported and the function looked up now, in a separate limited process waited for
-    from the server's pool for user code (counted against the token and `project`), so a bundle that cannot score
-    is refused before any device is claimed."""
-    bundle = parse_bundle_grader(grader)
-    with deployment.store.transaction() as session:
-        try:
-            reference, sha256 = resolve_bundle(session, bundle.reference)
-        except NotFound as error:
-            raise NotFound(f"grader {grader!r} needs a scoring bundle the registry does not hold: {error.message}",
-                           hint=error.hint, **error.details) from None
-    bundle = bundle.resolved(reference, sha256)
-    archive = deployment.blobs.held_path(sha256, f"the archive sha256:{sha256} of scoring bundle {reference}")
-    user_code.call(f"bundle grader check {reference}", _import_check, archive,
-                   bundle.target, reference, project=project)
-    return bundle.text, {"reference": reference, "sha256": sha256}
-
-
-def _import_check(archive, target: str, label: str) -> None:
-    with BundleRunner(archive, target, label=label):
-        pass  # entering checks the module imports and defines the function
-
-
-def _check_outbound(url: str) -> None:
-    """An `http:` grader's rows go to its host: only to hosts the operator allows (loopback included)."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    allowed = outbound_hosts()
-    if host in allowed or (parts.port is not None and f"{host}:{parts.port}" in allowed):
-        return
-    named = ", ".join(sorted(allowed)) if allowed else "none"
-    raise Refused(f"the http grader would send rows to {host}, which this server may not call (allowed hosts: "
-                  f"{named})", hint="an operator adds the host to OPTIMIZE_OUTBOUND_HOSTS (e.g. "
-                                    f"OPTIMIZE_OUTBOUND_HOSTS={host}) and restarts the server")
-
-
-@dataclass(frozen=True)
-class Grader:
-    """A request's grader as an evaluation keeps it, checked before any transaction: a `bundle:` grader's bundle
-    resolved to its exact version and its module imported in the sandbox (user code, waited for outside the
-    store's transactions)."""
-
-    text: str
-    bundle: dict[str, str] | None = None
-
-
 def prepare_grader(deployment: Deployment, request: EvaluationRequest) -> Grader:
+    """The request's grader checked (`workloads.graders`, shared with a distillation's acceptance grader): a
+    `bundle:` grader resolved to its exact version and its module imported in the sandbox."""
     grader = check_grader(request.grader)
-    if not grader.startswith("bundle:"):
-        return Grader(grader)
-    if request.grader_instructions is not None:
+    if grader.startswith("bundle:") and request.grader_instructions is not None:
         raise Invalid("graderInstructions are for a judge model's grader (model:REF)",
                       hint="leave them out, or pass --grader model:NS/NAME")
-    return Grader(*_resolve_bundle_grader(deployment, grader, request.project))
+    return shared_prepare_grader(deployment, grader, request.project)
 
 
 def start(deployment: Deployment, request: EvaluationRequest) -> answers.Evaluation:

@@ -37,12 +37,12 @@ from optimize.core.clock import utcnow
 from optimize.core.errors import Invalid, NotFound, PlatformError
 from optimize.deployment import Deployment
 from optimize.evaluation import service
-from optimize.evaluation.graders import parse_bundle_grader
 from optimize.evaluation.service import check_grader
 from optimize.projects import service as projects
 from optimize.registry.bundles import resolve_bundle
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.projects import StandingEvaluationChange, StandingEvaluationRequest
+from optimize.scoring.graders import parse_bundle_grader
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Evaluation, Model, ModelVersion, Project, StandingEvaluation
 from optimize.workloads.datasets import find_dataset, pick_chat_dataset

@@ -75,8 +75,9 @@ class JobKind:
     # --- what the scheduler asks -----------------------------------------------------------------------------
 
     def request(self, row: Any) -> tuple[str, int]:
-        """(device profile, device count) the job needs; count 0 when it needs none."""
-        return row.device_profile, 1 if self.pool else 0
+        """(device profile, device count) the job needs; count 0 when it needs none (a kind with no pool may keep no
+        profile at all: a pipeline's stages claim theirs)."""
+        return (row.device_profile, 1) if self.pool else (getattr(row, "device_profile", None), 0)
 
     def before_grant(self, deployment: Any, session: Session, row: Any) -> bool:
         """A check the job passes before it may claim devices (False: not yet, or it was refused)."""

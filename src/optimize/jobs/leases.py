@@ -97,3 +97,11 @@ def open_leases(session: Session) -> list[JobLease]:
 def expired(session: Session) -> list[JobLease]:
     now = utcnow()
     return [lease for lease in open_leases(session) if as_utc(lease.expires_at) < now]
+
+
+def device_seconds(session: Session, kind: str, job_ids: list[str]) -> float:
+    """The device seconds the jobs' leases held (an open lease counts up to now; a job that holds no device, one)."""
+    now = utcnow()
+    leases = session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id.in_(job_ids)))
+    return sum((as_utc(lease.ended_at or now) - as_utc(lease.granted_at)).total_seconds()
+               * max(len(lease.devices or []), 1) for lease in leases)

@@ -4,7 +4,9 @@ jobs wait in for the step and the step (`JobKind.server_step`); at every tick th
 job in that phase in a thread of its own (`start_waiting`) — one at a time per job in this process, so a long step
 never holds the tick — and a step that fails, or a server that stops meanwhile, is taken up again at a later tick,
 after a restart too, since the job is still in that phase. A step therefore decides its job's end itself and gives
-the same result when it runs again (the same rows register the same version).
+the same result when it runs again (the same rows register the same version). A step may also leave its job in the
+phase, to be run again at the next tick: a pipeline's step starts each stage once the one before it completed, and
+waits in between.
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ A blob is referenced by
   only once its last sweep is older than the grace (a branch or a registration that read the kind just before the
   sweep commits within it);
 - an unfinished branch's `branch.artifacts` (a running branch holds what it reads until it is terminal);
-- a model version's descriptor, an evaluation's model (and judge), an endpoint's adapters: their manifests;
+- a model version's descriptor, an evaluation's model (and judge), a curation's judge, an endpoint's adapters: their
+  manifests;
 - an analysis' per-row lengths (`lengths_sha256`);
 - a bundle version's archive (`bundle_versions.sha256`);
+- a session's candidates (`sessions.sha256`, the session hash);
 and, through each manifest named (JSON listing `files` by `sha256`), every file it lists. A manifest that cannot be
 read (missing, corrupt, not a manifest) is reported: its files are unknown, so no blob is removed meanwhile.
 
@@ -34,6 +36,8 @@ from optimize.core.clock import as_utc
 from optimize.store.tables import (
     Analysis,
     BundleVersion,
+    ConversationSession,
+    Curation,
     Distillation,
     Endpoint,
     Evaluation,
@@ -50,6 +54,7 @@ COLUMNS = frozenset({
     "shards.sha256", "dataset_objects.sha256", "upload_sessions.manifest", "snapshots.artifacts", "snapshots.swept",
     "runs.branch", "runs.resumed", "runs.pause", "model_versions.descriptor", "evaluations.model",
     "distillations.teacher", "endpoints.adapters", "analyses.lengths_sha256", "bundle_versions.sha256",
+    "sessions.sha256", "curations.judge",
 })
 MANIFEST_KEYS = ("manifestDigest", "manifestSha256")
 
@@ -76,11 +81,12 @@ def references(session: Session, blobs: Any, now: datetime, grace: timedelta) ->
     manifests = set(_snapshot_manifests(session, now, grace))
     for branch, in session.execute(select(Run.branch).where(Run.finished_at.is_(None), Run.branch.is_not(None))):
         manifests.update(_named_manifests(branch))
-    for column in (ModelVersion.descriptor, Evaluation.model, Distillation.teacher, Endpoint.adapters):
+    for column in (ModelVersion.descriptor, Evaluation.model, Distillation.teacher, Curation.judge, Endpoint.adapters):
         for value in session.scalars(select(column)):
             manifests.update(_named_manifests(value))
     found.blobs.update(session.scalars(select(Analysis.lengths_sha256).where(Analysis.lengths_sha256.is_not(None))))
     found.blobs.update(session.scalars(select(BundleVersion.sha256)))
+    found.blobs.update(session.scalars(select(ConversationSession.sha256)))
     for manifest in sorted(manifests):
         files = listed_files(blobs, manifest)
         if files is None:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Self
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from optimize.core.acceptance import DEFAULT_FLOOR
+from optimize.core.errors import Invalid
 from optimize.schemas.common import AcceptanceRate, Answer, BaseModelPin, DatasetPin, Number
+from optimize.schemas.jobs import DistillationSettingsSpec, DistillationSpec
 from optimize.schemas.progress import Count
 from optimize.schemas.requests import Refusal, RequestModel
 
 # --- requests ----------------------------------------------------------------------------------------------
 
 
+MOST_INSTRUCTIONS_CHARS = 32_768  # a system prompt, not a document: kept in the settings, sent with every prompt
 FLOOR_REFUSAL = Refusal("acceptanceFloor must be a number from 0 to 1 (the share of answers accepted below which it "
                         "warns)")
 
@@ -60,6 +63,31 @@ class DistillationRequest(RequestModel):
     smoke: Annotated[str | None, Refusal("smoke must be a string of ROW:MESSAGE decisions, e.g. 0:1,3:1")] = Field(
         default=None, description="The smoke's decisions ROW:MESSAGE,... (zero-based; all must be accepted); "
                                   "default: the first 16, all but one accepted")
+    instructions: Annotated[str | None, Refusal(
+        f"instructions must be text of 1 to {MOST_INSTRUCTIONS_CHARS:,} characters (the teacher's system prompt)",
+        hint="put a longer brief in the source rows' own system messages")] = Field(
+        default=None, min_length=1, max_length=MOST_INSTRUCTIONS_CHARS,
+        description="The teacher's system prompt: each decision is asked with it in place of the row's own system "
+                    "message; the registered rows keep the row's history")
+    accept_grader: Annotated[str | None, Refusal("acceptGrader must be a grader (a string), e.g. exact or "
+                                                 "bundle:NS/NAME#MODULE")] = Field(
+        default=None, pattern=r"\S", description="A grader each accepted answer is also scored by against the "
+                                                 "decision's own assistant message (as an evaluation's grader); "
+                                                 "with minScore")
+    min_score: Annotated[float | None, Refusal("minScore must be a number from 0 to 1 (the least score the "
+                                               "acceptance grader may give an answer kept)")] = Field(
+        default=None, ge=0, le=1, description="The least score an answer may have from acceptGrader; one below it, "
+                                              "or unscored, is rejected (below_min_score)")
+
+    @model_validator(mode="after")
+    def _grader_with_its_score(self) -> Self:
+        """An acceptance grader and its least score come together: one without the other says nothing."""
+        if (self.accept_grader is None) != (self.min_score is None):
+            grader, score = "acceptGrader (--accept-grader)", "minScore (--min-score)"
+            given, missing = (grader, score) if self.min_score is None else (score, grader)
+            raise Invalid(f"{given} needs {missing}: an answer is scored by the grader and kept at the least score",
+                          hint="pass both, e.g. --accept-grader exact --min-score 1, or neither")
+        return self
 
 
 # --- answers ------------------------------------------------------------------------------------------------
@@ -75,6 +103,11 @@ class DistillationSettings(Answer):
     smoke: list[str] | None = Field(description="The smoke's named decisions; null: the first 16")
     thinking: bool = Field(description="Whether a Gemma 4 teacher thinks")
     acceptance_floor: Number = Field(default=0.2, description="The acceptance rate below which it warns")
+    instructions: str | None = Field(default=None, description="The teacher's system prompt; null: the rows' own")
+    accept_grader: str | None = Field(default=None, description="The grader accepted answers are also scored by "
+                                                                "(a bundle's at its exact version); null: none")
+    min_score: Number | None = Field(default=None, description="The least score from acceptGrader an answer kept "
+                                                               "has; null without a grader")
 
 
 class DistillationProgress(Answer):
@@ -141,7 +174,8 @@ class DistillationList(Answer):
 class Rejection(Answer):
     decision: str = Field(description="The decision, ROW:MESSAGE (zero-based)")
     reason: str = Field(description="Why it was rejected: empty, max_tokens, unreadable_tool_call, unknown_tool, "
-                                    "arguments_not_object, row_refused, template_refused or prompt_too_long")
+                                    "arguments_not_object, row_refused, template_refused, prompt_too_long or "
+                                    "below_min_score")
     detail: str | None = Field(description="What exactly, where there is more to say")
     output: str = Field(description="The teacher's answer as generated")
 
@@ -150,3 +184,20 @@ class Rejections(Answer):
     distillation_id: str = Field(description="The distillation's id")
     rejected_by_reason: dict[str, int] = Field(description="Rejected answers by reason")
     rejections: list[Rejection] = Field(description="Rejected answers by decision (the first `limit`)")
+
+
+# --- the worker's spec ---------------------------------------------------------------------------------------
+
+
+class DistillationJobSettings(DistillationSettingsSpec):
+    instructions: str | None = Field(default=None, description="The teacher's system prompt, in place of a row's")
+    accept_grader: str | None = Field(default=None, description="The acceptance grader (a bundle's pinned to its "
+                                                                "archive's digest); null: none")
+    min_score: float | None = Field(default=None, description="The least score from the acceptance grader")
+
+
+class DistillationJobSpec(DistillationSpec):
+    """A distillation worker's spec: the job's, its settings with the teacher's instructions and the acceptance
+    grader."""
+
+    settings: DistillationJobSettings = Field(description="How it answers and what it keeps")

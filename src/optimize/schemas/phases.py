@@ -1,8 +1,8 @@
 """The phases of every kind of job, as the answers carry them: what one kind reads of another's (an analysis's for a
 run's length check and estimate, an evaluation's for a run's reward check and the scores, a run's for the throughput
 of completed runs) and what the CLI reads of any (`cli.progress`). Each kind's lifecycle table is built on its enum
-here (`analysis.states`, `evaluation.phases`, `training.server.phases`, `distillation.phases`, `serving.phases`);
-code compares phases to these members, never to strings."""
+here (`analysis.states`, `evaluation.phases`, `training.server.phases`, `distillation.phases`, `curation.phases`,
+`serving.phases`); code compares phases to these members, never to strings."""
 
 from __future__ import annotations
 
@@ -45,6 +45,15 @@ class DistillationPhase(StrEnum):
     CANCELLED = "CANCELLED"  # ended by a user
 
 
+class CurationPhase(StrEnum):
+    QUEUED = "QUEUED"  # waiting for a device of its profile
+    RUNNING = "RUNNING"  # its judge scores the sessions' candidates
+    ASSEMBLING = "ASSEMBLING"  # its device released; the server registers the kept candidates
+    COMPLETED = "COMPLETED"  # the dataset version is registered
+    FAILED = "FAILED"  # nothing kept, the registry refused the rows, or a refusal
+    CANCELLED = "CANCELLED"  # ended by a user
+
+
 class EndpointPhase(StrEnum):
     AWAITING_CAPACITY = "AWAITING_CAPACITY"  # waiting for a device of its profile (a serving slot on a cpu)
     STARTING = "STARTING"  # its worker loads the base model and the adapters
@@ -59,3 +68,11 @@ class ComparisonPhase(StrEnum):
     COMPLETED = "COMPLETED"  # scored: Complete (every model scored) or Partial (some failed; no winner)
     FAILED = "FAILED"  # no model could be scored, or a refusal
     CANCELLED = "CANCELLED"  # ended by a user
+
+
+class PipelinePhase(StrEnum):
+    PENDING = "PENDING"  # accepted; the scheduler starts it at its next tick
+    RUNNING = "RUNNING"  # its stages run one after another, each as a job of its own kind
+    COMPLETED = "COMPLETED"  # every stage completed
+    FAILED = "FAILED"  # a stage failed, or a gate stopped it; a resume starts the failed stage again
+    CANCELLED = "CANCELLED"  # ended by a user (the stage running was cancelled with it)

@@ -1,5 +1,6 @@
 """How far a job is, in one vocabulary: `done` of `total` in a `unit` (steps, rows prepared, answers, decisions
-answered, rows measured), and a distillation's answers `accepted` so far.
+answered, rows measured, candidates judged), a distillation's answers `accepted` and a curation's candidates `kept` so
+far.
 
 Each kind's worker reports its own progress figures (a run's observedStep of totalSteps, an evaluation's answered of
 total, …); the server turns them into a `Count` with the table below and answers it as the item's `count`, so the
@@ -21,9 +22,10 @@ from optimize.schemas.phases import RunPhase
 class Count(Answer):
     done: int = Field(description="How many units are done")
     total: int | None = Field(default=None, description="How many there are in all, once known")
-    unit: str = Field(description="What is counted: steps, rows prepared, answers, decisions answered or rows "
-                                  "measured")
+    unit: str = Field(description="What is counted: steps, rows prepared, answers, decisions answered, rows "
+                                  "measured or judged (a curation's candidates)")
     accepted: int | None = Field(default=None, description="A distillation's answers accepted so far")
+    kept: int | None = Field(default=None, description="A curation's candidates kept so far")
 
 
 def _run(phase: str, progress: dict[str, Any]) -> Count | None:
@@ -45,6 +47,11 @@ def _distillation(phase: str, progress: dict[str, Any]) -> Count | None:
                  accepted=progress.get("accepted", 0))
 
 
+def _curation(phase: str, progress: dict[str, Any]) -> Count | None:
+    return Count(done=progress.get("judged", 0), total=progress.get("total"), unit="judged",
+                 kept=progress.get("kept", 0))
+
+
 def _analysis(phase: str, progress: dict[str, Any]) -> Count | None:
     if not progress.get("rowsTotal") and progress.get("rowsMeasured") is None:
         return None
@@ -55,13 +62,19 @@ def _comparison(phase: str, progress: dict[str, Any]) -> Count | None:
     return Count(done=progress.get("ended", 0), total=progress.get("total"), unit="evaluations ended")
 
 
+def _pipeline(phase: str, progress: dict[str, Any]) -> Count | None:
+    return Count(done=progress.get("completed", 0), total=progress.get("total"), unit="stages completed")
+
+
 # by the kind's item name, as its answers and events name it
 COUNTED: dict[str, Callable[[str, dict[str, Any]], Count | None]] = {
     "run": _run,
     "evaluation": _evaluation,
     "distillation": _distillation,
+    "curation": _curation,
     "analysis": _analysis,
     "comparison": _comparison,
+    "pipeline": _pipeline,
 }
 
 

@@ -432,6 +432,8 @@ class Run(Answer):
     resumed: dict[str, Any] | None = Field(description="What the latest resume restored, and the pause it ended")
     parent_run_id: str | None = Field(description="The run it branched from; null unless a branch")
     branch: BranchRecord | None = Field(description="Where the branch starts; null unless a branch")
+    pipeline: dict[str, str] | None = Field(default=None, description="The pipeline and stage it trains for: "
+                                                                      "{pipelineId, stage}; null unless a stage's run")
     terminal: bool = Field(description="Whether it has ended (COMPLETED, FAILED or CANCELLED)")
     settled: bool = Field(description="Whether nothing changes until a user acts (ended or PAUSED)")
     waiting_for: str | None = Field(default=None, description="What a QUEUED run waits for, in words; null "

@@ -1,5 +1,5 @@
-"""Scoring: how an answer is scored, shared by GRPO/GSPO reward terms (in the training worker) and evaluation
-graders.
+"""Scoring: how an answer is scored, shared by GRPO/GSPO reward terms (in the training worker), evaluation
+graders and a distillation's acceptance grader.
 
 - `samples`: `Sample` (prompt messages, completion text, the row's expected answer and other fields) and `Score`
   (a value, or None when it does not apply; an error recorded, never raised); `sample_from_row` makes the one
@@ -20,6 +20,9 @@ graders.
 - `judge`: a model asked to grade an answer: `judge_messages` (what it is asked), `judge_grade` (its reply read as
   a score, or None), `JUDGE_INSTRUCTIONS`, and `JudgeMember`, the reward term `kind: judge`, which asks through a
   callable its caller builds (this package loads no model).
+- `graders`: the graders of an evaluation's `--grader` and a distillation's `--accept-grader` — their grammar
+  (`parse_grader`), each answer's `Grade`, and `batch_grader`, what a worker grades a batch of answers with (an
+  `http:` grader's client is httpx, imported only where one is built).
 - `terms`: `build_member(spec, bundle_source, judge=ask)` builds any member, built-in, `rule` (a bundle's function)
   or `judge`; `member_spec` drops what admission and the worker add to a resolved term.
 

@@ -260,6 +260,7 @@ class Run(Base):
     resumed: Mapped[dict | None] = mapped_column(JSON)  # what the latest resume restored, and the pause it ended
     parent_run_id: Mapped[str | None] = mapped_column(String(32), index=True)  # set on a branch
     branch: Mapped[dict | None] = mapped_column(JSON)  # parent, snapshot, step, restore mode and why
+    pipeline: Mapped[dict | None] = mapped_column(JSON)  # the pipeline and stage it runs for: {pipelineId, stage}
     results: Mapped[dict] = mapped_column(JSON, default=dict)
     cost: Mapped[dict] = mapped_column(JSON, default=dict)
     phase_times: Mapped[dict] = mapped_column(JSON, default=dict)  # phase -> [entered iso, left iso|None]
@@ -484,6 +485,25 @@ class Comparison(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
+class Pipeline(Base):
+    """A pipeline: its plan's ordered stages, each run as a job of its own kind once the stages before it completed,
+    with `@STAGE` replaced by what that stage gave (a model or dataset version)."""
+
+    __tablename__ = "pipelines"
+    __table_args__ = (UniqueConstraint("submission_id", name="uq_pipelines_submission_id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    submission_id: Mapped[str] = mapped_column(String(128))
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    plan: Mapped[dict] = mapped_column(JSON)  # the document as submitted
+    stages: Mapped[list] = mapped_column(JSON)  # per stage: {name, type, jobKind, jobId, attempt, seen}
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
 class DistillationAnswer(Base):
     """One decision answered by a distillation's teacher: accepted (with the row it makes) or rejected (with the
     reason and the output). Saved in chunks as the worker answers, so a resumed distillation answers none twice."""
@@ -498,6 +518,54 @@ class DistillationAnswer(Base):
     detail: Mapped[str | None] = mapped_column(Text)
     output: Mapped[str] = mapped_column(Text)  # the teacher's answer as generated
     row: Mapped[dict | None] = mapped_column(JSON)  # the accepted row: history + the answer
+
+
+class Curation(Base):
+    """One curation: a judge model scoring the candidates of a project's sessions against the curation's instructions,
+    as a job on a device; the candidates scored at its threshold or more registered as a version of its dataset."""
+
+    __tablename__ = "curations"
+    __table_args__ = (UniqueConstraint("key", name="uq_curations_key"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(128))  # the request's curationId: the same one reaches this curation
+    request_digest: Mapped[str] = mapped_column(String(64))  # of the request without its key: a reuse must match
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    sessions: Mapped[list] = mapped_column(JSON)  # [{sessionHash, source, candidates}], in the request's order
+    candidates: Mapped[int] = mapped_column(BigInteger)  # of all its sessions together
+    judge_reference: Mapped[str] = mapped_column(String(200))  # as resolved: NS/NAME:vN or the base model id
+    judge: Mapped[dict] = mapped_column(JSON)  # base entry and commit, and an adapter's weights manifest
+    instructions: Mapped[str] = mapped_column(Text)
+    threshold: Mapped[float] = mapped_column(Float)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    dataset: Mapped[str] = mapped_column(String(200))  # NS/NAME the kept candidates are registered under
+    device_profile: Mapped[str] = mapped_column(String(64))
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    devices: Mapped[list | None] = mapped_column(JSON)
+    progress: Mapped[dict] = mapped_column(JSON, default=dict)  # total, judged, kept, rejected by reason
+    registered: Mapped[dict | None] = mapped_column(JSON)  # the dataset version registered: reference, digest, rows
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class CurationVerdict(Base):
+    """One candidate judged by a curation's judge: kept (with its score) or rejected (with the reason), the judge's
+    reply kept. Saved in chunks as the worker judges, so a curation taken up again judges none twice."""
+
+    __tablename__ = "curation_verdicts"
+
+    curation_id: Mapped[str] = mapped_column(ForeignKey("curations.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)  # across its sessions, in order (zero-based)
+    candidate: Mapped[str] = mapped_column(Text)  # the candidate's id in its source
+    session_hash: Mapped[str] = mapped_column(String(64))
+    kept: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[float | None] = mapped_column(Float)
+    reason: Mapped[str | None] = mapped_column(String(32), index=True)
+    detail: Mapped[str | None] = mapped_column(Text)
+    output: Mapped[str] = mapped_column(Text)  # the judge's reply as generated
 
 
 class EvaluationPrediction(Base):
@@ -684,3 +752,22 @@ class StandingEvaluation(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     claimed_at: Mapped[datetime] = mapped_column(UtcDateTime)
     attempted_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ConversationSession(Base):
+    """A session: a conversation corpus parsed into candidates (`optimize.sessions`), kept as one blob whose sha256
+    is the session hash, in a project. The same content in the same project is one session."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("project", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)  # the session hash: its candidates blob
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    source: Mapped[str] = mapped_column(String(16))  # oasst1 | otel | canonical
+    records: Mapped[int] = mapped_column(BigInteger)  # what the parser read (trees, log records, records)
+    candidates: Mapped[int] = mapped_column(BigInteger)
+    skipped: Mapped[dict] = mapped_column(JSON)  # {reason: count}
+    bytes: Mapped[int] = mapped_column(BigInteger)  # the candidates blob's size
+    created_by: Mapped[str | None] = mapped_column(String(200))  # the token's name
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -16,6 +16,13 @@ it is installed and a GPU is visible, else Transformers' continuous batching): e
 own generator, seeded from the distillation's seed and the decision's address, so an answer depends neither on the
 chunk, the replica nor the attempt that asked it — the same distillation twice registers the same rows. A decision
 whose prompt leaves no room for an answer within max-model-length is rejected (`prompt_too_long`) unasked.
+
+The distillation's instructions, where it has them, are the teacher's system prompt: each prompt is rendered with
+them in place of the row's own system message, while the row an accepted answer makes keeps the row's history. An
+acceptance grader scores each answer the checks accepted, a chunk at a time, against the decision's own assistant
+message, by the grader an evaluation grades with (`optimize.scoring.graders.batch_grader`: a `bundle:` grader's
+archive downloaded through the job's lease and run in the sandboxed runner); one scored below min-score, or left
+unscored, is rejected (`below_min_score`).
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from optimize.schemas.jobs import DistillationSpec
+from optimize.schemas.distillations import DistillationJobSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.frame import Ended, run_framed
@@ -40,7 +48,7 @@ TEACHER = "teacher"  # the adapter's name in the engine
 
 
 def run_distillation(channel: Channel, distillation_id: str) -> int:
-    return run_framed(channel, DistillationSpec, _distill, refusals=(RowRefused,),
+    return run_framed(channel, DistillationJobSpec, _distill, refusals=(RowRefused,),
                       failed_prefix="the distillation failed: ")
 
 
@@ -71,7 +79,7 @@ def _distill(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None
                 _answer(channel, ask, shares[0], len(found), reporter.lost)
                 print(f"replica 0 answered {len(shares[0])} decisions", flush=True)
             finally:
-                ask.engine.close()
+                ask.close()
         replicas.wait(reporter.lost)
     finally:
         replicas.stop()
@@ -82,7 +90,7 @@ def run_replica(channel: Channel, distillation_id: str, index: int) -> int:
     failed or the worker gave up), then exits; it ends with the worker that started it."""
     end_with_parent()
     try:
-        spec = channel.spec(DistillationSpec)
+        spec = channel.spec(DistillationJobSpec)
     except ApiError as error:
         print(f"replica {index} cannot start: {error.message}", flush=True)
         return 3
@@ -98,7 +106,7 @@ def run_replica(channel: Channel, distillation_id: str, index: int) -> int:
             _answer(channel, ask, [by_address[address] for address in share], len(found), threading.Event())
             print(f"replica {index} answered {len(share)} decisions", flush=True)
         finally:
-            ask.engine.close()
+            ask.close()
     return 0
 
 
@@ -150,22 +158,34 @@ class _Asker:
 
     def __init__(self, channel: Channel, spec: dict[str, Any], workdir: Path) -> None:
         from optimize.chat.families import reasoning_markers
+        from optimize.scoring.graders import batch_grader
 
         self.spec, self.settings = spec, spec["settings"]
         thinking = self.settings["thinking"]
         self.renderer = renderer_for(spec["model"], thinking=thinking)
+        self.held = ExitStack()  # what the acceptance grader holds (a bundle's process, an HTTP client)
+        grader = self.settings.get("acceptGrader")
+        # a judge model is refused at creation, so every grader here is one batch_grader builds
+        self.grade = batch_grader(grader, channel.fetch_blob, self.held) if grader else None
         self.engine = _engine(channel, spec, workdir / "adapter")
         self.adapter = TEACHER if spec["adapterManifest"] else None
         markers = reasoning_markers(spec["model"]["family"]) if thinking else None
         self.reasoning = tuple(self.renderer.tokenizer.convert_tokens_to_ids(m) for m in markers) if markers else None
 
+    def close(self) -> None:
+        try:
+            self.engine.close()
+        finally:
+            self.held.close()
+
     def __call__(self, chunk: list) -> list[dict[str, Any]]:
         from optimize.distillation.decisions import Verdict
 
-        asked, verdicts = [], {}
+        asked, verdicts, prompts = [], {}, {}
         for decision in chunk:
             try:
-                prompt = self._prompt(decision)
+                text = self._text(decision)
+                prompt = self._prompt(decision, text)
             except ValueError as error:  # the template refuses the history (RenderError is a ValueError)
                 verdicts[decision.address] = (Verdict(False, "template_refused", str(error)), "")
                 continue
@@ -175,6 +195,7 @@ class _Asker:
                                                       f"tokens; max-model-length is {self.settings['maxModelLength']}"),
                                               "")
                 continue
+            prompts[decision.address] = text
             seed = (self.settings["seed"] * 1_000_003 + decision.line * 1009 + decision.message) % 2**63
             temperature = self.settings["temperature"]
             asked.append((decision, self.engine.stream(
@@ -183,12 +204,43 @@ class _Asker:
         for decision, steps in asked:
             tokens = [step.token for step in steps]
             verdicts[decision.address] = self._judge(decision, tokens)
+        if self.grade is not None:
+            self._graded([d for d, _ in asked], verdicts, prompts)
         return [{"decision": d.address, "accepted": v.accepted, "reason": v.reason, "detail": v.detail,
                  "output": output, "row": v.row} for d in chunk for v, output in [verdicts[d.address]]]
 
-    def _prompt(self, decision) -> list[int]:
-        text = self.renderer.text(decision.history, decision.tools, generation_prompt=True)
+    def _text(self, decision) -> str:
+        """The prompt as text: the decision's history (under the instructions, where given) and the row's tools."""
+        from optimize.distillation.decisions import asked
+
+        history = asked(decision.history, self.settings.get("instructions"))
+        return self.renderer.text(history, decision.tools, generation_prompt=True)
+
+    def _prompt(self, decision, text: str | None = None) -> list[int]:
+        """The prompt's token ids (of `text`, where it was rendered already)."""
+        text = self._text(decision) if text is None else text
         return self.renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS
+
+    def _graded(self, decisions: list, verdicts: dict[str, tuple], prompts: dict[str, str]) -> None:
+        """The answers the checks accepted, scored in one batch by the acceptance grader against each decision's
+        own assistant message: those below min-score (or unscored) rejected in place. The grader reads the answer's
+        text (a call it makes is not graded) and the prompt as the teacher was asked."""
+        from optimize.distillation.decisions import asked, graded
+        from optimize.scoring.samples import message_text
+
+        accepted = [d for d in decisions if verdicts[d.address][0].accepted]
+        if not accepted:
+            return
+        instructions = self.settings.get("instructions")
+        items = [{"prompt": prompts[d.address], "expected": (d.expected or {}).get("content") or "",
+                  "messages": asked(d.history, instructions),
+                  "expectedText": message_text((d.expected or {}).get("content")), "fields": d.fields or {}}
+                 for d in accepted]
+        answers = [verdicts[d.address][0].row["messages"][-1]["content"] for d in accepted]
+        for decision, grade in zip(accepted, self.grade(items, answers), strict=True):
+            verdict, output = verdicts[decision.address]
+            verdicts[decision.address] = (graded(verdict, grade.score, grade.explanation, self.settings["minScore"]),
+                                          output)
 
     def _judge(self, decision, tokens: list[int]):
         from optimize.distillation.decisions import judge, without_reasoning

@@ -14,7 +14,7 @@ that example unscored, never the evaluation failed.
 from __future__ import annotations
 
 import tempfile
-from contextlib import ExitStack, closing
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -96,39 +96,14 @@ def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
 
 
 def _grader(channel: Channel, spec: dict[str, Any], workdir: Path, held: ExitStack):
-    """A function grading a batch of rows' answers, by the evaluation's grader; what it holds is closed by `held`."""
-    import httpx
+    """A function grading a batch of rows' answers, by the evaluation's grader; what it holds is closed by `held`.
+    Every grader but a judge is the one a distillation's acceptance grader is too (`scoring.graders.batch_grader`);
+    a `model:` judge is served here beside the model evaluated."""
+    from optimize.scoring.graders import batch_grader, judge_grade, judge_messages
 
-    from optimize.evaluation.graders import (
-        DEFAULT_GRADER,
-        builtin_member,
-        http_grade,
-        json_label_match,
-        judge_grade,
-        judge_messages,
-        member_grade,
-    )
-
-    grader = spec["grader"]
-    if grader == DEFAULT_GRADER:
-        return lambda batch, answers: [json_label_match(a, item["expected"])
-                                       for item, a in zip(batch, answers, strict=True)]
-    builtin = builtin_member(grader)
-    if builtin is not None:  # exact, contains, regex:PATTERN, numeric[:TOLERANCE]: a reward term's own member
-        from optimize.scoring import Sample
-        from optimize.scoring.members import build_builtin
-
-        member = build_builtin(builtin[1])
-        return lambda batch, answers: [member_grade(grader, score) for score in member.score([
-            Sample(prompt=item["messages"], completion=answer, expected=item["expectedText"], fields=item["fields"])
-            for item, answer in zip(batch, answers, strict=True)])]
-    if grader.startswith("bundle:"):
-        return _bundle_grader(channel, grader, held)
-    if grader.startswith("http:"):
-        http = held.enter_context(httpx.Client(timeout=30.0))
-        url = grader.removeprefix("http:")
-        return lambda batch, answers: [http_grade(url, item["prompt"], a, item["expected"], http)
-                                       for item, a in zip(batch, answers, strict=True)]
+    grade = batch_grader(spec["grader"], channel.fetch_blob, held)
+    if grade is not None:
+        return grade
     judge = spec["judge"]  # model:REF, served here beside the model evaluated
     judge_renderer = renderer_for(judge["model"])
     judge_model = _generator(channel, judge, workdir / "judge")
@@ -141,25 +116,6 @@ def _grader(channel: Channel, spec: dict[str, Any], workdir: Path, held: ExitSta
         return [judge_grade(judge["reference"], reply.text) for reply in judge_model.generate(prompts, 64)]
 
     return ask_judge
-
-
-def _bundle_grader(channel: Channel, grader: str, held: ExitStack):
-    """`bundle:NS/NAME:vN@sha256:HEX#MODULE:FUNCTION`: the archive downloaded (verified) through the job's lease,
-    its function called on each answer in a limited child process, started on the first batch. A process that
-    cannot start leaves the batch unscored with the reason (the runner says it), as does any sample's error."""
-    from optimize.evaluation.graders import bundle_grade, parse_bundle_grader
-    from optimize.scoring import BundleRunner, Sample
-
-    bundle = parse_bundle_grader(grader)
-    runner = held.enter_context(closing(BundleRunner(channel.fetch_blob(bundle.sha256), bundle.target,
-                                                     label=bundle.reference)))
-
-    def run_bundle(batch, answers):
-        samples = [Sample(prompt=item["messages"], completion=answer, expected=item["expectedText"],
-                          fields=item["fields"]) for item, answer in zip(batch, answers, strict=True)]
-        return [bundle_grade(bundle, score) for score in runner.score(samples)]
-
-    return run_bundle
 
 
 def _prompts(channel: Channel, spec: dict[str, Any], renderer):

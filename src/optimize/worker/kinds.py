@@ -57,6 +57,12 @@ def _distillation_replica(channel: Channel, distillation_id: str, index: int) ->
     return run_replica(channel, distillation_id, index)
 
 
+def _curation(channel: Channel, curation_id: str) -> int:
+    from optimize.worker.curation import run_curation
+
+    return run_curation(channel, curation_id)
+
+
 def _endpoint(channel: Channel, endpoint_id: str) -> int:
     from optimize.worker.endpoint import run_endpoint
 
@@ -68,5 +74,6 @@ ENTRIES: dict[str, WorkerEntry] = {
     "analysis": WorkerEntry(_analysis),
     "evaluation": WorkerEntry(_evaluation),
     "distillation": WorkerEntry(_distillation, replica=_distillation_replica),
+    "curation": WorkerEntry(_curation),
     "endpoint": WorkerEntry(_endpoint),
 }

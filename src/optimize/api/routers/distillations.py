@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from optimize.api.bodies import documented_as
 from optimize.api.deps import DeploymentDep
 from optimize.api.job_logs import add_log_route
+from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
 from optimize.api.status_stream import status_events
 from optimize.distillation import service
@@ -23,9 +24,10 @@ add_log_route(router, "distillation")  # GET …/{id}/logs: the worker's log, pe
 
 
 @router.post("", response_model=Distillation, status_code=202, response_description="The distillation was queued")
-def create(deployment: DeploymentDep,
-           body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> Distillation:
-    return service.create(deployment, DistillationRequest.parse(body))
+async def create(deployment: DeploymentDep,
+                 body: Annotated[Any, documented_as(DistillationRequest), Body()]) -> Distillation:
+    # on the submissions' lane: an acceptance grader's bundle import check is user code, which the service waits for
+    return await SUBMISSIONS_LANE.run(service.create, deployment, DistillationRequest.parse(body))
 
 
 @router.get("", response_model=DistillationList)

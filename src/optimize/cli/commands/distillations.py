@@ -25,6 +25,7 @@ Distillation = Annotated[str, typer.Argument(help="Distillation id or unambiguou
 THINKING = {"on": True, "off": False}
 DETAIL_WIDTH = 40
 OUTPUT_WIDTH = 60
+INSTRUCTIONS_WIDTH = 80
 
 
 @command(app, "create")
@@ -61,6 +62,18 @@ def create(
     acceptance_floor: Annotated[float | None, typer.Option("--acceptance-floor", min=0.0, max=1.0, help="The "
                                                            "share of answers accepted below which it warns "
                                                            "(default 0.2; 0: never).")] = None,
+    instructions: Annotated[str | None, typer.Option("--instructions", metavar="TEXT", help="The teacher's "
+                                                     "system prompt, in place of each row's own system message "
+                                                     "(the registered rows keep their own).")] = None,
+    accept_grader: Annotated[str | None, typer.Option("--accept-grader", metavar="GRADER", help="Also score each "
+                                                      "accepted answer against the row's own answer, as "
+                                                      "`evaluations start --grader` does (exact, contains, "
+                                                      "regex:PATTERN, numeric[:TOL], json-label-match, http:URL, "
+                                                      "bundle:NS/NAME#MODULE[:FUNCTION]); with --min-score.")
+                             ] = None,
+    min_score: Annotated[float | None, typer.Option("--min-score", min=0.0, max=1.0, help="With --accept-grader: "
+                                                    "the least score an answer kept has (0 to 1); one below it, or "
+                                                    "unscored, is rejected as below_min_score.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends (or is paused).")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
@@ -70,6 +83,10 @@ def create(
     answers are registered as the target's next version."""
     if exit_status and not wait:
         raise typer.BadParameter("--exit-status needs --wait", param_hint="'--exit-status'")
+    if (accept_grader is None) != (min_score is None):
+        given, missing = ("--accept-grader", "--min-score") if min_score is None else ("--min-score", "--accept-grader")
+        raise typer.BadParameter(f"{given} needs {missing}: an answer is scored by the grader and kept at the "
+                                 "least score", param_hint=f"'{given}'")
     check_events(out, events, wait)
     think = parse_thinking(thinking)
     with client_for(out) as api:
@@ -77,7 +94,8 @@ def create(
                                           replicas=replicas, max_tokens=max_tokens,
                                           max_model_length=max_model_length, temperature=temperature, top_p=top_p,
                                           seed=seed, smoke=smoke, thinking=think, device_profile=device_profile,
-                                          acceptance_floor=acceptance_floor)
+                                          acceptance_floor=acceptance_floor, instructions=instructions,
+                                          accept_grader=accept_grader, min_score=min_score)
         if not wait:
             out.emit(answer, render_created)
             return
@@ -251,6 +269,12 @@ def render(con, d: dict[str, Any]) -> None:
     _field(con, "Source", f"{d['source']['reference']} — {d['source']['rows']} row(s)")
     _field(con, "Target", d["target"])
     _field(con, "Settings", settings_words(d))
+    s = d["settings"]
+    if s.get("acceptGrader"):
+        _field(con, "Accepting", f"scored by {s['acceptGrader']}, kept at {s['minScore']:g} or more")
+    if s.get("instructions"):
+        _field(con, "Instructions", trim(s["instructions"], INSTRUCTIONS_WIDTH)
+               + f" ({len(s['instructions']):,} characters)")
     _field(con, "Phase", phase_line(d))
     if d.get("waitingFor"):
         _field(con, "Waiting", d["waitingFor"])

@@ -603,8 +603,9 @@ def _render_list(con, data) -> None:
 
 
 def _notes(r: dict[str, Any], most: int = 40) -> str:
-    """A run's config name and description in one cell of `runs list`, cut to `most` characters."""
-    notes = ": ".join(note for note in (r.get("configName"), r.get("description")) if note)
+    """A run's pipeline stage, config name and description in one cell of `runs list`, cut to `most` characters."""
+    stage = f"pipeline {r['pipeline']['pipelineId'][:12]} stage {r['pipeline']['stage']}" if r.get("pipeline") else None
+    notes = ": ".join(note for note in (stage, r.get("configName"), r.get("description")) if note)
     notes = " ".join(notes.split())  # one line
     return safe_markup(notes[:most - 1] + "…" if len(notes) > most else notes) or DASH
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from optimize.cli.commands import projects
+from optimize.cli.commands import projects, sessions
 from optimize.cli.common import client_for, command
 from optimize.cli.kinds import groups
 from optimize.cli.output import Output
@@ -17,6 +17,7 @@ app = typer.Typer(help="Training: projects, runs, base models, dataset analyses,
 base_models = typer.Typer(help="The base-model catalog this deployment applies.", no_args_is_help=True)
 app.add_typer(base_models, name="base-models")
 app.add_typer(projects.app, name="projects")
+app.add_typer(sessions.app, name="sessions")
 for group in groups():  # each job kind's groups, from the CLI's table of kinds
     app.add_typer(group.commands, name=group.name, hidden=group.hidden)
 

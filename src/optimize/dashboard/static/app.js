@@ -207,7 +207,8 @@ async function runsView(project) {
   method.addEventListener("change", refresh);
   show(h("h1", {}, `Runs of ${project}`),
        h("p", {}, h("a", { href: `#/projects/${encodeURIComponent(project)}/evaluations` }, "Evaluations and scores"),
-         " · ", h("a", { href: `#/projects/${encodeURIComponent(project)}/comparisons` }, "Comparisons")),
+         " · ", h("a", { href: `#/projects/${encodeURIComponent(project)}/comparisons` }, "Comparisons"),
+         " · ", h("a", { href: `#/projects/${encodeURIComponent(project)}/pipelines` }, "Pipelines")),
        h("div", { class: "filters" }, h("label", { for: "phase" }, "Phase", phase),
          h("label", { for: "method" }, "Method", method)),
        h("section", { class: "panel scroll" }, table));
@@ -553,6 +554,52 @@ async function evaluationView(evaluationId) {
            h("td", { class: "num" }, fmt(p.score, 3))))))));
 }
 
+// --- pipelines --------------------------------------------------------------------------------------------------
+
+async function pipelinesView(project) {
+  const { pipelines } = await api(`/v1/training/pipelines?project=${encodeURIComponent(project)}`);
+  show(h("h1", {}, `Pipelines of ${project}`),
+       h("section", { class: "panel scroll" }, pipelines.length ? h("table", { id: "pipelines" },
+         h("thead", {}, h("tr", {}, ["Pipeline", "Phase", "Stages", "Device time", "Created"]
+           .map((c) => h("th", { scope: "col" }, c)))),
+         h("tbody", {}, pipelines.map((p) => h("tr", {},
+           h("td", {}, h("a", { href: `#/pipelines/${p.pipelineId}` }, short(p.pipelineId))),
+           h("td", { class: `phase phase-${p.phase}` }, p.phase), h("td", {}, progressOf(p)),
+           h("td", { class: "num" }, `${Math.round(p.deviceSeconds)} s`), h("td", {}, age(p.createdAt))))))
+         : h("p", { class: "muted" }, "No pipeline yet: akka training pipelines start -f PLAN")));
+}
+
+const JOB_PAGES = { run: "runs", evaluation: "evaluations" };  // the stage jobs that have a page of their own
+
+function stageBox(stage) {
+  const page = JOB_PAGES[stage.jobKind];
+  const job = stage.jobId ? (page ? h("a", { href: `#/${page}/${stage.jobId}` }, `${stage.jobKind} ${short(stage.jobId)}`)
+                                  : `${stage.jobKind} ${short(stage.jobId)}`) : "not started";
+  return h("li", { class: `stage stage-${stage.state}`, "data-stage": stage.name },
+    h("strong", {}, stage.name), h("span", { class: "muted" }, ` ${stage.type}`),
+    h("div", { class: "stage-state" }, stage.state), h("div", {}, job),
+    stage.output ? h("div", { class: "wrap" }, `→ ${stage.output}`) : null,
+    stage.meanScore != null ? h("div", {}, `score ${fmt(stage.meanScore, 3)}` +
+                                           (stage.minMeanScore != null ? ` (gate ${stage.minMeanScore})` : "")) : null,
+    stage.reason ? h("div", { class: "error wrap" }, stage.reason) : null);
+}
+
+async function pipelineView(pipelineId) {
+  const p = await api(`/v1/training/pipelines/${pipelineId}`);
+  show(h("h1", {}, `Pipeline ${short(p.pipelineId)} `, h("span", { class: "muted" }, `in ${p.project}`)),
+       h("section", { class: "panel" }, facts([
+         ["Phase", h("span", { class: `phase phase-${p.phase}` }, p.phase)], ["Stages", progressOf(p)],
+         ["Device time", `${Math.round(p.deviceSeconds)} s`], ["Failure", p.failureReason || undefined],
+         ["Created", age(p.createdAt)]])),
+       h("section", { class: "panel scroll" }, h("h2", {}, "Stages"),
+         h("ol", { class: "stage-graph", id: "stage-graph" }, p.stages.map(stageBox))));
+  if (!p.terminal) {
+    follow(`/v1/training/pipelines/${pipelineId}/events`, (status) => {
+      document.getElementById("stage-graph")?.replaceChildren(...status.stages.map(stageBox));
+    });
+  }
+}
+
 // --- comparisons ------------------------------------------------------------------------------------------------
 
 async function comparisonsView(project) {
@@ -883,6 +930,8 @@ const ROUTES = [
   [/^#\/evaluations\/([0-9a-f]+)$/, evaluationView, true],
   [/^#\/projects\/([^/]+)\/comparisons$/, (name) => comparisonsView(decodeURIComponent(name)), true],
   [/^#\/comparisons\/([0-9a-f]+)$/, comparisonView, true],
+  [/^#\/projects\/([^/]+)\/pipelines$/, (name) => pipelinesView(decodeURIComponent(name)), true],
+  [/^#\/pipelines\/([0-9a-f]+)$/, pipelineView, true],
   [/^#\/datasets$/, datasetsView, true],
   [/^#\/datasets\/([^/]+)\/([^/]+)$/, datasetView, true],
   [/^#\/endpoints$/, endpointsView, true],

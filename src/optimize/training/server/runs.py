@@ -61,9 +61,11 @@ from optimize.workloads.lengths import lengths_file
 from optimize.workloads.throughput import estimate_scaled
 
 
-def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None) -> tuple[answers.Run, bool]:
+def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None = None,
+           pipeline: dict[str, str] | None = None) -> tuple[answers.Run, bool]:
     """Admit a plan as a QUEUED run, or reach the run its submissionId already names; returns (run, created).
-    A branch (training.server.branching) passes the snapshot it starts from and its restore mode."""
+    A branch (training.server.branching) passes the snapshot it starts from and its restore mode; a pipeline's
+    train stage passes its pipeline and stage ({pipelineId, stage})."""
     if not isinstance(document, dict):
         raise Invalid("the run plan must be one JSON object (kind: run, project, baseModel, config, …)")
     plan = parse_plan(document)
@@ -101,7 +103,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
             "config_name": plan.config_name or None,
             "warnings": admitted.warnings,
             "length_check": record_check(sections, state),
-            "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch,
+            "parent_run_id": branch["parentRunId"] if branch else None, "branch": branch, "pipeline": pipeline,
             "progress": {}, "results": {}, "cost": {}, "phase_times": {"QUEUED": [[iso(now), None]]},
             "created_at": now, "prediction": preflight, "memory": admitted.memory,
         }, ["submission_id"]) == 1

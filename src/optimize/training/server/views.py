@@ -92,6 +92,7 @@ def run_view(run: Run, attempt: RunAttempt | None = None, settings: bool = False
         resumed=run.resumed,
         parent_run_id=run.parent_run_id,
         branch={k: v for k, v in run.branch.items() if k != "artifacts"} if run.branch else None,
+        pipeline=run.pipeline,
         terminal=RunPhase(run.phase) in TERMINAL,
         # nothing changes until a user acts: followers stop here
         settled=RunPhase(run.phase) in TERMINAL or run.phase == RunPhase.PAUSED.value,
