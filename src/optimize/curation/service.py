@@ -37,8 +37,9 @@ from optimize.curation.phases import CURATION, OPEN, TERMINAL, CurationPhase
 from optimize.curation.verdicts import REASONS, kept_row
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
-from optimize.jobs.leases import extend, fence, reported
+from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
+from optimize.jobs.server_steps import worker_ended
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work
 from optimize.projects.service import open_project, project_work
@@ -46,7 +47,6 @@ from optimize.registry.archival import refuse_if_archived
 from optimize.registry.datasets import find_dataset
 from optimize.schemas import curations as answers
 from optimize.schemas.curations import CurationJobSpec, CurationRequest
-from optimize.schemas.outcomes import LastWord
 from optimize.schemas.progress import count_of
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
@@ -341,20 +341,10 @@ def _counted(session, curation_id: str, total: int) -> dict[str, Any]:
 
 
 def finish(deployment: Deployment, curation_id: str, token: str, body: Any) -> dict[str, Any]:
-    """The worker's last word (read once its lease is known to hold): FAILED with its reason, or ASSEMBLING (the
-    device is released; its server step registers the rows)."""
+    """The worker's last word: FAILED with its reason, or ASSEMBLING, where its server step registers the rows."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, CURATION, curation_id, token)
-        word = LastWord.read(body)
-        if word.failed:
-            reported(transition(session, CURATION, item, P.FAILED, lease=token, by_worker=True,
-                                failure_reason=word.failure_reason()), CURATION, curation_id)
-        else:
-            reported(transition(session, CURATION, item, P.ASSEMBLING, lease=token, by_worker=True),
-                     CURATION, curation_id)
-            queue_wake(session)
-        return {"phase": item.phase}
-
+        return worker_ended(session, CURATION, item, token, body, P.ASSEMBLING)
 
 def requeue(session, item: Curation, reason: str) -> bool:
     """Queued again after its worker was lost or the server restarted: the verdicts saved are kept."""

@@ -42,13 +42,13 @@ from optimize.distillation.phases import DISTILLATION, OPEN, TERMINAL, Distillat
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
+from optimize.jobs.server_steps import worker_ended
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
 from optimize.registry.datasets import examples_objects
 from optimize.schemas import distillations as answers
 from optimize.schemas.distillations import DistillationJobSpec, DistillationRequest
-from optimize.schemas.outcomes import LastWord
 from optimize.schemas.progress import count_of
 from optimize.scoring.graders import parse_bundle_grader
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
@@ -373,20 +373,10 @@ def judge_smoke(deployment: Deployment, distillation_id: str, token: str, body: 
 
 
 def finish(deployment: Deployment, distillation_id: str, token: str, body: Any) -> dict[str, Any]:
-    """The worker's last word (read once its lease is known to hold): FAILED with its reason, or ASSEMBLING (the
-    device is released; its server step registers the rows)."""
+    """The worker's last word: FAILED with its reason, or ASSEMBLING, where its server step registers the rows."""
     with deployment.store.transaction() as session:
         item, _lease = fence(session, DISTILLATION, distillation_id, token)
-        word = LastWord.read(body)
-        if word.failed:
-            reported(transition(session, DISTILLATION, item, P.FAILED, lease=token, by_worker=True,
-                                failure_reason=word.failure_reason()), DISTILLATION, distillation_id)
-        else:
-            reported(transition(session, DISTILLATION, item, P.ASSEMBLING, lease=token, by_worker=True),
-                     DISTILLATION, distillation_id)
-            queue_wake(session)
-        return {"phase": item.phase}
-
+        return worker_ended(session, DISTILLATION, item, token, body, P.ASSEMBLING)
 
 def requeue(session, item: Distillation, reason: str) -> bool:
     """Queued again after its worker was lost or the server restarted: the answers saved are kept."""

@@ -20,6 +20,11 @@ from typing import Any
 
 from sqlalchemy import select
 
+from optimize.jobs.effects import queue_wake
+from optimize.jobs.leases import reported
+from optimize.jobs.lifecycle import transition
+from optimize.schemas.outcomes import LastWord
+
 log = logging.getLogger("optimize.jobs")
 
 
@@ -62,3 +67,16 @@ def _run_once(deployment: Any, kind: str, step: ServerStep, job_id: str) -> None
     finally:
         with _running_lock:
             _running.discard((kind, job_id))
+
+
+def worker_ended(session: Any, lifecycle: Any, item: Any, token: str, body: Any, phase: StrEnum) -> dict[str, Any]:
+    """A worker's last word on a job its server step finishes (read once its lease is known to hold): FAILED with
+    the worker's reason, or the step's `phase` — its device released, the step takes it from there."""
+    word = LastWord.read(body)
+    if word.failed:
+        reported(transition(session, lifecycle, item, lifecycle.phases["FAILED"], lease=token, by_worker=True,
+                            failure_reason=word.failure_reason()), lifecycle, item.id)
+    else:
+        reported(transition(session, lifecycle, item, phase, lease=token, by_worker=True), lifecycle, item.id)
+        queue_wake(session)
+    return {"phase": item.phase}
