@@ -115,12 +115,36 @@ def test_a_stage_whose_run_ended_fails_the_pipeline_and_resume_starts_it_again(p
     assert pipeline_id in listed
 
 
+def mixing(d: dict, listed: list[str], into: str | None = "mixed") -> None:
+    d["stages"][0]["config"]["dataset"] = listed
+    if into:
+        d["stages"][0]["mixedDataset"] = into
+
+
+def more(d: dict, **config) -> dict:
+    """A stage training on from the first stage's model."""
+    return {"name": "more", "type": "train", "baseModel": MODEL, "source": {"model": "@train"},
+            "config": {"dataset": f"{d['project']}/chat", **config}}
+
+
 @pytest.mark.parametrize("change, words", [
+    (lambda d: mixing(d, [f"{d['project']}/chat", "x/y"], None), "stage 1 (train): config.dataset lists 2 "
+                                                                  "datasets; name mixedDataset (NS/NAME)"),
+    (lambda d: d["stages"][0].update(mixedDataset="mixed"), "stage 1 (train): mixedDataset is where the datasets "
+                                                            "config.dataset lists register together"),
+    (lambda d: mixing(d, ["@check", f"{d['project']}/chat"]), "stage 1 (train): config.dataset[0] names @check, "
+                                                              "which is not an earlier stage"),
+    (lambda d: mixing(d, [f"{d['project']}/chat", f"{d['project']}/chat"]), "config.dataset lists a dataset twice"),
+    (lambda d: mixing(d, [f"{d['project']}/chat", f"{d['project']}/absent"]), "stage train: "),
+    (lambda d: d["stages"].append(more(d, hyperparams={"lora": {"rank": 8}})),
+     "stage more: config.hyperparams.lora is stated, but a run from source.model @train trains that adapter"),
+    (lambda d: d["stages"].append(more(d, hyperparms={})), "stage more: "),
     (lambda d: d["stages"][1].update(model="@later"), "stage 2 (check): model names @later, which is not an earlier "
                                                        "stage"),
     (lambda d: d["stages"].reverse(), "stage 1 (check): model names @train, which is not an earlier stage"),
     (lambda d: d["stages"].append({"name": "again", "type": "evaluate", "model": "@train", "dataset": "@check"}),
-     "stage 3 (again): dataset takes a dataset, and @check is a evaluate stage, which gives nothing a later stage can"),
+     "stage 3 (again): dataset takes a dataset, and @check is an evaluate stage, which gives nothing a later "
+     "stage can"),
     (lambda d: d["stages"][1].update(name="train"), "stage 2 (train): the name 'train' is already stage 1's"),
     (lambda d: d["stages"][0].update(baseModel="no/such-model"), "stage train: "),
     (lambda d: d["stages"].append({"name": "tune", "type": "tune"}), "stage 3 (tune): type must be one of "
@@ -139,8 +163,18 @@ def test_bad_plans_are_refused_at_submission_naming_the_stage(project, sqlite_se
     assert cli.json("training", "pipelines", "list", "--project", name)["pipelines"] == before
 
 
+def test_a_mixing_stage_is_checked_at_submission_and_its_run_when_it_starts(project, sqlite_server, capsys, tmp_path):
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    document = pipeline_plan(name)
+    mixing(document, [f"{name}/chat", f"{name}/chat:latest"])
+    dry = cli.json("training", "pipelines", "start", "-f", write(tmp_path, document), "--dry-run")
+    assert dry["stages"][0]["mixedDataset"] == f"{name}/mixed"
+    assert dry["stages"][0]["checked"].startswith("its datasets and where they mix")
+
+
 def test_a_stage_registering_into_an_archived_namespace_is_refused_at_submission(project, sqlite_server, capsys,
                                                                                 tmp_path):
+    """A distill stage's `to` and a train stage's `mixedDataset` alike."""
     cli, name = Cli(capsys, sqlite_server.url), project["name"]
     closed = f"closed{name}"
     rows = tmp_path / "r.jsonl"
@@ -148,10 +182,13 @@ def test_a_stage_registering_into_an_archived_namespace_is_refused_at_submission
                                              {"role": "assistant", "content": "hello"}]}) + "\n")
     cli.ok("registry", "datasets", "register", f"{closed}/kept", "-f", str(rows))
     cli.ok("registry", "namespaces", "archive", closed)
-    document = pipeline_plan(name)
-    document["stages"].insert(0, {"name": "distil", "type": "distill", "teacher": MODEL, "from": f"{name}/chat",
-                                  "to": f"{closed}/answers"})
+    distilling = pipeline_plan(name)
+    distilling["stages"].insert(0, {"name": "distil", "type": "distill", "teacher": MODEL, "from": f"{name}/chat",
+                                    "to": f"{closed}/answers"})
+    mixed = pipeline_plan(name)
+    mixing(mixed, [f"{name}/chat", f"{closed}/kept"], f"{closed}/mixed")
     before = cli.json("training", "pipelines", "list", "--project", name)["pipelines"]
-    refused = cli("training", "pipelines", "start", "-f", write(tmp_path, document))
-    assert refused.code == 1 and f"stage distil: namespace '{closed}' is archived" in refused.err, refused.err
+    for document, stage in ((distilling, "distil"), (mixed, "train")):
+        refused = cli("training", "pipelines", "start", "-f", write(tmp_path, document))
+        assert refused.code == 1 and f"stage {stage}: namespace '{closed}' is archived" in refused.err, refused.err
     assert cli.json("training", "pipelines", "list", "--project", name)["pipelines"] == before

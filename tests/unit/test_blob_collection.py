@@ -295,7 +295,8 @@ NOT_BLOBS = {
     "run_attempts.devices", "run_metrics.values", "snapshots.pinned", "snapshots.registered",
     "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members", "run_rollouts.items",
     "dataset_versions.lineage", "distillations.source_digest", "distillations.settings", "distillations.devices",
-    "distillations.progress", "distillations.smoke", "distillations.registered", "distillation_answers.row",
+    "distillations.progress", "distillations.smoke", "distillations.registered", "distillations.submission_digest",
+    "distillation_answers.row",
     "comparisons.dataset_digest", "comparisons.entries", "comparisons.result", "pipelines.plan", "pipelines.stages",
     "runs.pipeline", "sessions.skipped",
     # a curation's sessions name session hashes, whose blobs their `sessions` rows keep (`sessions.sha256`)

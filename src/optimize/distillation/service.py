@@ -11,6 +11,9 @@ order, as the target's next version
 source version and the distillation in the version's lineage, and ends it COMPLETED — or FAILED when no answer was
 accepted.
 
+A request with a submissionId reaches the distillation that id started, when it is the same request (a retry, a
+pipeline's step taken again), and is refused when it is another.
+
 Its instructions (the teacher's system prompt) and its acceptance grader are kept in its settings and handed to
 its worker; the grader is checked at creation as an evaluation's is (`workloads.graders`: a bundle's resolved to
 its exact version and import-checked through the user-code pool; a judge model refused), and a `bundle:` grader's
@@ -23,6 +26,8 @@ Its acceptance rate (accepted over decided) is judged against its floor (`accept
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from sqlalchemy import func, select
@@ -100,6 +105,13 @@ def _accept_grader(deployment: Deployment, request: DistillationRequest) -> Grad
 
 
 def create(deployment: Deployment, request: DistillationRequest) -> answers.Distillation:
+    """Start a distillation, or reach the one the request's submissionId already names (the same request)."""
+    digest = _request_digest(request)
+    if request.submission_id is not None:
+        with deployment.store.transaction() as session:
+            existing = session.scalar(select(Distillation).where(Distillation.submission_id == request.submission_id))
+            if existing is not None:
+                return _same_submission(existing, digest)
     settings = _settings(request)
     grader = _accept_grader(deployment, request)  # user code (a bundle's import check): outside the transaction
     if grader is not None:
@@ -124,16 +136,34 @@ def create(deployment: Deployment, request: DistillationRequest) -> answers.Dist
         target = _target(request.target, project.name)
         source = pick_chat_dataset(session, request.source, project.name, "source")
         check_new_work(session, project.name, "distillation", deployment.quotas)
-        item = Distillation(
-            id=new_id(), project=project.name, teacher_reference=reference, teacher=teacher,
-            source_reference=source.reference, source_digest=source.digest, source_rows=source.rows,
-            target=target, settings=settings, device_profile=profile, phase=P.QUEUED.value, attempt=0,
-            progress=_progress(None, {}), created_at=utcnow())
-        session.add(item)
+        values = {"id": new_id(), "project": project.name, "submission_id": request.submission_id,
+                  "submission_digest": digest if request.submission_id else None, "teacher_reference": reference,
+                  "teacher": teacher, "source_reference": source.reference, "source_digest": source.digest,
+                  "source_rows": source.rows, "target": target, "settings": settings, "device_profile": profile,
+                  "phase": P.QUEUED.value, "attempt": 0, "progress": _progress(None, {}), "created_at": utcnow()}
+        if request.submission_id is None:
+            session.add(Distillation(**values))
+        elif insert_ignoring_conflict(session, Distillation, values, ["submission_id"]) == 0:
+            # another request with the same id won the race
+            return _same_submission(session.scalar(select(Distillation).where(
+                Distillation.submission_id == request.submission_id)), digest)
         session.flush()
+        item = session.get(Distillation, values["id"])
         record(session, DISTILLATION.subject(item.id), "phase", phase=item.phase)
         queue_wake(session)
         return distillation_view(item)
+
+
+def _request_digest(request: DistillationRequest) -> str:
+    body = request.model_dump(mode="json", by_alias=True, exclude={"submission_id"})
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _same_submission(item: Distillation, digest: str) -> answers.Distillation:
+    if item.submission_digest != digest:
+        raise Conflict(f"submissionId {item.submission_id!r} was used for another distillation "
+                       f"({item.id[:12]})", hint="use a new submissionId for a different request, or leave it out")
+    return distillation_view(item)
 
 
 def _check_replicas(replicas: int, profile) -> None:

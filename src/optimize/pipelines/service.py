@@ -4,7 +4,8 @@ there), read, list, cancel, resume — and the server's step that moves a runnin
 Stages run one after another, each as a job of its own kind: a train stage a run (linked to the pipeline: the
 run's `pipeline`), an evaluate stage an evaluation, a distill stage a distillation. A stage starts once every stage
 before it completed, with each `@STAGE` it names replaced by what that stage gave (the model version its run
-registered, the dataset version its distillation registered), and is checked then as its kind checks a submission.
+registered, the dataset version its curation or distillation registered), and is checked then as its kind checks a
+submission; a train stage that lists several datasets first registers them together as one version (`mixes`).
 Each stage's state is read from its job, never copied: the pipeline keeps only which job a stage started (and how
 many times), so a server restart or a lost worker is its job kind's to recover — a run goes on from its last save —
 and the pipeline's step, taken up again at the next tick, finds it where it is.
@@ -23,7 +24,7 @@ from sqlalchemy import select
 
 from optimize.core.access import current_token, visible_projects
 from optimize.core.clock import iso, utcnow
-from optimize.core.errors import Conflict, Invalid, NotFound, PlatformError, Refused
+from optimize.core.errors import Conflict, PlatformError, Refused
 from optimize.core.ids import new_id
 from optimize.curation import service as curations
 from optimize.deployment import Deployment
@@ -33,6 +34,7 @@ from optimize.jobs import registry as job_kinds
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import device_seconds
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
+from optimize.pipelines.mixes import mix_target, register_mix
 from optimize.pipelines.phases import OPEN, PIPELINE, TERMINAL
 from optimize.pipelines.plans import Stage, read_plan
 from optimize.projects.service import open_project
@@ -42,14 +44,16 @@ from optimize.schemas.curations import CurationRequest
 from optimize.schemas.distillations import DistillationRequest
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.phases import PipelinePhase
+from optimize.schemas.plans import parse_plan
 from optimize.schemas.progress import count_of
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Curation, Distillation, Evaluation, Pipeline, Run
+from optimize.training.admission.source import refuse_stated_lora
 from optimize.training.server import lifecycle as run_lifecycle
 from optimize.training.server import runs
 from optimize.training.server.completion import run_model
-from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.datasets import find_dataset, pick_chat_dataset
 from optimize.workloads.models import resolve_model
 
 # --- start -------------------------------------------------------------------------------------------------
@@ -88,8 +92,13 @@ def _check_now(deployment: Deployment, project: str, stage: Stage, show_resolved
     try:
         if stage.type == "train":
             deployment.catalog.find(stage.document["baseModel"])  # an unknown base model is refused now
+            if stage.reads or stage.mix is not None:
+                _check_run_plan(project, stage)
+            if stage.mix is not None:
+                return {**said, **_check_mix(deployment, project, stage)}
             if stage.reads:
-                return {**said, "checked": "when it starts (it reads an earlier stage's output)"}
+                return {**said, "checked": "its run plan's own fields (the rest when it starts: it reads an earlier "
+                                           "stage's output)"}
             dry = runs.dry_run(deployment, run_document(project, stage, {}))
             said |= {"checked": "its run's dry run", "configHash": dry.config_hash,
                      "model": f"{dry.project}/{dry.model_name}", "warnings": dry.warnings}
@@ -106,6 +115,8 @@ def _check_now(deployment: Deployment, project: str, stage: Stage, show_resolved
                     resolve_model(deployment, session, stage.document["judge"])
                 _open_target(session, stage.document["dataset"], project)
             else:
+                _distillation_request(stage, project, {stage.reads[p]: f"@{stage.reads[p]}" for p in stage.reads},
+                                      None)  # its fields, in the distillation's own words
                 if "teacher" not in stage.reads:
                     resolve_model(deployment, session, stage.document["teacher"])
                 if "from" not in stage.reads:
@@ -118,19 +129,42 @@ def _check_now(deployment: Deployment, project: str, stage: Stage, show_resolved
         raise type(error)(f"stage {stage.name}: {error.message}", hint=error.hint) from None
 
 
+def _check_run_plan(project: str, stage: Stage) -> None:
+    """A train stage that reads an earlier stage's output, read as its run plan with each `@STAGE` left in place:
+    its fields, and the rules that need no reference resolved (a run from source.model states no LoRA)."""
+    plan = parse_plan(run_document(project, stage, {name: f"@{name}" for name in stage.reads.values()},
+                                   mixed=f"@{stage.name}" if stage.mix is not None else None))
+    if "source.model" in stage.reads:
+        refuse_stated_lora(plan, f"@{stage.reads['source.model']}")
+
+
+def _check_mix(deployment: Deployment, project: str, stage: Stage) -> dict[str, Any]:
+    """A mixing train stage: the registered datasets it lists and the namespace its mix registers into, now; its
+    run once the mix is registered, when it starts."""
+    with deployment.store.transaction() as session:
+        for index, part in enumerate(stage.mix or []):
+            if f"config.dataset[{index}]" not in stage.reads:
+                find_dataset(session, part, project.lower(), f"config.dataset[{index}]")
+        _open_target(session, stage.document["mixedDataset"], project)
+    return {"checked": "its datasets and where they mix (its run when it starts, over the mixed version)",
+            "mixedDataset": mix_target(stage.document["mixedDataset"], project.lower())}
+
+
 def _open_target(session, target: str, project: str) -> None:
     """A stage that registers a dataset version (curate, distill) is refused now when its namespace takes none."""
     namespace = target.split("/", 1)[0].lower() if "/" in target else project.lower()
     refuse_if_archived(session, namespace)
 
 
-def run_document(project: str, stage: Stage, outputs: dict[str, str], submission: str | None = None
-                 ) -> dict[str, Any]:
+def run_document(project: str, stage: Stage, outputs: dict[str, str], submission: str | None = None,
+                 mixed: str | None = None) -> dict[str, Any]:
     """The run plan of a train stage: the stage's run-plan content in the pipeline's project, each `@STAGE` replaced
-    by that stage's output."""
+    by that stage's output, and a mixing stage's listed datasets by the version they registered as (`mixed`)."""
     d = stage.document
     document: dict[str, Any] = {"kind": "run", "project": project, "baseModel": d["baseModel"],
                                 "config": _substituted(d["config"], "config", stage, outputs)}
+    if mixed is not None:
+        document["config"]["dataset"] = mixed
     for key in ("modelName", "execution", "description", "configName"):
         if d.get(key) is not None:
             document[key] = copy.deepcopy(d[key])
@@ -353,8 +387,13 @@ def _start_stage(deployment: Deployment, pipeline_id: str, index: int, stage: St
         project = row.project
     try:
         if stage.type == "train":
+            mixed = None
+            if stage.mix is not None:
+                parts = [_named(stage, f"config.dataset[{i}]", outputs, part) for i, part in enumerate(stage.mix)]
+                mixed = register_mix(deployment, project, pipeline_id, stage.name, parts,
+                                     stage.document["mixedDataset"])
             run, _ = runs.submit(deployment, run_document(project, stage, outputs, f"{pipeline_id}-{stage.name}-"
-                                                                                   f"{attempt}"),
+                                                                                   f"{attempt}", mixed),
                                  pipeline={"pipelineId": pipeline_id, "stage": stage.name})
             _started(deployment, pipeline_id, index, stage, "run", run.run_id, attempt)
         elif stage.type == "evaluate":
@@ -368,13 +407,10 @@ def _start_stage(deployment: Deployment, pipeline_id: str, index: int, stage: St
                                                                        f"{pipeline_id}-{stage.name}-{attempt}"))
             _started(deployment, pipeline_id, index, stage, "curation", created.curation_id, attempt)
         else:
-            body = {k: v for k, v in stage.document.items() if k not in ("name", "type")}
-            body |= {"teacher": _named(stage, "teacher", outputs), "source": _named(stage, "from", outputs),
-                     "project": project}
-            body.pop("from", None)
-            created = distillations.create(deployment, DistillationRequest.parse(body))
+            created = distillations.create(deployment, _distillation_request(
+                stage, project, outputs, f"{pipeline_id}-{stage.name}-{attempt}"))
             _started(deployment, pipeline_id, index, stage, "distillation", created.distillation_id, attempt)
-    except (Invalid, NotFound, Refused, Conflict) as error:
+    except PlatformError as error:  # a refusal of its kind, in its words
         with deployment.store.transaction() as session:
             hint = f" ({error.hint})" if error.hint else ""
             _end(session, pipeline_id, PipelinePhase.FAILED, f"stage {stage.name} could not start: {error.message}"
@@ -391,8 +427,24 @@ def _curation_request(stage: Stage, project: str, outputs: dict[str, str], key: 
     return CurationRequest.parse(body)
 
 
-def _named(stage: Stage, path: str, outputs: dict[str, str]) -> Any:
-    return outputs[stage.reads[path]] if path in stage.reads else stage.slot(path)
+def _distillation_request(stage: Stage, project: str, outputs: dict[str, str], key: str | None
+                          ) -> DistillationRequest:
+    """A distill stage's distillation, in the pipeline's project (`from` its source, `to` its target); its
+    submissionId makes a step taken again reach the same distillation."""
+    body = {k: v for k, v in stage.document.items() if k not in ("name", "type", "from", "to")}
+    body |= {"teacher": _named(stage, "teacher", outputs, stage.slot("teacher")),
+             "source": _named(stage, "from", outputs, stage.slot("from")), "target": stage.slot("to"),
+             "project": project}
+    if key:
+        body["submissionId"] = key
+    return DistillationRequest.parse(body)
+
+
+def _named(stage: Stage, path: str, outputs: dict[str, str], written: Any = None) -> Any:
+    """What the stage names at `path`: the output of the stage it names, or the value as written."""
+    if path in stage.reads:
+        return outputs[stage.reads[path]]
+    return written if written is not None else stage.slot(path)
 
 
 def _evaluation_request(stage: Stage, project: str, outputs: dict[str, str]) -> EvaluationRequest:

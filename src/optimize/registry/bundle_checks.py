@@ -34,17 +34,14 @@ import math
 import statistics
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from optimize.core.errors import Gone, Invalid, Refused
 from optimize.core.refs import parse_reference
-from optimize.core.sharding import UTF8_BOM
 from optimize.registry import bundles, datasets
+from optimize.registry.rows import version_rows
 from optimize.registry.uploads import Registry
 from optimize.schemas.bundles import BundleCheck
 from optimize.scoring import BundleRunner, Sample, Score, parse_function, sample_from_row
@@ -129,23 +126,6 @@ def declared_fields(archive: Path, member: str) -> list[str] | None:
     return list(dict.fromkeys(value))
 
 
-# --- the dataset's rows --------------------------------------------------------------------------------------------
-
-
-def dataset_rows(registry: Registry, objects: list[dict[str, Any]], label: str) -> Iterator[tuple[int, dict]]:
-    """(line, row) of a version's rows in order, lines numbered from 1 across its shards, streamed."""
-    line = 0
-    for item in objects:
-        if not registry.blobs.holds(item["sha256"]):
-            raise Gone(f"a shard of {label} (sha256:{item['sha256']}) is missing from the blob store",
-                       hint="register the dataset again to restore it")
-        with registry.blobs.verified_path(item["sha256"]).open("rb") as handle:
-            for offset, raw in enumerate(handle):
-                line += 1
-                row = orjson.loads(raw.removeprefix(UTF8_BOM) if offset == 0 else raw)
-                yield line, row
-
-
 def _value_for(row: dict[str, Any], name: str) -> Any:
     """What the function receives as `fields[name]`: the row's top-level field; `expected`, when the row has no such
     field, is the row's final assistant answer (None when it ends with tool calls only)."""
@@ -181,7 +161,7 @@ def check_fields(registry: Registry, objects: list[dict[str, Any]], label: str, 
     lacking = {name: _Lacking(name) for name in names}
     deadline = time.monotonic() + budget_s
     read = 0
-    for line, row in dataset_rows(registry, objects, label):
+    for line, row in version_rows(registry.blobs, objects, label):
         for name in names:
             if _value_for(row, name) is None:
                 lacking[name].add(line)
@@ -325,7 +305,7 @@ def _score(runner: BundleRunner, registry: Registry, objects: list[dict[str, Any
     tally = _Tally()
     deadline = time.monotonic() + budget_s
     lost_in_a_row, stopped = 0, None
-    for line, row in dataset_rows(registry, objects, label):
+    for line, row in version_rows(registry.blobs, objects, label):
         if line > samples:
             break
         tally.rows += 1

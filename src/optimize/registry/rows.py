@@ -1,14 +1,16 @@
-"""A dataset version's rows as stored, a page at a time (the dashboard's row viewer): read from its shards in order,
-each line parsed as the JSON it is, numbered from 1 as refusals and analyses name lines."""
+"""A dataset version's rows as stored, read from its shards in order, each line parsed as the JSON it is, numbered
+from 1 as refusals and analyses name lines: a page at a time (the dashboard's row viewer), or streamed whole (a
+bundle's field check, a pipeline's mix of versions)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from optimize.blobs.local import LocalBlobStore
-from optimize.core.errors import Invalid
+from optimize.core.errors import Gone, Invalid
 from optimize.core.sharding import UTF8_BOM
 from optimize.registry.datasets import get_dataset, resolve_version, version_objects
 from optimize.schemas.registry import DatasetRows
@@ -48,3 +50,17 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
                     break
         skip = 0
     return DatasetRows(reference=reference, rows=total, offset=offset, items=rows)
+
+
+def version_rows(blobs: LocalBlobStore, objects: list[dict[str, Any]], label: str) -> Iterator[tuple[int, dict]]:
+    """(line, row) of a version's rows in order, lines numbered from 1 across its shards (`objects`, as
+    `datasets.examples_objects` lists them), streamed."""
+    line = 0
+    for item in objects:
+        if not blobs.holds(item["sha256"]):
+            raise Gone(f"a shard of {label} (sha256:{item['sha256']}) is missing from the blob store",
+                       hint="register the dataset again to restore it")
+        with blobs.verified_path(item["sha256"]).open("rb") as handle:
+            for offset, raw in enumerate(handle):
+                line += 1
+                yield line, orjson.loads(raw.removeprefix(UTF8_BOM) if offset == 0 else raw)

@@ -79,6 +79,10 @@ class DistillationRequest(RequestModel):
         default=None, ge=0, le=1, description="The least score an answer may have from acceptGrader; one below it, "
                                               "or unscored, is rejected (below_min_score)")
 
+    submission_id: Annotated[str | None, Refusal("submissionId must be a string of 1 to 128 characters")] = Field(
+        default=None, min_length=1, max_length=128, description="Idempotency key: the same request under the same "
+                                                                 "id reaches the same distillation")
+
     @model_validator(mode="after")
     def _grader_with_its_score(self) -> Self:
         """An acceptance grader and its least score come together: one without the other says nothing."""

@@ -14,6 +14,7 @@ from optimize.schemas.requests import Refusal, RequestModel
 
 STAGE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 MOST_STAGES = 20
+MOST_MIXED = 8  # datasets one train stage's config.dataset may list
 REFERENCE = re.compile(r"^@([^:/\s]+)$")  # `@STAGE`: an earlier stage's output
 
 
@@ -53,14 +54,19 @@ class StageBase(RequestModel):
 
 class TrainStage(StageBase):
     """A run: the run plan's content (its project is the pipeline's); `config.dataset`, `config.validation.dataset`
-    and `source.model` may name an earlier stage's output."""
+    and `source.model` may name an earlier stage's output. `config.dataset` may list several datasets: they register
+    together as one version of `mixedDataset`, which the run reads."""
 
     type: Literal["train"] = Field(description="train: a run")
     base_model: Annotated[str, Refusal("a train stage needs baseModel")] = Field(description="The run's base model")
     model_name: Annotated[str | None, Refusal("modelName must be a string")] = Field(
         default=None, description="The name its model registers under")
     config: Annotated[dict[str, Any], Refusal("a train stage needs config (the run's config)")] = Field(
-        description="The run's config, as a run plan's; config.dataset and config.validation.dataset may be @STAGE")
+        description="The run's config, as a run plan's; config.dataset and config.validation.dataset may be @STAGE, "
+                    "and config.dataset a list of datasets to mix (with mixedDataset)")
+    mixed_dataset: Annotated[str | None, Refusal("mixedDataset must be a dataset name NS/NAME")] = Field(
+        default=None, description="NS/NAME the datasets config.dataset lists register under together, as one "
+                                  "version, before the run starts")
     execution: Annotated[dict[str, Any] | None, Refusal("execution must be an object")] = Field(
         default=None, description="The run's execution, as a run plan's")
     source: Annotated[dict[str, Any] | None, Refusal("source must be an object (source.model)")] = Field(

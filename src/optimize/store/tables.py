@@ -436,9 +436,12 @@ class Distillation(Base):
     accepted answers registered as a version of the target dataset."""
 
     __tablename__ = "distillations"
+    __table_args__ = (UniqueConstraint("submission_id", name="uq_distillations_submission_id"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+    submission_id: Mapped[str | None] = mapped_column(String(128))  # the request's idempotency key, if it had one
+    submission_digest: Mapped[str | None] = mapped_column(String(64))  # the request it was given for
     teacher_reference: Mapped[str] = mapped_column(String(200))  # as resolved: NS/NAME:vN or the base model id
     teacher: Mapped[dict] = mapped_column(JSON)  # base entry and commit, and the adapter's weights manifest
     source_reference: Mapped[str] = mapped_column(String(200))

@@ -74,6 +74,9 @@ def create(
     min_score: Annotated[float | None, typer.Option("--min-score", min=0.0, max=1.0, help="With --accept-grader: "
                                                     "the least score an answer kept has (0 to 1); one below it, or "
                                                     "unscored, is rejected as below_min_score.")] = None,
+    submission_id: Annotated[str | None, typer.Option("--submission-id", metavar="ID", help="An idempotency key: "
+                                                      "the same command again with it reaches the same "
+                                                      "distillation.")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends (or is paused).")] = False,
     exit_status: Annotated[bool, typer.Option("--exit-status", help="With --wait: exit 1 unless it completes.")
                            ] = False,
@@ -95,7 +98,8 @@ def create(
                                           max_model_length=max_model_length, temperature=temperature, top_p=top_p,
                                           seed=seed, smoke=smoke, thinking=think, device_profile=device_profile,
                                           acceptance_floor=acceptance_floor, instructions=instructions,
-                                          accept_grader=accept_grader, min_score=min_score)
+                                          accept_grader=accept_grader, min_score=min_score,
+                                          submission_id=submission_id)
         if not wait:
             out.emit(answer, render_created)
             return

@@ -21,6 +21,17 @@ from optimize.schemas.plans import RunPlan
 from optimize.schemas.resolved import ResolvedPlan
 
 
+def refuse_stated_lora(plan: RunPlan, reference: str) -> None:
+    """A run from source.model trains that adapter and keeps its LoRA settings: a plan stating its own is refused
+    (read from the plan alone, so a pipeline's train stage over an earlier stage's model is refused at submission)."""
+    config = plan.config
+    section, stated = ("rlHyperparams", config.rl_hyperparams) if "rl_hyperparams" in config.model_fields_set else \
+        ("hyperparams", config.hyperparams)
+    if stated is not None and "lora" in stated.model_fields_set:
+        raise Refused(f"config.{section}.lora is stated, but a run from source.model {reference} trains that "
+                      "adapter and keeps its LoRA settings", hint=f"remove config.{section}.lora")
+
+
 def source_start(session: Session, plan: RunPlan, resolved: ResolvedPlan, entry, commit: str
                  ) -> tuple[dict[str, Any] | None, ResolvedPlan]:
     """The start record of a plan with `source.model` (None without one) and the resolved plan with its adapter's
@@ -42,12 +53,7 @@ def source_start(session: Session, plan: RunPlan, resolved: ResolvedPlan, entry,
                       f"{str(descriptor.get('baseCommit'))[:12]}, not over the run's base model {entry.id} at "
                       f"{commit[:12]}", hint=f"set baseModel to the adapter's base, or start from {entry.id} without "
                                              "source.model")
-    config = plan.config
-    section, stated = ("rlHyperparams", config.rl_hyperparams) if "rl_hyperparams" in config.model_fields_set else \
-        ("hyperparams", config.hyperparams)
-    if stated is not None and "lora" in stated.model_fields_set:
-        raise Refused(f"config.{section}.lora is stated, but a run from source.model {reference} trains that "
-                      "adapter and keeps its LoRA settings", hint=f"remove config.{section}.lora")
+    refuse_stated_lora(plan, reference)
     lora = resolved.config.trained_with.lora
     lora = lora.model_copy(update={"rank": descriptor.get("adapterRank", lora.rank),
                                    "alpha": descriptor.get("adapterAlpha", lora.alpha)})
