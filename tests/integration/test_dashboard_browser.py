@@ -11,6 +11,7 @@ import pytest
 from tests.browser import browser_page, console_errors, screenshot
 from tests.conftest import chat_row, from_standin, start_server, write_jsonl
 from tests.run_fixtures import MODEL, capitals_project, plan, wait_for
+from tests.session_files import jsonl, oasst_slice
 
 pytestmark = pytest.mark.integration
 
@@ -273,6 +274,31 @@ def test_a_pipeline_shows_as_its_stage_graph_with_each_stage_linked_to_its_job(d
         graph.get_by_role("link", name=f"run {ended['stages'][0]['jobId'][:12]}").click()
         page.get_by_role("heading", name="Run").wait_for()
         assert not errors, errors
+
+
+def test_a_curation_page_shows_its_progress_and_its_rejected_candidates_by_reason(deployment, page):
+    """The stand-in judges at random: whatever it decides, the page shows the counts and each rejected candidate
+    with its reason and the judge's reply, as the API has them."""
+    client, name, url = deployment["client"], deployment["name"], deployment["proc"].url
+    created = client.post("/v1/training/sessions", params={"source": "oasst1", "project": name},
+                          content=jsonl(oasst_slice()), headers={"Content-Type": "application/x-ndjson"})
+    assert created.status_code == 201, created.text
+    started = client.post("/v1/training/curations", json={
+        "project": name, "sessionHashes": [created.json()["sessionHash"]], "judge": MODEL,
+        "instructions": "Keep polite answers.", "threshold": 0.5, "dataset": f"{name}/curated"})
+    assert started.status_code in (200, 201, 202), started.text
+    ident = started.json()["curationId"]
+    ended = wait_for(client, f"/v1/training/curations/{ident}", lambda c: c["terminal"])
+    rejected = client.get(f"/v1/training/curations/{ident}/rejections").json()
+    page.goto(f"{url}/#/curations/{ident}")
+    page.get_by_role("heading", name=f"Curation {ident[:12]}").wait_for()
+    text = page.inner_text("main")
+    assert ended["phase"] in text and f"judged {ended['count']['done']}/5" in text
+    for reason, count in rejected["rejectedByReason"].items():
+        assert f"{reason} {count}" in text
+    rows = page.locator("#rejections tbody tr")
+    assert rows.count() == len(rejected["rejections"])
+    screenshot(page, "dashboard-curation")
 
 
 def test_the_pages_fit_a_narrow_window(deployment, finished):

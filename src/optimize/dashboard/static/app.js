@@ -569,7 +569,16 @@ async function pipelinesView(project) {
          : h("p", { class: "muted" }, "No pipeline yet: akka training pipelines start -f PLAN")));
 }
 
-const JOB_PAGES = { run: "runs", evaluation: "evaluations" };  // the stage jobs that have a page of their own
+// the page of each kind of stage job
+const JOB_PAGES = { run: "runs", evaluation: "evaluations", curation: "curations", distillation: "distillations" };
+
+const OUTPUTS_DATASETS = new Set(["curate", "distill"]);  // the stages that give a dataset version
+
+// A model version or dataset version a stage gave: a dataset's links to its page.
+function outputLink(stage) {
+  const [artifact] = stage.output.split(":");
+  return OUTPUTS_DATASETS.has(stage.type) ? h("a", { href: `#/datasets/${artifact}` }, stage.output) : stage.output;
+}
 
 function stageBox(stage) {
   const page = JOB_PAGES[stage.jobKind];
@@ -578,7 +587,7 @@ function stageBox(stage) {
   return h("li", { class: `stage stage-${stage.state}`, "data-stage": stage.name },
     h("strong", {}, stage.name), h("span", { class: "muted" }, ` ${stage.type}`),
     h("div", { class: "stage-state" }, stage.state), h("div", {}, job),
-    stage.output ? h("div", { class: "wrap" }, `→ ${stage.output}`) : null,
+    stage.output ? h("div", { class: "wrap" }, "→ ", outputLink(stage)) : null,
     stage.meanScore != null ? h("div", {}, `score ${fmt(stage.meanScore, 3)}` +
                                            (stage.minMeanScore != null ? ` (gate ${stage.minMeanScore})` : "")) : null,
     stage.reason ? h("div", { class: "error wrap" }, stage.reason) : null);
@@ -919,6 +928,43 @@ async function endpointView(endpointId) {
        h("section", { class: "panel" }, h("h2", {}, "Chat"), said, form));
 }
 
+// --- curations and distillations: jobs that make a dataset ------------------------------------------------------
+
+// What differs between the two: where they read from, the model that decides, and how a rejection is named.
+const MAKERS = {
+  curations: { title: "Curation", id: (c) => c.curationId, target: (c) => c.dataset,
+               reads: (c) => ["Sessions", c.sessions.map((s) => `${short(s.sessionHash)} (${s.source}, ` +
+                                                                  `${s.candidates} candidates)`).join(", ")],
+               decides: (c) => ["Judge", `${c.judge.reference} · kept at ${c.threshold} or more`],
+               what: (r) => `candidate ${r.position} (${r.candidate})` },
+  distillations: { title: "Distillation", id: (d) => d.distillationId, target: (d) => d.target,
+                   reads: (d) => ["Source", h("a", { href: `#/datasets/${d.source.reference.split(":")[0]}` },
+                                             d.source.reference)],
+                   decides: (d) => ["Teacher", d.teacher], what: (r) => `decision ${r.decision}` },
+};
+
+async function madeDataView(root, id) {
+  const kind = MAKERS[root];
+  const [item, rejected] = await Promise.all([api(`/v1/training/${root}/${id}`),
+                                              api(`/v1/training/${root}/${id}/rejections?limit=20`)]);
+  const registered = item.registered ? h("a", { href: `#/datasets/${item.registered.reference.split(":")[0]}` },
+                                         item.registered.reference) : undefined;
+  const reasons = Object.entries(rejected.rejectedByReason);
+  show(h("h1", {}, `${kind.title} ${short(kind.id(item))} `, h("span", { class: "muted" }, `in ${item.project}`)),
+       h("section", { class: "panel" }, facts([
+         ["Phase", h("span", { class: `phase phase-${item.phase}` }, item.phase)], ["Progress", progressOf(item)],
+         kind.reads(item), kind.decides(item), ["Registers", kind.target(item)], ["Registered", registered],
+         ["Rejected", reasons.length ? reasons.map(([r, n]) => `${r} ${n}`).join(", ") : "none"],
+         ["Failure", item.failureReason || undefined], ["Created", age(item.createdAt)]])),
+       h("section", { class: "panel scroll" }, h("h2", {}, "Rejected"), rejected.rejections.length
+         ? h("table", { id: "rejections" },
+             h("thead", {}, h("tr", {}, ["What", "Reason", "Detail", "Output"].map((c) => h("th", {}, c)))),
+             h("tbody", {}, rejected.rejections.map((r) => h("tr", {},
+               h("td", {}, kind.what(r)), h("td", {}, r.reason), h("td", { class: "wrap" }, r.detail || "—"),
+               h("td", { class: "wrap" }, r.output)))))
+         : h("p", { class: "muted" }, "Nothing rejected.")));
+}
+
 // --- routing ----------------------------------------------------------------------------------------------------
 
 const ROUTES = [
@@ -932,6 +978,7 @@ const ROUTES = [
   [/^#\/comparisons\/([0-9a-f]+)$/, comparisonView, true],
   [/^#\/projects\/([^/]+)\/pipelines$/, (name) => pipelinesView(decodeURIComponent(name)), true],
   [/^#\/pipelines\/([0-9a-f]+)$/, pipelineView, true],
+  [/^#\/(curations|distillations)\/([0-9a-f]+)$/, madeDataView, true],
   [/^#\/datasets$/, datasetsView, true],
   [/^#\/datasets\/([^/]+)\/([^/]+)$/, datasetView, true],
   [/^#\/endpoints$/, endpointsView, true],
