@@ -1,6 +1,7 @@
 """The kernel's server steps (`jobs.server_steps`): every job waiting in its kind's step phase has its step started,
 once at a time per job however often the scheduler asks, none for a job in another phase, and a step that failed
-is started again when asked next (as after a restart: the job is still in that phase)."""
+is started again when asked next (as after a restart: the job is still in that phase); a kind whose part of the
+scheduler's tick fails holds no later kind back."""
 
 from __future__ import annotations
 
@@ -74,3 +75,25 @@ def test_a_kind_without_a_step_starts_nothing(deployment, add_analysis):
     add_analysis("e" * 32, "running")
     server_steps.start_waiting(deployment, kind_with(None))
     assert not server_steps._running
+
+
+def test_a_kind_that_fails_its_tick_holds_no_later_kind_back(monkeypatch, caplog):
+    """The scheduler's tick goes through every kind: one whose housekeeping raises is logged, and the kinds after
+    it still have their housekeeping, their steps and their admission."""
+    from optimize.jobs import registry, scheduler
+
+    done: list[str] = []
+
+    def broken(_deployment) -> None:
+        raise RuntimeError("a row the kind cannot read")
+
+    kinds = [SimpleNamespace(name="first", housekeeping=broken),
+             SimpleNamespace(name="second", housekeeping=lambda _deployment: done.append("housekeeping"))]
+    monkeypatch.setattr(registry, "kinds", lambda: kinds)
+    monkeypatch.setattr(server_steps, "start_waiting", lambda _deployment, kind: done.append(f"steps {kind.name}"))
+    tick = scheduler.Scheduler(SimpleNamespace(refresh_inventory=lambda: None))
+    monkeypatch.setattr(tick, "reap", lambda: None)
+    monkeypatch.setattr(tick, "admit", lambda kind: done.append(f"admit {kind.name}"))
+    tick.tick()
+    assert done == ["housekeeping", "steps second", "admit second"]
+    assert "scheduler tick failed for first" in caplog.text

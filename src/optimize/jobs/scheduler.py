@@ -65,9 +65,12 @@ class Scheduler:
         self.deployment.refresh_inventory()  # a cluster's nodes come and go
         self.reap()
         for kind in registry.kinds():
-            kind.housekeeping(self.deployment)
-            server_steps.start_waiting(self.deployment, kind)
-            self.admit(kind)
+            try:
+                kind.housekeeping(self.deployment)
+                server_steps.start_waiting(self.deployment, kind)
+                self.admit(kind)
+            except Exception:  # noqa: BLE001 - one kind's failure must not hold every kind after it back
+                log.exception("scheduler tick failed for %s", kind.name)
 
     def reap(self) -> None:
         """Leases whose worker stopped heart-beating: the worker is killed, then its kind's policy applies."""
