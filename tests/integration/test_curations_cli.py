@@ -122,6 +122,30 @@ def test_kept_candidates_register_as_a_dataset_version_with_lineage(curated, cap
     assert refused.code != 0 and "was used for another request" in refused.err + refused.out
 
 
+def test_a_judge_an_endpoint_serves_is_asked_there_and_keeps_what_the_loaded_judge_keeps(curated, capsys):
+    """`judge: endpoint:MODEL`: the curation claims no device, its worker asks the endpoint through the server, and
+    the endpoint's greedy replies keep every candidate, as the judge loaded on a worker does; the lineage names the
+    exact version the endpoint serves. A judge no endpoint serves is refused at submission."""
+    cli, name, tmp = Cli(capsys, curated["url"]), curated["name"], curated["tmp"]
+    session_hash = session_of(cli, name, curated["trees"])
+    unserved = request_file(tmp, project=name, sessionHashes=[session_hash], judge=f"endpoint:{curated['judge']}",
+                            instructions=INSTRUCTIONS, threshold=0.5, dataset=f"{name}/served")
+    refused = cli("training", "curations", "apply", "-f", unserved)
+    assert refused.code == 1 and f"judge: model '{curated['judge']}' is not served by any endpoint" in refused.err
+    endpoint = cli.json("training", "endpoints", "create", "--model", curated["judge"])["endpointId"]
+    try:
+        cli.ok("training", "endpoints", "wait", endpoint)
+        code, done = followed(cli, "training", "curations", "apply", "-f", unserved, "--wait", "--exit-status")
+        assert code == 0 and done["phase"] == "COMPLETED", done
+        assert done["judge"]["endpoint"] is True and done["judge"]["reference"] == curated["judge"]
+        assert done["progress"]["kept"] == 5 and done["registered"]["rows"] == 5
+        lineage = curated["client"].get(f"/v1/registry/datasets/{name}/served/versions/v1").json()["lineage"]
+        assert lineage["judge"]["reference"] == curated["judge"]
+        assert "asked where an endpoint serves it" in cli.ok("training", "curations", "get", done["curationId"]).out
+    finally:
+        cli.ok("training", "endpoints", "delete", endpoint)
+
+
 def test_a_threshold_the_judge_never_reaches_keeps_nothing_and_fails(curated, capsys):
     cli, name = Cli(capsys, curated["url"]), curated["name"]
     session_hash = session_of(cli, name, curated["trees"])

@@ -32,8 +32,10 @@ from optimize.evaluation.job import KIND as EVALUATION
 from optimize.jobs import registry
 from optimize.jobs.kinds import JobKind
 from optimize.pipelines.job import KIND as PIPELINE
+from optimize.serving.asking import EndpointAsker
 from optimize.serving.job import KIND as ENDPOINT
 from optimize.training.server.job import KIND as RUN
+from optimize.workloads import served as served_models
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,10 @@ SERVED: tuple[ServedKind, ...] = (
 
 
 def register_kinds() -> None:
-    """Make every kind this server serves known to the kernel (again, harmlessly, for each app created)."""
+    """Make every kind this server serves known to the kernel (again, harmlessly, for each app created), and hand
+    the kinds that ask a served model the serving kind's asking."""
     registry.register(*(served.declaration for served in SERVED))
+    served_models.provide(EndpointAsker())
 
 
 def kind_routers() -> list[APIRouter]:

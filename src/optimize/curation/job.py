@@ -1,7 +1,7 @@
 """Curations as a job kind of the kernel: one device of their profile, from the training pool, granted to one
-worker that runs the judge. A server restart or a lost worker queues a curation again, and it goes on from the
-verdicts it saved; its server step (`jobs.server_steps`) registers the kept candidates of those that reached
-ASSEMBLING."""
+worker that runs the judge (none for a judge an endpoint serves: the worker asks it through the server). A server
+restart or a lost worker queues a curation again, and it goes on from the verdicts it saved; its server step
+(`jobs.server_steps`) registers the kept candidates of those that reached ASSEMBLING."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ class CurationKind(JobKind):
     restart_reason = "the server restarted; the curation goes on from the verdicts it saved"
     server_step = ServerStep(CurationPhase.ASSEMBLING, service.assemble, "assemble")
 
+    def request(self, row: Curation) -> tuple[str, int]:
+        """One device of its profile, for the judge its worker loads; none for a judge an endpoint serves."""
+        return row.device_profile, 0 if row.judge.get("endpoint") else 1
+
     def requeue(self, deployment: Any, session: Session, row: Curation, reason: str) -> bool:
         return service.requeue(session, row, reason)
 
@@ -45,6 +49,9 @@ class CurationKind(JobKind):
 
     def worker_verdicts(self, deployment, job_id, token, body):
         return service.add_verdicts(deployment, job_id, token, body)
+
+    def worker_judge(self, deployment, job_id, token, body):
+        return service.ask_endpoint(deployment, job_id, token, body)
 
     def worker_result(self, deployment, job_id, token, body):
         return service.finish(deployment, job_id, token, body)

@@ -3,7 +3,9 @@ curationId already names), read, list, cancel, the rejections; the worker's spec
 assembling.
 
 A curation waits in QUEUED for a device of its profile (the scheduler grants it) and judges in RUNNING: its worker
-asks the judge about each candidate of its sessions, in order, and saves the verdicts in chunks
+asks the judge about each candidate of its sessions, in order — the judge loaded on that device, or, for a judge
+named `endpoint:MODEL`, asked through the server where an endpoint serves it (`workloads.served`; the curation then
+holds no device: `job.CurationKind.request`) — and saves the verdicts in chunks
 (`curation_verdicts`), so a lost worker or a server restart goes on from the verdicts held and judges nothing twice.
 Its worker's end moves it to ASSEMBLING, which has released the device: its server step (`assemble`, run by the
 kernel's `jobs.server_steps`) registers the kept candidates, in order, as the dataset's next version (the
@@ -48,10 +50,15 @@ from optimize.registry.datasets import find_dataset
 from optimize.schemas import curations as answers
 from optimize.schemas.curations import CurationJobSpec, CurationRequest
 from optimize.schemas.progress import count_of
+from optimize.scoring.judge import JUDGE_MAX_NEW_TOKENS
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import ConversationSession, Curation, CurationVerdict, Pipeline
+from optimize.workloads import served
 from optimize.workloads.models import resolve_model
+
+ENDPOINT_PREFIX = "endpoint:"  # a judge an endpoint serves: asked there
+MOST_ASKED = 64  # judge conversations one call of the worker's may carry
 
 P = CurationPhase
 LIST_HINT = "list curations with: akka training curations list"
@@ -87,17 +94,21 @@ def apply(deployment: Deployment, request: CurationRequest) -> tuple[answers.Cur
         existing = session.scalar(select(Curation).where(Curation.key == key))
         if existing is not None:
             return _same_request(session, existing, digest), False
+    served_judge = _served_judge(deployment, request.judge)  # its own transaction: before this one opens
     with deployment.store.transaction() as session:
         project = open_project(session, _project_name(request.project))
         sessions = _sessions(session, request, project.name)
-        reference, judge, _owner = _judge(deployment, session, request.judge)
+        reference, judge, _owner = _judge(deployment, session, served_judge or request.judge)
+        if served_judge:
+            judge = {**judge, "endpoint": True}
         profile = request.device_profile or "cpu"
         named = {p.name: p for p in deployment.profiles}
         if profile not in named:
             raise Refused(f"deviceProfile {profile!r} is not a device profile of this deployment",
                           hint="profiles here: " + ", ".join(named))
-        check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), named[profile], deployment.profiles,
-                              "curation")
+        if not judge.get("endpoint"):  # a judge an endpoint serves holds that endpoint's devices, none of ours
+            check_replica_profile(deployment.catalog.find(judge["baseEntryId"]), named[profile],
+                                  deployment.profiles, "curation")
         dataset = _dataset(session, request.dataset, project.name)
         check_new_work(session, project.name, "curation", deployment.quotas)
         token = access.current_token()
@@ -155,6 +166,18 @@ def _sessions(session, request: CurationRequest, project: str) -> list[dict[str,
     return found
 
 
+def _served_judge(deployment: Deployment, text: str) -> str | None:
+    """For a judge named `endpoint:MODEL`, the exact version an endpoint serves for MODEL now (what the lineage
+    names, and what is asked); None for a judge the curation's worker loads."""
+    text = text.strip()
+    if not text.startswith(ENDPOINT_PREFIX):
+        return None
+    try:
+        return served.asker().exact_name(deployment, text.removeprefix(ENDPOINT_PREFIX).strip())
+    except (NotFound, Invalid, Refused, Forbidden, Conflict) as error:
+        raise type(error)(f"judge: {error.message}", hint=error.hint) from None
+
+
 def _judge(deployment: Deployment, session, text: str) -> tuple[str, dict[str, Any], str | None]:
     try:
         return resolve_model(deployment, session, text.strip())
@@ -195,7 +218,7 @@ def curation_view(item: Curation) -> answers.Curation:
     running = item.phase == P.RUNNING
     return answers.Curation(
         curation_id=item.id, key=item.key, project=item.project, sessions=item.sessions,
-        judge={"reference": item.judge_reference,
+        judge={"reference": item.judge_reference, "endpoint": bool(item.judge.get("endpoint")),
                "base_model": {"id": item.judge["baseEntryId"], "commit": item.judge["baseCommit"]}},
         instructions=item.instructions, instructions_sha256=instructions_sha256(item.instructions),
         threshold=item.threshold, system_prompt=item.system_prompt, dataset=item.dataset,
@@ -296,6 +319,9 @@ def session_blobs(item: Curation) -> frozenset[str]:
 
 
 def judge_manifest(item: Curation) -> str | None:
+    """The judge adapter's weights its worker loads (none for a judge an endpoint serves)."""
+    if item.judge.get("endpoint"):
+        return None
     return (item.judge.get("manifestDigest") or "").removeprefix("sha256:") or None
 
 
@@ -309,9 +335,25 @@ def job_spec(deployment: Deployment, curation_id: str, token: str) -> dict[str, 
             "curationId": item.id, "leaseSeconds": deployment.lease_seconds,
             "sessions": [{"sessionHash": s["sessionHash"], "candidates": s["candidates"]} for s in item.sessions],
             "model": job_model(deployment.store, entry, item.judge["baseCommit"]),
-            "judgeReference": item.judge_reference, "adapterManifest": judge_manifest(item),
+            "judgeReference": item.judge_reference, "judgeEndpoint": bool(item.judge.get("endpoint")),
+            "adapterManifest": judge_manifest(item),
             "maxModelLength": entry.context_length or None, "instructions": item.instructions,
             "threshold": item.threshold, "judged": sorted(judged)}).wire()
+
+
+def ask_endpoint(deployment: Deployment, curation_id: str, token: str, body: Any) -> dict[str, Any]:
+    """A chunk of the worker's judge conversations, asked where an endpoint serves its judge (`worker_judge`)."""
+    conversations = body.get("conversations") if isinstance(body, dict) else None
+    if not isinstance(conversations, list) or len(conversations) > MOST_ASKED or not all(
+            isinstance(c, list) for c in conversations):
+        raise Invalid(f"conversations must be a list of at most {MOST_ASKED} conversations (lists of messages)")
+    with deployment.store.transaction() as session:
+        item, lease = fence(session, CURATION, curation_id, token)
+        extend(lease, deployment.lease_seconds)
+        if not item.judge.get("endpoint"):
+            raise Refused(f"curation {item.id[:12]} loads its judge on its worker; no endpoint is asked for it")
+        judge = item.judge_reference
+    return {"replies": served.asker().ask(deployment, judge, conversations, JUDGE_MAX_NEW_TOKENS)}
 
 
 def add_verdicts(deployment: Deployment, curation_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

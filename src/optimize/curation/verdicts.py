@@ -8,8 +8,9 @@ object `{"score": S}` — so the curation's instructions decide what is kept, an
 `judge_grade` reads: a judge never told the form answers in prose, and every candidate would be left unscored.
 
 A reply scoring the candidate at the threshold or more keeps it; below, it is rejected `below_threshold` (its score
-in the detail); a reply without a score between 0 and 1 leaves it `unscored` (the reply quoted); a candidate whose
-prompt leaves the judge no room to reply is rejected `prompt_too_long`, unasked.
+in the detail); a reply without a score between 0 and 1 leaves it `unscored` (the reply quoted), as does a prompt an
+endpoint judge refused (the refusal in the detail); a candidate whose prompt leaves the judge no room to reply is
+rejected `prompt_too_long`, unasked.
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def judged(judge: str, reply: str, threshold: float) -> Verdict:
 def too_long(tokens: int, context: int) -> Verdict:
     return Verdict(False, None, Reason.PROMPT_TOO_LONG,
                    f"the judge's prompt is {tokens} tokens; its context holds {context}")
+
+
+def refused(why: str) -> Verdict:
+    """An endpoint judge that refused the candidate's prompt: unscored, the refusal its detail."""
+    return Verdict(False, None, Reason.UNSCORED, why)
 
 
 def kept_row(candidate: dict[str, Any], system_prompt: str | None) -> dict[str, Any]:

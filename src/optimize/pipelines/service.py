@@ -111,7 +111,8 @@ def _check_now(deployment: Deployment, project: str, stage: Stage, show_resolved
                     pick_chat_dataset(session, stage.document["dataset"], project.lower(), "dataset")
             elif stage.type == "curate":
                 _curation_request(stage, project, {}, None)  # its fields, in the curation's own words
-                if "judge" not in stage.reads:
+                if "judge" not in stage.reads and not str(stage.document["judge"]).startswith(
+                        curations.ENDPOINT_PREFIX):  # a served judge is asked for when the stage starts
                     resolve_model(deployment, session, stage.document["judge"])
                 _open_target(session, stage.document["dataset"], project)
             else:

@@ -47,9 +47,12 @@ class CurationRequest(RequestModel):
     source: Annotated[str | None, Refusal("source must be oasst1, otel or canonical")] = Field(
         default=None, pattern=r"^(oasst1|otel|canonical)$", description="Optional: the format every session "
                                                                        "named must have come from")
-    judge: Annotated[str, Refusal("judge must be a model: a base model or a registered model NS/NAME[:vN|:ALIAS]",
+    judge: Annotated[str, Refusal("judge must be a model: a base model, a registered model NS/NAME[:vN|:ALIAS], or "
+                                  "endpoint:MODEL (a model an endpoint serves)",
                                   missing="a curation needs judge: the model that scores each candidate")] = Field(
-        pattern=r"\S", description="The judging model: a base model or a registered model NS/NAME[:vN|:ALIAS]")
+        pattern=r"\S", description="The judging model: a base model or a registered model NS/NAME[:vN|:ALIAS], "
+                                   "loaded by the curation's worker on a device of its own; or endpoint:MODEL, a "
+                                   "model an endpoint serves now, asked there (the curation holds no device)")
     instructions: Annotated[str, Refusal(
         f"instructions must be text of 1 to {MOST_INSTRUCTIONS_CHARS:,} characters: how the judge decides what "
         "to keep", missing="a curation needs instructions: how the judge decides what to keep")] = Field(
@@ -84,6 +87,8 @@ class CurationSession(Answer):
 class CurationJudge(Answer):
     reference: str = Field(description="The judge as resolved: NS/NAME:vN or a base model's entry id")
     base_model: BaseModelPin = Field(description="The judge's base model and commit")
+    endpoint: bool = Field(default=False, description="Whether it is asked where an endpoint serves it (judge "
+                                                      "endpoint:MODEL) rather than loaded by the curation's worker")
 
 
 class CurationProgress(Answer):
@@ -171,6 +176,8 @@ class CurationJobSpec(Spec):
     sessions: list[CurationSessionSpec] = Field(description="The sessions, in order")
     model: BaseModelSpec = Field(description="The judge's base model")
     judge_reference: str = Field(description="The judge as resolved (named in its unscored verdicts)")
+    judge_endpoint: bool = Field(default=False, description="Ask the judge through the server, where an endpoint "
+                                                            "serves it (`judge` action), instead of loading it")
     adapter_manifest: str | None = Field(description="The judge adapter's weights manifest, for an adapter")
     max_model_length: int | None = Field(description="Most tokens of a prompt and its reply (the judge's context)")
     instructions: str = Field(description="How the judge decides")

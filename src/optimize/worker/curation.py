@@ -7,6 +7,10 @@ curation's instructions, then the reply form), rendered through `optimize.chat` 
 answers through the generator an evaluation answers with (vLLM where it is installed and a GPU is visible, else
 Transformers' `generate`); its reply is read by the judge grader's `judge_grade`. A candidate whose prompt leaves
 the judge no room to reply within its context is rejected (`prompt_too_long`) unasked.
+
+A judge an endpoint serves (`judge: endpoint:MODEL`) is not loaded: each chunk's conversations go to the server (the
+lease's `judge` action), which asks the endpoint; a conversation the endpoint refused leaves its candidate unscored,
+the refusal its detail.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def _curate(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> None:
     if not pending:
         return
     with tempfile.TemporaryDirectory(prefix=f"curation-{spec['curationId'][:12]}-") as workdir:
-        judge = _Judge(channel, spec, Path(workdir))
+        judge = _EndpointJudge(channel, spec) if spec["judgeEndpoint"] else _Judge(channel, spec, Path(workdir))
         for start in range(0, len(pending), CHUNK):
             if reporter.lost.is_set():
                 return
@@ -97,7 +101,27 @@ class _Judge:
             for position, reply in zip(positions, replies, strict=True):
                 verdicts[position] = (judged(self.spec["judgeReference"], reply.text, self.spec["threshold"]),
                                       reply.text)
-        return [{"position": item["position"], "sessionHash": item["sessionHash"],
-                 "candidate": str(item["candidate"].get("id") or ""), "kept": v.kept, "score": v.score,
-                 "reason": v.reason.value if v.reason else None, "detail": v.detail, "output": output}
-                for item in chunk for v, output in [verdicts[item["position"]]]]
+        return [_saved(item, *verdicts[item["position"]]) for item in chunk]
+
+
+class _EndpointJudge:
+    """The judge an endpoint serves, asked through the server a chunk at a time."""
+
+    def __init__(self, channel: Channel, spec: dict[str, Any]) -> None:
+        self.channel, self.spec = channel, spec
+
+    def __call__(self, chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from optimize.curation.verdicts import asked, judged, refused
+
+        conversations = [asked(item["candidate"]["messages"], self.spec["instructions"]) for item in chunk]
+        replies = self.channel.post_json(f"{self.channel.base}/judge", {"conversations": conversations})["replies"]
+        return [_saved(item, judged(self.spec["judgeReference"], reply["text"], self.spec["threshold"]),
+                       reply["text"]) if "text" in reply else _saved(item, refused(reply.get("refused", "")), "")
+                for item, reply in zip(chunk, replies, strict=True)]
+
+
+def _saved(item: dict[str, Any], verdict, output: str) -> dict[str, Any]:
+    """A verdict as the server saves it."""
+    return {"position": item["position"], "sessionHash": item["sessionHash"],
+            "candidate": str(item["candidate"].get("id") or ""), "kept": verdict.kept, "score": verdict.score,
+            "reason": verdict.reason.value if verdict.reason else None, "detail": verdict.detail, "output": output}

@@ -202,7 +202,8 @@ def render(con, d: dict[str, Any]) -> None:
     _field(con, "Curation", f"{d['curationId']} ({d['key']})", "bold")
     _field(con, "Project", d["project"])
     _field(con, "Judge", f"{judge['reference']} (base {judge['baseModel']['id']} at "
-                         f"{judge['baseModel']['commit'][:12]})")
+                         f"{judge['baseModel']['commit'][:12]}" + ("; asked where an endpoint serves it)"
+                                                                   if judge.get("endpoint") else ")"))
     _field(con, "Sessions", sessions_words(d["sessions"]))
     _field(con, "Instructions", trim(d["instructions"], INSTRUCTIONS_WIDTH)
            + f" ({len(d['instructions']):,} characters, sha256 {d['instructionsSha256'][:12]}…)")
