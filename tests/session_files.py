@@ -1,5 +1,6 @@
-"""Conversation files written from the published schemas, for the sessions tests: an OASST1 trees slice, an OTLP
-JSON logs batch as the Collector's file exporter writes it with the GenAI events, and captured calls."""
+"""Conversation files written from the published schemas, for the sessions tests: an OASST1 trees slice, OTLP JSON
+logs batches as the Collector's file exporter writes them with the GenAI events, an OTLP JSON traces batch with the
+earlier GenAI span events (gen_ai.content.prompt / gen_ai.content.completion), and captured calls."""
 
 from __future__ import annotations
 
@@ -117,6 +118,55 @@ def otel_batches() -> list[dict[str, Any]]:
         {"timeUnixNano": str(T0 + 1400), "severityText": "INFO", "body": _string("request done")},
     ]
     return [otlp_batch(plain), otlp_batch(tools)]
+
+
+def gen_ai_span(span: str, prompt: list[dict[str, Any]] | None, completion: list[dict[str, Any]] | None,
+                at: int, finish_reasons: list[str] | None = None) -> dict[str, Any]:
+    """A model call's span as the Collector's traces exporter writes it, its prompt and completion as span events
+    whose attributes hold the messages as JSON text (GenAI semantic conventions v1.27.0)."""
+    attributes = [{"key": "gen_ai.system", "value": _string("openai")},
+                  {"key": "gen_ai.operation.name", "value": _string("chat")},
+                  {"key": "gen_ai.request.model", "value": _string("gpt-4o-mini")}]
+    if finish_reasons is not None:
+        attributes.append({"key": "gen_ai.response.finish_reasons",
+                           "value": {"arrayValue": {"values": [_string(r) for r in finish_reasons]}}})
+    events = []
+    if prompt is not None:
+        events.append({"timeUnixNano": str(at + 10), "name": "gen_ai.content.prompt", "attributes": [
+            {"key": "gen_ai.prompt", "value": _string(json.dumps(prompt))}]})
+    if completion is not None:
+        events.append({"timeUnixNano": str(at + 20), "name": "gen_ai.content.completion", "attributes": [
+            {"key": "gen_ai.completion", "value": _string(json.dumps(completion))}]})
+    return {"traceId": TRACE, "spanId": span, "name": "chat gpt-4o-mini", "kind": 3,
+            "startTimeUnixNano": str(at), "endTimeUnixNano": str(at + 30), "attributes": attributes,
+            "events": events, "status": {}}
+
+
+def otlp_traces(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": _string("support")}]},
+                               "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai",
+                                                         "version": "0.33.0"},
+                                               "spans": spans}]}]}
+
+
+def otel_trace_batches() -> list[dict[str, Any]]:
+    """Two model calls as spans — a plain answer, and one whose prompt holds a tool call and its result and whose
+    completion calls a tool again — and an HTTP span of no model call."""
+    plain = gen_ai_span("fff0000000000001", [{"role": "system", "content": "You are a weather bot."},
+                                             {"role": "user", "content": "Weather in Paris?"}],
+                        [{"role": "assistant", "content": "Paris is rainy, 57°F."}], T0, ["stop"])
+    tools = gen_ai_span("fff0000000000002", [
+        {"role": "user", "content": "And in Lyon? Check first."},
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": "{\"location\": \"Lyon\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 70°F"}],
+        [{"role": "assistant", "finish_reason": "tool_calls", "tool_calls": [{"id": "call_2", "type": "function",
+                                                                               "function": {"name": "get_forecast",
+                                                                                            "arguments": "{}"}}]}],
+        T0 + 1000)
+    http = {"traceId": TRACE, "spanId": "fff0000000000003", "name": "GET /weather", "kind": 2,
+            "startTimeUnixNano": str(T0 + 2000), "endTimeUnixNano": str(T0 + 2100), "attributes": [], "events": []}
+    return [otlp_traces([plain, http]), otlp_traces([tools])]
 
 
 def canonical_records() -> list[dict[str, Any]]:

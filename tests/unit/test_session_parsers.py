@@ -1,6 +1,7 @@
 """The sessions' parsers, on files written from the published schemas: OASST1 trees become one candidate per
 assistant reply (deleted subtrees skipped and counted), OTLP JSON logs become one candidate per model call's choice
-(grouped by trace and span, in time order), captured calls one per complete record; a bad line is refused by its
+(grouped by trace and span, in time order), as do OTLP JSON traces' model-call spans (their prompt and completion
+events), captured calls one per complete record; a bad line is refused by its
 number. The same content gives the same normalized lines, however it is cut into chunks."""
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ from optimize.sessions.canonical import CanonicalParser
 from optimize.sessions.oasst1 import Oasst1Parser
 from optimize.sessions.otel import OtelParser
 from tests.session_files import (
+    T0,
     TRACE,
     canonical_records,
     gen_ai_record,
+    gen_ai_span,
     jsonl,
     oasst_message,
     oasst_slice,
     oasst_tree,
     otel_batches,
+    otel_trace_batches,
     otlp_batch,
+    otlp_traces,
 )
 
 
@@ -105,8 +110,8 @@ def test_otel_refusals_name_the_line():
     no_choice = otlp_batch([gen_ai_record("gen_ai.user.message", {"content": "hi"}, TRACE, "ccc", 1)])
     error = refusal(OtelParser(), jsonl([otel_batches()[0], no_choice]))
     assert error.line == 2 and "no gen_ai.choice" in error.message
-    traces = refusal(OtelParser(), jsonl([{"resourceSpans": []}]))
-    assert traces.line == 1 and "traces" in traces.message and "logs" in traces.hint
+    metrics = refusal(OtelParser(), jsonl([{"resourceMetrics": []}]))
+    assert metrics.line == 1 and "metrics" in metrics.message and "logs" in metrics.hint
     no_content = otlp_batch([gen_ai_record("gen_ai.user.message", None, TRACE, "ddd", 1),
                              gen_ai_record("gen_ai.choice", {"index": 0, "finish_reason": "stop"}, TRACE, "ddd", 2)])
     assert "content capture" in refusal(OtelParser(), jsonl([no_content])).hint
@@ -119,6 +124,33 @@ def test_otel_refusals_name_the_line():
                       "eee", 3)])
     error = refusal(OtelParser(), jsonl([unanswered]))
     assert error.line == 1 and "tool_call_id 'nope'" in error.message
+
+
+def test_otel_trace_spans_with_prompt_and_completion_events_are_model_calls():
+    parsed = parse(OtelParser(), jsonl(otel_trace_batches()))
+    assert parsed.records == 3 and parsed.skipped == {"not_gen_ai_span": 1}
+    plain, tools = parsed.candidates
+    assert plain.id == f"{TRACE}/fff0000000000001/0"
+    assert plain.messages == [{"role": "system", "content": "You are a weather bot."},
+                              {"role": "user", "content": "Weather in Paris?"},
+                              {"role": "assistant", "content": "Paris is rainy, 57°F."}]
+    assert plain.meta["finishReason"] == "stop" and plain.meta["system"] == "openai"
+    assert [m["role"] for m in tools.messages] == ["user", "assistant", "tool", "assistant"]
+    assert tools.messages[2] == {"role": "tool", "content": "sunny, 70°F", "tool_call_id": "call_1"}
+    assert tools.messages[3]["tool_calls"][0]["function"]["name"] == "get_forecast"
+    assert tools.meta["finishReason"] == "tool_calls"
+
+
+@pytest.mark.parametrize("prompt, words", [
+    ("not json", "the gen_ai.prompt attribute is not JSON text"),
+    (json.dumps({"role": "user"}), "the gen_ai.prompt attribute holds an object, not a list of messages"),
+    (json.dumps([{"role": "critic", "content": "x"}]), "a gen_ai.prompt message has role 'critic'"),
+])
+def test_otel_a_span_whose_prompt_cannot_be_read_is_refused_by_its_line(prompt, words):
+    span = gen_ai_span("fff0000000000009", [], [{"role": "assistant", "content": "y"}], T0)
+    span["events"][0]["attributes"][0]["value"] = {"stringValue": prompt}
+    error = refusal(OtelParser(), jsonl([otel_batches()[0], otlp_traces([span])]))
+    assert error.line == 2 and words in error.message, error.message
 
 
 def test_canonical_complete_records_are_candidates_and_incomplete_ones_are_counted():

@@ -1,19 +1,28 @@
-"""OpenTelemetry GenAI events in OTLP JSON logs, as the Collector's file exporter writes them: one batch per line,
-`{"resourceLogs": [{"resource": {...}, "scopeLogs": [{"scope": {...}, "logRecords": [...]}]}]}`.
+"""OpenTelemetry GenAI model calls, from the Collector's file exporter (one OTLP JSON batch per line): log events in
+a logs batch (`{"resourceLogs": [{"resource": {...}, "scopeLogs": [{"scope": {...}, "logRecords": [...]}]}]}`), or
+span events in a traces batch (`{"resourceSpans": [{"resource": {...}, "scopeSpans": [{"scope": {...},
+"spans": [...]}]}]}`).
 
-The events are those of the GenAI semantic conventions (v1.36.0 and before): `gen_ai.system.message`,
+The log events are those of the GenAI semantic conventions (v1.36.0 and before): `gen_ai.system.message`,
 `gen_ai.user.message`, `gen_ai.assistant.message`, `gen_ai.tool.message` and `gen_ai.choice`, named by the log
 record's `eventName` or its `event.name` attribute, their fields in the record's `body` (an OTLP AnyValue, a
 `kvlistValue`): a message's `content` (and `role`), an assistant message's `tool_calls` (`id`, `type`, `function`
 with `name` and `arguments`), a tool message's `id` (the call it answers), a choice's `index`, `finish_reason` and
 `message` (`content`, `role`) with its `tool_calls` (beside `message`, or inside it as some instrumentations write
-them).
+them). Records are grouped by (`traceId`, `spanId`) — one model call each — and ordered by `timeUnixNano` (else
+`observedTimeUnixNano`, then the file's order).
 
-Records are grouped by (`traceId`, `spanId`) — one model call each — and ordered by `timeUnixNano` (else
-`observedTimeUnixNano`, then the file's order). Each call's messages followed by one of its choices is a candidate
-(one per choice); a choice that ended in `error` is skipped (`skipped["error_choice"]`, its content may be cut
-short), and so are log records that are no GenAI event (`skipped["not_gen_ai_event"]`). A call without a choice is
-refused, naming the line of its first record. Pure: lines in, candidates out.
+The span events are the conventions' earlier form (v1.27.0 and before), on the model call's span itself:
+`gen_ai.content.prompt`, whose `gen_ai.prompt` attribute holds the prompt's messages as JSON text (`role`,
+`content`, an assistant message's `tool_calls`, a tool message's `tool_call_id`), and `gen_ai.content.completion`,
+whose `gen_ai.completion` attribute holds the choices' messages as JSON text (each `role`, `content`, `tool_calls`,
+and where given `index` and `finish_reason`, else the span's `gen_ai.response.finish_reasons`). A span without such
+events is no model call (`skipped["not_gen_ai_span"]`).
+
+Each call's messages followed by one of its choices is a candidate (one per choice); a choice that ended in `error`
+is skipped (`skipped["error_choice"]`, its content may be cut short), and so are log records that are no GenAI
+event (`skipped["not_gen_ai_event"]`). A call without a choice is refused, naming the line of its first record.
+Pure: lines in, candidates out.
 """
 
 from __future__ import annotations
@@ -27,9 +36,11 @@ from optimize.sessions.candidates import Candidate, LineError, Parser, checked, 
 MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                   "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 CHOICE = "gen_ai.choice"
-HOLDS = 'one OTLP JSON logs batch {"resourceLogs": [...]}'
-BATCH_HINT = ("each line is one batch as the Collector's file exporter writes logs: "
-              '{"resourceLogs": [{"resource": {...}, "scopeLogs": [{"scope": {...}, "logRecords": [...]}]}]}')
+PROMPT, COMPLETION = "gen_ai.content.prompt", "gen_ai.content.completion"  # span events: the earlier conventions
+HOLDS = 'one OTLP JSON batch of logs {"resourceLogs": [...]} or traces {"resourceSpans": [...]}'
+BATCH_HINT = ("each line is one batch as the Collector's file exporter writes logs "
+              '({"resourceLogs": [{"resource": {...}, "scopeLogs": [{"scope": {...}, "logRecords": [...]}]}]}) or '
+              'traces ({"resourceSpans": [{"resource": {...}, "scopeSpans": [{"scope": {...}, "spans": [...]}]}]})')
 CAPTURE_HINT = ("the instrumentation recorded no message content: turn its content capture on (for example "
                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true) and export the calls again")
 
@@ -51,22 +62,73 @@ class OtelParser(Parser):
     def __init__(self) -> None:
         super().__init__()
         self._calls: dict[tuple[str, str], list[Event]] = {}
+        self._order = 0  # each event's place in the file
 
     def line(self, number: int, text: str) -> list[Candidate]:
         batch = json_line(number, text, HOLDS)
+        if isinstance(batch, dict) and isinstance(batch.get("resourceSpans"), list):
+            self.records_are = "spans"
+            for resource in batch["resourceSpans"]:
+                for scope in _list(resource, "scopeSpans", number):
+                    for span in _list(scope, "spans", number):
+                        self._span(number, span)
+            return []
         if not isinstance(batch, dict) or not isinstance(batch.get("resourceLogs"), list):
-            other = next((key for key in ("resourceSpans", "resourceMetrics") if isinstance(batch, dict)
-                          and key in batch), None)
-            if other:
-                raise LineError(number, f"holds {'traces' if other == 'resourceSpans' else 'metrics'} "
-                                        f"('{other}'), not logs", hint="export the logs pipeline, where the GenAI "
-                                                                       "events are log records; " + BATCH_HINT)
-            raise LineError(number, "is not an OTLP logs batch (no 'resourceLogs' list)", hint=BATCH_HINT)
+            if isinstance(batch, dict) and "resourceMetrics" in batch:
+                raise LineError(number, "holds metrics ('resourceMetrics'), not logs or traces",
+                                hint="export the logs pipeline, where the GenAI events are log records, or the "
+                                     "traces pipeline; " + BATCH_HINT)
+            raise LineError(number, "is not an OTLP logs or traces batch (no 'resourceLogs' or 'resourceSpans' "
+                                    "list)", hint=BATCH_HINT)
         for resource in batch["resourceLogs"]:
             for scope in _list(resource, "scopeLogs", number):
                 for record in _list(scope, "logRecords", number):
                     self._record(number, record)
         return []
+
+    def _event(self, number: int, time: int, name: str, body: dict[str, Any], attributes: dict[str, Any],
+               call: tuple[str, str]) -> None:
+        self._order += 1
+        self._calls.setdefault(call, []).append(Event(number, self._order, time, name, body, attributes))
+
+    def _span(self, number: int, span: Any) -> None:
+        """A span with `gen_ai.content.prompt` / `gen_ai.content.completion` events: its prompt's messages and its
+        choices, as the log events would carry them."""
+        if not isinstance(span, dict):
+            raise LineError(number, f"a span is {json_type(span)}, not an object", hint=BATCH_HINT)
+        self.records += 1
+        events = [e for e in _list(span, "events", number) if isinstance(e, dict)
+                  and e.get("name") in (PROMPT, COMPLETION)]
+        if not events:
+            self.skipped["not_gen_ai_span"] += 1
+            return
+        trace, span_id = span.get("traceId"), span.get("spanId")
+        if not (isinstance(trace, str) and trace and isinstance(span_id, str) and span_id):
+            raise LineError(number, "a span with GenAI events has no traceId and spanId",
+                            hint="export spans with their ids, as the Collector writes them")
+        attributes = _attributes(span.get("attributes"), number)
+        reasons = attributes.get("gen_ai.response.finish_reasons")
+        reasons = reasons if isinstance(reasons, list) else []
+        for event in events:
+            time = _nanos(event.get("timeUnixNano")) or _nanos(span.get("startTimeUnixNano"))
+            held = _attributes(event.get("attributes"), number)
+            if event["name"] == PROMPT:
+                for message in _json_messages(held, "gen_ai.prompt", number):
+                    role = message.get("role")
+                    name = f"gen_ai.{role}.message"
+                    if name not in MESSAGE_EVENTS:
+                        raise LineError(number, f"a gen_ai.prompt message has role {role!r}",
+                                        hint="a prompt's messages are system, user, assistant or tool messages")
+                    body = {**message, "id": message.get("tool_call_id", message.get("id"))} if role == "tool" \
+                        else message
+                    self._event(number, time, name, body, attributes, (trace, span_id))
+            else:
+                for index, item in enumerate(_json_messages(held, "gen_ai.completion", number)):
+                    at = item.get("index", index)
+                    reason = item.get("finish_reason") or (reasons[index] if index < len(reasons) else None)
+                    body = {"index": at, "finish_reason": reason,
+                            "message": {key: item[key] for key in ("content", "tool_calls") if key in item}}
+                    self._event(number, time + 1, CHOICE, body, attributes, (trace, span_id))
 
     def _record(self, number: int, record: Any) -> None:
         if not isinstance(record, dict):
@@ -87,8 +149,7 @@ class OtelParser(Parser):
             raise LineError(number, f"a {name} record's body is {json_type(body)}, not a map (kvlistValue)",
                             hint="the GenAI events carry their fields in a kvlistValue body")
         time = _nanos(record.get("timeUnixNano")) or _nanos(record.get("observedTimeUnixNano"))
-        calls = self._calls.setdefault((trace, span), [])
-        calls.append(Event(number, self.records, time, name, body, attributes))
+        self._event(number, time, name, body, attributes, (trace, span))
 
     def end(self) -> list[Candidate]:
         found: list[Candidate] = []
@@ -145,6 +206,23 @@ def any_value(value: Any, number: int) -> Any:
                          "kvlistValue or bytesValue")
 
 
+def _json_messages(attributes: dict[str, Any], key: str, number: int) -> list[dict[str, Any]]:
+    """A span event's messages, held as JSON text in its attribute `key`."""
+    text = attributes.get(key)
+    if text is None:
+        raise LineError(number, f"a {key.replace('gen_ai.', 'gen_ai.content.')} event has no {key} attribute",
+                        hint=CAPTURE_HINT)
+    try:
+        messages = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        raise LineError(number, f"the {key} attribute is not JSON text", hint=f"{key} holds the messages as a JSON "
+                                                                             "list of {role, content}") from None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise LineError(number, f"the {key} attribute holds {json_type(messages)}, not a list of messages",
+                        hint=f"{key} holds the messages as a JSON list of {{role, content}}")
+    return messages
+
+
 def _values(inner: Any, number: int) -> list[Any]:
     values = inner.get("values", []) if isinstance(inner, dict) else None
     if not isinstance(values, list):
@@ -156,7 +234,7 @@ def _attributes(items: Any, number: int) -> dict[str, Any]:
     if items is None:
         return {}
     if not isinstance(items, list):
-        raise LineError(number, f"a log record's attributes are {json_type(items)}, not a list of key/value pairs",
+        raise LineError(number, f"attributes are {json_type(items)}, not a list of key/value pairs",
                         hint=BATCH_HINT)
     return {item.get("key"): any_value(item.get("value") or {}, number) for item in items if isinstance(item, dict)}
 
