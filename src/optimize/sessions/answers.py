@@ -17,8 +17,8 @@ class Session(Answer):
                                           "in order (the same file gives the same hash); a curation names it")
     source: str = Field(description="The file's format: oasst1, otel or canonical")
     project: str = Field(description="The training project the session belongs to")
-    records: int = Field(description="What was read: message trees (oasst1), log records (otel) or records "
-                                     "(canonical)")
+    records: int = Field(description="What was read: message trees (oasst1), log records or spans (otel) or "
+                                     "records (canonical)")
     candidates: int = Field(description="Conversations extracted, each ending in the assistant answer a curation "
                                         "judges")
     skipped: dict[str, int] = Field(description="What was left out, by reason: deleted (oasst1 messages in deleted "
