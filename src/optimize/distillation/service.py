@@ -111,7 +111,7 @@ def create(deployment: Deployment, request: DistillationRequest) -> answers.Dist
         with deployment.store.transaction() as session:
             existing = session.scalar(select(Distillation).where(Distillation.submission_id == request.submission_id))
             if existing is not None:
-                return _same_submission(existing, digest)
+                return _same_submission(session, existing, digest)
     settings = _settings(request)
     grader = _accept_grader(deployment, request)  # user code (a bundle's import check): outside the transaction
     if grader is not None:
@@ -145,7 +145,7 @@ def create(deployment: Deployment, request: DistillationRequest) -> answers.Dist
             session.add(Distillation(**values))
         elif insert_ignoring_conflict(session, Distillation, values, ["submission_id"]) == 0:
             # another request with the same id won the race
-            return _same_submission(session.scalar(select(Distillation).where(
+            return _same_submission(session, session.scalar(select(Distillation).where(
                 Distillation.submission_id == request.submission_id)), digest)
         session.flush()
         item = session.get(Distillation, values["id"])
@@ -159,7 +159,14 @@ def _request_digest(request: DistillationRequest) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _same_submission(item: Distillation, digest: str) -> answers.Distillation:
+def _same_submission(session, item: Distillation, digest: str) -> answers.Distillation:
+    """The distillation a submissionId started, for the same request; a token that may not see it learns only that
+    the id is taken."""
+    condition = visible_projects(Distillation.project)
+    if condition is not None and session.scalar(select(Distillation.id).where(Distillation.id == item.id,
+                                                                              condition)) is None:
+        raise Conflict(f"submissionId {item.submission_id!r} is taken", hint="use another submissionId, or leave it "
+                                                                              "out")
     if item.submission_digest != digest:
         raise Conflict(f"submissionId {item.submission_id!r} was used for another distillation "
                        f"({item.id[:12]})", hint="use a new submissionId for a different request, or leave it out")

@@ -152,7 +152,8 @@ def _check_mix(deployment: Deployment, project: str, stage: Stage) -> dict[str, 
 
 
 def _open_target(session, target: str, project: str) -> None:
-    """A stage that registers a dataset version (curate, distill) is refused now when its namespace takes none."""
+    """A stage that registers a dataset version (curate, distill, a train stage's mix) is refused now when its
+    namespace takes none."""
     namespace = target.split("/", 1)[0].lower() if "/" in target else project.lower()
     refuse_if_archived(session, namespace)
 
