@@ -215,13 +215,20 @@ def migrated_store(backend: str, folder: Path):
 
 
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def server(request, tmp_path_factory) -> ServerProcess:
+def server(request) -> ServerProcess:
     """One server per store backend for the whole session: for tests of what the store keeps (the registry,
-    uploads, projects, the run tables' smoke in test_runs_cli.py). Everything else runs on `sqlite_server`."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("postgres_server")
-        return
-    proc = start_server(tmp_path_factory.mktemp(f"server-{request.param}"))
+    uploads, projects, the run tables' smoke in test_runs_cli.py). Everything else runs on `sqlite_server`.
+
+    Each backend's server is a fixture of its own (`sqlite_store_server`, `postgres_server`): pytest sets a
+    parametrized fixture up again whenever its param changes, which under `--dist loadfile` is at every file that
+    runs on both stores, and the server must outlive that."""
+    return request.getfixturevalue("postgres_server" if request.param == "postgres" else "sqlite_store_server")
+
+
+@pytest.fixture(scope="session")
+def sqlite_store_server(tmp_path_factory) -> ServerProcess:
+    """The session's server on SQLite that `server[sqlite]` is (kept apart from `sqlite_server`)."""
+    proc = start_server(tmp_path_factory.mktemp("server-sqlite"))
     yield proc
     proc.stop()
 
