@@ -296,6 +296,7 @@ NOT_BLOBS = {
     "upload_sessions.digest", "upload_sessions.conversion", "bundle_versions.members", "run_rollouts.items",
     "dataset_versions.lineage", "distillations.source_digest", "distillations.settings", "distillations.devices",
     "distillations.progress", "distillations.smoke", "distillations.registered", "distillations.submission_digest",
+    "dataset_versions.prepared", "upload_sessions.prepared",
     "distillation_answers.row",
     "comparisons.dataset_digest", "comparisons.entries", "comparisons.result", "pipelines.plan", "pipelines.stages",
     "runs.pipeline", "sessions.skipped",

@@ -66,6 +66,14 @@ class BlobWriter:
     def sha256(self) -> str:
         return self._hash.hexdigest()
 
+    def flush(self) -> None:
+        """Everything written so far readable at `staging_path` (a file checked whole before it is committed)."""
+        try:
+            self._file.flush()
+        except OSError as error:
+            self.abort()
+            raise _storage_error(error) from error
+
     def commit(self, expected_sha256: str) -> Path:
         try:
             self._file.flush()

@@ -12,14 +12,24 @@ from optimize.core.errors import Invalid
 class DatasetFormat(StrEnum):
     CHAT = "chat-jsonl-v1"
     PREFERENCE = "preference-jsonl-v1"
+    PREPARED = "prepared-tokens-v1"  # Parquet files of token ids and loss masks, with a descriptor (chat/prepared)
 
     @property
     def kind(self) -> RowKind:
-        return RowKind.CHAT if self is DatasetFormat.CHAT else RowKind.PREFERENCE
+        return _KINDS[self]
+
+    @property
+    def jsonl(self) -> bool:
+        """Whether its objects are JSONL shards of rows (prepared token rows are Parquet files)."""
+        return self is not DatasetFormat.PREPARED
 
     @classmethod
     def for_kind(cls, kind: str) -> DatasetFormat:
-        return cls.CHAT if kind == RowKind.CHAT else cls.PREFERENCE
+        return next(f for f, k in _KINDS.items() if k == kind)
+
+
+_KINDS = {DatasetFormat.CHAT: RowKind.CHAT, DatasetFormat.PREFERENCE: RowKind.PREFERENCE,
+          DatasetFormat.PREPARED: RowKind.PREPARED}
 
 
 F = TypeVar("F", bound=StrEnum)

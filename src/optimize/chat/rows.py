@@ -27,6 +27,7 @@ ROLES = ("system", "user", "assistant", "tool")
 class RowKind(StrEnum):
     CHAT = "chat"
     PREFERENCE = "preference"
+    PREPARED = "prepared"  # token ids and loss masks in Parquet (chat/prepared): no JSON row of its own
 
 
 class RowError(ValueError):

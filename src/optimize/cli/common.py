@@ -90,20 +90,27 @@ def run_reporting_errors(action: Callable[[], Any]) -> Any:
     try:
         return action()
     except RowsRefused as error:
-        lines = [f"{error.unit} {item[error.unit]}: {item['reason']}" for item in error.errors]
+        lines = [f"{_where(item, error.unit)}: {item['reason']}" for item in error.errors]
         if error.count > len(error.errors):
             lines.append(f"… and {error.count - len(error.errors)} more bad {error.unit}(s)")
         print_error(str(error), f"fix the {error.unit}s named and try again", lines, code="invalid",
                     status=422, details={"errors": error.errors, "errorCount": error.count})
         raise CommandFailed(1) from None
     except ApiError as error:
-        lines = [f"line {item['line']}: {item['reason']}" for item in error.body.get("errors", [])]
+        lines = [f"{_where(item, 'line')}: {item['reason']}" for item in error.body.get("errors", [])]
         print_error(error.message, error.hint, lines, code=error.code, status=error.status,
                     details={k: v for k, v in error.body.items() if k not in _PROBLEM_KEYS})
         raise CommandFailed(1) from None
     except PlatformError as error:
         print_error(error.message, error.hint, code=error.code, status=error.status, details=error.details)
         raise CommandFailed(1) from None
+
+
+def _where(item: dict[str, Any], unit: str) -> str:
+    """Where a refused row is: its line or row, or for prepared token rows its file and row in it."""
+    if "file" in item:
+        return item["file"] + (f" row {item['row']}" if item.get("row") else "")
+    return f"{unit} {item.get(unit)}"
 
 
 # What a problem+json body says that the JSON error names otherwise (`detail` is its `message`) or leaves out.

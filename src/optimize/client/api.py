@@ -727,19 +727,25 @@ class Uploads(_Resource):
 
     ROOT = "/v1/registry/dataset-uploads"
 
-    def start(self, *, dataset: str, data_format: str, shards: list[Json], conversion: Json | None = None) -> Json:
+    def start(self, *, dataset: str, data_format: str, shards: list[Json], conversion: Json | None = None,
+              prepared: Json | None = None) -> Json:
         """Open (or resume) an upload of `dataset` (NS/NAME); the answer says which shards the registry holds.
-        `conversion` records how a file of another format became these shards."""
+        `conversion` records how a file of another format became these shards; `prepared` is the descriptor of
+        prepared token rows (whose shards are its Parquet files)."""
         body = {"dataset": dataset, "format": data_format, "shards": shards}
         if conversion is not None:
             body["conversion"] = conversion
+        if prepared is not None:
+            body["prepared"] = prepared
         return self._http.post(self.ROOT, json=body)
 
-    def preview(self, *, dataset: str, data_format: str, shards: list[Json]) -> Json:
+    def preview(self, *, dataset: str, data_format: str, shards: list[Json], prepared: Json | None = None) -> Json:
         """What `start` would find for these shards — the version's digest, the dataset's version of that digest
         (`existingVersion`) and which shards the registry holds — opening no session and storing nothing."""
-        return self._http.post(f"{self.ROOT}/preview", json={"dataset": dataset, "format": data_format,
-                                                             "shards": shards})
+        body = {"dataset": dataset, "format": data_format, "shards": shards}
+        if prepared is not None:
+            body["prepared"] = prepared
+        return self._http.post(f"{self.ROOT}/preview", json=body)
 
     def send_shard(self, upload_id: str, index: int, chunks: Iterator[bytes], size: int) -> Json:
         """Stream one shard of `size` bytes, without holding it in memory."""

@@ -15,6 +15,7 @@ from optimize.chat.source_files import Container, Conversion, convert_file, insp
 from optimize.chat.sources import parse_source_format
 from optimize.client.api import OptimizeApi
 from optimize.client.http import ApiError, OptimizeClient
+from optimize.client.prepared import PreparedFiles, is_prepared, prepared_files
 from optimize.core.crashpoints import crashpoint
 from optimize.core.digests import version_digest
 from optimize.core.errors import Invalid
@@ -75,6 +76,9 @@ def register_dataset(
     another format (or container) is converted first, into a temporary JSONL, and the version records how."""
     api = OptimizeApi.over(client)
     progress = progress or UploadProgress()
+    if is_prepared(path):
+        with prepared_files(path, RowsRefused) as files:
+            return _upload_prepared(api, reference, files, alias, progress)
     limits = DatasetLimits.from_json(api.registry_info()["datasets"])
     with _rows_file(path, data_format) as (rows, fmt, conversion):
         return _upload(api, reference, rows, fmt, conversion, alias, shard_size, limits, progress)
@@ -97,6 +101,9 @@ def preview_dataset(
     with their `missingBytes`, and the `conversion` a converted file would record."""
     api = OptimizeApi.over(client)
     progress = progress or UploadProgress()
+    if is_prepared(path):
+        with prepared_files(path, RowsRefused, _PREVIEW_OUTCOME) as files:
+            return _preview_prepared(api, reference, files)
     info = api.registry_info()
     limits = DatasetLimits.from_json(info["datasets"])
     with _rows_file(path, data_format, _PREVIEW_OUTCOME) as (rows, fmt, conversion):
@@ -221,6 +228,55 @@ def _upload(api: OptimizeApi, reference: Reference, path: Path, fmt: DatasetForm
         "alreadyHeld": len(shards) - len(missing),
     }
     return version
+
+
+def _upload_prepared(api: OptimizeApi, reference: Reference, files: PreparedFiles, alias: str | None,
+                     progress: UploadProgress) -> dict[str, Any]:
+    """Prepared token rows: the descriptor with the session, each Parquet file the registry lacks as a shard."""
+    session = api.uploads.start(dataset=reference.artifact, data_format=DatasetFormat.PREPARED.value,
+                                shards=files.shards, prepared=files.descriptor.to_json())
+    upload_id = session["uploadId"]
+    missing = [shard for shard, state in zip(files.shards, session["shards"], strict=True) if not state["held"]]
+    progress.phase("uploading", sum(s["bytes"] for s in missing))
+    errors, count = [], 0
+    for sent, shard in enumerate(missing, start=1):
+        try:
+            api.uploads.send_shard(upload_id, shard["index"], _read_range(files.folder / shard["path"], 0,
+                                                                          shard["bytes"], progress.advance),
+                                   shard["bytes"])
+        except ApiError as error:
+            if "errors" not in error.body:
+                raise
+            errors.extend(error.body["errors"])
+            count += int(error.body.get("errorCount", len(error.body["errors"])))
+            continue
+        progress.shard_sent(sent, len(missing), shard["bytes"])
+        crashpoint("client.upload.after_shard")
+    if count:
+        raise RowsRefused(errors[:MAX_REPORTED_ERRORS], count, "row")
+    version = api.uploads.commit(upload_id, alias=alias)
+    version["upload"] = {"uploadId": upload_id, "shards": len(files.shards), "sent": len(missing),
+                         "alreadyHeld": len(files.shards) - len(missing)}
+    return version
+
+
+def _preview_prepared(api: OptimizeApi, reference: Reference, files: PreparedFiles) -> dict[str, Any]:
+    """What registering prepared token rows would do: the version's digest, whether it is one already, and which
+    Parquet files the registry lacks."""
+    fmt = DatasetFormat.PREPARED
+    digest = version_digest(fmt.value, [(s["path"], s["sha256"], s["bytes"]) for s in files.shards]
+                            + [files.descriptor.digest_entry()])
+    found = api.uploads.preview(dataset=reference.artifact, data_format=fmt.value, shards=files.shards,
+                                prepared=files.descriptor.to_json())
+    if found["digest"] != digest:
+        raise Invalid(f"the registry names this version {found['digest']}, this akka {digest}",
+                      hint="use the akka of the server's version")
+    missing = [shard for shard, state in zip(files.shards, found["shards"], strict=True) if not state["held"]]
+    return {"reference": reference.artifact, "format": fmt.value, "digest": digest,
+            "existingVersion": found["existingVersion"], "objects": len(files.shards),
+            "bytes": sum(s["bytes"] for s in files.shards), "held": len(files.shards) - len(missing),
+            "missing": [{"path": s["path"], "sha256": s["sha256"], "bytes": s["bytes"]} for s in missing],
+            "missingBytes": sum(s["bytes"] for s in missing), "conversion": None}
 
 
 def _send_shards(

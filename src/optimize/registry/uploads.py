@@ -23,10 +23,11 @@ from sqlalchemy.orm import Session
 from optimize.blobs.local import BlobWriter, LocalBlobStore
 from optimize.chat.formats import DatasetFormat, parse_format
 from optimize.chat.jsonl import JsonlValidator
+from optimize.chat.prepared import DESCRIPTOR, Descriptor, check_file, read_descriptor
 from optimize.core.access import check_namespace, sees_namespace
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.digests import is_sha256_hex, version_digest
-from optimize.core.errors import Conflict, Gone, Invalid, NotFound, Refused, TooLarge
+from optimize.core.errors import ChecksumMismatch, Conflict, Gone, Invalid, NotFound, Refused, TooLarge
 from optimize.core.ids import new_id
 from optimize.core.limits import DatasetLimits
 from optimize.core.quotas import Quotas
@@ -57,14 +58,23 @@ class Registry:
     quotas: Quotas = field(default_factory=Quotas)
 
 
-def _check_manifest(shards: Any, limits: DatasetLimits) -> list[dict[str, Any]]:
+def _check_manifest(shards: Any, limits: DatasetLimits, descriptor: Descriptor | None = None
+                    ) -> list[dict[str, Any]]:
+    """The shards as the session keeps them; a prepared version's are its descriptor's files, in its order."""
     if not isinstance(shards, list) or not shards:
         raise Invalid("'shards' must list at least one shard")
     if len(shards) > limits.max_shards:
         raise Invalid(f"a version holds at most {limits.max_shards} shards; this upload lists {len(shards)}")
+    if descriptor is not None and len(shards) != len(descriptor.files):
+        raise Invalid(f"{DESCRIPTOR} lists {len(descriptor.files)} file(s) and the upload {len(shards)}",
+                      hint="send each file the descriptor lists, in its order")
     manifest = []
     for index, shard in enumerate(shards):
-        expected_path = SINGLE_OBJECT if len(shards) == 1 and shard.get("path") == SINGLE_OBJECT else shard_path(index)
+        if descriptor is not None:
+            expected_path = descriptor.files[index]
+        else:
+            expected_path = (SINGLE_OBJECT if len(shards) == 1 and shard.get("path") == SINGLE_OBJECT
+                             else shard_path(index))
         sha, size, lines = shard.get("sha256"), shard.get("bytes"), shard.get("lines")
         if shard.get("index") != index or shard.get("path") != expected_path:
             raise Invalid(f"shard {index} must have index {index} and path {expected_path}")
@@ -85,6 +95,27 @@ def _held(session: Session, blobs: LocalBlobStore, sha256: str, kind: str) -> bo
     return shard is not None and shard.kind == kind and blobs.holds(sha256)
 
 
+def _format_and_descriptor(body: dict[str, Any]) -> tuple[DatasetFormat, Descriptor | None]:
+    """The upload's format, and a prepared version's descriptor (required for it, refused for the others)."""
+    data_format = parse_format(str(body.get("format", "")))
+    given = body.get("prepared")
+    if data_format is DatasetFormat.PREPARED:
+        if given is None:
+            raise Invalid(f"an upload of {data_format.value} needs prepared: its descriptor ({DESCRIPTOR})",
+                          hint="akka registry datasets register sends it from the folder or ZIP")
+        return data_format, read_descriptor(given)
+    if given is not None:
+        raise Invalid(f"prepared is the descriptor of prepared token rows; an upload of {data_format.value} has "
+                      "none", hint="leave prepared out")
+    return data_format, None
+
+
+def _digest(data_format: DatasetFormat, manifest: list[dict[str, Any]], descriptor: Descriptor | None) -> str:
+    """The version's digest: its objects, and a prepared version's descriptor as one more."""
+    objects = [(s["path"], s["sha256"], s["bytes"]) for s in manifest]
+    return version_digest(data_format, objects + ([descriptor.digest_entry()] if descriptor else []))
+
+
 def _session_view(registry: Registry, session: Session, upload: UploadSession) -> answers.UploadSession:
     kind = DatasetFormat(upload.format).kind
     shards = [
@@ -100,13 +131,13 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSes
     reference = parse_reference(str(body.get("dataset", "")))
     if reference.selector != "latest":
         raise Invalid(f"register into {reference.artifact}, without a version or alias")
-    data_format = parse_format(str(body.get("format", "")))
-    manifest = _check_manifest(body.get("shards"), registry.limits)
+    data_format, descriptor = _format_and_descriptor(body)
+    manifest = _check_manifest(body.get("shards"), registry.limits, descriptor)
     conversion = body.get("conversion")
     if conversion is not None and conversion["format"] != data_format.value:
         raise Invalid(f"the conversion record says the rows were converted to {conversion['format']}, but the "
                       f"upload is of {data_format.value}", hint="send the record of this upload's conversion")
-    digest = version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest])
+    digest = _digest(data_format, manifest, descriptor)
     key = hashlib.sha256(f"{reference.artifact}\n{digest}".encode()).hexdigest()
     now = utcnow()
     expires = now + timedelta(seconds=registry.limits.upload_expiry_seconds)
@@ -124,6 +155,7 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSes
                 "id": new_id(), "content_key": key, "namespace": reference.namespace, "name": reference.name,
                 "format": data_format.value, "digest": digest, "manifest": manifest, "phase": OPEN,
                 "created_at": now, "expires_at": expires, "conversion": conversion,
+                "prepared": descriptor.to_json() if descriptor else None,
             },
             ["content_key"],
         )
@@ -147,9 +179,10 @@ def preview_upload(registry: Registry, request: answers.UploadPreviewRequest) ->
     reference = parse_reference(request.dataset)
     if reference.selector != "latest":
         raise Invalid(f"register into {reference.artifact}, without a version or alias")
-    data_format = parse_format(request.format)
-    manifest = _check_manifest([shard.model_dump(by_alias=True) for shard in request.shards], registry.limits)
-    digest = version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest])
+    data_format, descriptor = _format_and_descriptor({"format": request.format, "prepared": request.prepared})
+    manifest = _check_manifest([shard.model_dump(by_alias=True) for shard in request.shards], registry.limits,
+                               descriptor)
+    digest = _digest(data_format, manifest, descriptor)
     check_namespace(reference.namespace)
     with registry.store.transaction() as session:
         refuse_if_archived(session, reference.namespace)
@@ -167,7 +200,7 @@ def preview_upload(registry: Registry, request: answers.UploadPreviewRequest) ->
 def _refuse_other_kind(session: Session, namespace: str, name: str, data_format: DatasetFormat) -> None:
     dataset = find_dataset(session, namespace, name)
     if dataset is not None and dataset.kind != data_format.kind:
-        words = {"chat": "chat conversations", "preference": "preference pairs"}
+        words = {"chat": "chat conversations", "preference": "preference pairs", "prepared": "prepared token rows"}
         raise Refused(
             f"dataset {namespace}/{name} holds {words[dataset.kind]}; a version of {words[data_format.kind]} "
             "cannot be added to it",
@@ -203,8 +236,11 @@ class ShardReceiver:
         self.expected_bytes = item["bytes"]
         self.expected_lines = item["lines"]
         self.kind = DatasetFormat(upload.format).kind
+        self.path = item["path"]
         first_line = 1 + sum(s["lines"] for s in upload.manifest[:index])
-        self.validator = JsonlValidator(self.kind, first_line=first_line, max_line_bytes=registry.limits.max_line_bytes)
+        # a JSONL shard's rows are checked as they stream; a Parquet file of prepared rows once it is whole
+        self.validator = JsonlValidator(self.kind, first_line=first_line, max_line_bytes=registry.limits.max_line_bytes
+                                        ) if DatasetFormat(upload.format).jsonl else None
         self.writer: BlobWriter = registry.blobs.writer()
 
     def feed(self, chunk: bytes) -> None:
@@ -215,16 +251,19 @@ class ShardReceiver:
                 hint="run the same register command again",
             )
         self.writer.write(chunk)
-        self.validator.feed(chunk)
+        if self.validator is not None:
+            self.validator.feed(chunk)
 
     def finish(self) -> answers.ShardReceived:
-        report = self.validator.finish()
         if self.writer.size != self.expected_bytes:
             self.abort()
             raise Invalid(
                 f"shard {self.index} ended after {self.writer.size} of its {self.expected_bytes} bytes",
                 hint="run the same register command again",
             )
+        if self.validator is None:
+            return self._finish_prepared()
+        report = self.validator.finish()
         if not report.ok:
             self.abort()
             self._close_refused()
@@ -248,6 +287,36 @@ class ShardReceiver:
             )
         return answers.ShardReceived(index=self.index, sha256=self.sha256, bytes=self.expected_bytes,
                                      rows=report.rows, tool_rows=report.tool_rows, held=True)
+
+    def _finish_prepared(self) -> answers.ShardReceived:
+        """A Parquet file of prepared rows, checked whole against every rule (chat/prepared), then stored."""
+        self.writer.flush()
+        if self.writer.sha256 != self.sha256:  # what arrived is not the file promised: nothing to read
+            self.abort()
+            raise ChecksumMismatch(f"the bytes received hash to sha256:{self.writer.sha256}, not the promised "
+                                   f"sha256:{self.sha256}", hint="send the file again")
+        report = check_file(self.writer.staging_path, self.path)
+        if not report.ok:
+            self.abort()
+            self._close_refused()
+            first = report.errors[0]
+            where = f" row {first['row']}" if first["row"] else ""
+            raise Invalid(f"{self.path} breaks the rules of prepared token rows in {report.error_count} place(s) "
+                          f"({self.path}{where}: {first['reason']}); the version is not registered",
+                          hint="fix the rows named and register the folder again", errors=report.errors,
+                          errorCount=report.error_count)
+        if report.rows != self.expected_lines:
+            self.abort()
+            raise Invalid(f"{self.path} holds {report.rows} rows; the upload promised {self.expected_lines}",
+                          hint="run the same register command again")
+        self.writer.commit(self.sha256)
+        with self.registry.store.transaction() as session:
+            insert_ignoring_conflict(session, Shard, {
+                "sha256": self.sha256, "kind": self.kind.value, "size_bytes": self.expected_bytes,
+                "rows": report.rows, "lines": report.rows, "tool_rows": 0, "longest": report.longest,
+                "created_at": utcnow()}, ["sha256"])
+        return answers.ShardReceived(index=self.index, sha256=self.sha256, bytes=self.expected_bytes,
+                                     rows=report.rows, tool_rows=0, held=True)
 
     def abort(self) -> None:
         self.writer.abort()
@@ -331,7 +400,9 @@ def _commit_once(
             session, DATASETS, upload.namespace, upload.name, upload.digest,
             {"format": upload.format, "rows": sum(s.rows for s in shards),
              "tool_rows": sum(s.tool_rows for s in shards), "size_bytes": sum(s.size_bytes for s in shards),
-             "object_count": len(shards), "conversion": upload.conversion, "lineage": lineage},
+             "object_count": len(shards), "conversion": upload.conversion, "lineage": lineage,
+             "prepared": {**upload.prepared, "longestRow": max(s.longest or 0 for s in shards)}
+             if upload.prepared else None},
             owner_columns={"kind": data_format.kind.value})
         dataset, version = registered.owner, registered.version
         if registered.created:

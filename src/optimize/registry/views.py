@@ -36,6 +36,7 @@ def dataset_fields(version: DatasetVersion) -> dict[str, Any]:
         "bytes": version.size_bytes,
         "createdAt": iso(version.created_at),
         "conversion": version.conversion,
+        "prepared": version.prepared,
     }
 
 

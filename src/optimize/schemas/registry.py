@@ -101,8 +101,9 @@ class DatasetVersion(Answer):
     name: str = Field(description="Name of the dataset in its namespace")
     version: int = Field(description="Version number, from 1")
     digest: str = Field(description="sha256:HEX over the format and the ordered shard digests")
-    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
-    examples: int | None = Field(default=None, description="Conversations in the version (chat datasets only)")
+    format: str = Field(description="chat-jsonl-v1, preference-jsonl-v1 or prepared-tokens-v1")
+    examples: int | None = Field(default=None, description="Conversations in the version (chat datasets), or rows "
+                                                            "(prepared token rows)")
     pairs: int | None = Field(default=None, description="Preference pairs in the version (preference datasets only)")
     tool_rows: int = Field(description="Rows that offer tools or call them")
     shards: int = Field(description="Shards the version is cut into")
@@ -116,6 +117,10 @@ class DatasetVersion(Answer):
         default=None,
         description="What produced the version when a job did: producedBy {kind, id} (e.g. a distillation), "
                     "teacher {reference, commit}, source {reference, digest}; null for an uploaded version")
+    prepared: dict[str, Any] | None = Field(
+        default=None, description="Prepared token rows: the descriptor (tokenizer {repository, revision}, "
+                                  "chatTemplateSha256, files) and longestRow, the longest row in tokens; null "
+                                  "otherwise")
 
 
 class DatasetVersionDetail(DatasetVersion):

@@ -28,11 +28,15 @@ class UploadCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dataset: str = Field(description="NS/NAME the version is registered under")
-    format: str = Field(description="chat-jsonl-v1 or preference-jsonl-v1")
-    shards: list[ShardEntry] = Field(description="The version's shards, in order")
+    format: str = Field(description="chat-jsonl-v1, preference-jsonl-v1 or prepared-tokens-v1")
+    shards: list[ShardEntry] = Field(description="The version's shards, in order (of prepared token rows: its "
+                                                 "Parquet files, as the descriptor lists them, lines their rows)")
     conversion: Conversion | None = Field(
         default=None, description="How a file of another format became these shards (the client converted it); "
                                   "the version keeps it")
+    prepared: dict | None = Field(
+        default=None, description="Prepared token rows: the descriptor (prepared.json: tokenizer, "
+                                  "chatTemplateSha256, files)")
 
 
 class UploadCommit(BaseModel):
@@ -62,11 +66,13 @@ class UploadPreviewRequest(RequestModel):
     not_an_object = Refusal("the request body must be a JSON object: {{dataset, format, shards}}")
     dataset: Annotated[str, Refusal("dataset must be NS/NAME, the dataset the version would be registered under")] = (
         Field(description="NS/NAME the version would be registered under"))
-    format: Annotated[str, Refusal("format must be chat-jsonl-v1 or preference-jsonl-v1")] = Field(
-        description="chat-jsonl-v1 or preference-jsonl-v1")
+    format: Annotated[str, Refusal("format must be chat-jsonl-v1, preference-jsonl-v1 or prepared-tokens-v1")] = Field(
+        description="chat-jsonl-v1, preference-jsonl-v1 or prepared-tokens-v1")
     shards: Annotated[list[PreviewShard], Refusal("shards must list the version's shards in order, each "
                                                   "{{index, path, sha256, bytes, lines}}")] = Field(
         description="The version's shards, in order")
+    prepared: Annotated[dict | None, Refusal("prepared must be the descriptor object (prepared.json)")] = Field(
+        default=None, description="Prepared token rows: the descriptor (prepared.json)")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

@@ -82,6 +82,8 @@ class DatasetVersion(Base):
     # What produced it, when a job did (a distillation: its id, the teacher and its commit, the source version);
     # None for an upload.
     lineage: Mapped[dict | None] = mapped_column(JSON)
+    # prepared token rows: the descriptor (tokenizer, chatTemplateSha256, files) and the longest row, in tokens
+    prepared: Mapped[dict | None] = mapped_column(JSON)
 
 
 class DatasetObject(Base):
@@ -108,6 +110,7 @@ class Shard(Base):
     rows: Mapped[int] = mapped_column(BigInteger)
     lines: Mapped[int] = mapped_column(BigInteger)
     tool_rows: Mapped[int] = mapped_column(BigInteger)
+    longest: Mapped[int | None] = mapped_column(BigInteger)  # a Parquet file of prepared rows: its longest row
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
@@ -150,6 +153,7 @@ class UploadSession(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     conversion: Mapped[dict | None] = mapped_column(JSON)
+    prepared: Mapped[dict | None] = mapped_column(JSON)  # the descriptor of prepared token rows
 
 
 class Event(Base):

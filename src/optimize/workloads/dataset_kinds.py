@@ -3,4 +3,4 @@ too)."""
 
 from __future__ import annotations
 
-HOLDS = {"chat": "chat rows", "preference": "preference pairs"}
+HOLDS = {"chat": "chat rows", "preference": "preference pairs", "prepared": "prepared token rows"}

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from optimize.cli.commands.aliases import alias_group
-from optimize.cli.common import client_for, command, parse_ref_argument
+from optimize.cli.common import client_for, command, fail, parse_ref_argument
 from optimize.cli.output import Output
 from optimize.cli.render import DASH, age, footer, table
 from optimize.core.sizes import human_size
@@ -18,7 +18,8 @@ app.add_typer(alias_group("dataset", "datasets"), name="alias")
 
 
 _FILE_HELP = ("Chat rows or preference pairs: JSONL, a JSON array or Parquet, in the registry's formats, OpenAI's "
-              "or TRL's.")
+              "or TRL's; or prepared token rows: a folder, or a ZIP of one, holding prepared.json and its Parquet "
+              "files.")
 _FORMAT_HELP = ("The rows' format: chat-jsonl-v1, preference-jsonl-v1, openai-chat-jsonl, openai-preference-jsonl, "
                 "trl-preference or trl-prompt-completion (default: detected from the first row).")
 
@@ -61,6 +62,49 @@ def register(
         out.emit(report, _render_preview)
     else:
         out.emit(version, _render_registered)
+
+
+@command(app, "describe-prepared")
+def describe_prepared(
+    out: Output,
+    folder: Annotated[Path, typer.Argument(help="The folder of Parquet files (input_ids and loss_mask columns).")],
+    tokenizer: Annotated[str, typer.Option("--tokenizer", help="The tokenizer's repository the rows were made with "
+                                                               "(the base model's).")],
+    revision: Annotated[str, typer.Option("--revision", help="The tokenizer's commit (40 hex digits).")],
+    chat_template: Annotated[Path | None, typer.Option("--chat-template", help="The chat template file the rows "
+                                                                              "were rendered under.")] = None,
+    chat_template_sha256: Annotated[str | None, typer.Option("--chat-template-sha256", help="Its sha256, instead "
+                                                                                           "of the file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a prepared.json the folder holds.")] = False,
+) -> None:
+    """Write FOLDER/prepared.json, the descriptor of prepared token rows: the tokenizer, the chat template's sha256
+    and every Parquet file under the folder, checked by the registry's rules (no server needed)."""
+    import json
+
+    from optimize.chat.prepared import DESCRIPTOR, check_file, describe
+    from optimize.chat.render import template_sha256
+
+    if (chat_template is None) == (chat_template_sha256 is None):
+        raise typer.BadParameter("name the chat template: --chat-template FILE or --chat-template-sha256 HEX",
+                                 param_hint="'--chat-template'")
+    if not folder.is_dir():
+        raise typer.BadParameter(f"{folder} is not a folder", param_hint="FOLDER")
+    target = folder / DESCRIPTOR
+    if target.exists() and not force:
+        fail(f"{target} exists", hint="pass --force to replace it")
+    digest = chat_template_sha256 or template_sha256(chat_template.read_text(encoding="utf-8"))
+    descriptor = describe(folder, tokenizer, revision, digest)
+    reports = [check_file(folder / name, name) for name in descriptor["files"]]
+    bad = [error for report in reports for error in report.errors]
+    if bad:
+        from optimize.client.registry import RowsRefused
+
+        raise RowsRefused(bad[:20], sum(r.error_count for r in reports), "row", "nothing was written")
+    target.write_text(json.dumps(descriptor, indent=2) + "\n", encoding="utf-8")
+    out.emit({"written": str(target), "descriptor": descriptor, "rows": sum(r.rows for r in reports),
+              "longestRow": max(r.longest for r in reports)},
+             lambda con, d: con.print(f"Wrote {d['written']}: {len(d['descriptor']['files'])} Parquet file(s), "
+                                      f"{d['rows']} rows, the longest {d['longestRow']} tokens"))
 
 
 @command(app, "convert")
@@ -184,6 +228,9 @@ def _stderr(line: str) -> None:
 
 
 def _count_line(item) -> str:
+    if item.get("prepared"):
+        return (f"{item['examples']} prepared row{'s' if item['examples'] != 1 else ''}, the longest "
+                f"{item['prepared'].get('longestRow')} tokens")
     if "pairs" in item:
         return f"{item['pairs']} pair{'s' if item['pairs'] != 1 else ''}"
     return f"{item['examples']} example{'s' if item['examples'] != 1 else ''}"
@@ -246,6 +293,11 @@ def _render_version(con, item) -> None:
     lineage = lineage_line(item.get("lineage"))
     if lineage:
         con.print(f"Lineage   {lineage}")
+    prepared = item.get("prepared")
+    if prepared:
+        tokenizer = prepared.get("tokenizer") or {}
+        con.print(f"Tokenizer {tokenizer.get('repository')} at {str(tokenizer.get('revision'))[:12]}, chat template "
+                  f"sha256 {str(prepared.get('chatTemplateSha256'))[:12]}…")
     grid = table("OBJECT", "ROWS", "SIZE", "DIGEST")
     for obj in item.get("objects", []):
         grid.add_row(obj["path"], str(obj["rows"]), human_size(obj["bytes"]), obj["digest"][:19])
