@@ -34,10 +34,11 @@ def close_client(client: TestClient) -> None:
     client.app.state.registry.store.dispose()
 
 
-@pytest.fixture
-def bare(tmp_path):
-    """A server with nothing selected and nothing served."""
-    client = open_client(tmp_path / "bare")
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    """A server with nothing selected and nothing served, shared by the tests of the chat routes' refusals (none of
+    them stores anything)."""
+    client = open_client(tmp_path_factory.mktemp("bare"))
     yield client
     close_client(client)
 
