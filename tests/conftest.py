@@ -196,6 +196,30 @@ def fresh_postgres_url() -> str:
     return f"{POSTGRES_ADMIN_URL}?options=-csearch_path%3D{schema}"
 
 
+_MIGRATED_SQLITE: list[Path] = []  # a SQLite store migrated to head once per test process
+
+
+def migrated_sqlite(path: Path) -> None:
+    """A SQLite store migrated to head at `path`: a copy (SQLite's backup) of the one this test process migrated
+    first, rather than the migrations run again for each test's store (about a second each, on every store a test
+    makes). Migrating itself is tested where a test runs the migrations (test_sessions_migration.py, …) and at every
+    server's start."""
+    import atexit
+    import shutil
+    import sqlite3
+    from contextlib import closing
+
+    from optimize.store.migrate import upgrade
+
+    if not _MIGRATED_SQLITE:
+        folder = Path(tempfile.mkdtemp(prefix="optimize-migrated-"))
+        atexit.register(shutil.rmtree, folder, True)
+        upgrade(f"sqlite:///{folder / 'store.db'}")
+        _MIGRATED_SQLITE.append(folder / "store.db")
+    with closing(sqlite3.connect(_MIGRATED_SQLITE[0])) as source, closing(sqlite3.connect(path)) as target:
+        source.backup(target)
+
+
 def migrated_store(backend: str, folder: Path):
     """A migrated store on SQLite (a file in `folder`) or on a fresh PostgreSQL schema (skips without one), with the
     server's job kinds registered with the kernel, as a server process has them (`create_app` does the same)."""
@@ -208,9 +232,10 @@ def migrated_store(backend: str, folder: Path):
         if not postgres_available():
             pytest.skip("no PostgreSQL answers")
         url = fresh_postgres_url()
+        upgrade(url)
     else:
+        migrated_sqlite(folder / "store.db")
         url = f"sqlite:///{folder / 'store.db'}"
-    upgrade(url)
     return Store(url)
 
 
