@@ -33,11 +33,11 @@ def admission_session(tmp_path):
     each: `chat`, `pairs` (preference) and `tooled` (chat, three rows offering tools)."""
     from optimize.core.clock import utcnow
     from optimize.store.db import Store
-    from optimize.store.migrate import upgrade
     from optimize.store.tables import Dataset, DatasetVersion, Namespace
+    from tests.conftest import migrated_sqlite
 
+    migrated_sqlite(tmp_path / "store.db")
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade(url)
     store = Store(url)
     with store.transaction() as session:
         session.add(Namespace(name="proj", archived=False, created_at=utcnow()))

@@ -9,10 +9,9 @@ from optimize.core.errors import Invalid, NotFound, Refused
 from optimize.registry import aliases, models
 from optimize.registry.namespaces import set_archived
 from optimize.registry.nouns import MODELS
-from optimize.store import migrate
 from optimize.store.db import Store
 from optimize.store.tables import Event
-from tests.conftest import shown
+from tests.conftest import migrated_sqlite, shown
 
 COMMIT = "ab" * 32
 BASE = "optimize/tiny-llama-3.2:v1"
@@ -20,8 +19,8 @@ BASE = "optimize/tiny-llama-3.2:v1"
 
 @pytest.fixture
 def store(tmp_path):
+    migrated_sqlite(tmp_path / "registry.db")
     url = f"sqlite:///{tmp_path / 'registry.db'}"
-    migrate.upgrade(url)
     store = Store(url)
     yield store
     store.dispose()

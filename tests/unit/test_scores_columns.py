@@ -11,9 +11,9 @@ import pytest
 from optimize.core.clock import utcnow
 from optimize.evaluation.scores import scores
 from optimize.registry import models
-from optimize.store import migrate
 from optimize.store.db import Store
 from optimize.store.tables import Evaluation, Project, Run
+from tests.conftest import migrated_sqlite
 
 BASE = "optimize/tiny-llama-3.2"
 COMMIT = "ab" * 32
@@ -22,8 +22,8 @@ DATASET = "proj/tickets:v1"
 
 @pytest.fixture
 def store(tmp_path):
+    migrated_sqlite(tmp_path / "scores.db")
     url = f"sqlite:///{tmp_path / 'scores.db'}"
-    migrate.upgrade(url)
     store = Store(url)
     with store.transaction() as session:
         session.add(Project(name="proj", archived=False, created_at=utcnow()))
