@@ -99,7 +99,7 @@ def test_each_rule_is_refused_by_file_and_row_before_anything_is_sent(cli, ns, t
 
 @pytest.mark.parametrize("descriptor, words", [
     ({"tokenizer": {"repository": "r", "revision": "main"}, "chatTemplateSha256": TEMPLATE, "files": ["a.parquet"]},
-     "prepared.json: tokenizer.revision must be the tokenizer's commit (40 hex digits), not 'main'"),
+     "prepared.json: tokenizer.revision must be the tokenizer's commit (40 or 64 hex digits), not 'main'"),
     ({"tokenizer": {"repository": "r", "revision": REVISION}, "files": ["a.parquet"]},
      "prepared.json: chatTemplateSha256 must be the sha256"),
     ({"tokenizer": {"repository": "r", "revision": REVISION}, "chatTemplateSha256": TEMPLATE,

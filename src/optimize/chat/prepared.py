@@ -27,7 +27,7 @@ from optimize.core.errors import Invalid
 DESCRIPTOR = "prepared.json"
 MOST_FILES = 1000  # Parquet files one version lists
 MOST_REPORTED = 20  # bad rows a refusal names
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # a git commit, or a stand-in's (the digest of its files)
 SHA256 = re.compile(r"^(sha256:)?[0-9a-f]{64}$")
 COLUMNS = ("input_ids", "loss_mask")
 
@@ -67,8 +67,8 @@ def read_descriptor(document: Any) -> Descriptor:
     if not isinstance(repository, str) or not repository.strip():
         raise Invalid(f"{DESCRIPTOR}: tokenizer.repository must name the tokenizer's repository", hint=hint)
     if not isinstance(revision, str) or not COMMIT.match(revision):
-        raise Invalid(f"{DESCRIPTOR}: tokenizer.revision must be the tokenizer's commit (40 hex digits), not "
-                      f"{revision!r}", hint=hint)
+        raise Invalid(f"{DESCRIPTOR}: tokenizer.revision must be the tokenizer's commit (40 or 64 hex digits), "
+                      f"not {revision!r}", hint=hint)
     template = document.get("chatTemplateSha256")
     if not isinstance(template, str) or not SHA256.match(template):
         raise Invalid(f"{DESCRIPTOR}: chatTemplateSha256 must be the sha256 of the chat template the rows were "

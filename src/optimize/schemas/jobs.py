@@ -42,6 +42,8 @@ class ExamplesSpec(Spec):
     digest: str = Field(description="The dataset version's examples digest")
     rows: int = Field(description="Examples in all")
     objects: list[ObjectSpec] = Field(description="Its shards, in order")
+    prepared: bool = Field(default=False, description="Whether its shards are Parquet files of prepared token rows "
+                                                      "(input_ids, loss_mask), trained as given")
 
 
 class ArtifactSpec(Spec):

@@ -390,24 +390,17 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
     columns (the method's token-id `columns`, then its `text_columns`) written to a Parquet file on local disk a
     batch at a time, so memory holds one batch whatever the dataset's size. The first `keep` rows that train are
     added to `first` (a smoke check answers them)."""
-    import orjson
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from optimize.chat.rows import RowError, RowKind, check_row
-
-    kind, names = RowKind(method.dataset_kind), method.columns + method.text_columns
+    names = method.columns + method.text_columns
     schema = pa.schema([(name, pa.list_(pa.int32())) for name in method.columns]
                        + [(name, pa.string()) for name in method.text_columns])
     batch: dict[str, list] = {name: [] for name in names}
+    fitted_rows = _given_rows(channel, dataset, fitter, reference) if dataset.get("prepared") else \
+        _rendered_rows(channel, dataset, method, fitter, reference)
     with pq.ParquetWriter(target, schema) as writer:
-        for line, raw in channel.example_lines(dataset["objects"]):
-            try:
-                row = orjson.loads(raw)
-                check_row(row, kind)
-            except (RowError, orjson.JSONDecodeError) as error:
-                raise RowRefused(f"{reference} line {line}: {error}") from None
-            fitted = fitter.fit(row, f"{reference} line {line}")
+        for row, fitted in fitted_rows:
             counter.advance()
             if first is not None and len(first) < keep and fitted is not None:
                 first.append(row)
@@ -421,3 +414,33 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
         if batch[names[0]]:
             writer.write_table(pa.table(batch, schema=schema))
     return target
+
+
+def _rendered_rows(channel: Channel, dataset: dict[str, Any], method, fitter, reference: str):
+    """(row, its fitted render or None) of a dataset of JSON rows, each checked by the registry's rule first."""
+    import orjson
+
+    from optimize.chat.rows import RowError, RowKind, check_row
+
+    kind = RowKind(method.dataset_kind)
+    for line, raw in channel.example_lines(dataset["objects"]):
+        try:
+            row = orjson.loads(raw)
+            check_row(row, kind)
+        except (RowError, orjson.JSONDecodeError) as error:
+            raise RowRefused(f"{reference} line {line}: {error}") from None
+        yield row, fitter.fit(row, f"{reference} line {line}")
+
+
+def _given_rows(channel: Channel, dataset: dict[str, Any], fitter, reference: str):
+    """(None, the fitted row or None) of prepared token rows: each Parquet file's input_ids and loss_mask as given
+    (the registry checked every rule when they were registered), fitted into maxSeqLength."""
+    import pyarrow.parquet as pq
+
+    for item in dataset["objects"]:
+        handle = pq.ParquetFile(channel.fetch_blob(item["sha256"]))
+        row = 0
+        for batch in handle.iter_batches(columns=["input_ids", "loss_mask"]):
+            for ids, mask in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                row += 1
+                yield None, fitter.fit_tokens(ids, mask, f"{reference} {item['path']} row {row}")

@@ -20,6 +20,7 @@ class DatasetPick:
     digest: str
     rows: int
     tool_rows: int
+    prepared: dict | None = None  # prepared token rows: the descriptor and longestRow (chat/prepared)
 
 
 def find_dataset(session: Session, text: str, project: str, field: str) -> tuple[DatasetPick, str]:
@@ -32,7 +33,7 @@ def find_dataset(session: Session, text: str, project: str, field: str) -> tuple
         raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
     found, version = resolve_reference(session, reference)
     label = f"{found.namespace}/{found.name}:v{version.version}"
-    return DatasetPick(label, version.digest, version.rows, version.tool_rows), found.kind
+    return DatasetPick(label, version.digest, version.rows, version.tool_rows, version.prepared), found.kind
 
 
 def pick_chat_dataset(session: Session, text: str, project: str, field: str) -> DatasetPick:

@@ -10,10 +10,11 @@ import json
 from typing import Any
 
 from optimize.catalog.selection import selection_for
+from optimize.chat.formats import DatasetFormat
 from optimize.core.errors import Forbidden, Gone, Invalid, NotFound
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
-from optimize.registry.datasets import examples_objects
+from optimize.registry.datasets import examples_objects, version_format
 from optimize.registry.models import find_model, resolve_model_reference
 from optimize.store.tables import Run
 
@@ -54,11 +55,12 @@ def _names_base_model(deployment: Deployment, text: str) -> bool:
 
 
 def trained_instructions(deployment: Deployment, session, reference: str) -> str | None:
-    """None for a model no run produced, or whose run's first row has no system message."""
+    """None for a model no run produced, one trained on prepared token rows, or whose run's first row has no system
+    message."""
     _, version = resolve_model_reference(session, reference)
     run = session.get(Run, version.produced_by_id) if version.produced_by_kind == "run" else None
-    if run is None:
-        return None
+    if run is None or version_format(session, run.dataset_digest) == DatasetFormat.PREPARED:
+        return None  # prepared token rows hold no messages: a model trained on them has no instructions
     try:
         first = examples_objects(session, run.dataset_digest)[0]
         with deployment.blobs.verified_path(first["sha256"]).open("rb") as handle:

@@ -70,7 +70,8 @@ def describe_prepared(
     folder: Annotated[Path, typer.Argument(help="The folder of Parquet files (input_ids and loss_mask columns).")],
     tokenizer: Annotated[str, typer.Option("--tokenizer", help="The tokenizer's repository the rows were made with "
                                                                "(the base model's).")],
-    revision: Annotated[str, typer.Option("--revision", help="The tokenizer's commit (40 hex digits).")],
+    revision: Annotated[str, typer.Option("--revision", help="The tokenizer's commit (the base model's, as "
+                                                             "base-models get shows it).")],
     chat_template: Annotated[Path | None, typer.Option("--chat-template", help="The chat template file the rows "
                                                                               "were rendered under.")] = None,
     chat_template_sha256: Annotated[str | None, typer.Option("--chat-template-sha256", help="Its sha256, instead "

@@ -31,6 +31,7 @@ class Subject:
     role: str  # training | validation
     reference: str  # ns/name:vN
     digest: str
+    prepared: dict | None = None  # prepared token rows: the version's descriptor and longestRow (no analysis)
 
 
 def analysis_for(session, blobs, digest: str, commit: str) -> Analysis | None:
@@ -137,6 +138,9 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
     `waiting` (an analysis is pending or running, or none exists yet) or `notRun` (one failed or cannot exist)."""
     sections = []
     for subject in subjects:
+        if subject.prepared is not None:
+            sections.append(prepared_section(subject, max_seq_length))
+            continue
         analysis = analysis_for(session, blobs, subject.digest, commit) if commit else None
         done = analysis is not None and analysis.phase == AnalysisPhase.DONE and analysis.lengths_sha256
         try:
@@ -148,11 +152,21 @@ def evaluate(session, blobs, subjects: list[Subject], entry_id: str, commit: str
             continue
         sections.append(section(analysis, subject, entry_id, commit, max_seq_length, truncation, held))
     states = {s["status"] for s in sections}
-    if states <= {"done"}:
+    if states <= {"done", "prepared"}:
         return sections, "passed"
     if states & {"failed", "noCommit"}:
         return sections, "notRun"
     return sections, "waiting"
+
+
+def prepared_section(subject: Subject, max_seq_length: int) -> dict[str, Any]:
+    """Prepared token rows need no analysis: the version recorded their longest row when it was registered (a row
+    longer than maxSeqLength under `error` is refused by `admission.prepared`)."""
+    longest = int(subject.prepared.get("longestRow") or 0)
+    return {"role": subject.role, "dataset": subject.reference, "maxSeqLength": max_seq_length, "status": "prepared",
+            "longest": longest, "note": f"prepared token rows: the longest is {longest} tokens (recorded by the "
+                                        "version), " + ("within maxSeqLength" if longest <= max_seq_length
+                                                        else "longer than maxSeqLength")}
 
 
 def record(sections: list[dict[str, Any]], state: str) -> dict[str, Any]:
@@ -160,4 +174,4 @@ def record(sections: list[dict[str, Any]], state: str) -> dict[str, Any]:
     `refused` when its analyses refused the run) and the analysis each dataset was checked against."""
     return {"status": state, "datasets": [
         {key: s.get(key) for key in ("role", "dataset", "status", "analysisId", "baseModelCommit", "overMaxSeqLength",
-                                     "reason")} for s in sections]}
+                                     "reason", "longest")} for s in sections]}

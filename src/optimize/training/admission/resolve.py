@@ -47,6 +47,7 @@ from optimize.training.admission.memory import (
     shape_of,
     workload_of,
 )
+from optimize.training.admission.prepared import check_prepared
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
 from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset
 
@@ -80,10 +81,6 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if entry.context_length and config.max_seq_length > entry.context_length:
         raise Invalid(f"config.maxSeqLength {config.max_seq_length} is beyond the {entry.context_length}-token "
                       f"context of {entry.id}", hint=f"set config.maxSeqLength to at most {entry.context_length}")
-    if config.data.truncation == "right" and not config.loss.explicit_loss_mask_column:
-        raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
-                      hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
-                           "masks that exclude every token past maxSeqLength")
     # the method's rules in the order a plan meets them: its datasets (even while the method is not trained, so a
     # plan learns everything that stands in its way), then whether it trains, then its own settings
     method = declared(config.method)
@@ -92,6 +89,13 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                                config.method)
                   if config.validation.dataset else None)
     method.admit_datasets([("config.dataset", dataset), ("config.validation.dataset", validation)])
+    read = (("config.dataset", dataset), ("config.validation.dataset", validation))
+    prepared = [(field, pick) for field, pick in read if pick and pick.prepared]
+    if config.data.truncation == "right" and not config.loss.explicit_loss_mask_column and not prepared:
+        raise Refused("data.truncation: right would cut the final answer, which the default loss selects for training",
+                      hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
+                           "masks that exclude every token past maxSeqLength")
+    check_prepared(entry, selection.commit, selection.path, config, prepared)
     method = method_for(config.method)
     method.admit(config)
     if config.smoke is not None:
@@ -284,7 +288,7 @@ def pick_dataset(session: Session, text: str, project: str, field: str, method: 
         return pick_chat_dataset(session, text, project, field)
     picked, kind = find_dataset(session, text, project, field)
     wanted = declared(method).dataset_kind
-    if kind != wanted:
+    if kind != wanted and not (kind == "prepared" and declared(method).prepared_rows):
         other = reader_of(kind)  # the method that would train what the dataset holds
         holds = HOLDS.get(kind, kind)
         raise Refused(f"{field} {picked.reference} holds {holds}; method {method} trains on {HOLDS[wanted]}",

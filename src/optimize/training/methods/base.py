@@ -37,6 +37,7 @@ class Method:
     trained: ClassVar[bool] = True  # False: declared (its plans validate) but refused at admission
     engine: ClassVar[str] = "trl"
     devices: ClassVar[int] = 1  # the most devices its engine trains one run on
+    prepared_rows: ClassVar[bool] = False  # whether it trains on prepared token rows as well as its dataset_kind
     columns: ClassVar[tuple[str, ...]] = ()  # the token-id columns of its prepared rows
     text_columns: ClassVar[tuple[str, ...]] = ()  # its prepared rows' text columns, after the token-id ones
     metric_names: ClassVar[dict[str, str]] = TRAINER_METRICS  # TRL's log keys -> Optimize's metric names

@@ -27,6 +27,7 @@ class Sft(Method):
     name = "sft"
     loss_compared = True
     dataset_kind = "chat"
+    prepared_rows = True  # token ids and loss masks its owner made: trained as given (chat/prepared)
     devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     columns = ("input_ids", "labels")
     liger_kernels = True

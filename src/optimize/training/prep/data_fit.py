@@ -63,6 +63,20 @@ class Fitter:
         raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength {self.limit}; "
                          "raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
 
+    def fit_tokens(self, ids: list[int], mask: list[int], where: str) -> Rendered | None:
+        """A prepared token row (chat/prepared), its tokens and mask as given, fitted by the same rules; it has no
+        turns to remove (admission refuses `oldest` and `oldest_or_drop` for prepared rows)."""
+        rendered = Rendered("", list(ids), [int(m) for m in mask], [], [])
+        if len(rendered.input_ids) <= self.limit:
+            return self._kept(rendered)
+        if self.truncation == "drop":
+            self.counts.too_long += 1
+            return None
+        if self.truncation == "right":
+            return self._cut(rendered, where)
+        raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength {self.limit}; "
+                         "raise maxSeqLength, or set data.truncation: drop to leave it out")
+
     def _render(self, row: dict[str, Any], where: str) -> Rendered:
         try:
             return self.renderer.render(row, self.policy)

@@ -73,7 +73,8 @@ class RunKind(JobKind):
             prediction.settle(deployment, session, row)
             return True
         config = resolved_config(row.resolved["config"])
-        subjects = [Subject(d["role"], d["dataset"], digest) for d, digest in
+        subjects = [Subject(d["role"], d["dataset"], digest, {"longestRow": d.get("longest")}
+                            if d["status"] == "prepared" else None) for d, digest in
                     zip(check["datasets"], [row.dataset_digest, row.validation_digest], strict=False)]
         sections, state = evaluate(session, deployment.blobs, subjects, row.base_entry_id, row.base_commit,
                                    config.max_seq_length, config.data.truncation)

@@ -17,13 +17,14 @@ from typing import Any
 from sqlalchemy import select, update
 
 from optimize.catalog.selection import job_model
+from optimize.chat.formats import DatasetFormat
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
-from optimize.registry.datasets import examples_objects
+from optimize.registry.datasets import examples_objects, version_format
 from optimize.schemas import runs as answers
 from optimize.schemas.jobs import RunSpec
 from optimize.schemas.outcomes import Outcome, RunLastWord, RunProgress
@@ -117,7 +118,8 @@ def _resume_point(session, run: Run) -> dict[str, Any] | None:
 
 def _objects(session, digest: str) -> dict[str, Any]:
     objects = examples_objects(session, digest)
-    return {"digest": digest, "rows": sum(o["rows"] for o in objects), "objects": objects}
+    return {"digest": digest, "rows": sum(o["rows"] for o in objects), "objects": objects,
+            "prepared": version_format(session, digest) == DatasetFormat.PREPARED}
 
 
 def instructions(run: Run) -> dict[str, Any]:

@@ -150,7 +150,8 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
         refuse_kl_on_inherited_policy(admitted, branch)
         starts_from = starts_from or ((branch or {}).get("source") or {}).get("model")
         sections, state, _ = check_lengths(deployment, session, admitted, plan)
-        objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted)}
+        # the rows' duplicates and shapes: of JSON rows (prepared token rows are described by their version)
+        objects = {s.reference: examples_objects(session, s.digest) for s in subjects(admitted) if not s.prepared}
         rewarded = method_for(plan.config.method).rewarded
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
                             if rewarded else (None, []))
@@ -305,7 +306,7 @@ def _rule_bundles(terms: list[ResolvedTerm]) -> frozenset[tuple[str, str]]:
 
 def subjects(admitted: Admitted) -> list[Subject]:
     picks = [("training", admitted.dataset)] + ([("validation", admitted.validation)] if admitted.validation else [])
-    return [Subject(role, pick.reference, pick.digest) for role, pick in picks]
+    return [Subject(role, pick.reference, pick.digest, pick.prepared) for role, pick in picks]
 
 
 def check_lengths(deployment: Deployment, session, admitted: Admitted, plan) -> tuple[list[dict], str, list[str]]:
