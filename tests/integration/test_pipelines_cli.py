@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -170,6 +172,18 @@ def test_a_mixing_stage_is_checked_at_submission_and_its_run_when_it_starts(proj
     dry = cli.json("training", "pipelines", "start", "-f", write(tmp_path, document), "--dry-run")
     assert dry["stages"][0]["mixedDataset"] == f"{name}/mixed"
     assert dry["stages"][0]["checked"].startswith("its datasets and where they mix")
+
+    # prepared token rows are files of their own, joined with no other rows
+    folder = tmp_path / "prepared"
+    folder.mkdir()
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]], "loss_mask": [[0, 1, 1]]}), folder / "rows.parquet")
+    (folder / "prepared.json").write_text(json.dumps({"tokenizer": {"repository": "r", "revision": "a" * 40},
+                                                      "chatTemplateSha256": "b" * 64, "files": ["rows.parquet"]}))
+    cli.ok("registry", "datasets", "register", f"{name}/tokens", "-f", str(folder))
+    mixing(document, [f"{name}/chat", f"{name}/tokens"])
+    refused = cli("training", "pipelines", "start", "-f", write(tmp_path, document))
+    assert refused.code == 1 and f"stage train: config.dataset[1] {name}/tokens:v1 holds prepared token rows, which " \
+                                 "a mix cannot join" in refused.err, refused.err
 
 
 def test_a_stage_registering_into_an_archived_namespace_is_refused_at_submission(project, sqlite_server, capsys,

@@ -127,9 +127,16 @@ def test_a_run_the_rows_cannot_be_trained_by_is_refused_before_a_device_naming_t
     assert refused.code == 1 and expected in " ".join(refused.err.split()), refused.err
 
 
-def test_an_evaluation_refuses_prepared_rows(prepared, capsys):
-    cli = Cli(capsys, prepared["url"])
-    refused = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{prepared['name']}/prepared",
-                  "--project", prepared["name"])
+def test_an_evaluation_and_an_analysis_refuse_prepared_rows_and_the_row_viewer_shows_their_tokens(prepared, capsys):
+    cli, name = Cli(capsys, prepared["url"]), prepared["name"]
+    refused = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{name}/prepared",
+                  "--project", name)
     assert refused.code == 1 and "holds prepared token rows; an evaluation reads chat rows" in refused.err, \
         refused.err
+    analysis = cli("training", "datasets", "analyze", f"{name}/prepared", "--model", MODEL)
+    assert analysis.code == 1 and "holds prepared token rows, which need no analysis" in analysis.err, analysis.err
+    page = prepared["client"].get(f"/v1/registry/datasets/{name}/prepared/versions/v1/rows",
+                                  params={"offset": 1, "limit": 2}).json()
+    assert [item["line"] for item in page["items"]] == [2, 3] and page["rows"] == 16
+    first = page["items"][0]["row"]
+    assert set(first) == {"input_ids", "loss_mask"} and len(first["input_ids"]) == len(first["loss_mask"])

@@ -74,6 +74,11 @@ def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                       hint=f"select it first: akka training base-models select {entry.id}")
     with deployment.store.transaction() as session:
         found, version = resolve_reference(session, reference)
+        if version.prepared is not None:
+            raise Refused(f"{found.namespace}/{found.name}:v{version.version} holds prepared token rows, which need "
+                          f"no analysis: the version recorded their longest row ({version.prepared.get('longestRow')} "
+                          "tokens) when it was registered",
+                          hint="a run's dry run shows it: akka training runs start -f PLAN --dry-run")
         examples = content_digest(session, deployment.blobs, version.digest)
         values = {
             "id": new_id(), "examples_digest": examples, "kind": found.kind, "base_entry_id": entry.id,

@@ -27,6 +27,17 @@ def mix_target(text: str, project: str) -> str:
     return text.strip() if "/" in text else f"{project}/{text.strip()}"
 
 
+def mixable(session, part: str, project: str, index: int) -> tuple[DatasetPick, str]:
+    """The version a listed dataset names and its kind; prepared token rows (Parquet files, no JSON rows) are
+    refused."""
+    version, kind = find_dataset(session, part, project, f"config.dataset[{index}]")
+    if version.prepared is not None:
+        raise Refused(f"config.dataset[{index}] {version.reference} holds prepared token rows, which a mix cannot "
+                      "join with other rows", hint="mix chat or preference datasets; register prepared rows "
+                                                   "together as one version instead")
+    return version, kind
+
+
 def register_mix(deployment: Deployment, project: str, pipeline_id: str, stage: str, parts: list[str],
                  target: str) -> str:
     """Register the rows of `parts` (dataset references, in order) as one version of `target`; returns the
@@ -35,7 +46,7 @@ def register_mix(deployment: Deployment, project: str, pipeline_id: str, stage: 
     with deployment.store.transaction() as session:
         kinds: dict[str, str] = {}
         for index, part in enumerate(parts):
-            version, kind = find_dataset(session, part, project, f"config.dataset[{index}]")
+            version, kind = mixable(session, part, project, index)
             kinds.setdefault(kind, version.reference)
             picked.append((version, examples_objects(session, version.digest)))
     if len(kinds) > 1:

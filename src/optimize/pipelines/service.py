@@ -34,7 +34,7 @@ from optimize.jobs import registry as job_kinds
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import device_seconds
 from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
-from optimize.pipelines.mixes import mix_target, register_mix
+from optimize.pipelines.mixes import mix_target, mixable, register_mix
 from optimize.pipelines.phases import OPEN, PIPELINE, TERMINAL
 from optimize.pipelines.plans import Stage, read_plan
 from optimize.projects.service import open_project
@@ -53,7 +53,7 @@ from optimize.training.admission.source import refuse_stated_lora
 from optimize.training.server import lifecycle as run_lifecycle
 from optimize.training.server import runs
 from optimize.training.server.completion import run_model
-from optimize.workloads.datasets import find_dataset, pick_chat_dataset
+from optimize.workloads.datasets import pick_chat_dataset
 from optimize.workloads.models import resolve_model
 
 # --- start -------------------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def _check_mix(deployment: Deployment, project: str, stage: Stage) -> dict[str, 
     with deployment.store.transaction() as session:
         for index, part in enumerate(stage.mix or []):
             if f"config.dataset[{index}]" not in stage.reads:
-                find_dataset(session, part, project.lower(), f"config.dataset[{index}]")
+                mixable(session, part, project.lower(), index)
         _open_target(session, stage.document["mixedDataset"], project)
     return {"checked": "its datasets and where they mix (its run when it starts, over the mixed version)",
             "mixedDataset": mix_target(stage.document["mixedDataset"], project.lower())}

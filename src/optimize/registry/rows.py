@@ -1,6 +1,6 @@
 """A dataset version's rows as stored, read from its shards in order, each line parsed as the JSON it is, numbered
-from 1 as refusals and analyses name lines: a page at a time (the dashboard's row viewer), or streamed whole (a
-bundle's field check, a pipeline's mix of versions)."""
+from 1 as refusals and analyses name lines: a page at a time (the dashboard's row viewer; prepared token rows as
+their input_ids and loss_mask), or streamed whole (a bundle's field check, a pipeline's mix of versions)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
         version = resolve_version(session, dataset, selector)
         shards = [(item.sha256, item.rows) for item in version_objects(session, version)]
         reference, total = f"{dataset.namespace}/{dataset.name}:v{version.version}", version.rows
+        prepared = version.prepared is not None
+    read = _parquet_rows if prepared else _jsonl_rows
     rows: list[dict[str, Any]] = []
     skip = offset
     for sha256, count in shards:
@@ -41,15 +43,30 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
             skip -= count
             continue
         with blobs.open_held(sha256, f"shard sha256:{sha256} of {reference}") as shard:
-            for index, raw in enumerate(shard):
-                if index < skip:
-                    continue
-                rows.append({"line": offset + len(rows) + 1,
-                             "row": orjson.loads(raw.removeprefix(UTF8_BOM) if index == 0 else raw)})
+            for row in read(shard, skip):
+                rows.append({"line": offset + len(rows) + 1, "row": row})
                 if len(rows) == limit:
                     break
         skip = 0
     return DatasetRows(reference=reference, rows=total, offset=offset, items=rows)
+
+
+def _jsonl_rows(shard, skip: int) -> Iterator[dict[str, Any]]:
+    for index, raw in enumerate(shard):
+        if index >= skip:
+            yield orjson.loads(raw.removeprefix(UTF8_BOM) if index == 0 else raw)
+
+
+def _parquet_rows(shard, skip: int) -> Iterator[dict[str, Any]]:
+    """A Parquet file of prepared token rows: each row's input_ids and loss_mask."""
+    import pyarrow.parquet as pq
+
+    index = 0
+    for batch in pq.ParquetFile(shard).iter_batches(columns=["input_ids", "loss_mask"]):
+        for ids, mask in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            if index >= skip:
+                yield {"input_ids": ids, "loss_mask": mask}
+            index += 1
 
 
 def version_rows(blobs: LocalBlobStore, objects: list[dict[str, Any]], label: str) -> Iterator[tuple[int, dict]]:
