@@ -55,7 +55,8 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
                   "run renders it")
     for section in d["resolved"]["lengths"]:
         _lengths(con, section)
-    con.print("[bold]Diagnostics[/]")
+    if d["diagnostics"]:  # of JSON rows (prepared token rows have none)
+        con.print("[bold]Diagnostics[/]")
     for item in d["diagnostics"]:
         _diagnostics(con, item)
     if show_resolved:

@@ -247,7 +247,8 @@ def _render_registered(con, item) -> None:
     verb = "Registered" if item.get("created") else "Already registered:"
     con.print(f"{verb} [bold]{item['reference']}[/] — {_count_line(item)}, {item['format']}")
     con.print(f"  Digest   {item['digest']}")
-    con.print(f"  Tools    {_tools_line(item)}")
+    if not item.get("prepared"):  # prepared token rows hold no messages, so no tools
+        con.print(f"  Tools    {_tools_line(item)}")
     con.print(f"  Shards   {item['shards']} ({human_size(item['bytes'])}); sent {upload['sent']}, "
               f"already held {upload['alreadyHeld']}")
     if item["aliases"]:
@@ -283,7 +284,8 @@ def _render_version(con, item) -> None:
     con.print(f"Digest    {item['digest']}")
     con.print(f"Format    {item['format']}")
     con.print(f"Rows      {_count_line(item)}")
-    con.print(f"Tools     {_tools_line(item)}")
+    if not item.get("prepared"):
+        con.print(f"Tools     {_tools_line(item)}")
     con.print(f"Size      {human_size(item['bytes'])} in {item['shards']} object{'s' if item['shards'] != 1 else ''}")
     con.print(f"Aliases   {', '.join(item['aliases']) or DASH}")
     con.print(f"Created   {age(item['createdAt'])}")

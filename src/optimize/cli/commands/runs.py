@@ -398,7 +398,8 @@ def _length_line(check: dict[str, Any] | None) -> str:
              "refused": "refused the run"}
     parts = []
     for d in check["datasets"]:
-        source = f"analysis {d['analysisId'][:12]}" if d.get("analysisId") else "no analysis"
+        source = (f"analysis {d['analysisId'][:12]}" if d.get("analysisId") else "the version's longest row"
+                  if d.get("status") == "prepared" else "no analysis")
         detail = f", {d['reason']}" if d.get("reason") else ""
         parts.append(f"{d['dataset']} ({d['role']}) against {source}{detail}")
     if not parts:  # a reinforcement run: each prompt's budget is checked as the worker renders it
