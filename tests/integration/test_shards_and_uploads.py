@@ -46,14 +46,16 @@ def test_sharded_bad_rows_are_numbered_in_the_whole_file(cli, ns, tmp_path):
     assert "line 251: the last message must be an assistant message" in " ".join(result.err.split())
 
 
-def test_same_file_registers_as_same_digest_on_two_servers(server_factory, capsys, tmp_path):
-    path = many_rows(tmp_path / "d.jsonl", 300)
+def test_same_file_registers_as_same_digest_on_two_servers(sqlite_store_server, sqlite_server, capsys, ns,
+                                                           tmp_path):
+    """Two servers of the session, each with a store and blobs of its own (the name is new to both; rows of a width
+    no other test sends, so that no shard is held already by either)."""
+    path = many_rows(tmp_path / "d.jsonl", 300, width=197)
     digests = []
-    for name in ("one", "two"):
-        proc = server_factory(name)
+    for proc in (sqlite_store_server, sqlite_server):
         cli = Cli(capsys, proc.url)
         for shard_size in ("16KiB", None):
-            args = ["registry", "datasets", "register", "same/data", "-f", str(path)]
+            args = ["registry", "datasets", "register", f"{ns}/data", "-f", str(path)]
             if shard_size:
                 args += ["--shard-size", shard_size]
             digests.append(cli.json(*args)["digest"])
