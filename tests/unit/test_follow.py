@@ -37,7 +37,7 @@ class Scripted(BaseHTTPRequestHandler):
 @pytest.fixture
 def scripted():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()  # 10 ms shutdown polls, not 0.5 s
     Scripted.connections = 0
     yield server
     server.shutdown()
@@ -101,7 +101,7 @@ def followed():
     from optimize.cli.main import main
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Followed)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()  # 10 ms shutdown polls, not 0.5 s
     Followed.statuses = STATUSES
     Followed.item = {**STATUSES[-1], "results": {"model": "ns/m:v1"}, "failureReason": None}
     url = f"http://127.0.0.1:{server.server_address[1]}"
