@@ -18,6 +18,7 @@ from optimize.api.routers import (
     chat,
     datasets,
     health,
+    images,
     info,
     internal,
     metrics,
@@ -78,7 +79,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(BodyLimits)
     app.add_middleware(TokenGate, store=store)
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, adapters,
-                                           uploads, bundles, base_models, projects, sessions, status)]
+                                           uploads, images, bundles, base_models, projects, sessions, status)]
     # each job kind's routes come from this server's table of kinds; the internal family serves every kind's workers
     for router in (*shared, *kind_routers(), chat.router, metrics.router, internal.router,
                    dashboard_routes.router):

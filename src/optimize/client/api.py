@@ -756,6 +756,20 @@ class Uploads(_Resource):
         return self._http.post(self._path(upload_id, "commit"), json={"alias": alias})
 
 
+class Images(_Resource):
+    """Images of chat rows, kept by the registry under the sha256 of their bytes."""
+
+    ROOT = "/v1/registry/images"
+
+    def held(self, digests: list[str]) -> Json:
+        """Which of `digests` the registry holds (`held`) and lacks (`missing`)."""
+        return self._http.post(f"{self.ROOT}/held", json={"sha256": digests})
+
+    def send(self, sha256: str, chunks: Iterator[bytes], size: int) -> Json:
+        """Stream one image of `size` bytes under its sha256."""
+        return self._http.put_stream(f"{self.ROOT}/{segment(sha256)}", chunks, size)
+
+
 class Sessions(_Resource):
     """Sessions: a conversation file parsed on the server into candidates and kept, named by its hash."""
 
@@ -804,6 +818,7 @@ class OptimizeApi:
         self.bundles = Bundles(http)
         self.adapters = Adapters(http)
         self.uploads = Uploads(http)
+        self.images = Images(http)
 
     @classmethod
     def connect(cls, base_url: str, timeout: float = 60.0, token: str | None = None) -> OptimizeApi:

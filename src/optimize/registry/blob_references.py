@@ -13,6 +13,7 @@ A blob is referenced by
 - an analysis' per-row lengths (`lengths_sha256`);
 - a bundle version's archive (`bundle_versions.sha256`);
 - a session's candidates (`sessions.sha256`, the session hash);
+- an image of chat rows (`registry_images`, and those a version's or an upload's rows name: `images`);
 and, through each manifest named (JSON listing `files` by `sha256`), every file it lists. A manifest that cannot be
 read (missing, corrupt, not a manifest) is reported: its files are unknown, so no blob is removed meanwhile.
 
@@ -38,12 +39,14 @@ from optimize.store.tables import (
     BundleVersion,
     ConversationSession,
     Curation,
+    DatasetVersion,
     Distillation,
     Endpoint,
     Evaluation,
     Event,
     JobLease,
     ModelVersion,
+    RegistryImage,
     Run,
     Shard,
     Snapshot,
@@ -54,7 +57,8 @@ COLUMNS = frozenset({
     "shards.sha256", "dataset_objects.sha256", "upload_sessions.manifest", "snapshots.artifacts", "snapshots.swept",
     "runs.branch", "runs.resumed", "runs.pause", "model_versions.descriptor", "evaluations.model",
     "distillations.teacher", "endpoints.adapters", "analyses.lengths_sha256", "bundle_versions.sha256",
-    "sessions.sha256", "curations.judge",
+    "sessions.sha256", "curations.judge", "registry_images.sha256", "dataset_versions.images",
+    "upload_sessions.images",
 })
 MANIFEST_KEYS = ("manifestDigest", "manifestSha256")
 
@@ -87,6 +91,10 @@ def references(session: Session, blobs: Any, now: datetime, grace: timedelta) ->
     found.blobs.update(session.scalars(select(Analysis.lengths_sha256).where(Analysis.lengths_sha256.is_not(None))))
     found.blobs.update(session.scalars(select(BundleVersion.sha256)))
     found.blobs.update(session.scalars(select(ConversationSession.sha256)))
+    found.blobs.update(session.scalars(select(RegistryImage.sha256)))
+    for column in (DatasetVersion.images, UploadSession.images):
+        for listed in session.scalars(select(column).where(column.is_not(None))):
+            found.blobs.update(str(item.get("sha256")) for item in listed or [] if isinstance(item, dict))
     for manifest in sorted(manifests):
         files = listed_files(blobs, manifest)
         if files is None:

@@ -131,6 +131,28 @@ class DatasetVersionDetail(DatasetVersion):
     version_count: int = Field(description="Versions the dataset has")
 
 
+class HeldImagesRequest(BaseModel):
+    """`POST /v1/registry/images/held`."""
+
+    sha256: list[str] = Field(description="Image digests (64 lowercase hex digits each), at most 10,000")
+
+
+class HeldImages(Answer):
+    """Which images the registry holds, of those asked about."""
+
+    held: list[str] = Field(description="The digests it holds (not sent again)")
+    missing: list[str] = Field(description="The digests it lacks, in the order asked")
+
+
+class ImageReceived(Answer):
+    sha256: str = Field(description="The image's digest: the sha256 of its bytes")
+    size_bytes: int = Field(alias="bytes", description="Its size")
+    format: str = Field(description="PNG, JPEG, WEBP or GIF")
+    width: int = Field(description="Pixels across")
+    height: int = Field(description="Pixels down")
+    already_held: bool = Field(description="Whether the registry held it already (nothing was read)")
+
+
 class CommittedVersion(DatasetVersion):
     """The version an upload registered, or the version the same content already was."""
 

@@ -84,6 +84,7 @@ class DatasetVersion(Base):
     lineage: Mapped[dict | None] = mapped_column(JSON)
     # prepared token rows: the descriptor (tokenizer, chatTemplateSha256, files) and the longest row, in tokens
     prepared: Mapped[dict | None] = mapped_column(JSON)
+    images: Mapped[list | None] = mapped_column(JSON)  # the images its rows name: {path, sha256, bytes}
 
 
 class DatasetObject(Base):
@@ -111,6 +112,19 @@ class Shard(Base):
     lines: Mapped[int] = mapped_column(BigInteger)
     tool_rows: Mapped[int] = mapped_column(BigInteger)
     longest: Mapped[int | None] = mapped_column(BigInteger)  # a Parquet file of prepared rows: its longest row
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RegistryImage(Base):
+    """An image blob the registry checked when it arrived (chat/images): rows name it by the sha256 of its bytes."""
+
+    __tablename__ = "registry_images"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    format: Mapped[str] = mapped_column(String(8))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
@@ -154,6 +168,7 @@ class UploadSession(Base):
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     conversion: Mapped[dict | None] = mapped_column(JSON)
     prepared: Mapped[dict | None] = mapped_column(JSON)  # the descriptor of prepared token rows
+    images: Mapped[list | None] = mapped_column(JSON)  # the images the rows name: {path, sha256, bytes}
 
 
 class Event(Base):

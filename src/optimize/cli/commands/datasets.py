@@ -64,6 +64,33 @@ def register(
         out.emit(version, _render_registered)
 
 
+images_app = typer.Typer(help="Images of chat rows, kept by the registry under the sha256 of their bytes.",
+                         no_args_is_help=True)
+app.add_typer(images_app, name="images")
+
+
+@command(images_app, "push")
+def push_images(
+    out: Output,
+    paths: Annotated[list[Path], typer.Argument(help="Image files (PNG, JPEG, WebP or GIF).")],
+) -> None:
+    """Send images the registry lacks (each under the sha256 of its bytes); run again after an interruption, it
+    sends only the rest. `datasets register` sends the images its rows name itself."""
+    from optimize.client.images import checked_image, send_images
+
+    images = [checked_image(str(path), path) for path in paths]
+    with client_for(out) as api:
+        summary = send_images(api, images)
+    out.emit({**summary, "pushed": [{"path": i.path, "sha256": i.sha256, "bytes": i.size} for i in images]},
+             _render_pushed)
+
+
+def _render_pushed(con, d) -> None:
+    con.print(f"{d['images']} image(s): sent {d['sent']}, already held {d['alreadyHeld']}")
+    for image in d["pushed"]:
+        con.print(f"  {image['sha256']}  {image['path']}")
+
+
 @command(app, "describe-prepared")
 def describe_prepared(
     out: Output,
