@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import Cli, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +39,18 @@ def test_capacity_lists_the_cpu_pool(cli_sqlite):
     assert "Pools" in cli_sqlite.ok("training", "capacity").out
 
 
-def test_stand_in_selected_on_two_servers_has_the_same_commit(server_factory, capsys, tmp_path):
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A server of this module's own, on which nothing is selected but what its tests select (each a model of its
+    own): for selections that build a stand-in, which the session's servers may hold already."""
+    proc = start_server(tmp_path_factory.mktemp("fresh"))
+    yield proc
+    proc.stop()
+
+
+def test_stand_in_selected_on_two_servers_has_the_same_commit(fresh, server_factory, capsys, tmp_path):
     commits = []
-    for name in ("a", "b"):
-        proc = server_factory(name)
+    for proc in (fresh, server_factory("b")):
         selected = Cli(capsys, proc.url).json("training", "base-models", "select", "optimize/tiny-qwen2.5")
         assert selected["status"] == "ready" and selected["selection"]["source"] == "stand-in"
         assert Path(selected["selection"]["path"]).is_relative_to(proc.data_dir)
@@ -51,9 +59,8 @@ def test_stand_in_selected_on_two_servers_has_the_same_commit(server_factory, ca
     assert commits[0] == commits[1] and len(commits[0]) == 64
 
 
-def test_import_from_a_local_snapshot(server_factory, capsys, tmp_path):
-    proc = server_factory("import")
-    cli = Cli(capsys, proc.url)
+def test_import_from_a_local_snapshot(fresh, capsys, tmp_path):
+    cli = Cli(capsys, fresh.url)
     built = cli.json("training", "base-models", "select", "optimize/tiny-smollm2")
     snapshot = tmp_path / "snapshot"
     shutil.copytree(built["selection"]["path"], snapshot)
