@@ -54,3 +54,101 @@ def test_the_registry_itself_refuses_bytes_that_are_no_image_or_not_the_digest_n
     assert wrong.status_code in (409, 422) and "hash to sha256" in wrong.json()["detail"], wrong.text
     held = client.post("/v1/registry/images/held", json={"sha256": [hashlib.sha256(text).hexdigest()]}).json()
     assert held["held"] == [] and len(held["missing"]) == 1
+
+
+def rows_with(images: list[str], text_rows: int = 1) -> list[dict]:
+    rows = [{"messages": [{"role": "user", "content": [{"type": "text", "text": f"What is on page {i}?"},
+                                                       {"type": "image", "path": path}]},
+                          {"role": "assistant", "content": f"Page {i} shows a form."}]}
+            for i, path in enumerate(images)]
+    return rows + [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+                   ] * text_rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    import json
+
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_rows_with_images_register_sending_each_image_once_across_versions(cli, ns, tmp_path):
+    seed = int(hashlib.sha256(ns.encode()).hexdigest()[:6], 16)
+    png(tmp_path / "images/a.png", (seed & 255, 1, 2))
+    png(tmp_path / "images/b.png", (seed & 255, 3, 4))
+    first = cli.json("registry", "datasets", "register", f"{ns}/pages", "-f",
+                     str(write_rows(tmp_path / "rows.jsonl", rows_with(["images/a.png", "images/b.png",
+                                                                          "images/a.png"]))))
+    assert first["images"] == 2 and first["examples"] == 4
+    assert first["upload"]["images"] == {"images": 2, "sent": 2, "alreadyHeld": 0}
+    shown = cli.ok("registry", "datasets", "get", f"{ns}/pages").out
+    assert "Images    2" in shown
+
+    # a second version over the same pages sends only its rows
+    second = cli.json("registry", "datasets", "register", f"{ns}/pages", "-f",
+                      str(write_rows(tmp_path / "more.jsonl", rows_with(["images/b.png", "images/a.png"], 3))))
+    assert second["version"] == 2 and second["upload"]["images"] == {"images": 2, "sent": 0, "alreadyHeld": 2}
+
+    png(tmp_path / "images/c.png", (seed & 255, 5, 6))
+    preview = cli.json("registry", "datasets", "register", f"{ns}/pages", "-f",
+                       str(write_rows(tmp_path / "new.jsonl", rows_with(["images/a.png", "images/c.png"]))),
+                       "--no-upload")
+    assert [i["path"] for i in preview["missingImages"]] == ["images/c.png"] and preview["images"] == 2
+    assert cli.json("registry", "datasets", "versions", f"{ns}/pages")["versions"][0]["version"] == 2  # none new
+
+
+@pytest.mark.parametrize("image, words", [
+    ("images/missing.png", "line 1: image images/missing.png is not a file"),
+    ("images/bad.png", "line 1: image images/bad.png is not an image"),
+    ("../outside.png", "line 1: message 0 content part 1: image path '../outside.png' is not a plain path"),
+])
+def test_a_row_naming_a_bad_image_is_refused_by_line_and_path(cli, ns, tmp_path, image, words):
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images/bad.png").write_text("no picture")
+    refused = cli("registry", "datasets", "register", f"{ns}/bad", "-f",
+                  str(write_rows(tmp_path / "rows.jsonl", rows_with([image]))))
+    assert refused.code == 1 and words in " ".join(refused.err.split()), refused.err
+    assert cli("registry", "datasets", "get", f"{ns}/bad").code == 1
+
+
+def test_the_registry_refuses_rows_naming_images_it_was_not_sent(server, ns, tmp_path):
+    client = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
+    data = write_rows(tmp_path / "rows.jsonl", rows_with(["images/a.png"])).read_bytes()
+    shard = {"index": 0, "path": "examples.jsonl", "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+             "lines": 2}
+    plain = client.post("/v1/registry/dataset-uploads", json={"dataset": f"{ns}/direct", "format": "chat-jsonl-v1",
+                                                             "shards": [shard]}).json()
+    sent = client.put(f"/v1/registry/dataset-uploads/{plain['uploadId']}/shards/0", content=data)
+    assert sent.status_code == 422 and "image images/a.png is not among the images the upload sends" in \
+        sent.json()["errors"][0]["reason"], sent.text
+    named = client.post("/v1/registry/dataset-uploads", json={
+        "dataset": f"{ns}/direct2", "format": "chat-jsonl-v1", "shards": [shard],
+        "images": [{"path": "images/a.png", "sha256": "e" * 64, "bytes": 10}]}).json()
+    assert client.put(f"/v1/registry/dataset-uploads/{named['uploadId']}/shards/0", content=data).status_code == 201
+    commit = client.post(f"/v1/registry/dataset-uploads/{named['uploadId']}/commit", json={})
+    assert commit.status_code == 409 and "names 1 image(s) the registry lacks: images/a.png" in commit.text
+
+
+def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server, capsys, tmp_path):
+    """Rows with images are kept with their images; no run, evaluation or analysis reads images in this version,
+    so each refuses them by name rather than using their text alone."""
+    import yaml
+
+    from tests.conftest import Cli
+    from tests.run_fixtures import MODEL, capitals_project, plan
+
+    project = capitals_project(sqlite_server.url, tmp_path, "im")
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    png(tmp_path / "images/a.png", (9, 9, 9))
+    cli.ok("registry", "datasets", "register", f"{name}/pages", "-f",
+           str(write_rows(tmp_path / "rows.jsonl", rows_with(["images/a.png"]))))
+    run_file = tmp_path / "run.yaml"
+    run_file.write_text(yaml.safe_dump(plan(name, "pages")))
+    words = f"{name}/pages:v1 holds rows with images (1 image(s))"
+    dry = cli("training", "runs", "start", "-f", str(run_file), "--dry-run")
+    assert dry.code == 1 and f"config.dataset {words}" in " ".join(dry.err.split()), dry.err
+    evaluation = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{name}/pages",
+                     "--project", name)
+    assert evaluation.code == 1 and words in " ".join(evaluation.err.split()), evaluation.err
+    analysis = cli("training", "datasets", "analyze", f"{name}/pages", "--model", MODEL)
+    assert analysis.code == 1 and "an analysis measures text rows only" in analysis.err, analysis.err

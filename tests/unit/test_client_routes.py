@@ -51,7 +51,9 @@ BY_ANNOTATION: dict[str, Any] = {
     "Json": {"key": "value"},
     "Json | None": {"key": "value"},
     "list[str] | None": ["weights"],
+    "list[str]": ["a" * 64],
     "list[Json]": [{"role": "user", "content": "hello"}],
+    "list[Json] | None": [{"path": "images/a.png", "sha256": "a" * 64, "bytes": 1}],
 }
 
 

@@ -74,6 +74,10 @@ def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                       hint=f"select it first: akka training base-models select {entry.id}")
     with deployment.store.transaction() as session:
         found, version = resolve_reference(session, reference)
+        if version.images:
+            raise Refused(f"{found.namespace}/{found.name}:v{version.version} holds rows with images "
+                          f"({len(version.images)} image(s)); an analysis measures text rows only in this version",
+                          hint="register the rows without their image parts to measure their text")
         if version.prepared is not None:
             raise Refused(f"{found.namespace}/{found.name}:v{version.version} holds prepared token rows, which need "
                           f"no analysis: the version recorded their longest row ({version.prepared.get('longestRow')} "

@@ -15,10 +15,14 @@ FORMATS = ("PNG", "JPEG", "WEBP", "GIF")
 
 
 def image_paths(row: dict[str, Any]) -> list[str]:
-    """The paths of the image parts of a chat row's messages, in order."""
+    """The paths of the image parts of a row's user messages (a chat row's, or a preference pair's prompt), in
+    order; an image part elsewhere is the row rule's to refuse."""
     found = []
-    for message in row.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
+    messages = row.get("messages") if isinstance(row.get("messages"), list) else row.get("prompt")
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
         for part in content if isinstance(content, list) else []:
             if isinstance(part, dict) and part.get("type") == "image" and isinstance(part.get("path"), str):
                 found.append(part["path"])

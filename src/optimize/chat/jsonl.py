@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from optimize.chat.images import image_paths
 from optimize.chat.rows import RowError, RowKind, check_row
 from optimize.chat.text_checks import binary_reason, duplicate_key_reason, json_error_reason
 from optimize.core.sharding import UTF8_BOM
@@ -53,8 +54,10 @@ class ValidationReport:
 class JsonlValidator:
     """Validates rows of one kind as bytes arrive; call `feed` with chunks, then `finish`."""
 
-    def __init__(self, kind: RowKind, *, first_line: int = 1, max_line_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, kind: RowKind, *, first_line: int = 1, max_line_bytes: int = 32 * 1024 * 1024,
+                 images: frozenset[str] = frozenset()) -> None:
         self.kind = kind
+        self.images = images  # the image paths the version names (each row's image parts must be among them)
         self.max_line_bytes = max_line_bytes
         self.report = ValidationReport()
         self._next_line = first_line
@@ -140,6 +143,12 @@ class JsonlValidator:
             facts = check_row(row, self.kind)
         except RowError as error:
             self.report.add_error(number, str(error))
+            return
+        unsent = next((path for path in image_paths(row) if path not in self.images), None)
+        if unsent is not None:
+            self.report.add_error(number, f"image {unsent} is not among the images the upload sends; register the "
+                                          "file with akka registry datasets register, which sends the images its "
+                                          "rows name")
             return
         self.report.rows += 1
         self.report.tool_rows += facts.offers_tools

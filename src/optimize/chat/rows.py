@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from optimize.chat.images import path_error
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -213,14 +215,16 @@ def _check_message(message: Any, position: int, where: str = "message", label: b
         raise RowError(f"{name} ({role}) carries tool_calls; only assistant messages call tools")
     if content is None:
         raise RowError(f"{name} ({role}) has no content")
-    _check_content(content, name)
+    _check_content(content, name, images=role == "user")
     if role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise RowError(f"{name} (tool) needs the tool_call_id of the call it answers")
 
 
-def _check_content(content: Any, name: str) -> None:
+def _check_content(content: Any, name: str, images: bool = False) -> None:
+    """A message's content: text, or a list of parts — text, and in a user message images
+    (`{"type": "image", "path": "images/x.png"}`, the path relative to the rows' file; chat/images)."""
     if isinstance(content, str):
         return
     if not isinstance(content, list):
@@ -230,13 +234,18 @@ def _check_content(content: Any, name: str) -> None:
         if kind == "text":
             if not isinstance(part.get("text"), str):
                 raise RowError(f"{name} content part {index} (text) needs a string 'text'")
-        elif kind in ("image", "image_url"):
-            # No step renders an image yet (the templates would see a list where they expect text), so a row
-            # that holds one is refused here, where every reader of rows checks them, rather than mid-job.
-            raise RowError(f"{name} content part {index} is an image; images are not supported yet: remove the "
-                           "image part (keep its text parts), or leave the row out")
+        elif kind == "image" and images:
+            why = path_error(part.get("path"))
+            if why:
+                raise RowError(f"{name} content part {index}: {why}")
+        elif kind == "image":
+            raise RowError(f"{name} content part {index} is an image; only a user message holds images")
+        elif kind == "image_url":
+            raise RowError(f"{name} content part {index} is an image_url; a row names an image by its file: "
+                           '{"type": "image", "path": "images/x.png"}, the path relative to the rows\' file')
         else:
-            raise RowError(f"{name} content part {index} must be an object of type 'text'")
+            raise RowError(f"{name} content part {index} must be an object of type 'text'" + (
+                " or 'image'" if images else ""))
 
 
 def _check_tool_calls(calls: Any, name: str) -> None:

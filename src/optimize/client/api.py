@@ -728,7 +728,7 @@ class Uploads(_Resource):
     ROOT = "/v1/registry/dataset-uploads"
 
     def start(self, *, dataset: str, data_format: str, shards: list[Json], conversion: Json | None = None,
-              prepared: Json | None = None) -> Json:
+              prepared: Json | None = None, images: list[Json] | None = None) -> Json:
         """Open (or resume) an upload of `dataset` (NS/NAME); the answer says which shards the registry holds.
         `conversion` records how a file of another format became these shards; `prepared` is the descriptor of
         prepared token rows (whose shards are its Parquet files)."""
@@ -737,14 +737,19 @@ class Uploads(_Resource):
             body["conversion"] = conversion
         if prepared is not None:
             body["prepared"] = prepared
+        if images:
+            body["images"] = images
         return self._http.post(self.ROOT, json=body)
 
-    def preview(self, *, dataset: str, data_format: str, shards: list[Json], prepared: Json | None = None) -> Json:
+    def preview(self, *, dataset: str, data_format: str, shards: list[Json], prepared: Json | None = None,
+                images: list[Json] | None = None) -> Json:
         """What `start` would find for these shards — the version's digest, the dataset's version of that digest
         (`existingVersion`) and which shards the registry holds — opening no session and storing nothing."""
         body = {"dataset": dataset, "format": data_format, "shards": shards}
         if prepared is not None:
             body["prepared"] = prepared
+        if images:
+            body["images"] = images
         return self._http.post(f"{self.ROOT}/preview", json=body)
 
     def send_shard(self, upload_id: str, index: int, chunks: Iterator[bytes], size: int) -> Json:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from optimize.chat.images import image_error
+from optimize.chat.images import image_error, image_paths, path_error
 from optimize.core.digests import file_sha256
 from optimize.core.errors import Invalid
 
@@ -23,6 +23,30 @@ class LocalImage:
     file: Path
     sha256: str
     size: int
+
+    def entry(self) -> dict[str, Any]:
+        """As an upload lists it."""
+        return {"path": self.path, "sha256": self.sha256, "bytes": self.size}
+
+
+def rows_images(rows: Path, folder: Path) -> list[LocalImage]:
+    """Each image the rows' image parts name (once a path, in order of first use), found under `folder` (the
+    rows' file's own) and checked; a row naming a missing or bad image is refused by its line and the path."""
+    import orjson
+
+    found: dict[str, LocalImage] = {}
+    with rows.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            if b'"image"' not in raw:
+                continue  # no image part on this line (the JSON is read only where one may be)
+            try:
+                row = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue  # the registry's row check names it
+            for name in image_paths(row) if isinstance(row, dict) else []:
+                if name not in found and path_error(name) is None:
+                    found[name] = checked_image(name, folder / name, f"line {line}")
+    return list(found.values())
 
 
 def checked_image(name: str, file: Path, where: str = "") -> LocalImage:

@@ -15,6 +15,7 @@ from optimize.chat.source_files import Container, Conversion, convert_file, insp
 from optimize.chat.sources import parse_source_format
 from optimize.client.api import OptimizeApi
 from optimize.client.http import ApiError, OptimizeClient
+from optimize.client.images import rows_images, send_images
 from optimize.client.prepared import PreparedFiles, is_prepared, prepared_files
 from optimize.core.crashpoints import crashpoint
 from optimize.core.digests import version_digest
@@ -81,7 +82,16 @@ def register_dataset(
             return _upload_prepared(api, reference, files, alias, progress)
     limits = DatasetLimits.from_json(api.registry_info()["datasets"])
     with _rows_file(path, data_format) as (rows, fmt, conversion):
-        return _upload(api, reference, rows, fmt, conversion, alias, shard_size, limits, progress)
+        images = rows_images(rows, path.parent)
+        sent = None
+        if images:  # the images first: the version is committed only once the registry holds every one
+            progress.phase("images", sum(image.size for image in images))
+            sent = send_images(api, images, progress.advance)
+        version = _upload(api, reference, rows, fmt, conversion, alias, shard_size, limits, progress,
+                          [image.entry() for image in images])
+        if sent is not None:
+            version["upload"]["images"] = sent
+        return version
 
 
 def preview_dataset(
@@ -107,18 +117,21 @@ def preview_dataset(
     info = api.registry_info()
     limits = DatasetLimits.from_json(info["datasets"])
     with _rows_file(path, data_format, _PREVIEW_OUTCOME) as (rows, fmt, conversion):
+        images = [image.entry() for image in rows_images(rows, path.parent)]
         progress.phase("hashing", rows.stat().st_size)
         shards = plan_shards(rows, shard_size, limits, on_progress=progress.advance)
-        digest = version_digest(fmt.value, [(shard.path, shard.sha256, shard.size) for shard in shards])
+        digest = version_digest(fmt.value, [(shard.path, shard.sha256, shard.size) for shard in shards]
+                                + [(f"image:{i['path']}", i["sha256"], i["bytes"]) for i in images])
         found = api.uploads.preview(dataset=reference.artifact, data_format=fmt.value,
-                                    shards=[shard.to_json() for shard in shards])
+                                    shards=[shard.to_json() for shard in shards], images=images)
+        lacking = set(api.images.held([i["sha256"] for i in images])["missing"]) if images else set()
         if found["digest"] != digest:  # a client and a server that cut or name versions differently
             raise Invalid(f"the registry names this version {found['digest']}, this akka {digest}",
                           hint="use the akka of the server's version" + (f", {info['version']}"
                                                                           if info.get("version") else ""))
         missing = [shard for shard, state in zip(shards, found["shards"], strict=True) if not state["held"]]
         progress.phase("checking", sum(shard.size for shard in missing))
-        _check_rows(rows, fmt, missing, limits, progress)
+        _check_rows(rows, fmt, missing, limits, progress, frozenset(i["path"] for i in images))
     return {
         "reference": reference.artifact,
         "format": fmt.value,
@@ -130,6 +143,8 @@ def preview_dataset(
         "missing": [{"path": shard.path, "sha256": shard.sha256, "bytes": shard.size} for shard in missing],
         "missingBytes": sum(shard.size for shard in missing),
         "conversion": conversion.record() if conversion else None,
+        "images": len(images),
+        "missingImages": [i for i in images if i["sha256"] in lacking],
     }
 
 
@@ -160,13 +175,14 @@ def _rows_file(path: Path, data_format: str | None,
 
 
 def _check_rows(path: Path, fmt: DatasetFormat, shards: list[Shard], limits: DatasetLimits,
-                progress: UploadProgress) -> None:
+                progress: UploadProgress, images: frozenset[str] = frozenset()) -> None:
     """Check each shard's rows as the registry checks a shard it receives (its lines numbered in the whole file),
     and refuse the file naming the first bad lines of them all."""
     errors: list[dict[str, Any]] = []
     count = 0
     for shard in shards:
-        validator = JsonlValidator(fmt.kind, first_line=shard.first_line, max_line_bytes=limits.max_line_bytes)
+        validator = JsonlValidator(fmt.kind, first_line=shard.first_line, max_line_bytes=limits.max_line_bytes,
+                                   images=images)
         for chunk in _read_range(path, shard.offset, shard.size, progress.advance):
             validator.feed(chunk)
         report = validator.finish()
@@ -208,12 +224,12 @@ def convert_dataset(path: Path, to: str | None = None, data_format: str | None =
 
 def _upload(api: OptimizeApi, reference: Reference, path: Path, fmt: DatasetFormat, conversion: Conversion | None,
             alias: str | None, shard_size: int | None, limits: DatasetLimits,
-            progress: UploadProgress) -> dict[str, Any]:
+            progress: UploadProgress, images: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     progress.phase("hashing", path.stat().st_size)
     shards = plan_shards(path, shard_size, limits, on_progress=progress.advance)
     session = api.uploads.start(dataset=reference.artifact, data_format=fmt.value,
                                 shards=[s.to_json() for s in shards],
-                                conversion=conversion.record() if conversion else None)
+                                conversion=conversion.record() if conversion else None, images=images)
     upload_id = session["uploadId"]
     missing = [shard for shard, state in zip(shards, session["shards"], strict=True) if not state["held"]]
     progress.phase("uploading", sum(s.size for s in missing))

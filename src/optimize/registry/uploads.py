@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from optimize.blobs.local import BlobWriter, LocalBlobStore
 from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.chat.images import path_error
 from optimize.chat.jsonl import JsonlValidator
 from optimize.chat.prepared import DESCRIPTOR, Descriptor, check_file, read_descriptor
 from optimize.core.access import check_namespace, sees_namespace
@@ -43,8 +44,9 @@ from optimize.registry.upload_phases import UPLOAD, UploadPhase
 from optimize.schemas import uploads as answers
 from optimize.schemas.registry import CommittedVersion
 from optimize.store.db import Store, insert_ignoring_conflict
-from optimize.store.tables import DatasetObject, DatasetVersion, Shard, UploadSession
+from optimize.store.tables import DatasetObject, DatasetVersion, RegistryImage, Shard, UploadSession
 
+MOST_IMAGES = 100_000  # images one version's rows may name
 OPEN, COMMITTED, REFUSED = UploadPhase.OPEN.value, UploadPhase.COMMITTED.value, UploadPhase.REFUSED.value
 
 
@@ -110,10 +112,38 @@ def _format_and_descriptor(body: dict[str, Any]) -> tuple[DatasetFormat, Descrip
     return data_format, None
 
 
-def _digest(data_format: DatasetFormat, manifest: list[dict[str, Any]], descriptor: Descriptor | None) -> str:
-    """The version's digest: its objects, and a prepared version's descriptor as one more."""
+def _digest(data_format: DatasetFormat, manifest: list[dict[str, Any]], descriptor: Descriptor | None,
+            images: list[dict[str, Any]] | None = None) -> str:
+    """The version's digest: its objects, a prepared version's descriptor as one more, and each image its rows name
+    (`image:PATH`), so the same rows over other pictures are another version."""
     objects = [(s["path"], s["sha256"], s["bytes"]) for s in manifest]
+    objects += [(f"image:{i['path']}", i["sha256"], i["bytes"]) for i in images or []]
     return version_digest(data_format, objects + ([descriptor.digest_entry()] if descriptor else []))
+
+
+def _check_images(images: Any, data_format: DatasetFormat) -> list[dict[str, Any]] | None:
+    """The images the rows name, each {path, sha256, bytes} (paths plain and unique); only chat and preference
+    rows name images."""
+    if not images:
+        return None
+    if not data_format.jsonl:
+        raise Invalid("prepared token rows name no images", hint="leave images out")
+    if not isinstance(images, list) or len(images) > MOST_IMAGES:
+        raise Invalid(f"images must list at most {MOST_IMAGES:,} images")
+    checked, seen = [], set()
+    for item in images:
+        path, sha, size = (item.get(key) for key in ("path", "sha256", "bytes")) if isinstance(item, dict) else \
+            (None, None, None)
+        why = path_error(path)
+        if why:
+            raise Invalid(f"images: {why}")
+        if not isinstance(sha, str) or not is_sha256_hex(sha) or not isinstance(size, int) or size < 1:
+            raise Invalid(f"images: {path} needs sha256 (64 lowercase hex digits) and bytes")
+        if path in seen:
+            raise Invalid(f"images: {path} is listed twice", hint="list each image path once")
+        seen.add(path)
+        checked.append({"path": path, "sha256": sha, "bytes": size})
+    return checked
 
 
 def _session_view(registry: Registry, session: Session, upload: UploadSession) -> answers.UploadSession:
@@ -133,11 +163,12 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSes
         raise Invalid(f"register into {reference.artifact}, without a version or alias")
     data_format, descriptor = _format_and_descriptor(body)
     manifest = _check_manifest(body.get("shards"), registry.limits, descriptor)
+    images = _check_images(body.get("images"), data_format)
     conversion = body.get("conversion")
     if conversion is not None and conversion["format"] != data_format.value:
         raise Invalid(f"the conversion record says the rows were converted to {conversion['format']}, but the "
                       f"upload is of {data_format.value}", hint="send the record of this upload's conversion")
-    digest = _digest(data_format, manifest, descriptor)
+    digest = _digest(data_format, manifest, descriptor, images)
     key = hashlib.sha256(f"{reference.artifact}\n{digest}".encode()).hexdigest()
     now = utcnow()
     expires = now + timedelta(seconds=registry.limits.upload_expiry_seconds)
@@ -155,7 +186,7 @@ def create_upload(registry: Registry, body: dict[str, Any]) -> answers.UploadSes
                 "id": new_id(), "content_key": key, "namespace": reference.namespace, "name": reference.name,
                 "format": data_format.value, "digest": digest, "manifest": manifest, "phase": OPEN,
                 "created_at": now, "expires_at": expires, "conversion": conversion,
-                "prepared": descriptor.to_json() if descriptor else None,
+                "prepared": descriptor.to_json() if descriptor else None, "images": images,
             },
             ["content_key"],
         )
@@ -182,7 +213,8 @@ def preview_upload(registry: Registry, request: answers.UploadPreviewRequest) ->
     data_format, descriptor = _format_and_descriptor({"format": request.format, "prepared": request.prepared})
     manifest = _check_manifest([shard.model_dump(by_alias=True) for shard in request.shards], registry.limits,
                                descriptor)
-    digest = _digest(data_format, manifest, descriptor)
+    images = _check_images([i.model_dump() for i in request.images or []], data_format)
+    digest = _digest(data_format, manifest, descriptor, images)
     check_namespace(reference.namespace)
     with registry.store.transaction() as session:
         refuse_if_archived(session, reference.namespace)
@@ -239,7 +271,8 @@ class ShardReceiver:
         self.path = item["path"]
         first_line = 1 + sum(s["lines"] for s in upload.manifest[:index])
         # a JSONL shard's rows are checked as they stream; a Parquet file of prepared rows once it is whole
-        self.validator = JsonlValidator(self.kind, first_line=first_line, max_line_bytes=registry.limits.max_line_bytes
+        self.validator = JsonlValidator(self.kind, first_line=first_line, max_line_bytes=registry.limits.max_line_bytes,
+                                        images=frozenset(i["path"] for i in upload.images or [])
                                         ) if DatasetFormat(upload.format).jsonl else None
         self.writer: BlobWriter = registry.blobs.writer()
 
@@ -394,6 +427,12 @@ def _commit_once(
                 f"upload {upload_id} is missing shard(s) {', '.join(map(str, missing[:20]))}",
                 hint="send every shard before committing; running the same register command again does",
             )
+        lacking = [i["path"] for i in upload.images or [] if session.get(RegistryImage, i["sha256"]) is None
+                   or not registry.blobs.holds(i["sha256"])]
+        if lacking:
+            raise Conflict(f"upload {upload_id} names {len(lacking)} image(s) the registry lacks: "
+                           f"{', '.join(lacking[:10])}", hint="send them first (akka registry datasets images push); "
+                                                              "running the same register command again does")
         ensure_open(session, upload.namespace)
         _refuse_other_kind(session, upload.namespace, upload.name, data_format)
         registered = artifacts.append_version(
@@ -402,7 +441,7 @@ def _commit_once(
              "tool_rows": sum(s.tool_rows for s in shards), "size_bytes": sum(s.size_bytes for s in shards),
              "object_count": len(shards), "conversion": upload.conversion, "lineage": lineage,
              "prepared": {**upload.prepared, "longestRow": max(s.longest or 0 for s in shards)}
-             if upload.prepared else None},
+             if upload.prepared else None, "images": upload.images},
             owner_columns={"kind": data_format.kind.value})
         dataset, version = registered.owner, registered.version
         if registered.created:

@@ -37,6 +37,7 @@ def dataset_fields(version: DatasetVersion) -> dict[str, Any]:
         "createdAt": iso(version.created_at),
         "conversion": version.conversion,
         "prepared": version.prepared,
+        "images": len(version.images or []),
     }
 
 

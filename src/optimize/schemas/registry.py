@@ -117,6 +117,7 @@ class DatasetVersion(Answer):
         default=None,
         description="What produced the version when a job did: producedBy {kind, id} (e.g. a distillation), "
                     "teacher {reference, commit}, source {reference, digest}; null for an uploaded version")
+    images: int = Field(default=0, description="Images its rows name (each kept under the sha256 of its bytes)")
     prepared: dict[str, Any] | None = Field(
         default=None, description="Prepared token rows: the descriptor (tokenizer {repository, revision}, "
                                   "chatTemplateSha256, files) and longestRow, the longest row in tokens; null "

@@ -23,6 +23,13 @@ class ShardEntry(BaseModel):
     lines: int = Field(description="Lines in the shard")
 
 
+class ImageEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="The path the rows name it by (relative to the rows' file)")
+    sha256: str = Field(description="sha256 of its bytes, 64 hex digits")
+    bytes: int = Field(description="Its size")
+
+
 class UploadCreate(BaseModel):
     """`POST /v1/registry/dataset-uploads`: the version to register, shard by shard."""
 
@@ -37,6 +44,8 @@ class UploadCreate(BaseModel):
     prepared: dict | None = Field(
         default=None, description="Prepared token rows: the descriptor (prepared.json: tokenizer, "
                                   "chatTemplateSha256, files)")
+    images: list[ImageEntry] | None = Field(
+        default=None, description="The images the rows' image parts name, each sent first to /v1/registry/images")
 
 
 class UploadCommit(BaseModel):
@@ -73,6 +82,9 @@ class UploadPreviewRequest(RequestModel):
         description="The version's shards, in order")
     prepared: Annotated[dict | None, Refusal("prepared must be the descriptor object (prepared.json)")] = Field(
         default=None, description="Prepared token rows: the descriptor (prepared.json)")
+    images: Annotated[list[ImageEntry] | None, Refusal("images must list {{path, sha256, bytes}} of each image the "
+                                                       "rows name")] = Field(
+        default=None, description="The images the rows' image parts name")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

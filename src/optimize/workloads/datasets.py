@@ -21,6 +21,7 @@ class DatasetPick:
     rows: int
     tool_rows: int
     prepared: dict | None = None  # prepared token rows: the descriptor and longestRow (chat/prepared)
+    images: int = 0  # images its rows name
 
 
 def find_dataset(session: Session, text: str, project: str, field: str) -> tuple[DatasetPick, str]:
@@ -33,13 +34,24 @@ def find_dataset(session: Session, text: str, project: str, field: str) -> tuple
         raise Invalid(f"{field}: {error.message}", hint=error.hint) from None
     found, version = resolve_reference(session, reference)
     label = f"{found.namespace}/{found.name}:v{version.version}"
-    return DatasetPick(label, version.digest, version.rows, version.tool_rows, version.prepared), found.kind
+    return DatasetPick(label, version.digest, version.rows, version.tool_rows, version.prepared,
+                       len(version.images or [])), found.kind
+
+
+def refuse_images(pick: DatasetPick, field: str) -> None:
+    """Rows with images are registered and kept; no job reads their images in this version, so a job over them is
+    refused rather than trained or scored on their text alone."""
+    if pick.images:
+        raise Refused(f"{field} {pick.reference} holds rows with images ({pick.images} image(s)); runs, evaluations, "
+                      "analyses and distillations read text rows only in this version",
+                      hint="register the rows without their image parts to use their text")
 
 
 def pick_chat_dataset(session: Session, text: str, project: str, field: str) -> DatasetPick:
     """A dataset of chat rows, as an evaluation (or a distillation's source) reads it: a dataset of pairs is
     refused."""
     picked, kind = find_dataset(session, text, project, field)
+    refuse_images(picked, field)
     if kind != "chat":
         raise Refused(f"{field} {picked.reference} holds {HOLDS.get(kind, kind)}; an evaluation reads {HOLDS['chat']} "
                       "(the model answers each conversation and the grader scores the answer against its last "

@@ -278,6 +278,9 @@ def _render_registered(con, item) -> None:
         con.print(f"  Tools    {_tools_line(item)}")
     con.print(f"  Shards   {item['shards']} ({human_size(item['bytes'])}); sent {upload['sent']}, "
               f"already held {upload['alreadyHeld']}")
+    if upload.get("images"):
+        images = upload["images"]
+        con.print(f"  Images   {images['images']}; sent {images['sent']}, already held {images['alreadyHeld']}")
     if item["aliases"]:
         con.print(f"  Aliases  {', '.join(item['aliases'])}")
     if item.get("conversion"):
@@ -297,9 +300,12 @@ def _render_preview(con, item) -> None:
     con.print(f"  Objects  {item['objects']} ({human_size(item['bytes'])}); {held}")
     if item.get("conversion"):
         con.print(f"  From     {_conversion_line(item['conversion'])}")
-    if missing:
+    lacking_images = item.get("missingImages") or []
+    if item.get("images"):
+        con.print(f"  Images   {item['images']}; the registry lacks {len(lacking_images)}")
+    if missing or lacking_images:
         grid = table("LACKING", "SIZE", "SHA256")
-        for obj in missing:
+        for obj in [*missing, *lacking_images]:
             grid.add_row(obj["path"], human_size(obj["bytes"]), obj["sha256"])
         con.print(grid)
     con.print("Nothing was sent or registered (--no-upload).")
@@ -313,6 +319,8 @@ def _render_version(con, item) -> None:
     con.print(f"Rows      {_count_line(item)}")
     if not item.get("prepared"):
         con.print(f"Tools     {_tools_line(item)}")
+    if item.get("images"):
+        con.print(f"Images    {item['images']}")
     con.print(f"Size      {human_size(item['bytes'])} in {item['shards']} object{'s' if item['shards'] != 1 else ''}")
     con.print(f"Aliases   {', '.join(item['aliases']) or DASH}")
     con.print(f"Created   {age(item['createdAt'])}")

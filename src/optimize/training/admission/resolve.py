@@ -49,7 +49,7 @@ from optimize.training.admission.memory import (
 )
 from optimize.training.admission.prepared import check_prepared
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
-from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset
+from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset, refuse_images
 
 
 @dataclass
@@ -287,6 +287,7 @@ def pick_dataset(session: Session, text: str, project: str, field: str, method: 
     if method is None:
         return pick_chat_dataset(session, text, project, field)
     picked, kind = find_dataset(session, text, project, field)
+    refuse_images(picked, field)
     wanted = declared(method).dataset_kind
     if kind != wanted and not (kind == "prepared" and declared(method).prepared_rows):
         other = reader_of(kind)  # the method that would train what the dataset holds
