@@ -72,6 +72,10 @@ def test_prepared_rows_train_to_the_losses_of_the_same_rows_as_chat(prepared, ca
     assert lengths["status"] == "prepared" and lengths["longest"] == prepared["longest"]
     shown = cli.ok("training", "runs", "start", "-f", write(tmp_path, run_plan(name, "prepared")), "--dry-run").out
     assert f"prepared token rows: the longest is {prepared['longest']} tokens" in shown
+    # prepared rows validate a run over chat rows too: each dataset's Lengths section as its form has it
+    both = cli.json("training", "runs", "start", "-f", write(tmp_path, run_plan(name, "chat", validation={
+        "dataset": "prepared"})), "--dry-run")
+    assert [(s["role"], s["status"]) for s in both["resolved"]["lengths"]][1] == ("validation", "prepared")
 
     runs = {}
     for dataset in ("prepared", "chat"):
