@@ -233,7 +233,9 @@ def _upload(api: OptimizeApi, reference: Reference, path: Path, fmt: DatasetForm
     upload_id = session["uploadId"]
     missing = [shard for shard, state in zip(shards, session["shards"], strict=True) if not state["held"]]
     progress.phase("uploading", sum(s.size for s in missing))
-    errors, error_count = _send_shards(api, path, upload_id, missing, progress)
+    errors, error_count = _send_shards(api, upload_id, [
+        (s.index, s.size, lambda s=s: _read_range(path, s.offset, s.size, progress.advance)) for s in missing],
+        progress)
     if error_count:
         raise RowsRefused(errors[:MAX_REPORTED_ERRORS], error_count)
     version = api.uploads.commit(upload_id, alias=alias)
@@ -254,20 +256,9 @@ def _upload_prepared(api: OptimizeApi, reference: Reference, files: PreparedFile
     upload_id = session["uploadId"]
     missing = [shard for shard, state in zip(files.shards, session["shards"], strict=True) if not state["held"]]
     progress.phase("uploading", sum(s["bytes"] for s in missing))
-    errors, count = [], 0
-    for sent, shard in enumerate(missing, start=1):
-        try:
-            api.uploads.send_shard(upload_id, shard["index"], _read_range(files.folder / shard["path"], 0,
-                                                                          shard["bytes"], progress.advance),
-                                   shard["bytes"])
-        except ApiError as error:
-            if "errors" not in error.body:
-                raise
-            errors.extend(error.body["errors"])
-            count += int(error.body.get("errorCount", len(error.body["errors"])))
-            continue
-        progress.shard_sent(sent, len(missing), shard["bytes"])
-        crashpoint("client.upload.after_shard")
+    errors, count = _send_shards(api, upload_id, [
+        (s["index"], s["bytes"], lambda s=s: _read_range(files.folder / s["path"], 0, s["bytes"], progress.advance))
+        for s in missing], progress)
     if count:
         raise RowsRefused(errors[:MAX_REPORTED_ERRORS], count, "row")
     version = api.uploads.commit(upload_id, alias=alias)
@@ -295,23 +286,22 @@ def _preview_prepared(api: OptimizeApi, reference: Reference, files: PreparedFil
             "missingBytes": sum(s["bytes"] for s in missing), "conversion": None}
 
 
-def _send_shards(
-    api: OptimizeApi, path: Path, upload_id: str, shards: list[Shard], progress: UploadProgress
-) -> tuple[list[dict[str, Any]], int]:
-    """Send each shard; collect row refusals from every shard so the user sees all bad lines at once."""
+def _send_shards(api: OptimizeApi, upload_id: str, shards: list[tuple[int, int, Callable[[], Iterator[bytes]]]],
+                 progress: UploadProgress) -> tuple[list[dict[str, Any]], int]:
+    """Send each shard (index, size, its bytes); collect row refusals from every shard so the user sees all bad
+    lines at once."""
     errors: list[dict[str, Any]] = []
     count = 0
-    for sent, shard in enumerate(shards, start=1):
+    for sent, (index, size, chunks) in enumerate(shards, start=1):
         try:
-            chunks = _read_range(path, shard.offset, shard.size, progress.advance)
-            api.uploads.send_shard(upload_id, shard.index, chunks, shard.size)
+            api.uploads.send_shard(upload_id, index, chunks(), size)
         except ApiError as error:
             if "errors" not in error.body:
                 raise
             errors.extend(error.body["errors"])
             count += int(error.body.get("errorCount", len(error.body["errors"])))
             continue
-        progress.shard_sent(sent, len(shards), shard.size)
+        progress.shard_sent(sent, len(shards), size)
         crashpoint("client.upload.after_shard")
     return errors, count
 

@@ -51,22 +51,14 @@ class Fitter:
         column = self.policy.explicit_mask_column
         if column and row.get(column) is not None:
             self.counts.masked += 1
-        if len(rendered.input_ids) <= self.limit:
-            return self._kept(rendered)
-        if self.truncation == "drop":
-            self.counts.too_long += 1
-            return None
-        if self.truncation == "right":
-            return self._cut(rendered, where)
-        if self.truncation in ("oldest", "oldest_or_drop"):
-            return self._trim(row, rendered, where)
-        raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength {self.limit}; "
-                         "raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
+        return self._fitted(rendered, where, row)
 
     def fit_tokens(self, ids: list[int], mask: list[int], where: str) -> Rendered | None:
         """A prepared token row (chat/prepared), its tokens and mask as given, fitted by the same rules; it has no
         turns to remove (admission refuses `oldest` and `oldest_or_drop` for prepared rows)."""
-        rendered = Rendered("", list(ids), [int(m) for m in mask], [], [])
+        return self._fitted(Rendered("", list(ids), [int(m) for m in mask], [], []), where, None)
+
+    def _fitted(self, rendered: Rendered, where: str, row: dict[str, Any] | None) -> Rendered | None:
         if len(rendered.input_ids) <= self.limit:
             return self._kept(rendered)
         if self.truncation == "drop":
@@ -74,8 +66,10 @@ class Fitter:
             return None
         if self.truncation == "right":
             return self._cut(rendered, where)
+        if row is not None and self.truncation in ("oldest", "oldest_or_drop"):
+            return self._trim(row, rendered, where)
         raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long, longer than maxSeqLength {self.limit}; "
-                         "raise maxSeqLength, or set data.truncation: drop to leave it out")
+                         "raise maxSeqLength, shorten the row, or set data.truncation: drop to leave it out")
 
     def _render(self, row: dict[str, Any], where: str) -> Rendered:
         try:
