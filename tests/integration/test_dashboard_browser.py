@@ -109,6 +109,28 @@ def test_the_row_viewer_marks_the_tokens_that_train(deployment, page, tmp_path):
     assert "Santiago" in "".join(page.locator("mark.trained").all_inner_texts())
 
 
+def test_the_row_viewer_shows_a_rows_images_beside_it(deployment, page, tmp_path):
+    from PIL import Image
+
+    from optimize.cli.main import main
+
+    name = deployment["name"]
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(tmp_path / "images" / "page.png")
+    row = {"messages": [{"role": "user", "content": [{"type": "text", "text": "What does the page say?"},
+                                                     {"type": "image", "path": "images/page.png"}]},
+                        {"role": "assistant", "content": "It is a red page."}]}
+    assert main(["registry", "datasets", "register", f"{name}/pages", "-f", str(write_jsonl(tmp_path / "p.jsonl",
+                 [row])), "--server", deployment["proc"].url]) == 0
+    page.goto(f"{deployment['proc'].url}/#/datasets/{name}/pages")
+    picture = page.locator("figure.row-image img")
+    picture.wait_for()
+    page.wait_for_function("() => document.querySelector('figure.row-image img').naturalWidth === 40")
+    assert page.locator("figure.row-image figcaption").inner_text() == "images/page.png"
+    assert "It is a red page." in page.locator("pre.row-json").inner_text()
+    screenshot(page, "dashboard-row-images")
+
+
 def test_the_chat_box_answers(deployment, page):
     client = deployment["client"]
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()

@@ -152,3 +152,22 @@ def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server
     assert evaluation.code == 1 and words in " ".join(evaluation.err.split()), evaluation.err
     analysis = cli("training", "datasets", "analyze", f"{name}/pages", "--model", MODEL)
     assert analysis.code == 1 and "an analysis measures text rows only" in analysis.err, analysis.err
+
+
+def test_an_image_is_read_back_by_a_token_that_sees_a_version_naming_it_and_by_no_other(server, cli, ns, tmp_path):
+    picture = png(tmp_path / "images/a.png", (7, 7, int(hashlib.sha256(ns.encode()).hexdigest()[:2], 16)))
+    cli.ok("registry", "datasets", "register", f"{ns}/pages", "-f",
+           str(write_rows(tmp_path / "rows.jsonl", rows_with(["images/a.png"]))))
+    sha = hashlib.sha256(picture.read_bytes()).hexdigest()
+    client = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
+    page = client.get(f"/v1/registry/datasets/{ns}/pages/versions/v1/rows").json()
+    assert page["items"][0]["images"] == {"images/a.png": sha} and page["items"][1]["images"] == {}
+    read = client.get(f"/v1/registry/images/{sha}")
+    assert read.status_code == 200 and read.content == picture.read_bytes()
+    assert read.headers["content-type"] == "image/png"
+    assert client.get(f"/v1/registry/images/{'f' * 64}").status_code == 404
+    other = client.post("/v1/auth/tokens", json={"name": f"other-{ns}", "role": "reader",
+                                                 "namespaces": [f"x{ns}"]})
+    assert other.status_code in (200, 201), other.text
+    limited = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {other.json()['token']}"})
+    assert limited.get(f"/v1/registry/images/{sha}").status_code == 404  # no version it sees names the image

@@ -43,7 +43,7 @@ def _asset(name: str) -> Path:
 @router.get("/")
 def page() -> FileResponse:
     return FileResponse(STATIC / "index.html", media_type="text/html",
-                        headers={**HEADERS, "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                        headers={**HEADERS, "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
                                  "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'; "
                                  "frame-ancestors 'none'"})
 

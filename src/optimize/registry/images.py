@@ -1,4 +1,5 @@
-"""Images of chat rows, kept by the registry under the sha256 of their bytes: which of a list it holds, and one
+"""Images of chat rows, kept by the registry under the sha256 of their bytes: which of a list it holds, one read
+back (by a token that sees a version naming it), and one
 image's bytes received — streamed into a staged blob, verified against the sha256 it was sent under, checked as an
 image (chat/images), then stored with its format and size. An image already held is not read again, so a second
 version over the same pages, or a push run again after an interruption, sends only what is missing."""
@@ -9,13 +10,14 @@ from sqlalchemy import select
 
 from optimize.blobs.local import BlobWriter
 from optimize.chat.images import MAX_IMAGE_BYTES, image_error
+from optimize.core.access import current, sees_namespace
 from optimize.core.clock import utcnow
 from optimize.core.digests import is_sha256_hex
-from optimize.core.errors import ChecksumMismatch, Invalid, TooLarge
+from optimize.core.errors import ChecksumMismatch, Invalid, NotFound, TooLarge
 from optimize.registry.uploads import Registry
 from optimize.schemas.registry import HeldImages, ImageReceived
 from optimize.store.db import insert_ignoring_conflict
-from optimize.store.tables import RegistryImage
+from optimize.store.tables import Dataset, DatasetVersion, RegistryImage
 
 MOST_ASKED = 10_000  # digests one held query may name
 
@@ -66,6 +68,27 @@ class ImageReceiver:
 
     def abort(self) -> None:
         self.writer.abort()
+
+
+MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+
+
+def readable_image(registry: Registry, sha256: str) -> tuple[str, str]:
+    """(media type, sha256) of an image a caller may read: one the registry holds that a dataset version in a
+    namespace the caller's token sees names (an unlimited token sees every one)."""
+    if not is_sha256_hex(sha256):
+        raise Invalid(f"{sha256!r} is no image digest (64 lowercase hex digits)")
+    with registry.store.transaction() as session:
+        found = session.get(RegistryImage, sha256)
+        visible = found is not None and (current() is None or any(
+            sees_namespace(namespace) and any(item.get("sha256") == sha256 for item in images or [])
+            for namespace, images in session.execute(
+                select(Dataset.namespace, DatasetVersion.images).join(Dataset, Dataset.id == DatasetVersion.dataset_id)
+                .where(DatasetVersion.images.is_not(None)))))
+        if not visible:
+            raise NotFound(f"no image sha256:{sha256} is held for this token",
+                           hint="a dataset version's rows name their images; akka registry datasets get shows them")
+        return MEDIA_TYPES.get(found.format, "application/octet-stream"), sha256
 
 
 def open_image(registry: Registry, sha256: str) -> ImageReceiver | ImageReceived:

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from optimize.blobs.local import LocalBlobStore
+from optimize.chat.images import image_paths
 from optimize.core.errors import Gone, Invalid
 from optimize.core.sharding import UTF8_BOM
 from optimize.registry.datasets import get_dataset, resolve_version, version_objects
@@ -33,6 +34,7 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
         shards = [(item.sha256, item.rows) for item in version_objects(session, version)]
         reference, total = f"{dataset.namespace}/{dataset.name}:v{version.version}", version.rows
         prepared = version.prepared is not None
+        kept = {item["path"]: item["sha256"] for item in version.images or []}
     read = _parquet_rows if prepared else _jsonl_rows
     rows: list[dict[str, Any]] = []
     skip = offset
@@ -44,7 +46,8 @@ def read_rows(store: Store, blobs: LocalBlobStore, namespace: str, name: str, se
             continue
         with blobs.open_held(sha256, f"shard sha256:{sha256} of {reference}") as shard:
             for row in read(shard, skip):
-                rows.append({"line": offset + len(rows) + 1, "row": row})
+                rows.append({"line": offset + len(rows) + 1, "row": row,
+                             "images": {path: kept[path] for path in image_paths(row) if path in kept}})
                 if len(rows) == limit:
                     break
         skip = 0

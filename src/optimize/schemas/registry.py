@@ -180,6 +180,9 @@ class DatasetList(Answer):
 class DatasetRow(Answer):
     line: int = Field(description="The row's line in the version (1-based)")
     row: dict[str, Any] = Field(description="The row as stored")
+    images: dict[str, str] = Field(default_factory=dict, description="Each image path the row names, with the "
+                                                                     "sha256 it is kept under (GET "
+                                                                     "/v1/registry/images/{sha256})")
 
 
 class DatasetRows(Answer):

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from optimize.api.bodies import documented_as, required_body, streamed_body
 from optimize.api.deps import RegistryDep
@@ -26,6 +26,18 @@ def held(registry: RegistryDep, body: Annotated[Any, documented_as(HeldImagesReq
     if not isinstance(body, dict) or not isinstance(body.get("sha256"), list):
         raise Invalid('the request body must be {"sha256": [image digests]}')
     return images.held_images(registry, body["sha256"])
+
+
+@router.get("/{sha256}", response_class=Response,
+            responses={200: {"description": "The image's bytes, as sent",
+                             "content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}}})
+async def get_image(sha256: str, registry: RegistryDep) -> StreamingResponse:
+    """An image a dataset version the token sees names (the dashboard's row viewer shows them)."""
+    media_type, digest = await run_in_threadpool(images.readable_image, registry, sha256)
+    size, chunks = await run_in_threadpool(registry.blobs.stream, digest)
+    return StreamingResponse(chunks, media_type=media_type, headers={
+        "Content-Length": str(size), "X-Checksum-Sha256": digest, "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, max-age=86400, immutable"})
 
 
 @router.put("/{sha256}", response_model=ImageReceived, status_code=201,

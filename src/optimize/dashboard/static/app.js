@@ -756,6 +756,17 @@ function lineageOf(version) {
   return `${by}${teacher}${source}` || JSON.stringify(l);
 }
 
+// A row's images, each fetched with the user's token (an <img> cannot send one) and shown beside the row.
+async function rowImages(named) {
+  return Promise.all(Object.entries(named).map(async ([path, sha256]) => {
+    const response = await fetch(`/v1/registry/images/${sha256}`,
+                                 { headers: { Authorization: `Bearer ${sessionStorage.getItem(TOKEN)}` } });
+    if (!response.ok) return h("p", { class: "error" }, `${path}: the image could not be read (${response.status})`);
+    const url = URL.createObjectURL(await response.blob());
+    return h("figure", { class: "row-image" }, h("img", { src: url, alt: path }), h("figcaption", {}, path));
+  }));
+}
+
 async function datasetView(namespace, name) {
   const base = `/v1/registry/datasets/${namespace}/${name}`;
   const [{ versions }, models] = await Promise.all([api(`${base}/versions`), api("/v1/training/base-models")]);
@@ -773,8 +784,9 @@ async function datasetView(namespace, name) {
       const page = await api(`${base}/versions/${version.value}/rows?offset=${offset}&limit=1`);
       const item = page.items[0];
       if (!item) { shown.replaceChildren(h("p", { class: "muted" }, `${page.reference} has ${page.rows} rows.`)); return; }
-      if (!chat || !model.value) {
-        shown.replaceChildren(h("pre", { class: "row-json" }, JSON.stringify(item.row, null, 2)));
+      const pictures = await rowImages(item.images || {});
+      if (!chat || !model.value || pictures.length) {  // a row with images: its text and its pictures as stored
+        shown.replaceChildren(...pictures, h("pre", { class: "row-json" }, JSON.stringify(item.row, null, 2)));
         return;
       }
       const rendered = await api(`/v1/training/base-models/${model.value}/render`, { method: "POST", body: { row: item.row } });
