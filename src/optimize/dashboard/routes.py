@@ -43,9 +43,9 @@ def _asset(name: str) -> Path:
 @router.get("/")
 def page() -> FileResponse:
     return FileResponse(STATIC / "index.html", media_type="text/html",
-                        headers={**HEADERS, "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
-                                 "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-eval'; "
-                                 "frame-ancestors 'none'"})
+                        headers={**HEADERS, "Content-Security-Policy": (
+                            "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
+                            "script-src 'self' 'unsafe-eval'; frame-ancestors 'none'")})
 
 
 @router.get("/dashboard/assets/{name}")
