@@ -131,7 +131,7 @@ def test_the_registry_refuses_rows_naming_images_it_was_not_sent(server, ns, tmp
 
 def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server, capsys, tmp_path):
     """Rows with images are kept with their images; no run, evaluation or analysis reads images in this version,
-    so each refuses them by name rather than using their text alone."""
+    so each refuses them by name rather than using their text alone (and the row viewer's render, too)."""
     import yaml
 
     from tests.conftest import Cli
@@ -152,6 +152,9 @@ def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server
     assert evaluation.code == 1 and words in " ".join(evaluation.err.split()), evaluation.err
     analysis = cli("training", "datasets", "analyze", f"{name}/pages", "--model", MODEL)
     assert analysis.code == 1 and "an analysis measures text rows only" in analysis.err, analysis.err
+    rendered = project["client"].post(f"/v1/training/base-models/{MODEL}/render",
+                                      json={"row": rows_with(["images/a.png"])[0]})
+    assert rendered.status_code == 400 and "the row holds images" in rendered.json()["detail"], rendered.text
 
 
 def test_an_image_is_read_back_by_a_token_that_sees_a_version_naming_it_and_by_no_other(server, cli, ns, tmp_path):

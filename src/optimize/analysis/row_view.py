@@ -11,6 +11,7 @@ from typing import Any
 
 from optimize.catalog.selection import model_dir
 from optimize.chat.families import template_kwargs
+from optimize.chat.images import image_paths
 from optimize.chat.render import ALL, FINAL, ChatRenderer, LossPolicy, RenderError
 from optimize.chat.rows import RowError, RowKind, check_row
 from optimize.core.errors import Invalid, Refused
@@ -34,6 +35,9 @@ def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any
         check_row(row, RowKind.CHAT)
     except RowError as error:
         raise Invalid(f"the row breaks the registry's row rule: {error}") from None
+    if image_paths(row):
+        raise Refused(f"the row holds images; {entry.id} is rendered here for text rows only",
+                      hint="the dashboard shows a row's images beside it as stored")
     loss = loss or {}
     turns, calls = loss.get("assistantTurns", LossPolicy.assistant_turns), loss.get("trainOnToolCalls", True)
     if turns not in (FINAL, ALL):
