@@ -19,7 +19,7 @@ from tests.conftest import Cli, chat_row, pair_row, write_jsonl
 pytestmark = pytest.mark.integration
 
 REPORT_KEYS = ["reference", "format", "digest", "existingVersion", "objects", "bytes", "held", "missing",
-               "missingBytes", "conversion"]
+               "missingBytes", "conversion", "images", "missingImages"]
 
 
 def many_rows(path, count: int, tag: str):

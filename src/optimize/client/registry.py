@@ -283,7 +283,7 @@ def _preview_prepared(api: OptimizeApi, reference: Reference, files: PreparedFil
             "existingVersion": found["existingVersion"], "objects": len(files.shards),
             "bytes": sum(s["bytes"] for s in files.shards), "held": len(files.shards) - len(missing),
             "missing": [{"path": s["path"], "sha256": s["sha256"], "bytes": s["bytes"]} for s in missing],
-            "missingBytes": sum(s["bytes"] for s in missing), "conversion": None}
+            "missingBytes": sum(s["bytes"] for s in missing), "conversion": None, "images": 0, "missingImages": []}
 
 
 def _send_shards(api: OptimizeApi, upload_id: str, shards: list[tuple[int, int, Callable[[], Iterator[bytes]]]],
