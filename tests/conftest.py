@@ -166,6 +166,13 @@ def built_standin(model: str) -> Path:
     return _STANDINS[model]
 
 
+def as_a_terminal_starts_it() -> None:
+    """`preexec_fn` for a command a test interrupts with SIGINT: SIGINT's default disposition, as a shell in a
+    terminal gives a command, whatever the test runner was started with (a shell gives commands it starts in the
+    background SIGINT ignored, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def from_standin(model: str = "optimize/tiny-llama-3.2") -> dict[str, str]:
     """The body of a select request for a stand-in base model in a test whose subject is not selection itself:
     imported (`select --from`) from the copy built once per session, instead of every server building it again

@@ -97,6 +97,11 @@ def test_every_public_operation_documents_its_answer(document):
                         or not binary.get("description"):
                     problems.append(f"{method} {path} {code}: a file answer documents only described binary bytes")
                 continue
+            if content and all(kind.startswith("image/") for kind in content):  # an image: described bytes
+                if any((item.get("schema") or {}).get("format") != "binary"
+                       or not (item.get("schema") or {}).get("description") for item in content.values()):
+                    problems.append(f"{method} {path} {code}: an image answer documents described binary bytes")
+                continue
             if set(content) == {"text/plain"}:  # a text format of its own (Prometheus'): a described string
                 if not (content["text/plain"].get("schema") or {}).get("description"):
                     problems.append(f"{method} {path} {code}: a text answer documents a described string")

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import Cli
+from tests.conftest import Cli, as_a_terminal_starts_it
 from tests.fault import test_run_faults as faults
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
@@ -31,7 +31,8 @@ def logged(client: httpx.Client, run_id: str, attempt: int, words: str, timeout:
 
 def follow(url: str, run_id: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "optimize", "training", "runs", "logs", run_id, "--follow",
-                             "--server", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--server", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=as_a_terminal_starts_it)
 
 
 def ended(process: subprocess.Popen) -> tuple[str, str]:

@@ -419,6 +419,19 @@ def test_bad_requests_are_refused_naming_the_field(teacher, sqlite_server, capsy
     assert not [d for d in listed if d["target"] == f"{name}/x"]  # nothing was created by a refusal
 
 
+def test_the_same_request_under_its_submission_id_reaches_the_same_distillation(teacher, sqlite_server, capsys):
+    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
+    args = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions",
+            "--to", f"{name}/keyed", "--submission-id", f"keyed-{name}"]
+    first = cli.json(*args)
+    assert cli.json(*args)["distillationId"] == first["distillationId"]
+    other = refused(cli, *args[:-2], "--max-tokens", "9", *args[-2:])
+    assert f"submissionId 'keyed-{name}' was used for another distillation ({first['distillationId'][:12]})" in other
+    listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
+    assert sum(d["target"] == f"{name}/keyed" for d in listed) == 1
+    cli.ok("training", "distillations", "cancel", first["distillationId"])
+
+
 def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teacher, whole, sqlite_server, capsys):
     """The module's last test: its server dies (kill -9) mid-distillation and the next server process on the same
     data dir queues it again; its replicas' workers are stopped and the next attempt answers only what is left."""
@@ -436,16 +449,3 @@ def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teach
         assert done["registered"]["digest"] == whole["registered"]["digest"]
     finally:
         proc.stop()
-
-
-def test_the_same_request_under_its_submission_id_reaches_the_same_distillation(teacher, sqlite_server, capsys):
-    cli, name = Cli(capsys, sqlite_server.url), teacher["name"]
-    args = ["training", "distillations", "create", "--teacher", teacher["model"], "--from", f"{name}/questions",
-            "--to", f"{name}/keyed", "--submission-id", f"keyed-{name}"]
-    first = cli.json(*args)
-    assert cli.json(*args)["distillationId"] == first["distillationId"]
-    other = refused(cli, *args[:-2], "--max-tokens", "9", *args[-2:])
-    assert f"submissionId 'keyed-{name}' was used for another distillation ({first['distillationId'][:12]})" in other
-    listed = cli.json("training", "distillations", "list", "--project", name)["distillations"]
-    assert sum(d["target"] == f"{name}/keyed" for d in listed) == 1
-    cli.ok("training", "distillations", "cancel", first["distillationId"])

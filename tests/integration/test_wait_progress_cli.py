@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import chat_row, write_jsonl
+from tests.conftest import as_a_terminal_starts_it, chat_row, write_jsonl
 from tests.run_fixtures import MODEL, capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,8 @@ def test_ctrl_c_stops_following_and_the_run_goes_on(watched):
     url = watched["url"]
     process = subprocess.Popen([sys.executable, "-m", "optimize", "training", "runs", "start", "-f",
                                 watched["plan"], "--force", "--wait", "--server", url],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=as_a_terminal_starts_it)
     try:
         first = _line_within(process, 120)
         # the analysis is done, so the estimate was recorded at submission: the ETA rests on it before any step

@@ -29,8 +29,10 @@ def held(registry: RegistryDep, body: Annotated[Any, documented_as(HeldImagesReq
 
 
 @router.get("/{sha256}", response_class=Response,
-            responses={200: {"description": "The image's bytes, as sent",
-                             "content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}}})
+            responses={200: {"description": "The image's bytes, as sent", "content": {
+                media_type: {"schema": {"type": "string", "format": "binary",
+                                        "description": "The image's bytes; its sha256 is in X-Checksum-Sha256"}}
+                for media_type in images.MEDIA_TYPES.values()}}})
 async def get_image(sha256: str, registry: RegistryDep) -> StreamingResponse:
     """An image a dataset version the token sees names (the dashboard's row viewer shows them)."""
     media_type, digest = await run_in_threadpool(images.readable_image, registry, sha256)
