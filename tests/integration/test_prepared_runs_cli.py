@@ -86,6 +86,8 @@ def test_prepared_rows_train_to_the_losses_of_the_same_rows_as_chat(prepared, ca
         assert done["phase"] == "COMPLETED", done["failureReason"]
     assert len(losses(client, runs["prepared"])) == 6
     assert losses(client, runs["prepared"]) == losses(client, runs["chat"])
+    shown = cli.ok("training", "runs", "get", runs["prepared"]).out
+    assert "the training dataset holds prepared token rows, which no analysis measures" in " ".join(shown.split())
     model = client.get(f"/v1/training/runs/{runs['prepared']}").json()["results"]["model"]
     assert model and client.get(f"/v1/training/runs/{runs['prepared']}").json()["dataset"]["reference"] == \
         f"{name}/prepared:v1"

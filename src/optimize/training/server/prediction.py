@@ -23,6 +23,8 @@ from optimize.workloads.throughput import estimate_scaled
 
 NO_ANALYSIS = ("no analysis of the training dataset was done before the run claimed its devices, so there is no "
                "estimate")
+PREPARED = ("the training dataset holds prepared token rows, which no analysis measures (their version records only "
+            "the longest row), so there is no estimate")
 
 
 def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
@@ -38,9 +40,10 @@ def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
             "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}
 
 
-def unavailable() -> dict[str, Any]:
-    return {"seconds": None, "steps": None, "tokens": None, "basis": NO_ANALYSIS, "analysisId": None,
-            "recordedAt": iso(utcnow()), "unscaledSeconds": None, "scale": None}
+def unavailable(prepared: bool = False) -> dict[str, Any]:
+    """No estimate, and why: no analysis was done, or the training rows are prepared token rows."""
+    return {"seconds": None, "steps": None, "tokens": None, "basis": PREPARED if prepared else NO_ANALYSIS,
+            "analysisId": None, "recordedAt": iso(utcnow()), "unscaledSeconds": None, "scale": None}
 
 
 def settle(deployment, session, run: Run) -> None:
@@ -49,8 +52,9 @@ def settle(deployment, session, run: Run) -> None:
     if run.prediction is not None:
         return
     entry = deployment.catalog.find(run.base_entry_id)
+    training = next((d for d in (run.length_check or {}).get("datasets") or [] if d.get("role") == "training"), {})
     run.prediction = predict(deployment.blobs, session, parse_plan(run.plan), entry, run.dataset_digest,
-                             run.base_commit) or unavailable()
+                             run.base_commit) or unavailable(training.get("status") == "prepared")
 
 
 def prediction_json(run: Run, training_millis: int | None) -> dict[str, Any] | None:

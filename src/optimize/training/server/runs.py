@@ -86,7 +86,7 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
         preflight = predict(deployment.blobs, session, plan, entry, admitted.dataset.digest, admitted.commit)
         if preflight is None and state != "waiting":
-            preflight = unavailable()
+            preflight = unavailable(admitted.dataset.prepared is not None)
         now = utcnow()
         run_id = new_id()
         inserted = insert_ignoring_conflict(session, Run, {
