@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from optimize.chat.prepared import Descriptor
 from optimize.chat.rows import RowKind
+from optimize.core.digests import version_digest
 from optimize.core.errors import Invalid
 
 
@@ -30,6 +32,15 @@ class DatasetFormat(StrEnum):
 
 _KINDS = {DatasetFormat.CHAT: RowKind.CHAT, DatasetFormat.PREFERENCE: RowKind.PREFERENCE,
           DatasetFormat.PREPARED: RowKind.PREPARED}
+
+
+def dataset_version_digest(data_format: DatasetFormat, objects: list[tuple[str, str, int]],
+                           images: list[dict[str, Any]] | None = None, descriptor: Descriptor | None = None) -> str:
+    """The digest of a version of these objects (path, sha256, bytes), the same on the client and in the registry:
+    each image its rows name counts as one more object (`image:PATH`), so the same rows over other pictures are
+    another version, and so does a prepared version's descriptor."""
+    listed = list(objects) + [(f"image:{i['path']}", i["sha256"], i["bytes"]) for i in images or []]
+    return version_digest(data_format, listed + ([descriptor.digest_entry()] if descriptor else []))
 
 
 F = TypeVar("F", bound=StrEnum)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.chat.formats import DatasetFormat, dataset_version_digest, parse_format
 from optimize.chat.jsonl import JsonlValidator
 from optimize.chat.source_files import Container, Conversion, convert_file, inspect_source
 from optimize.chat.sources import parse_source_format
@@ -18,7 +18,6 @@ from optimize.client.http import ApiError, OptimizeClient
 from optimize.client.images import rows_images, send_images
 from optimize.client.prepared import PreparedFiles, is_prepared, prepared_files
 from optimize.core.crashpoints import crashpoint
-from optimize.core.digests import version_digest
 from optimize.core.errors import Invalid
 from optimize.core.limits import DatasetLimits
 from optimize.core.refs import Reference
@@ -120,8 +119,7 @@ def preview_dataset(
         images = [image.entry() for image in rows_images(rows, path.parent)]
         progress.phase("hashing", rows.stat().st_size)
         shards = plan_shards(rows, shard_size, limits, on_progress=progress.advance)
-        digest = version_digest(fmt.value, [(shard.path, shard.sha256, shard.size) for shard in shards]
-                                + [(f"image:{i['path']}", i["sha256"], i["bytes"]) for i in images])
+        digest = dataset_version_digest(fmt, [(shard.path, shard.sha256, shard.size) for shard in shards], images)
         found = api.uploads.preview(dataset=reference.artifact, data_format=fmt.value,
                                     shards=[shard.to_json() for shard in shards], images=images)
         lacking = set(api.images.held([i["sha256"] for i in images])["missing"]) if images else set()
@@ -271,8 +269,8 @@ def _preview_prepared(api: OptimizeApi, reference: Reference, files: PreparedFil
     """What registering prepared token rows would do: the version's digest, whether it is one already, and which
     Parquet files the registry lacks."""
     fmt = DatasetFormat.PREPARED
-    digest = version_digest(fmt.value, [(s["path"], s["sha256"], s["bytes"]) for s in files.shards]
-                            + [files.descriptor.digest_entry()])
+    digest = dataset_version_digest(fmt, [(s["path"], s["sha256"], s["bytes"]) for s in files.shards],
+                                    descriptor=files.descriptor)
     found = api.uploads.preview(dataset=reference.artifact, data_format=fmt.value, shards=files.shards,
                                 prepared=files.descriptor.to_json())
     if found["digest"] != digest:

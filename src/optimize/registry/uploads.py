@@ -21,13 +21,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from optimize.blobs.local import BlobWriter, LocalBlobStore
-from optimize.chat.formats import DatasetFormat, parse_format
+from optimize.chat.formats import DatasetFormat, dataset_version_digest, parse_format
 from optimize.chat.images import path_error
 from optimize.chat.jsonl import JsonlValidator
 from optimize.chat.prepared import DESCRIPTOR, Descriptor, check_file, read_descriptor
 from optimize.core.access import check_namespace, sees_namespace
 from optimize.core.clock import as_utc, iso, utcnow
-from optimize.core.digests import is_sha256_hex, version_digest
+from optimize.core.digests import is_sha256_hex
 from optimize.core.errors import ChecksumMismatch, Conflict, Gone, Invalid, NotFound, Refused, TooLarge
 from optimize.core.ids import new_id
 from optimize.core.limits import DatasetLimits
@@ -114,11 +114,8 @@ def _format_and_descriptor(body: dict[str, Any]) -> tuple[DatasetFormat, Descrip
 
 def _digest(data_format: DatasetFormat, manifest: list[dict[str, Any]], descriptor: Descriptor | None,
             images: list[dict[str, Any]] | None = None) -> str:
-    """The version's digest: its objects, a prepared version's descriptor as one more, and each image its rows name
-    (`image:PATH`), so the same rows over other pictures are another version."""
-    objects = [(s["path"], s["sha256"], s["bytes"]) for s in manifest]
-    objects += [(f"image:{i['path']}", i["sha256"], i["bytes"]) for i in images or []]
-    return version_digest(data_format, objects + ([descriptor.digest_entry()] if descriptor else []))
+    return dataset_version_digest(data_format, [(s["path"], s["sha256"], s["bytes"]) for s in manifest], images,
+                                  descriptor)
 
 
 def _check_images(images: Any, data_format: DatasetFormat) -> list[dict[str, Any]] | None:
