@@ -27,10 +27,12 @@ def main() -> None:
     args = parser.parse_args()
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from optimize.catalog.standins import StandIn, build
+    from optimize.chat.vision import auto_model
+    from optimize.training.engines.harness import vision_modules
 
     work = Path(tempfile.mkdtemp(prefix="envelope-"))
     build(StandIn(args.family, args.size), work / "model")
@@ -40,13 +42,14 @@ def main() -> None:
     ids = tokenizer(text, add_special_tokens=False)["input_ids"][: args.seq]
     half = len(ids) // 2
     rows = Dataset.from_list([{"input_ids": ids, "labels": [-100] * half + ids[half:]}] * 8)
-    model = AutoModelForCausalLM.from_pretrained(work / "model")
+    model = auto_model(work / "model").from_pretrained(work / "model")  # a model that takes images: text rows here
     config = SFTConfig(output_dir=str(work / "out"), max_steps=args.steps, per_device_train_batch_size=2,
                        report_to=[], use_cpu=True, bf16=False, fp16=False, logging_steps=1, save_strategy="no",
                        max_length=args.seq,
                        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False)
     trainer = SFTTrainer(model=model, args=config, train_dataset=rows, processing_class=tokenizer,
-                         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+                         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
+                                                exclude_modules=vision_modules(str(work / "model"))))
     start = time.perf_counter()
     trainer.train()
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024

@@ -130,8 +130,8 @@ def test_the_registry_refuses_rows_naming_images_it_was_not_sent(server, ns, tmp
 
 
 def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server, capsys, tmp_path):
-    """Rows with images are kept with their images; no run, evaluation or analysis reads images in this version,
-    so each refuses them by name rather than using their text alone (and the row viewer's render, too)."""
+    """Rows with images are kept with their images; a run or an analysis on a model that reads no images, and an
+    evaluation, refuse them by name rather than using their text alone (and the row viewer's render, too)."""
     import yaml
 
     from tests.conftest import Cli
@@ -146,12 +146,13 @@ def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server
     run_file.write_text(yaml.safe_dump(plan(name, "pages")))
     words = f"{name}/pages:v1 holds rows with images (1 image(s))"
     dry = cli("training", "runs", "start", "-f", str(run_file), "--dry-run")
-    assert dry.code == 1 and f"config.dataset {words}" in " ".join(dry.err.split()), dry.err
+    assert dry.code == 1 and f"config.dataset {words}, and base model {MODEL} reads no images" in \
+        " ".join(dry.err.split()), dry.err
     evaluation = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{name}/pages",
                      "--project", name)
     assert evaluation.code == 1 and words in " ".join(evaluation.err.split()), evaluation.err
     analysis = cli("training", "datasets", "analyze", f"{name}/pages", "--model", MODEL)
-    assert analysis.code == 1 and "an analysis measures text rows only" in analysis.err, analysis.err
+    assert analysis.code == 1 and f"and base model {MODEL} reads no images" in analysis.err, analysis.err
     rendered = project["client"].post(f"/v1/training/base-models/{MODEL}/render",
                                       json={"row": rows_with(["images/a.png"])[0]})
     assert rendered.status_code == 400 and "the row holds images" in rendered.json()["detail"], rendered.text

@@ -20,10 +20,10 @@ def standin_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def renderers(standin_dirs):
-    from optimize.chat.families import template_kwargs
+    from optimize.chat.families import content_as_parts, template_kwargs
     from optimize.chat.render import ChatRenderer
 
-    return {family: ChatRenderer.from_pretrained(str(path), template_kwargs(family))
+    return {family: ChatRenderer.from_pretrained(str(path), template_kwargs(family), parts=content_as_parts(family))
             for family, (path, _commit) in standin_dirs.items()}
 
 

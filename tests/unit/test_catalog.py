@@ -21,7 +21,8 @@ def test_shipped_catalog_holds_every_required_entry():
     for required in REQUIRED:
         assert required in ids
     assert catalog.strict_envelopes is False
-    assert {e.stand_in.family for e in catalog.entries if e.stand_in} == {"llama3.2", "qwen2.5", "gemma4", "smollm2"}
+    assert {e.stand_in.family for e in catalog.entries if e.stand_in} == {"llama3.2", "qwen2.5", "gemma4", "smollm2",
+                                                                            "smolvlm"}
 
 
 def test_gemma_4_moe_is_serving_only_without_adapt_experts():

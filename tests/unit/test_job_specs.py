@@ -14,7 +14,8 @@ MODEL = {"id": "optimize/tiny-llama-3.2", "repository": "optimize/tiny-llama-3.2
 
 def analysis_spec(**changes) -> dict:
     return {"analysisId": "a1", "kind": "chat", "format": "chat-jsonl-v1", "leaseSeconds": 60.0, "model": MODEL,
-            "objects": [{"path": "shard-0.jsonl", "sha256": "0" * 64, "bytes": 10, "rows": 1}], **changes}
+            "objects": [{"path": "shard-0.jsonl", "sha256": "0" * 64, "bytes": 10, "rows": 1}],
+            "images": [{"path": "images/a.png", "sha256": "1" * 64, "bytes": 20}], **changes}
 
 
 def test_a_spec_round_trips_in_its_wire_form():

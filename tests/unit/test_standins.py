@@ -35,13 +35,26 @@ def test_template_is_the_one_shipped_inside_trl(standin_dirs, family):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_reloads_offline_with_its_family_class(standin_dirs, family, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from optimize.chat.vision import auto_model
 
     path = standin_dirs[family][0]
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    model = auto_model(path).from_pretrained(path, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    expected = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "gemma4_text": "Gemma4ForCausalLM"}
-    assert type(model).__name__ == expected[FAMILIES[family].model_type]
+    expected = {"llama3.2": "LlamaForCausalLM", "smollm2": "LlamaForCausalLM", "qwen2.5": "Qwen2ForCausalLM",
+                "gemma4": "Gemma4ForCausalLM", "smolvlm": "Idefics3ForConditionalGeneration"}
+    assert type(model).__name__ == expected[family]
     for token in FAMILIES[family].special_tokens:
         ids = tokenizer(token, add_special_tokens=False)["input_ids"]
         assert len(ids) == 1 and tokenizer.convert_ids_to_tokens(ids[0]) == token
+
+
+def test_the_smolvlm_stand_in_carries_its_processor_with_its_template(standin_dirs):
+    from transformers import AutoProcessor
+
+    path = standin_dirs["smolvlm"][0]
+    processor = AutoProcessor.from_pretrained(path, local_files_only=True)
+    assert type(processor).__name__ == "Idefics3Processor" and processor.image_seq_len == 4
+    shipped = resources.files("optimize.catalog").joinpath("smolvlm_template.jinja").read_text(encoding="utf-8")
+    assert processor.chat_template == shipped

@@ -54,7 +54,8 @@ class AnalysisKind(JobKind):
     def readable_blobs(self, deployment: Any, session: Session, row: Analysis) -> Readable:
         """The shards of the dataset version it measures (it writes its lengths, and reads nothing back)."""
         _found, version = resolve_reference(session, parse_reference(row.dataset_reference))
-        return Readable(frozenset(o["sha256"] for o in examples_objects(session, version.digest)))
+        return Readable(frozenset(o["sha256"] for o in examples_objects(session, version.digest))
+                        | {image["sha256"] for image in version.images or []})
 
     def worker_spec(self, deployment, job_id, token, body):
         return service.job_spec(deployment, job_id, token)

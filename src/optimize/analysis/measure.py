@@ -5,7 +5,8 @@ template calls per row), then the chunk's texts are tokenized in one batch call 
 each row's length and the tokens the default policy (the answer) and `assistantTurns: all` (every assistant
 message) train. Rows longer than 512 tokens are rendered once more with every removable turn removed, for
 their trimmed length. Preference pairs are measured as a dpo run reads them: the longer of the prompt with
-each answer.
+each answer. A row with images is measured with each image's tokens as the model's processor writes them
+(`chat.vision`); it has no trimmed length of its own (its oldest turns are never removed).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimize.chat.images import image_paths
 from optimize.chat.normalize import normalize_messages, row_tools
 from optimize.chat.render import ALL, FINAL, ChatRenderer, RenderError, trained_messages
 from optimize.chat.template_checks import TemplateFinding, findings_from_spans
@@ -48,10 +50,20 @@ def _count(starts: list[int], ends: list[int], spans: list[tuple[int, int]]) -> 
     return total
 
 
+def _expanded(renderer: ChatRenderer, messages: list[dict[str, Any]], text: str,
+              spans: dict[int, tuple[int, int]]) -> tuple[str, dict[int, tuple[int, int]]]:
+    """The text and spans with the row's images expanded into their tokens (as they are for a row without)."""
+    expansion, _ = renderer.expanded(text, messages)
+    if expansion is None:
+        return text, spans
+    return expansion.text, {index: expansion.spans([span])[0] for index, span in spans.items()}
+
+
 def _chat_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasure) -> list[_Piece]:
     messages = normalize_messages(row["messages"])
     text, spans = renderer.locate(messages, row_tools(row))
     measure.findings = findings_from_spans(messages, text, spans)
+    text, spans = _expanded(renderer, messages, text, spans)
     final, every = (trained_messages(row["messages"], turns) for turns in (FINAL, ALL))
     return [_Piece(text, [spans[i] for i in final if i in spans], [spans[i] for i in every if i in spans])]
 
@@ -70,6 +82,7 @@ def _pair_pieces(renderer: ChatRenderer, row: dict[str, Any], measure: RowMeasur
             continue
         for finding in findings_from_spans(messages, text, spans):
             measure.findings.append(TemplateFinding(None, f"'{name}': {finding.reason} after its prompt"))
+        text, spans = _expanded(renderer, messages, text, spans)
         pieces.append(_Piece(text, [spans[last]], [spans[last]]))
     return pieces
 
@@ -109,7 +122,7 @@ def _trim(renderer: ChatRenderer, rows: list[dict[str, Any]], measures: list[Row
     """Shortest length of each long row with every removable (oldest) turn removed."""
     texts, owners = [], []
     for row, measure in zip(rows, measures, strict=True):
-        if measure.length <= TRIM_FROM:
+        if measure.length <= TRIM_FROM or image_paths(row):
             continue
         options = list(trimmed(normalize_messages(row["messages"])))
         if not options:

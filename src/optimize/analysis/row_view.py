@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from optimize.catalog.selection import model_dir
-from optimize.chat.families import template_kwargs
+from optimize.chat.families import content_as_parts, template_kwargs
 from optimize.chat.images import image_paths
 from optimize.chat.render import ALL, FINAL, ChatRenderer, LossPolicy, RenderError
 from optimize.chat.rows import RowError, RowKind, check_row
@@ -24,7 +24,7 @@ _loading = threading.Lock()
 @lru_cache(maxsize=4)
 def _renderer(directory: str, family: str, corrected: bool) -> ChatRenderer:
     return ChatRenderer.from_pretrained(directory, template_kwargs(family), corrected_family=family if corrected
-                                        else None, light=True)
+                                        else None, light=True, parts=content_as_parts(family))
 
 
 def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any] | None = None) -> RenderedRow:

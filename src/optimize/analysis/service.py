@@ -18,6 +18,7 @@ from optimize import __version__
 from optimize.analysis.histogram import histogram
 from optimize.analysis.states import ANALYSIS, TERMINAL, AnalysisPhase
 from optimize.catalog.selection import job_model, selection_for
+from optimize.chat.families import reads_images
 from optimize.chat.formats import DatasetFormat
 from optimize.core.access import only_visible, visible_item
 from optimize.core.clock import iso, utcnow
@@ -28,7 +29,7 @@ from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
 from optimize.jobs.lifecycle import transition
-from optimize.registry.datasets import content_digest, examples_objects, resolve_reference
+from optimize.registry.datasets import content_digest, examples_objects, resolve_reference, version_images
 from optimize.schemas import analyses as answers
 from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.outcomes import AnalysisLastWord
@@ -74,10 +75,11 @@ def start_analysis(deployment: Deployment, dataset: str, model: str | None,
                       hint=f"select it first: akka training base-models select {entry.id}")
     with deployment.store.transaction() as session:
         found, version = resolve_reference(session, reference)
-        if version.images:
+        if version.images and not reads_images(entry.family):
             raise Refused(f"{found.namespace}/{found.name}:v{version.version} holds rows with images "
-                          f"({len(version.images)} image(s)); an analysis measures text rows only in this version",
-                          hint="register the rows without their image parts to measure their text")
+                          f"({len(version.images)} image(s)), and base model {entry.id} reads no images",
+                          hint="measure it under a model that takes images (the smolvlm family), or register the "
+                               "rows without their image parts to measure their text")
         if version.prepared is not None:
             raise Refused(f"{found.namespace}/{found.name}:v{version.version} holds prepared token rows, which need "
                           f"no analysis: the version recorded their longest row ({version.prepared.get('longestRow')} "
@@ -177,15 +179,20 @@ def job_spec(deployment: Deployment, analysis_id: str, token: str) -> dict[str, 
         item, _lease = fence(session, ANALYSIS, analysis_id, token)
         return AnalysisSpec.model_validate({
             "analysisId": item.id, "kind": item.kind, "format": DatasetFormat.for_kind(item.kind).value,
-            "objects": _objects(session, item), "leaseSeconds": deployment.lease_seconds,
+            "objects": _objects(session, item), "images": version_images(session, _digest(session, item)),
+            "leaseSeconds": deployment.lease_seconds,
             "model": job_model(deployment.store, deployment.catalog.find(item.base_entry_id), item.base_commit),
         }).wire()
 
 
-def _objects(session, item: Analysis) -> list[dict[str, Any]]:
-    """The objects of the version the analysis was started for (versions never change)."""
+def _digest(session, item: Analysis) -> str:
+    """The digest of the version the analysis was started for (versions never change)."""
     _found, version = resolve_reference(session, parse_reference(item.dataset_reference))
-    return examples_objects(session, version.digest)
+    return version.digest
+
+
+def _objects(session, item: Analysis) -> list[dict[str, Any]]:
+    return examples_objects(session, _digest(session, item))
 
 
 def report_progress(deployment: Deployment, analysis_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:

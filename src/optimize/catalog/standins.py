@@ -4,7 +4,12 @@ Each stand-in uses its family's own Transformers architecture class with random 
 byte-level BPE tokenizer trained on the corpus shipped with this package (with the family's special tokens),
 and the family's real chat template as shipped inside the installed TRL package (read at build time, never
 copied into this repository). TRL ships no SmolLM2 template, so the SmolLM2 stand-ins use Optimize's own
-ChatML template with tools (`standin_template.jinja`) and say so in the catalog.
+ChatML template with tools (`standin_template.jinja`) and say so in the catalog. TRL ships no SmolVLM template
+either: `smolvlm_template.jinja` is the one SmolVLM's repository ships, which renders only content written as
+parts (the renderer writes text content as parts for this family, `chat.families.content_as_parts`).
+
+A family that takes images (SmolVLM) is built as its architecture is: a tiny vision tower and a tiny language
+model, with the family's processor (image tiles, image tokens) saved beside the tokenizer.
 
 The "commit" of a stand-in is the sha256 over its files, so the same build on two machines (same pinned
 library versions) is the same commit. torch/transformers/tokenizers are imported only inside the builder.
@@ -39,6 +44,8 @@ class Family:
     pad: str
     stop_tokens: tuple[str, ...]
     config: dict[str, Any] = field(default_factory=dict)
+    # a family that takes images: its vision tower, its scale factor and its image processor's sizes
+    vision: dict[str, Any] | None = None
 
 
 _LLAMA_SMALL = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -74,6 +81,18 @@ FAMILIES: dict[str, Family] = {
         ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"),
         bos=None, eos="<|im_end|>", pad="<|endoftext|>", stop_tokens=("<|im_end|>", "<|endoftext|>"),
         config=_LLAMA_SMALL,
+    ),
+    "smolvlm": Family(
+        "smolvlm", "llama", "optimize:smolvlm_template.jinja",
+        ("<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>",
+         "<global-img>", *(f"<row_{row}_col_{col}>" for row in range(1, 7) for col in range(1, 7))),
+        bos="<|im_start|>", eos="<end_of_utterance>", pad="<|endoftext|>",
+        stop_tokens=("<end_of_utterance>", "<|endoftext|>"), config=_LLAMA_SMALL,
+        # 32-pixel tiles of 8-pixel patches, merged 2x2: 4 image tokens a tile; an image's longest side is
+        # resized to 64, so a picture is at most 2x2 tiles and a global one
+        vision={"tower": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                          "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+                "scale_factor": 2, "longest_edge": 64, "tile": 32},
     ),
 }
 
@@ -153,10 +172,35 @@ def _config(family: Family, size: str, tokenizer) -> Any:
     return AutoConfig.for_model(family.model_type, **settings, **ids)
 
 
+def _vision_config(family: Family, text_config: Any, tokenizer) -> Any:
+    """The whole model's config of a family that takes images: its tower, and `text_config` as its language model."""
+    from transformers import Idefics3Config
+
+    vision = family.vision or {}
+    return Idefics3Config(text_config=text_config.to_dict(), vision_config=vision["tower"],
+                          scale_factor=vision["scale_factor"],
+                          image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+                          pad_token_id=text_config.pad_token_id, tie_word_embeddings=text_config.tie_word_embeddings)
+
+
+def _save_processor(family: Family, tokenizer, directory: Path) -> None:
+    """A family that takes images: its processor (the image processor's tiles, the image tokens a tile takes, the
+    chat template) saved beside the tokenizer, as the family's repositories hold it."""
+    from transformers import Idefics3ImageProcessorPil, Idefics3Processor
+
+    vision = family.vision or {}
+    tower = vision["tower"]
+    image_tokens = (tower["image_size"] // tower["patch_size"]) ** 2 // vision["scale_factor"] ** 2
+    images = Idefics3ImageProcessorPil(size={"longest_edge": vision["longest_edge"]},
+                                       max_image_size={"longest_edge": vision["tile"]})
+    Idefics3Processor(image_processor=images, tokenizer=tokenizer, image_seq_len=image_tokens,
+                      chat_template=tokenizer.chat_template).save_pretrained(directory)
+
+
 def build(stand_in: StandIn, target: Path) -> str:
     """Build the stand-in into `target` (replacing it) and return its commit."""
     import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, GenerationConfig
 
     family = FAMILIES[stand_in.family]
     staging = target.with_name(target.name + ".building")
@@ -164,15 +208,21 @@ def build(stand_in: StandIn, target: Path) -> str:
     staging.mkdir(parents=True)
     tokenizer = _train_tokenizer(family, SIZES[stand_in.size]["vocab_size"])
     config = _config(family, stand_in.size, tokenizer)
+    if family.vision:
+        config = _vision_config(family, config, tokenizer)
     torch.manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    loader = AutoModelForImageTextToText if family.vision else AutoModelForCausalLM
+    model = loader.from_config(config, dtype=torch.float32)
+    text_config = config.get_text_config()
     model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id if family.bos else None,
+        bos_token_id=text_config.bos_token_id if family.bos else None,
         eos_token_id=[tokenizer.convert_tokens_to_ids(token) for token in family.stop_tokens],
-        pad_token_id=config.pad_token_id,
+        pad_token_id=text_config.pad_token_id,
     )
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    if family.vision:
+        _save_processor(family, tokenizer, staging)
     (staging / "optimize-standin.json").write_text(
         json.dumps({"family": stand_in.family, "size": stand_in.size, "seed": SEED,
                     "template": family.template}, indent=2, sort_keys=True) + "\n"

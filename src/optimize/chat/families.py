@@ -23,6 +23,25 @@ def template_kwargs(family: str | None, thinking: bool = False) -> dict[str, Any
     return {}
 
 
+# Families whose chat template renders only content written as parts: a message written as a string would render
+# as an empty turn (SmolVLM's template iterates over the content's parts).
+_CONTENT_AS_PARTS = frozenset({"smolvlm"})
+
+
+# Families whose models read images beside the text (a vision tower: SmolVLM's Idefics3 architecture).
+_READS_IMAGES = frozenset({"smolvlm"})
+
+
+def reads_images(family: str | None) -> bool:
+    """Whether the family's models take images in user messages."""
+    return family in _READS_IMAGES
+
+
+def content_as_parts(family: str | None) -> bool:
+    """Whether rows are rendered for the family with every message's content written as parts."""
+    return family in _CONTENT_AS_PARTS
+
+
 def reasoning_markers(family: str | None) -> tuple[str, str] | None:
     """The tokens a thinking model of the family opens and closes its reasoning with, or None."""
     return _REASONING.get(family or "")

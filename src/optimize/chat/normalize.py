@@ -1,7 +1,9 @@
 """Normalization of a valid row before rendering, the same for every job.
 
 - A tool call's `arguments` written as a JSON string is read as the object it holds.
-- Text content written as a list of text parts becomes one string for text models.
+- Text content written as a list of text parts becomes one string for text models. For a family whose template
+  renders only content written as parts (SmolVLM's), every message's content is written as parts instead: text as
+  one text part, a list of parts (text and images) as it is.
 - Tool definitions and argument values are kept exactly as the row writes them, even when other rows of the
   dataset write them in other shapes (each row is rendered on its own, never through a shared schema).
 - A row that offers no tools (`tools` absent or empty) renders without tools, whatever other rows offer.
@@ -27,10 +29,16 @@ def _call(call: dict[str, Any]) -> dict[str, Any]:
     return {**call, "type": call.get("type", "function"), "function": function}
 
 
-def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if content else []
+
+
+def normalize_message(message: dict[str, Any], parts: bool = False) -> dict[str, Any]:
     normalized = {key: value for key, value in message.items() if key != "weight"}
     if "content" in message:
-        normalized["content"] = _text(message["content"])
+        normalized["content"] = _parts(message["content"]) if parts else _text(message["content"])
     if message.get("tool_calls"):
         normalized["tool_calls"] = [_call(call) for call in message["tool_calls"]]
     elif "tool_calls" in normalized:
@@ -38,8 +46,22 @@ def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
     return normalized
 
 
-def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [normalize_message(message) for message in messages]
+def normalize_messages(messages: list[dict[str, Any]], parts: bool = False) -> list[dict[str, Any]]:
+    return [normalize_message(message, parts) for message in messages]
+
+
+def image_files(messages: list[dict[str, Any]]) -> list[str] | None:
+    """The local files of a normalized conversation's image parts, in order (a job puts each image's file beside
+    its path, `file`); None where an image part has no file."""
+    files = []
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "image":
+                if not part.get("file"):
+                    return None
+                files.append(part["file"])
+    return files
 
 
 def row_tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -5,6 +5,10 @@ the beginning-of-sequence token itself, so exactly one is present), and mark the
 trains. Assistant spans are found by rendering each trained message's prefix: the text between the prompt
 (`messages[:i]` with the generation prompt) and `messages[:i+1]` is message i as the template writes it,
 end-of-turn token included.
+
+A model that takes images renders a row's image parts as its template writes them (a placeholder each), and the
+placeholders are then expanded into the image tokens its processor writes (`chat.vision`): the row's tokens, its
+trained spans and its length are those of the expanded text, and the rendered row names its image files.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from optimize.chat.normalize import normalize_message, normalize_messages, row_tools
+from optimize.chat.normalize import image_files, normalize_message, normalize_messages, row_tools
 
 FINAL, ALL = "final", "all"
 
@@ -51,6 +55,7 @@ class Rendered:
     loss_mask: list[int]
     offsets: list[tuple[int, int]]
     spans: list[tuple[int, int]]  # character spans that train, in the text
+    images: tuple[str, ...] = ()  # the image files its image tokens stand for, in order
 
     @property
     def trained_tokens(self) -> int:
@@ -64,21 +69,27 @@ def template_sha256(template: str) -> str:
 class ChatRenderer:
     """Renders rows under one tokenizer and chat template."""
 
-    def __init__(self, tokenizer: Any, template_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, tokenizer: Any, template_kwargs: dict[str, Any] | None = None, parts: bool = False,
+                 images: Any = None) -> None:
+        """`parts`: the template renders only content written as parts (`chat.families.content_as_parts`);
+        `images`: the model's `chat.vision.ImageTokens`, for a model that takes images."""
         if not tokenizer.chat_template:
             raise RenderError("the tokenizer has no chat template")
         self.tokenizer = tokenizer
         self.template_kwargs = template_kwargs or {}
+        self.parts, self.images = parts, images
         self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
         # What apply_chat_template gives a template: the special tokens, then the family's own arguments.
         self._template_context = {**tokenizer.special_tokens_map, **self.template_kwargs}
 
     @classmethod
     def from_pretrained(cls, directory: str, template_kwargs: dict[str, Any] | None = None,
-                        corrected_family: str | None = None, light: bool = False) -> ChatRenderer:
-        """Load the tokenizer at `directory`; with `corrected_family`, render under Optimize's corrected copy
-        of its template (the catalog's `chatTemplate: corrected`). `light`: its fast tokenizer only, which imports
-        no torch (for the server, which stays light)."""
+                        corrected_family: str | None = None, light: bool = False,
+                        parts: bool = False) -> ChatRenderer:
+        """Load the tokenizer at `directory` (and, for a model that takes images, its processor's image rule);
+        with `corrected_family`, render under Optimize's corrected copy of its template (the catalog's
+        `chatTemplate: corrected`). `light`: its fast tokenizer only, which imports no torch (for the server, which
+        stays light, and renders no image)."""
         if light:
             from transformers import PreTrainedTokenizerFast as loader
         else:
@@ -89,7 +100,27 @@ class ChatRenderer:
             from optimize.chat.corrections import corrected_template
 
             tokenizer.chat_template = corrected_template(corrected_family, tokenizer.chat_template)
-        return cls(tokenizer, template_kwargs)
+        images = None
+        if not light:
+            from optimize.chat.vision import ImageTokens, takes_images
+
+            images = ImageTokens.from_pretrained(directory) if takes_images(directory) else None
+        return cls(tokenizer, template_kwargs, parts, images)
+
+    def expanded(self, text: str, messages: list[dict[str, Any]]):
+        """`text` (rendered from `messages`) with its image placeholders expanded as the model's processor expands
+        them (`chat.vision.Expansion`), with the image files in order; (None, ()) for a row without images."""
+        files = image_files(messages)
+        if files is None:
+            raise RenderError("an image of the row was not fetched for the job")
+        if not files:
+            return None, ()
+        if self.images is None:
+            raise RenderError("the row has images and the model reads none; train, evaluate or serve it on a "
+                              "model that takes images")
+        from optimize.chat.vision import image_size
+
+        return self.images.expand(text, [image_size(path) for path in files]), tuple(files)
 
     def texts(self, conversations: list[list[dict[str, Any]]], tools: list | None,
               generation_prompt: bool = False) -> list[str]:
@@ -102,6 +133,8 @@ class ChatRenderer:
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
         template = _compile_jinja_template(self.tokenizer.chat_template)  # compiled once per template text
+        if self.parts:  # a template that renders only parts would write a text content as an empty turn
+            conversations = [[normalize_message(m, parts=True) for m in c] for c in conversations]
         try:
             return [template.render(messages=conversation, tools=tools, documents=None,
                                     add_generation_prompt=generation_prompt, **self._template_context)
@@ -134,16 +167,20 @@ class ChatRenderer:
                               f"{policy.assistant_turns}, no other assistant message trains; give a message "
                               "weight 1, set loss.assistantTurns: all, or leave the row out")
         text, located = self.locate(messages, tools, indexes or None)
-        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        expansion, files = self.expanded(text, messages)
+        final = expansion.text if expansion else text
+        encoded = self.tokenizer(final, add_special_tokens=False, return_offsets_mapping=True)
         ids, offsets = encoded["input_ids"], [tuple(pair) for pair in encoded["offset_mapping"]]
         if explicit:
             mask = check_explicit_mask(row[policy.explicit_mask_column], len(ids), policy.explicit_mask_column)
-            return Rendered(text, ids, mask, offsets, [])
+            return Rendered(final, ids, mask, offsets, [], files)
         spans = self._trained_spans(messages, tools, text, located, policy)
+        if expansion:
+            spans = expansion.spans(spans)
         mask = [1 if e > s and any(a <= s < b for a, b in spans) else 0 for s, e in offsets]
         if not any(mask):
             raise RenderError("no token of the answer is trained: the chat template renders it empty")
-        return Rendered(text, ids, mask, offsets, spans)
+        return Rendered(final, ids, mask, offsets, spans, files)
 
     def _trained_spans(self, messages: list[dict[str, Any]], tools: list | None, text: str,
                        located: dict[int, tuple[int, int]], policy: LossPolicy) -> list[tuple[int, int]]:

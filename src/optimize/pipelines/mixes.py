@@ -19,7 +19,7 @@ from optimize.registry.produced import register_rows
 from optimize.registry.rows import version_rows
 from optimize.registry.uploads import Registry
 from optimize.workloads.dataset_kinds import HOLDS
-from optimize.workloads.datasets import DatasetPick, find_dataset, refuse_images
+from optimize.workloads.datasets import DatasetPick, find_dataset
 
 
 def mix_target(text: str, project: str) -> str:
@@ -35,7 +35,10 @@ def mixable(session, part: str, project: str, index: int) -> tuple[DatasetPick, 
         raise Refused(f"config.dataset[{index}] {version.reference} holds prepared token rows, which a mix cannot "
                       "join with other rows", hint="mix chat or preference datasets; register prepared rows "
                                                    "together as one version instead")
-    refuse_images(version, f"config.dataset[{index}]")
+    if version.images:
+        raise Refused(f"config.dataset[{index}] {version.reference} holds rows with images ({version.images} "
+                      "image(s)), which a mix cannot join with other rows", hint="train a dataset with images in a "
+                                                                                 "stage of its own")
     return version, kind
 
 

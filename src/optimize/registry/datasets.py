@@ -53,6 +53,11 @@ def examples_objects(session: Session, digest: str) -> list[dict[str, Any]]:
             for o in version_objects(session, _version_by_digest(session, digest))]
 
 
+def version_images(session: Session, digest: str) -> list[dict[str, Any]]:
+    """The images the rows of a version digest name ({path, sha256, bytes}), as a job reads them."""
+    return list(_version_by_digest(session, digest).images or [])
+
+
 def version_format(session: Session, digest: str) -> str:
     """The format of the version a digest names (chat-jsonl-v1, preference-jsonl-v1, prepared-tokens-v1)."""
     return _version_by_digest(session, digest).format

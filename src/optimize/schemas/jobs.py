@@ -38,12 +38,19 @@ class ObjectSpec(Spec):
     rows: int = Field(description="Examples it holds")
 
 
+class ImageSpec(Spec):
+    path: str = Field(description="The image's path, as the rows name it")
+    sha256: str = Field(description="The image's digest; the worker downloads it by this")
+    bytes: int = Field(description="Size")
+
+
 class ExamplesSpec(Spec):
     digest: str = Field(description="The dataset version's examples digest")
     rows: int = Field(description="Examples in all")
     objects: list[ObjectSpec] = Field(description="Its shards, in order")
     prepared: bool = Field(default=False, description="Whether its shards are Parquet files of prepared token rows "
                                                       "(input_ids, loss_mask), trained as given")
+    images: list[ImageSpec] = Field(default_factory=list, description="The images its rows name")
 
 
 class ArtifactSpec(Spec):
@@ -86,6 +93,7 @@ class AnalysisSpec(Spec):
     kind: str = Field(description="chat or preference")
     format: str = Field(description="The dataset format")
     objects: list[ObjectSpec] = Field(description="The examples' shards, in order")
+    images: list[ImageSpec] = Field(default_factory=list, description="The images its rows name")
     lease_seconds: float = Field(description="How long the lease holds without a heartbeat")
     model: BaseModelSpec = Field(description="The base model measured under")
 

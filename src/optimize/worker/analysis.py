@@ -17,6 +17,7 @@ from optimize.schemas.jobs import AnalysisSpec
 from optimize.schemas.outcomes import AnalysisLastWord
 from optimize.worker.channel import Channel
 from optimize.worker.frame import run_framed
+from optimize.worker.images import ImageFiles
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
@@ -62,6 +63,7 @@ def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> Anal
     from optimize.chat.rows import RowError, RowKind, check_row
 
     renderer = renderer_for(spec["model"])
+    images = ImageFiles(channel, spec.get("images") or [])  # measured as the processor counts them
     kind = RowKind(spec["kind"])
     builder = ReportBuilder(kind.value)
     total = sum(item["rows"] for item in spec["objects"])
@@ -89,7 +91,7 @@ def _measure(channel: Channel, spec: dict[str, Any], reporter: Reporter) -> Anal
             except RowError as error:
                 raise _Refusal(f"line {line}: {error}") from None
             lines.append(line)
-            rows.append(row)
+            rows.append(images.resolved(row, f"line {line}"))
             if len(rows) == CHUNK_ROWS:
                 flush(lines, rows, lengths)
         flush(lines, rows, lengths)

@@ -27,6 +27,7 @@ from optimize.schemas.resolved import ResolvedConfig, ResolvedPlan, ResolvedRewa
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import Channel
 from optimize.worker.frame import Abandoned, run_framed
+from optimize.worker.images import ImageFiles
 from optimize.worker.rendering import renderer_for
 from optimize.worker.replicas import Replicas, end_with_parent, received, share_cores
 from optimize.worker.reporter import Reporter
@@ -393,9 +394,13 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = method.columns + method.text_columns
+    from optimize.training.prep.image_batches import IMAGE_COLUMN
+
+    images = bool(dataset.get("images"))  # rows with images: each row's image files beside its tokens
+    names = method.columns + method.text_columns + ((IMAGE_COLUMN,) if images else ())
     schema = pa.schema([(name, pa.list_(pa.int32())) for name in method.columns]
-                       + [(name, pa.string()) for name in method.text_columns])
+                       + [(name, pa.string()) for name in method.text_columns]
+                       + ([(IMAGE_COLUMN, pa.list_(pa.string()))] if images else []))
     batch: dict[str, list] = {name: [] for name in names}
     fitted_rows = _given_rows(channel, dataset, fitter, reference) if dataset.get("prepared") else \
         _rendered_rows(channel, dataset, method, fitter, reference)
@@ -406,7 +411,8 @@ def _prepare(channel: Channel, dataset: dict[str, Any], method, fitter, counter:
                 first.append(row)
             if fitted is None:
                 continue
-            for name, ids in zip(names, method.columns_of(fitted), strict=True):
+            for name, ids in zip(names, (*method.columns_of(fitted), *((list(fitted.images),) if images else ())),
+                                 strict=True):
                 batch[name].append(ids)
             if len(batch[names[0]]) == PREPARED_BATCH:
                 writer.write_table(pa.table(batch, schema=schema))
@@ -423,13 +429,14 @@ def _rendered_rows(channel: Channel, dataset: dict[str, Any], method, fitter, re
     from optimize.chat.rows import RowError, RowKind, check_row
 
     kind = RowKind(method.dataset_kind)
+    images = ImageFiles(channel, dataset.get("images") or [])
     for line, raw in channel.example_lines(dataset["objects"]):
         try:
             row = orjson.loads(raw)
             check_row(row, kind)
         except (RowError, orjson.JSONDecodeError) as error:
             raise RowRefused(f"{reference} line {line}: {error}") from None
-        yield row, fitter.fit(row, f"{reference} line {line}")
+        yield row, fitter.fit(images.resolved(row, f"{reference} line {line}"), f"{reference} line {line}")
 
 
 def _given_rows(channel: Channel, dataset: dict[str, Any], fitter, reference: str):

@@ -39,11 +39,11 @@ def find_dataset(session: Session, text: str, project: str, field: str) -> tuple
 
 
 def refuse_images(pick: DatasetPick, field: str) -> None:
-    """Rows with images are registered and kept; no job reads their images in this version, so a job over them is
-    refused rather than trained or scored on their text alone."""
+    """Rows with images are read by runs and analyses on a model that takes images; an evaluation or a distillation
+    reads text rows only, so it refuses them rather than scoring or answering their text alone."""
     if pick.images:
-        raise Refused(f"{field} {pick.reference} holds rows with images ({pick.images} image(s)); runs, evaluations, "
-                      "analyses and distillations read text rows only in this version",
+        raise Refused(f"{field} {pick.reference} holds rows with images ({pick.images} image(s)); an evaluation or a "
+                      "distillation reads text rows only in this version",
                       hint="register the rows without their image parts to use their text")
 
 

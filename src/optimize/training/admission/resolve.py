@@ -37,6 +37,7 @@ from optimize.schemas.resolved import (
 )
 from optimize.store.tables import BaseModelSelection
 from optimize.training.admission.envelopes import check_envelopes
+from optimize.training.admission.images import check_images
 from optimize.training.admission.kernels import default_kernels
 from optimize.training.admission.memory import (
     Workload,
@@ -49,7 +50,7 @@ from optimize.training.admission.memory import (
 )
 from optimize.training.admission.prepared import check_prepared
 from optimize.training.methods import HOLDS, declared, method_for, reader_of
-from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset, refuse_images
+from optimize.workloads.datasets import DatasetPick, find_dataset, pick_chat_dataset
 
 
 @dataclass
@@ -96,6 +97,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                       hint="set data.truncation to error; to keep right, set loss.explicitLossMaskColumn and provide "
                            "masks that exclude every token past maxSeqLength")
     check_prepared(entry, selection.commit, selection.path, config, prepared)
+    check_images(entry, config, method.engine, read)
     method = method_for(config.method)
     method.admit(config)
     if config.smoke is not None:
@@ -287,7 +289,6 @@ def pick_dataset(session: Session, text: str, project: str, field: str, method: 
     if method is None:
         return pick_chat_dataset(session, text, project, field)
     picked, kind = find_dataset(session, text, project, field)
-    refuse_images(picked, field)
     wanted = declared(method).dataset_kind
     if kind != wanted and not (kind == "prepared" and declared(method).prepared_rows):
         other = reader_of(kind)  # the method that would train what the dataset holds

@@ -37,8 +37,11 @@ def token_logprobs(model: Any, batch: dict[str, Any]):
     input_ids = batch["input_ids"].to(device)
     mask = batch.get("attention_mask")
     mask = torch.ones_like(input_ids) if mask is None else mask.to(device)
+    images = {key: batch[key].to(device) for key in ("pixel_values", "pixel_attention_mask") if key in batch}
+    if "pixel_values" in images:
+        images["pixel_values"] = images["pixel_values"].to(next(model.parameters()).dtype)
     with torch.no_grad():
-        logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
+        logits = model(input_ids=input_ids, attention_mask=mask, **images).logits[:, :-1].float()
     picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     return picked[mask[:, 1:].bool()].cpu()
 

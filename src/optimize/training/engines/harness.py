@@ -91,11 +91,13 @@ class Preload:
     def __init__(self, model_dir: str, config: ResolvedConfig, model: bool = True, place: bool = True) -> None:
         import peft  # noqa: F401 - imported here, ahead, on this thread
         import trl  # noqa: F401
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+        from transformers import AutoConfig, AutoTokenizer  # noqa: F401
+
+        from optimize.chat.vision import auto_model
 
         if model:
             try:  # the model's class, and with it its modeling module
-                AutoModelForCausalLM._model_mapping[type(AutoConfig.from_pretrained(model_dir))]
+                auto_model(model_dir)._model_mapping[type(AutoConfig.from_pretrained(model_dir))]
             except Exception:  # noqa: BLE001 - from_pretrained says what is wrong, where the model is taken
                 pass
         self.model_dir, self.config, self.wanted, self.place = model_dir, config, model, place
@@ -128,14 +130,28 @@ class Preload:
 
 def load_model(model_dir: str, config: ResolvedConfig, dtype=None, place: bool = True):
     """The base model under plain Transformers at the run's precision (or `dtype`) and attention, on the GPU when
-    one is visible and `place` (a sharded run leaves it on the host: FSDP moves each rank's shard)."""
+    one is visible and `place` (a sharded run leaves it on the host: FSDP moves each rank's shard). A model that
+    takes images is loaded whole, its vision tower beside its language model (`chat.vision`)."""
     import torch
-    from transformers import AutoModelForCausalLM
+
+    from optimize.chat.vision import auto_model
 
     dtype = dtype or DTYPES[config.model.precision](torch)
-    loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
-                                                  attn_implementation=config.model.attention_implementation)
+    loaded = auto_model(model_dir).from_pretrained(model_dir, dtype=dtype,
+                                                   attn_implementation=config.model.attention_implementation)
     return loaded.to(f"cuda:{distributed.local_device()}") if place and torch.cuda.is_available() else loaded
+
+
+# a model that takes images trains LoRA on its language model: its vision tower and the connector that projects
+# the tower's features into the language model stay as they are (frozen, with no adapter)
+_VISION_MODULES = r".*\.(vision_model|connector)\..*"
+
+
+def vision_modules(model_dir: str) -> str | None:
+    """The modules a LoRA adapter leaves out for the model in `model_dir` (PEFT's `exclude_modules`), or None."""
+    from optimize.chat.vision import takes_images
+
+    return _VISION_MODULES if takes_images(model_dir) else None
 
 
 def common_arguments(config: ResolvedConfig, workdir: Path, steps: int, save_every: int, offset: int,
@@ -215,7 +231,8 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
                               sharded)
     args = method.arguments(config, common, cuda)
     peft_config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                             target_modules=lora.targets, task_type="CAUSAL_LM")
+                             target_modules=lora.targets, task_type="CAUSAL_LM",
+                             exclude_modules=vision_modules(model_dir))
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
 
     class Bridge(TrainerCallback):

@@ -31,7 +31,7 @@ class JudgeModel:
     def _load(self):
         if self._loaded is not None:
             return self._loaded
-        from optimize.chat.families import template_kwargs
+        from optimize.chat.families import content_as_parts, template_kwargs
         from optimize.chat.generation import TransformersGenerator
         from optimize.chat.render import ChatRenderer
 
@@ -40,7 +40,7 @@ class JudgeModel:
             raise RuntimeError(f"the judge's base model {spec.get('id')} is not in this host's model cache")
         corrected = spec["family"] if spec.get("chatTemplate") == "corrected" else None
         renderer = ChatRenderer.from_pretrained(spec["path"], template_kwargs(spec["family"]),
-                                                corrected_family=corrected)
+                                                corrected_family=corrected, parts=content_as_parts(spec["family"]))
         # on the device this process trains on: half precision on a GPU, fp32 on the cpu
         self._loaded = renderer, TransformersGenerator(spec["path"], self.adapter)
         return self._loaded

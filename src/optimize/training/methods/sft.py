@@ -73,8 +73,13 @@ class Sft(Method):
                 workdir=None):
         from trl import SFTTrainer
 
+        from optimize.training.prep.image_batches import image_collator
+
+        # rows with images: their pixels are prepared batch by batch, beside TRL's padding of the tokens
+        collator = image_collator(model.config.name_or_path, tokenizer.pad_token_id, train_dataset, eval_dataset)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
-                          train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks)
+                          train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks,
+                          data_collator=collator)
 
 
 def liger_arguments(liger: dict[str, bool], cuda: bool) -> dict[str, Any]:

@@ -64,6 +64,10 @@ class Fitter:
         if self.truncation == "drop":
             self.counts.too_long += 1
             return None
+        if rendered.images:  # its image tokens are whole or the row is not trained: never cut, never trimmed
+            raise RowRefused(f"{where} is {len(rendered.input_ids)} tokens long with its images' tokens, longer than "
+                             f"maxSeqLength {self.limit}; raise maxSeqLength, shorten the row, or set "
+                             "data.truncation: drop to leave it out")
         if self.truncation == "right":
             return self._cut(rendered, where)
         if row is not None and self.truncation in ("oldest", "oldest_or_drop"):

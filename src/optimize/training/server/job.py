@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from optimize.core.clock import as_utc, utcnow
 from optimize.jobs.kinds import JobKind, Readable, Recovery
 from optimize.jobs.leases import Grant
-from optimize.registry.datasets import examples_objects
+from optimize.registry.datasets import examples_objects, version_images
 from optimize.schemas.outcomes import RunPause
 from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
@@ -122,8 +122,9 @@ class RunKind(JobKind):
         """The shards of its training and validation datasets, the scoring bundles and judge adapters of its reward
         terms, and the files of the save it resumes from (its own) or, on a branch, starts from (its parent's) —
         what its spec names."""
-        shards = frozenset(o["sha256"] for digest in (row.dataset_digest, row.validation_digest) if digest
-                           for o in examples_objects(session, digest))
+        digests = [digest for digest in (row.dataset_digest, row.validation_digest) if digest]
+        shards = frozenset(o["sha256"] for digest in digests for o in examples_objects(session, digest))
+        shards |= {image["sha256"] for digest in digests for image in version_images(session, digest)}
         reward = resolved_config(row.resolved["config"]).reward
         terms = reward.terms if isinstance(reward, ResolvedReward) else []  # a reinforcement run's
         shards |= {term.bundle_sha256 for term in terms if term.bundle_sha256}

@@ -24,7 +24,7 @@ from optimize.core.ids import new_id
 from optimize.deployment import Deployment
 from optimize.jobs.leases import extend, fence
 from optimize.jobs.lifecycle import transition
-from optimize.registry.datasets import examples_objects, version_format
+from optimize.registry.datasets import examples_objects, version_format, version_images
 from optimize.schemas import runs as answers
 from optimize.schemas.jobs import RunSpec
 from optimize.schemas.outcomes import Outcome, RunLastWord, RunProgress
@@ -119,7 +119,8 @@ def _resume_point(session, run: Run) -> dict[str, Any] | None:
 def _objects(session, digest: str) -> dict[str, Any]:
     objects = examples_objects(session, digest)
     return {"digest": digest, "rows": sum(o["rows"] for o in objects), "objects": objects,
-            "prepared": version_format(session, digest) == DatasetFormat.PREPARED}
+            "prepared": version_format(session, digest) == DatasetFormat.PREPARED,
+            "images": version_images(session, digest)}
 
 
 def instructions(run: Run) -> dict[str, Any]:
