@@ -1,12 +1,16 @@
 """Rows with images on the SmolVLM stand-in, through the CLI against a real server and worker: a dataset of pages
 (PNG images in the user messages) is analysed with each image's tokens counted as the model's processor counts
-them, and a supervised run trains on it on the cpu (LoRA on the language model, the vision tower frozen). Every
+them, a supervised run trains on it on the cpu (LoRA on the language model, the vision tower frozen), the trained
+model is evaluated on the pages, and an endpoint of it answers a chat request with an image (a data URL). Every
 refusal before a device names the dataset, on SQLite and PostgreSQL: a model that reads no images, a method that
 trains text only, rows that offer tools, data.truncation oldest / oldest_or_drop / right, a smoke check, and a row
 longer than maxSeqLength under error once an analysis measured it."""
 
 from __future__ import annotations
 
+import base64
+import json
+import time
 import uuid
 from pathlib import Path
 
@@ -103,6 +107,34 @@ def test_an_image_dataset_is_analysed_with_its_image_tokens_counted_and_trains_a
     assert run["phase"] == "COMPLETED", run["failureReason"]
     loss = run["results"]["trainingLoss"]
     assert run["results"]["steps"] == 6 and loss["end"] < loss["start"], loss
+    model = run["results"]["model"]
+
+    evaluation = cli("training", "evaluations", "start", "--model", model, "--dataset", f"{name}/pages",
+                     "--grader", "contains", "--max-new-tokens", "4", "--wait", "--exit-status", "-o", "json")
+    assert evaluation.code == 0, evaluation.err
+    evaluated = image_project["client"].get(f"/v1/training/evaluations/{json.loads(evaluation.out)['evaluationId']}"
+                                            ).json()
+    assert evaluated["phase"] == "COMPLETED" and evaluated["progress"]["answered"] == 8, evaluated
+
+    endpoint = cli.json("training", "endpoints", "create", "--model", model)["endpointId"]
+    try:
+        deadline = time.monotonic() + 300
+        while not (state := cli.json("training", "endpoints", "get", endpoint[:12]))["settled"]:
+            assert time.monotonic() < deadline, state
+            time.sleep(0.2)
+        assert state["phase"] == "READY", state
+        red = base64.b64encode((tmp / "images" / "red.png").read_bytes()).decode()
+        asked = {"model": model, "max_tokens": 4, "temperature": 0, "logprobs": True, "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{red}"}},
+                                         {"type": "text", "text": "What colour is this page?"}]}]}
+        answer = image_project["client"].post("/v1/chat/completions", json=asked)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["usage"]["prompt_tokens"] > text_only  # the image's tokens were read
+        fetched = image_project["client"].post("/v1/chat/completions", json={**asked, "messages": [
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]})
+        assert fetched.status_code == 400 and "it fetches no URL" in fetched.text, fetched.text
+    finally:
+        cli.ok("training", "endpoints", "delete", endpoint[:12])
 
 
 GRPO = {"method": "grpo", "rlHyperparams": {"maxCompletionLength": 4, "training": {"maxSteps": 2, "batchSize": 2}},

@@ -51,12 +51,16 @@ class TransformersGenerator:
     def __init__(self, model_dir: str | Path, adapter_dir: str | Path | None = None,
                  precision: str | None = None) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from optimize.chat.vision import ImageTokens, auto_model, takes_images
 
         self.torch = torch
         self.device, self.precision, dtype = device_and_dtype(precision)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device)
+        model = auto_model(model_dir).from_pretrained(str(model_dir), dtype=dtype).to(self.device)
+        # a model that takes images: a prompt's image files are prepared by its processor, a batch at a time
+        self.images = ImageTokens.from_pretrained(model_dir) if takes_images(model_dir) else None
         if adapter_dir is not None:
             from peft import PeftModel
 
@@ -64,29 +68,42 @@ class TransformersGenerator:
         self.model = model.eval()
         self.stop_ids, self.pad_id = stop_and_pad_ids(self.model, self.tokenizer)
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int = 256, batch_size: int = 8) -> list[Answer]:
-        """Greedy answers, in the prompts' order."""
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 256, batch_size: int = 8,
+                 images: list[tuple[str, ...]] | None = None) -> list[Answer]:
+        """Greedy answers, in the prompts' order; `images`: each prompt's image files (a model that takes them)."""
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         answers: dict[int, Answer] = {}
         for start in range(0, len(order), batch_size):
             chosen = order[start:start + batch_size]
-            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens), strict=True):
+            files = [images[i] for i in chosen] if images else None
+            for index, answer in zip(chosen, self._batch([prompts[i] for i in chosen], max_new_tokens, images=files),
+                                     strict=True):
                 answers[index] = answer
         return [answers[i] for i in range(len(prompts))]
 
     def sample(self, prompts: list[list[int]], max_new_tokens: int, n: int, temperature: float, seed: int,
-               batch_size: int = 8) -> list[list[Answer]]:
+               batch_size: int = 8, images: list[tuple[str, ...]] | None = None) -> list[list[Answer]]:
         """`n` answers per prompt sampled at `temperature`, in the prompts' order. Each batch is seeded from `seed`
         and its first prompt's place, so the same prompts answer the same on a retry."""
         groups: list[list[Answer]] = []
         for start in range(0, len(prompts), batch_size):
             self.torch.manual_seed(seed + start)
-            flat = self._batch(prompts[start:start + batch_size], max_new_tokens, n, temperature)
+            files = images[start:start + batch_size] if images else None
+            flat = self._batch(prompts[start:start + batch_size], max_new_tokens, n, temperature, files)
             groups.extend(flat[i:i + n] for i in range(0, len(flat), n))
         return groups
 
-    def _batch(self, prompts: list[list[int]], max_new_tokens: int, n: int = 1, temperature: float = 0.0
-               ) -> list[Answer]:
+    def _pixels(self, images: list[tuple[str, ...]] | None) -> dict:
+        """The batch's pixel values, a prompt's for each of its answers (`generate` repeats them); none without
+        images."""
+        if self.images is None or not images or not any(images):
+            return {}
+        pixels = self.images.pixels([list(files) for files in images])
+        return {"pixel_values": pixels["pixel_values"].to(self.device, self.model.dtype),
+                "pixel_attention_mask": pixels["pixel_attention_mask"].to(self.device)}
+
+    def _batch(self, prompts: list[list[int]], max_new_tokens: int, n: int = 1, temperature: float = 0.0,
+               images: list[tuple[str, ...]] | None = None) -> list[Answer]:
         torch = self.torch
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self.device)
@@ -95,7 +112,8 @@ class TransformersGenerator:
                     "num_return_sequences": n} if temperature > 0 else {"do_sample": False}
         with torch.inference_mode():
             out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                      pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **sampling)
+                                      pad_token_id=self.pad_id, eos_token_id=self.stop_ids, **sampling,
+                                      **self._pixels(images))
         answers = []
         for row in out[:, width:].tolist():
             kept = []

@@ -48,7 +48,7 @@ from optimize.training.server.branching import fan
 from optimize.training.server.completion import run_model
 from optimize.training.server.runs import find_run
 from optimize.training.server.snapshots import find_snapshot, registered_model
-from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.datasets import pick_chat_dataset, refuse_images
 from optimize.workloads.models import resolve_model
 
 KIND = "comparison"
@@ -82,6 +82,7 @@ def create(deployment: Deployment, request: ComparisonRequest) -> answers.Compar
         source = Compared(registered_model(deployment, session, snapshot.id), "source", snapshot.run_id)
         compared, fans = _candidates(deployment, session, request, snapshot.id, source)
         dataset = pick_chat_dataset(session, request.dataset, project, "dataset")
+        refuse_images(dataset, "dataset", "and a comparison evaluates text rows only")
         entries, edges = [], {}
         for item in [source, *compared]:
             found = evaluations.reusable(session, project, item.model, dataset.digest, grader.text,

@@ -59,7 +59,7 @@ from optimize.scoring.graders import parse_bundle_grader
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Distillation, DistillationAnswer
-from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.datasets import pick_chat_dataset, refuse_images
 from optimize.workloads.graders import Grader, check_grader, prepare_grader
 from optimize.workloads.models import resolve_model
 
@@ -135,6 +135,7 @@ def create(deployment: Deployment, request: DistillationRequest) -> answers.Dist
         project = project_for_model(session, reference, owner, request.project, "distillation")
         target = _target(request.target, project.name)
         source = pick_chat_dataset(session, request.source, project.name, "source")
+        refuse_images(source, "source", "and a distillation's teacher answers text rows only")
         check_new_work(session, project.name, "distillation", deployment.quotas)
         values = {"id": new_id(), "project": project.name, "submission_id": request.submission_id,
                   "submission_digest": digest if request.submission_id else None, "teacher_reference": reference,

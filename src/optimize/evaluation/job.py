@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from optimize.evaluation import service, standing
 from optimize.evaluation.phases import EVALUATION, EvaluationPhase
 from optimize.jobs.kinds import JobKind, Readable, Recovery
-from optimize.registry.datasets import examples_objects
+from optimize.registry.datasets import examples_objects, version_images
 from optimize.store.tables import Evaluation
 
 
@@ -38,6 +38,7 @@ class EvaluationKind(JobKind):
         it evaluates and of its judge."""
         models = [row.model, row.model.get("judge") or {}]
         blobs = {o["sha256"] for o in examples_objects(session, row.dataset_digest)}
+        blobs |= {image["sha256"] for image in version_images(session, row.dataset_digest)}
         if row.model.get("graderBundle"):
             blobs.add(row.model["graderBundle"]["sha256"])
         return Readable(frozenset(blobs),

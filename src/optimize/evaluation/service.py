@@ -16,6 +16,7 @@ from sqlalchemy import delete, func, select
 
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
+from optimize.chat.families import reads_images
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -29,7 +30,7 @@ from optimize.jobs.lifecycle import decided, moved, phases_asked, transition
 from optimize.jobs.waiting import waiting_for
 from optimize.projects.quotas import check_new_work, check_queue_room
 from optimize.projects.service import project_for_model, project_work
-from optimize.registry.datasets import examples_objects
+from optimize.registry.datasets import examples_objects, version_images
 from optimize.schemas import evaluations as answers
 from optimize.schemas.evaluations import EvaluationRequest
 from optimize.schemas.jobs import EvaluationSpec
@@ -40,7 +41,7 @@ from optimize.scoring.groups import zero_variance_share
 from optimize.store.db import find_by_id_prefix, insert_ignoring_conflict
 from optimize.store.events import record
 from optimize.store.tables import Evaluation, EvaluationPrediction
-from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.datasets import pick_chat_dataset, refuse_images
 from optimize.workloads.graders import Grader, check_grader
 from optimize.workloads.graders import prepare_grader as shared_prepare_grader
 from optimize.workloads.models import resolve_model, trained_instructions
@@ -92,6 +93,9 @@ def insert(deployment: Deployment, session, request: EvaluationRequest, prepared
         model["sampling"] = sampling
     project = project_for_model(session, reference, owner, request.project, "evaluation")
     dataset = pick_chat_dataset(session, request.dataset, project.name, "dataset")
+    evaluated = deployment.catalog.find(model["baseEntryId"])
+    if not reads_images(evaluated.family):
+        refuse_images(dataset, "dataset", f"and base model {evaluated.id} reads no images")
     check_new_work(session, project.name, "evaluation", deployment.quotas)
     evaluation = Evaluation(
         id=new_id(), project=project.name, model_reference=reference, model=model,
@@ -258,7 +262,8 @@ def job_spec(deployment: Deployment, evaluation_id: str, token: str) -> dict[str
         return EvaluationSpec.model_validate({
                 "evaluationId": item.id, "grader": _worker_grader(item), "leaseSeconds": deployment.lease_seconds,
                 "dataset": {"reference": item.dataset_reference, "digest": item.dataset_digest,
-                            "objects": examples_objects(session, item.dataset_digest)},
+                            "objects": examples_objects(session, item.dataset_digest),
+                            "images": version_images(session, item.dataset_digest)},
                 "model": job_model(deployment.store, deployment.catalog.find(item.model["baseEntryId"]),
                                    item.model["baseCommit"]),
                 "adapterManifest": _manifest(item.model),

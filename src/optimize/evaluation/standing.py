@@ -45,7 +45,7 @@ from optimize.schemas.projects import StandingEvaluationChange, StandingEvaluati
 from optimize.scoring.graders import parse_bundle_grader
 from optimize.store.db import insert_ignoring_conflict
 from optimize.store.tables import Evaluation, Model, ModelVersion, Project, StandingEvaluation
-from optimize.workloads.datasets import find_dataset, pick_chat_dataset
+from optimize.workloads.datasets import find_dataset, pick_chat_dataset, refuse_images
 from optimize.workloads.models import resolve_model
 
 log = logging.getLogger("optimize.evaluation.standing")
@@ -67,7 +67,8 @@ def set_standing(deployment: Deployment, name: str, request: StandingEvaluationR
     dataset = request.dataset.strip()
     with deployment.store.transaction() as session:
         project = projects.open_project(session, name)
-        pick_chat_dataset(session, dataset, project.name, "dataset")
+        refuse_images(pick_chat_dataset(session, dataset, project.name, "dataset"), "dataset",
+                      "and a standing evaluation evaluates text rows only")
         if grader.startswith("bundle:"):
             bundle = parse_bundle_grader(grader)
             try:

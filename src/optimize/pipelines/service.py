@@ -53,7 +53,7 @@ from optimize.training.admission.source import refuse_stated_lora
 from optimize.training.server import lifecycle as run_lifecycle
 from optimize.training.server import runs
 from optimize.training.server.completion import run_model
-from optimize.workloads.datasets import pick_chat_dataset
+from optimize.workloads.datasets import pick_chat_dataset, refuse_images
 from optimize.workloads.models import resolve_model
 
 # --- start -------------------------------------------------------------------------------------------------
@@ -121,7 +121,8 @@ def _check_now(deployment: Deployment, project: str, stage: Stage, show_resolved
                 if "teacher" not in stage.reads:
                     resolve_model(deployment, session, stage.document["teacher"])
                 if "from" not in stage.reads:
-                    pick_chat_dataset(session, stage.document["from"], project.lower(), "from")
+                    refuse_images(pick_chat_dataset(session, stage.document["from"], project.lower(), "from"), "from",
+                                  "and a distillation's teacher answers text rows only")
                 _open_target(session, stage.document["to"], project)
         if stage.type == "evaluate" and "grader" not in stage.reads:
             evaluations.check_grader(stage.document.get("grader"))

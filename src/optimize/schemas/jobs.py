@@ -102,6 +102,7 @@ class EvaluationDatasetSpec(Spec):
     reference: str = Field(description="NS/NAME:vN")
     digest: str = Field(description="Its examples digest")
     objects: list[ObjectSpec] = Field(description="Its shards, in order")
+    images: list[ImageSpec] = Field(default_factory=list, description="The images its rows name")
 
 
 class JudgeSpec(Spec):

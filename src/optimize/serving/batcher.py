@@ -59,6 +59,9 @@ class Sequence:
     generator: Any = None
     cached: int = 0  # prompt tokens taken from a kept prefix, not computed
     last: int = 0  # the token the next decoding step feeds
+    # the image files its prompt's image tokens stand for: their pixels join its prefill, and its prompt is never
+    # kept or found as a prefix (an image's tokens are the same ids whatever the image)
+    images: tuple[str, ...] = ()
     submitted: float = 0.0
 
     def cancel(self) -> None:
@@ -197,7 +200,8 @@ class Batcher(EndpointLoad):
         try:
             self._seed(joining)
             prefixes = self.engine.prefixes if self.mergeable else None
-            found = {id(s): prefixes.find(s.adapter, s.prompt) if prefixes is not None else (None, 0) for s in joining}
+            found = {id(s): prefixes.find(s.adapter, s.prompt) if prefixes is not None and not s.images else (None, 0)
+                     for s in joining}
             for sequence in joining:
                 sequence.cached = found[id(sequence)][1]
             # a prompt kept but for its last token joins the batch as it is: the next step computes that token (a
@@ -265,8 +269,10 @@ class Batcher(EndpointLoad):
         if kept:
             for layer, (keys, values) in enumerate(_stacked_prefixes(found, kept)):
                 cache.update(keys, values, layer)
+        pixels = self._pixels(joining)
         with torch.inference_mode():
-            logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining], last_only=True)
+            logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining], last_only=True,
+                                   **pixels)
         if self.mergeable is None:
             self.mergeable = all(type(layer) is RoomyLayer for layer in cache.layers)
         if self.mergeable and self.engine.prefixes is not None:
@@ -278,7 +284,7 @@ class Batcher(EndpointLoad):
     def _keep_prefixes(self, joining: list[Sequence], found, cache, mask) -> None:
         """Keep each joining prompt for the requests after it, unless a kept one already holds it."""
         for row, (sequence, (prefix, _)) in enumerate(zip(joining, found, strict=True)):
-            if self.engine.prefixes.holds(prefix, sequence.prompt):
+            if sequence.images or self.engine.prefixes.holds(prefix, sequence.prompt):
                 continue
             columns = mask[row].nonzero()[:, 0]  # the row's own tokens, in order
             self.engine.prefixes.keep(sequence.adapter, sequence.prompt, [
@@ -304,9 +310,20 @@ class Batcher(EndpointLoad):
             logits = self._forward(ids, self.mask, positions, self.cache, [s.adapter for s in self.rows])
         self._emit(list(self.rows), logits[:, -1])
 
-    def _forward(self, ids, mask, positions, cache, adapters: list[str | None], last_only: bool = False):
+    def _pixels(self, joining: list[Sequence]) -> dict[str, Any]:
+        """The pixel values of the joiners' images, on the engine's device and in its precision (none without)."""
+        images = getattr(self.engine, "images", None)
+        if images is None or not any(s.images for s in joining):
+            return {}
+        pixels = images.pixels([list(s.images) for s in joining])
+        dtype = next(self.engine.base.parameters()).dtype
+        return {"pixel_values": pixels["pixel_values"].to(self.engine.device, dtype),
+                "pixel_attention_mask": pixels["pixel_attention_mask"].to(self.engine.device)}
+
+    def _forward(self, ids, mask, positions, cache, adapters: list[str | None], last_only: bool = False,
+                 **pixels):
         arguments = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True)
+                         use_cache=True, **pixels)
         if last_only:  # a prefill needs the last position's logits only (the vocabulary's product is no small part)
             arguments["logits_to_keep"] = 1
         return self.engine.forward(adapters, **arguments)

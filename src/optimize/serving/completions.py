@@ -65,6 +65,7 @@ class ChatRequest:
 def read_request(body: Any) -> ChatRequest:
     from optimize.chat.normalize import normalize_messages
     from optimize.chat.rows import RowError, check_chat_row
+    from optimize.serving.request_images import with_image_files
 
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
@@ -85,7 +86,9 @@ def read_request(body: Any) -> ChatRequest:
     if choice == "none":
         tools = None
     _refuse_unsupported(body)
-    try:  # the rules a dataset row is held to, with a stand-in answer after the prompt
+    try:  # images sent as data URLs, read into files; then the rules a dataset row is held to, with a stand-in
+        # answer after the prompt
+        messages = with_image_files(messages)
         check_chat_row({"messages": [*messages, {"role": "assistant", "content": "-"}],
                         **({"tools": tools} if tools else {})})
         messages = normalize_messages(messages)
@@ -167,6 +170,14 @@ def _top_logprobs(body: dict[str, Any]) -> int | None:
     return (top or 0) if wanted else None
 
 
+class Prompt(list):
+    """A prompt's token ids, with the image files its image tokens stand for (none for a text prompt)."""
+
+    def __init__(self, ids: list[int], images: tuple[str, ...] = ()) -> None:
+        super().__init__(ids)
+        self.images = images
+
+
 class Completer:
     """Answers requests for one endpoint: its engine, the base model's renderer and the model's tool parser."""
 
@@ -176,26 +187,33 @@ class Completer:
         self.tool_parser = tool_parser
         self.context_length = context_length
 
-    def prompt(self, request: ChatRequest) -> list[int]:
+    def prompt(self, request: ChatRequest) -> Prompt:
+        """The request's prompt as token ids (its images' tokens expanded as the model's processor writes them),
+        with the image files they stand for."""
         from optimize.chat.render import RenderError
 
         try:
             text = self.renderer.text(request.messages, request.tools, generation_prompt=True)
+            expansion, images = self.renderer.expanded(text, request.messages)
         except RenderError as error:
             raise RequestError(str(error)) from None
+        if images and not getattr(self.engine, "reads_images", False):
+            raise RequestError("the request holds images, and this endpoint's engine reads none (images are read by "
+                               "the Transformers engine of a model that takes them)")
         # the template writes the beginning-of-sequence token once; the tokenizer must not add another
-        ids = self.renderer.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = self.renderer.tokenizer(expansion.text if expansion else text, add_special_tokens=False)["input_ids"]
         if self.context_length and len(ids) >= self.context_length:
             raise RequestError(f"the prompt is {len(ids)} tokens, and the model's context is {self.context_length}")
-        return ids
+        return Prompt(ids, images)
 
     def _limit(self, request: ChatRequest, prompt: list[int]) -> int:
         room = (self.context_length - len(prompt)) if self.context_length else request.max_tokens
         return max(1, min(request.max_tokens, room))
 
-    def _steps(self, adapter: str | None, request: ChatRequest, prompt: list[int]):
+    def _steps(self, adapter: str | None, request: ChatRequest, prompt: Prompt):
+        extra = {"images": prompt.images} if prompt.images else {}  # an engine without images is never asked
         return self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature, request.top_p,
-                                  request.seed, request.top_logprobs)
+                                  request.seed, request.top_logprobs, **extra)
 
     def complete(self, adapter: str | None, request: ChatRequest) -> dict[str, Any]:
         prompt = self.prompt(request)

@@ -44,12 +44,17 @@ def engine_for(model_dir: str | Path):
 class ServingModel:
     def __init__(self, model_dir: str | Path, precision: str | None = None) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from optimize.chat.vision import ImageTokens, auto_model, takes_images
 
         self.torch = torch
         self.device, self.precision, dtype = device_and_dtype(precision)  # bf16 on a GPU, fp32 on the cpu
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.base = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
+        self.base = auto_model(model_dir).from_pretrained(str(model_dir), dtype=dtype).to(self.device).eval()
+        # a model that takes images: its processor prepares a prompt's pixels when the prompt is prefilled
+        self.images = ImageTokens.from_pretrained(model_dir) if takes_images(model_dir) else None
+        self.reads_images = self.images is not None
         self.peft = None  # the PeftModel around the base, once an adapter is loaded
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
         self.stacked = None  # the loaded adapters' LoRA weights stacked (`serving.stacked_lora`), where they stack
@@ -101,10 +106,13 @@ class ServingModel:
         return self.peft(**arguments, adapter_names=[key or "__base__" for key in keys]).logits
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
-               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Steps:
-        """The answer's steps as they are generated, the stop token included; `adapter` None is the base. Raises
-        `QueueFull` at once when the endpoint has no room for it; closing the iterator early frees its row."""
-        sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs)
+               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None,
+               images: tuple[str, ...] = ()) -> Steps:
+        """The answer's steps as they are generated, the stop token included; `adapter` None is the base; `images`
+        the files the prompt's image tokens stand for. Raises `QueueFull` at once when the endpoint has no room for
+        it; closing the iterator early frees its row."""
+        sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs,
+                            images=tuple(images))
         self.batcher.submit(sequence)
         return self.batcher.steps(sequence)
 

@@ -22,6 +22,7 @@ from optimize.schemas.jobs import EvaluationSpec
 from optimize.training.prep.data_fit import RowRefused
 from optimize.worker.channel import Channel
 from optimize.worker.frame import run_framed
+from optimize.worker.images import ImageFiles
 from optimize.worker.rendering import renderer_for
 from optimize.worker.reporter import Reporter
 
@@ -76,11 +77,12 @@ def _answer(generator, spec: dict[str, Any], batch: list[dict[str, Any]], grade)
     budget = spec.get("maxNewTokens") or 256
     sampling = spec.get("sampling")
     ids = [p["ids"] for p in batch]
+    images = {"images": [p["images"] for p in batch]} if any(p["images"] for p in batch) else {}
     if not sampling:
-        answers = [a.text for a in generator.generate(ids, budget)]
+        answers = [a.text for a in generator.generate(ids, budget, **images)]
         return [[pair] for pair in zip(answers, grade(batch, answers), strict=True)]
     groups = generator.sample(ids, budget, sampling["generations"], sampling["temperature"],
-                              sampling["seed"] + batch[0]["line"])
+                              sampling["seed"] + batch[0]["line"], **images)
     flat_rows = [item for item, group in zip(batch, groups, strict=True) for _ in group]
     flat_answers = [a.text for group in groups for a in group]
     grades = iter(grade(flat_rows, flat_answers))
@@ -92,6 +94,10 @@ def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
     from optimize.evaluation.generation import generator_for
 
     adapter = channel.fetch_artifact(spec["adapterManifest"], adapter_dir) if spec["adapterManifest"] else None
+    if (spec.get("dataset") or {}).get("images"):  # Transformers generate reads a prompt's pixels; vLLM here does not
+        from optimize.chat.generation import TransformersGenerator
+
+        return TransformersGenerator(spec["model"]["path"], adapter)
     return generator_for(spec["model"]["path"], adapter)
 
 
@@ -125,26 +131,35 @@ def _prompts(channel: Channel, spec: dict[str, Any], renderer):
     import orjson
 
     from optimize.chat.normalize import normalize_messages, row_tools
+    from optimize.chat.render import RenderError
     from optimize.chat.rows import RowError, RowKind, check_row
     from optimize.scoring.samples import message_text
 
     reference = spec["dataset"]["reference"]
+    images = ImageFiles(channel, spec["dataset"].get("images") or [])
     for line, raw in channel.example_lines(spec["dataset"]["objects"]):
         try:
             row = orjson.loads(raw)
             check_row(row, RowKind.CHAT)
         except (RowError, orjson.JSONDecodeError) as error:
             raise RowRefused(f"{reference} line {line}: {error}") from None
-        messages = normalize_messages(row["messages"])
+        messages = normalize_messages(images.resolved(row, f"{reference} line {line}")["messages"])
         answer = messages[-1]
         if answer.get("tool_calls"):
             raise RowRefused(f"{reference} line {line}: the expected answer calls tools, and an evaluation compares "
                              "text; leave such rows out of the evaluation dataset")
-        text = renderer.text(messages[:-1], row_tools(row), generation_prompt=True)
-        ids = renderer.tokenizer(text, add_special_tokens=False)["input_ids"]  # the template writes the BOS once
-        question = "\n".join(f"{m['role']}: {m.get('content') or ''}" for m in messages[:-1] if m["role"] != "system")
+        try:
+            text = renderer.text(messages[:-1], row_tools(row), generation_prompt=True)
+            expansion, files = renderer.expanded(text, messages[:-1])  # its images' tokens, as the processor's
+        except RenderError as error:
+            raise RowRefused(f"{reference} line {line}: {error}") from None
+        # the template writes the BOS once
+        ids = renderer.tokenizer(expansion.text if expansion else text, add_special_tokens=False)["input_ids"]
+        question = "\n".join(f"{m['role']}: {message_text(m.get('content')) or ''}" for m in messages[:-1]
+                             if m["role"] != "system")
         system = messages[0].get("content") if messages[0]["role"] == "system" else None
-        yield {"line": line, "prompt": text, "ids": ids, "expected": answer.get("content") or "", "question": question,
+        yield {"line": line, "prompt": text, "ids": ids, "images": files, "expected": answer.get("content") or "",
+               "question": question,
                "system": system if isinstance(system, str) else None, "messages": messages[:-1],
                "expectedText": message_text(answer.get("content")),
                "fields": {key: value for key, value in row.items() if key not in ("messages", "tools")}}

@@ -38,20 +38,19 @@ def find_dataset(session: Session, text: str, project: str, field: str) -> tuple
                        len(version.images or [])), found.kind
 
 
-def refuse_images(pick: DatasetPick, field: str) -> None:
-    """Rows with images are read by runs and analyses on a model that takes images; an evaluation or a distillation
-    reads text rows only, so it refuses them rather than scoring or answering their text alone."""
+def refuse_images(pick: DatasetPick, field: str, why: str) -> None:
+    """Rows with images are read where a model that takes images reads them (runs, analyses and evaluations on it);
+    elsewhere the work refuses them, saying `why`, rather than use their text alone."""
     if pick.images:
-        raise Refused(f"{field} {pick.reference} holds rows with images ({pick.images} image(s)); an evaluation or a "
-                      "distillation reads text rows only in this version",
-                      hint="register the rows without their image parts to use their text")
+        raise Refused(f"{field} {pick.reference} holds rows with images ({pick.images} image(s)), {why}",
+                      hint="use a model that takes images (the smolvlm family), or register the rows without their "
+                           "image parts to use their text")
 
 
 def pick_chat_dataset(session: Session, text: str, project: str, field: str) -> DatasetPick:
     """A dataset of chat rows, as an evaluation (or a distillation's source) reads it: a dataset of pairs is
-    refused."""
+    refused. Rows with images are the caller's to refuse (`refuse_images`) where its model reads none."""
     picked, kind = find_dataset(session, text, project, field)
-    refuse_images(picked, field)
     if kind != "chat":
         raise Refused(f"{field} {picked.reference} holds {HOLDS.get(kind, kind)}; an evaluation reads {HOLDS['chat']} "
                       "(the model answers each conversation and the grader scores the answer against its last "
