@@ -129,6 +129,16 @@ def test_the_row_viewer_shows_a_rows_images_beside_it(deployment, page, tmp_path
     assert page.locator("figure.row-image figcaption").inner_text() == "images/page.png"
     assert "It is a red page." in page.locator("pre.row-json").inner_text()
     screenshot(page, "dashboard-row-images")
+    # under a model that takes images, the row's tokens beside its pictures, the answer's marked as trained
+    deployment["client"].post("/v1/training/base-models/optimize/tiny-smolvlm/select",
+                              json=from_standin("optimize/tiny-smolvlm")).raise_for_status()
+    page.goto(f"{deployment['proc'].url}/#/")
+    page.goto(f"{deployment['proc'].url}/#/datasets/{name}/pages")
+    page.locator("#row-model").select_option("optimize/tiny-smolvlm")
+    page.locator("mark.trained").first.wait_for()
+    assert "red page" in "".join(page.locator("mark.trained").all_inner_texts())
+    assert page.locator("figure.row-image img").count() == 1
+    screenshot(page, "dashboard-row-images-rendered")
 
 
 def test_the_chat_box_answers(deployment, page):

@@ -1,6 +1,8 @@
 """A row as a base model sees it (the dashboard's row viewer): rendered through the one chat core under the model's
 chat template, exactly as a supervised run renders it, each token with whether it trains under the loss policy
 asked for. The model's fast tokenizer is loaded without torch (the server stays light) and kept for the next row.
+A row's images stay their template's placeholder here (a run expands each into the tokens its processor writes);
+the dashboard shows the images beside the tokens.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from optimize.catalog.selection import model_dir
-from optimize.chat.families import content_as_parts, template_kwargs
+from optimize.chat.families import content_as_parts, reads_images, template_kwargs
 from optimize.chat.images import image_paths
 from optimize.chat.render import ALL, FINAL, ChatRenderer, LossPolicy, RenderError
 from optimize.chat.rows import RowError, RowKind, check_row
@@ -35,9 +37,9 @@ def render_row(deployment: Deployment, model: str, row: Any, loss: dict[str, Any
         check_row(row, RowKind.CHAT)
     except RowError as error:
         raise Invalid(f"the row breaks the registry's row rule: {error}") from None
-    if image_paths(row):
-        raise Refused(f"the row holds images; {entry.id} is rendered here for text rows only",
-                      hint="the dashboard shows a row's images beside it as stored")
+    if image_paths(row) and not reads_images(entry.family):
+        raise Refused(f"the row holds images, and {entry.id} reads no images",
+                      hint="render it under a model that takes images (the smolvlm family)")
     loss = loss or {}
     turns, calls = loss.get("assistantTurns", LossPolicy.assistant_turns), loss.get("trainOnToolCalls", True)
     if turns not in (FINAL, ALL):

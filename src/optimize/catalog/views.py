@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.catalog.schema import Entry
+from optimize.chat.families import reads_images
 from optimize.core.clock import iso
 from optimize.core.server_paths import shows_server_paths
 from optimize.schemas import catalog as answers
@@ -32,6 +33,7 @@ def _summary(entry: Entry, selection: BaseModelSelection | None) -> dict[str, An
         "repository": entry.repository,
         "commit": selection.commit if selection else entry.commit,
         "family": entry.family,
+        "takesImages": reads_images(entry.family),
         "parameters": _parameters(entry, selection),
         "contextLength": entry.context_length,
         "allowedFor": list(entry.allowed_for),

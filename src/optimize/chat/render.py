@@ -78,6 +78,7 @@ class ChatRenderer:
         self.tokenizer = tokenizer
         self.template_kwargs = template_kwargs or {}
         self.parts, self.images = parts, images
+        self.placeholders = False  # a light renderer leaves each image as its template's placeholder
         self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
         # What apply_chat_template gives a template: the special tokens, then the family's own arguments.
         self._template_context = {**tokenizer.special_tokens_map, **self.template_kwargs}
@@ -105,11 +106,17 @@ class ChatRenderer:
             from optimize.chat.vision import ImageTokens, takes_images
 
             images = ImageTokens.from_pretrained(directory) if takes_images(directory) else None
-        return cls(tokenizer, template_kwargs, parts, images)
+        renderer = cls(tokenizer, template_kwargs, parts, images)
+        renderer.placeholders = light
+        return renderer
 
     def expanded(self, text: str, messages: list[dict[str, Any]]):
         """`text` (rendered from `messages`) with its image placeholders expanded as the model's processor expands
-        them (`chat.vision.Expansion`), with the image files in order; (None, ()) for a row without images."""
+        them (`chat.vision.Expansion`), with the image files in order; (None, ()) for a row without images, and for
+        a light renderer, which leaves each image as its placeholder (the row viewer: the row's images are shown
+        beside its tokens)."""
+        if self.placeholders:
+            return None, ()
         files = image_files(messages)
         if files is None:
             raise RenderError("an image of the row was not fetched for the job")

@@ -108,6 +108,8 @@ class BaseModelEntry(Answer):
     repository: str = Field(description="Model repository (hub name)")
     commit: str | None = Field(description="The selected commit, else the catalog's pinned one; null when not known")
     family: str = Field(description="Model family; selects rendering rules")
+    takes_images: bool = Field(description="Whether it reads images in user messages (rows with images train, "
+                                           "evaluate and are served on it)")
     parameters: Parameters = Field(description="Parameter counts")
     context_length: int | None = Field(description="Context length, tokens")
     allowed_for: list[str] = Field(description="What it may do: training, serving")

@@ -785,12 +785,15 @@ async function datasetView(namespace, name) {
       const item = page.items[0];
       if (!item) { shown.replaceChildren(h("p", { class: "muted" }, `${page.reference} has ${page.rows} rows.`)); return; }
       const pictures = await rowImages(item.images || {});
-      if (!chat || !model.value || pictures.length) {  // a row with images: its text and its pictures as stored
-        shown.replaceChildren(...pictures, h("pre", { class: "row-json" }, JSON.stringify(item.row, null, 2)));
+      const stored = (...said) => shown.replaceChildren(...pictures, ...said,
+        h("pre", { class: "row-json" }, JSON.stringify(item.row, null, 2)));
+      if (!chat || !model.value) { stored(); return; }
+      if (pictures.length && !ready.find((m) => m.id === model.value)?.takesImages) {
+        stored(h("p", { class: "muted" }, `${model.value} reads no images: the row as stored`));
         return;
       }
       const rendered = await api(`/v1/training/base-models/${model.value}/render`, { method: "POST", body: { row: item.row } });
-      shown.replaceChildren(
+      shown.replaceChildren(...pictures,
         h("p", { id: "row-counts" }, `Line ${item.line} of ${page.rows}: ${rendered.totalTokens} tokens, `,
           h("strong", {}, `${rendered.trainedTokens} trained`),
           rendered.tools.length ? ` — tools: ${rendered.tools.join(", ")}` : ""),
