@@ -4,7 +4,8 @@ them, a supervised run trains on it on the cpu (LoRA on the language model, the 
 model is evaluated on the pages, and an endpoint of it answers a chat request with an image (a data URL). Every
 refusal before a device names the dataset, on SQLite and PostgreSQL: a model that reads no images, a method that
 trains text only, rows that offer tools, data.truncation oldest / oldest_or_drop / right, a smoke check, and a row
-longer than maxSeqLength under error once an analysis measured it."""
+longer than maxSeqLength under error once an analysis measured it. A dpo run trains pairs whose prompts hold
+images."""
 
 from __future__ import annotations
 
@@ -135,6 +136,22 @@ def test_an_image_dataset_is_analysed_with_its_image_tokens_counted_and_trains_a
         assert fetched.status_code == 400 and "it fetches no URL" in fetched.text, fetched.text
     finally:
         cli.ok("training", "endpoints", "delete", endpoint[:12])
+
+
+def test_a_dpo_run_trains_pairs_whose_prompts_hold_images(image_project, sqlite_server, capsys):
+    cli, name, tmp = Cli(capsys, sqlite_server.url), image_project["name"], image_project["tmp"]
+    colours = list(COLOURS)
+    pairs = [{"prompt": row["messages"][:1], "chosen": row["messages"][1],
+              "rejected": {"role": "assistant", "content": f"The page is {colours[(i + 1) % len(colours)]}."}}
+             for i, row in enumerate(image_project["rows"][:len(colours)])]
+    cli.ok("registry", "datasets", "register", f"{name}/prefs", "-f", str(write_jsonl(tmp / "prefs.jsonl", pairs)))
+    document = image_plan(name, dataset="prefs", method="dpo")
+    document["config"]["hyperparams"]["training"] |= {"maxSteps": 2, "batchSize": 2}
+    started = cli.json("training", "runs", "start", "-f", write(tmp, document), "--force")
+    run = wait_for(image_project["client"], f"/v1/training/runs/{started['runId']}", lambda r: r["terminal"],
+                   timeout=600)
+    assert run["phase"] == "COMPLETED", run["failureReason"]
+    assert run["results"]["steps"] == 2 and run["results"]["preference"]["accuracy"] is not None, run["results"]
 
 
 GRPO = {"method": "grpo", "rlHyperparams": {"maxCompletionLength": 4, "training": {"maxSteps": 2, "batchSize": 2}},

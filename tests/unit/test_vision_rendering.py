@@ -84,3 +84,17 @@ def test_lora_adapts_the_language_model_and_leaves_the_vision_tower_alone(standi
     names = {name for name, _ in adapted.named_parameters() if "lora_A" in name}
     assert names and all(".text_model." in name for name in names)
     assert vision_modules(str(standin_dirs["llama3.2"][0])) is None
+
+
+def test_a_pair_batch_carries_each_prompt_s_pixels_for_its_chosen_and_its_rejected_answer(smolvlm, tmp_path):
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    from optimize.training.prep.image_batches import IMAGE_COLUMN, ImageRowsCollator
+
+    collate = ImageRowsCollator(DataCollatorForPreference(pad_token_id=0), smolvlm.images, sequences_per_row=2)
+    red, blue = page(tmp_path, (20, 20)), page(tmp_path, (30, 30), (0, 0, 200))
+    batch = collate([{"prompt_ids": [1, 2], "chosen_ids": [3], "rejected_ids": [4], IMAGE_COLUMN: [red]},
+                     {"prompt_ids": [5], "chosen_ids": [6], "rejected_ids": [7, 8], IMAGE_COLUMN: [blue]}])
+    assert batch["input_ids"].shape[0] == batch["pixel_values"].shape[0] == 4
+    assert (batch["pixel_values"][0] == batch["pixel_values"][2]).all()
+    assert not (batch["pixel_values"][0] == batch["pixel_values"][1]).all()

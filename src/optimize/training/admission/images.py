@@ -14,7 +14,7 @@ from optimize.chat.families import reads_images
 from optimize.core.errors import Refused
 from optimize.workloads.datasets import DatasetPick
 
-IMAGE_METHODS = ("sft",)  # the methods that train rows with images
+IMAGE_METHODS = ("sft", "dpo")  # the methods that train rows with images
 
 
 def check_images(entry: Any, config: Any, engine: str, read: tuple[tuple[str, DatasetPick | None], ...]) -> None:

@@ -101,8 +101,14 @@ class Dpo(Method):
             def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
                 return dataset
 
+        from optimize.training.prep.image_batches import image_collator
+
+        # pairs with images: their pixels are prepared batch by batch, for the chosen and the rejected answers
+        collator = image_collator(model.config.name_or_path, tokenizer.pad_token_id, train_dataset, eval_dataset,
+                                  pairs=True)
         return PreparedPairs(model=model, args=args, processing_class=tokenizer, peft_config=peft_config,
-                             train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks)
+                             train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks,
+                             data_collator=collator)
 
     def results(self, config: ResolvedDpo, last: dict[str, float]) -> dict[str, Any]:
         """The run's last preference accuracy and reward margin, and the loss it computed."""

@@ -5,7 +5,8 @@ that prompt.
 A pair's length is the longer of the prompt with each answer (as the analysis measures it). Under
 `data.truncation: error` a longer pair is refused, naming it; under `drop` it is left out (`dataFit.tooLong`).
 An answer the template cannot render after its prompt (its text does not start with the prompt's) is refused,
-naming the pair and the answer, under every setting.
+naming the pair and the answer, under every setting. A prompt's images are expanded into the tokens the model's
+processor writes for them (`chat.vision`); the answers are the tokens after the prompt either way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class RenderedPair:
     prompt_ids: list[int]
     chosen_ids: list[int]
     rejected_ids: list[int]
+    images: tuple[str, ...] = ()  # the image files its prompt's image tokens stand for, in order
 
     @property
     def length(self) -> int:
@@ -71,4 +73,10 @@ class PairFitter:
                                  "writes for the whole pair does not begin with the prompt's); change the answer or "
                                  "leave the pair out")
             answers.append(ids[len(prompt_ids):])
-        return RenderedPair(prompt_ids, answers[0], answers[1])
+        try:
+            expansion, files = self.renderer.expanded(prompt_text, prompt)
+        except RenderError as error:
+            raise RowRefused(f"{where}: {error}") from None
+        if expansion is not None:
+            prompt_ids = tokenize(expansion.text, add_special_tokens=False)["input_ids"]
+        return RenderedPair(prompt_ids, answers[0], answers[1], files)
