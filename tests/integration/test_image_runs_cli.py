@@ -187,6 +187,14 @@ def test_runs_over_rows_with_images_are_refused_before_a_device_naming_the_datas
         refused = cli("training", "runs", "start", "-f", write(tmp_path, document), "--dry-run")
         said = " ".join(refused.err.split())
         assert refused.code == 1 and words in said and "holds rows with images" in said, (changes, refused.err)
+    # an analysis or an evaluation of a model that reads no images
+    llama = "optimize/tiny-llama-3.2"
+    for args in (("training", "datasets", "analyze", f"{name}/pages", "--model", llama),
+                 ("training", "evaluations", "start", "--model", llama, "--dataset", f"{name}/pages", "--project",
+                  name)):
+        refused = cli(*args)
+        said = " ".join(refused.err.split())
+        assert refused.code == 1 and f"and base model {llama} reads no images" in said, (args, refused.err)
     # under data.truncation: error, a row longer than maxSeqLength with its images' tokens, once measured
     cli.json("training", "datasets", "analyze", f"{name}/pages", "--model", VLM, "--wait")
     longest = max(lengths_here(project["rows"], tmp_path))
