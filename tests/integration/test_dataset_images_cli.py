@@ -155,7 +155,8 @@ def test_jobs_over_rows_with_images_are_refused_naming_the_dataset(sqlite_server
     assert analysis.code == 1 and f"and base model {MODEL} reads no images" in analysis.err, analysis.err
     rendered = project["client"].post(f"/v1/training/base-models/{MODEL}/render",
                                       json={"row": rows_with(["images/a.png"])[0]})
-    assert rendered.status_code == 400 and "the row holds images" in rendered.json()["detail"], rendered.text
+    assert rendered.status_code == 400 and f"the row holds images, and {MODEL} reads no images" in \
+        rendered.json()["detail"], rendered.text
 
 
 def test_an_image_is_read_back_by_a_token_that_sees_a_version_naming_it_and_by_no_other(server, cli, ns, tmp_path):
