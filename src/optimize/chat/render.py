@@ -70,15 +70,15 @@ class ChatRenderer:
     """Renders rows under one tokenizer and chat template."""
 
     def __init__(self, tokenizer: Any, template_kwargs: dict[str, Any] | None = None, parts: bool = False,
-                 images: Any = None) -> None:
+                 images: Any = None, placeholders: bool = False) -> None:
         """`parts`: the template renders only content written as parts (`chat.families.content_as_parts`);
-        `images`: the model's `chat.vision.ImageTokens`, for a model that takes images."""
+        `images`: the model's `chat.vision.ImageTokens`, for a model that takes images; `placeholders`: leave each
+        image as its template's placeholder (a light renderer, which loads no processor)."""
         if not tokenizer.chat_template:
             raise RenderError("the tokenizer has no chat template")
         self.tokenizer = tokenizer
         self.template_kwargs = template_kwargs or {}
-        self.parts, self.images = parts, images
-        self.placeholders = False  # a light renderer leaves each image as its template's placeholder
+        self.parts, self.images, self.placeholders = parts, images, placeholders
         self.chat_template_sha256 = template_sha256(tokenizer.chat_template)
         # What apply_chat_template gives a template: the special tokens, then the family's own arguments.
         self._template_context = {**tokenizer.special_tokens_map, **self.template_kwargs}
@@ -106,9 +106,7 @@ class ChatRenderer:
             from optimize.chat.vision import ImageTokens, takes_images
 
             images = ImageTokens.from_pretrained(directory) if takes_images(directory) else None
-        renderer = cls(tokenizer, template_kwargs, parts, images)
-        renderer.placeholders = light
-        return renderer
+        return cls(tokenizer, template_kwargs, parts, images, placeholders=light)
 
     def expanded(self, text: str, messages: list[dict[str, Any]]):
         """`text` (rendered from `messages`) with its image placeholders expanded as the model's processor expands
