@@ -204,3 +204,61 @@ def test_a_request_past_the_time_limit_is_cut_and_told_so(engine):
     finally:
         engine.batcher.request_seconds = before
     assert engine.batcher.load == {"running": 0, "waiting": 0}
+
+
+def test_biases_penalties_and_filters_shape_each_row_of_one_batch(engine):
+    from optimize.serving.sampling import Shaping
+
+    prompt = PROMPTS[2]
+    greedy = answer(engine, None, prompt, 6)
+    forced = answer(engine, None, prompt, 6, shaping=Shaping(logit_bias={77: 100.0}))
+    assert forced == [77] * 6  # a +100 bias wins every step
+    avoided = answer(engine, None, prompt, 6, shaping=Shaping(logit_bias={greedy[0]: -100.0}))
+    assert avoided[0] != greedy[0]
+    # the likeliest token alone left to sample from: sampling at temperature 1 answers greedily
+    for only_top in (Shaping(top_k=1), Shaping(min_p=1.0)):
+        assert answer(engine, None, prompt, 6, temperature=1.0, seed=5, shaping=only_top) == greedy
+    no_repeats = answer(engine, None, prompt, 12, shaping=Shaping(presence_penalty=2.0, frequency_penalty=2.0,
+                                                                   repetition_penalty=2.0))
+    assert len(set(no_repeats)) > len(set(answer(engine, None, prompt, 12)))  # the penalties spread the answer
+    asks = [(None, prompt, Shaping(logit_bias={77: 100.0})), (None, prompt, None)]
+    together = [None, None]
+
+    def ask(index, shaping):
+        together[index] = answer(engine, None, prompt, 6, shaping=shaping)
+
+    threads = [threading.Thread(target=ask, args=(i, shaping)) for i, (_, _, shaping) in enumerate(asks)]
+    with engine.lock:  # both wait, then join one prefill: a shaped row beside a plain one
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+    for thread in threads:
+        thread.join(60)
+    assert together == [[77] * 6, greedy]
+
+
+def test_the_same_prompt_asked_together_is_prefilled_once_and_answers_alike(engine, monkeypatch):
+    prompt = [1, 5, 9, 13]  # asked nowhere else: no kept prefix of it
+    prefilled = []
+    forward = engine.forward
+
+    def counting(adapters, **arguments):
+        if "logits_to_keep" in arguments:  # a prefill
+            prefilled.append(arguments["input_ids"].shape[0])
+        return forward(adapters, **arguments)
+
+    monkeypatch.setattr(engine, "forward", counting)
+    answers = [None] * 3
+
+    def ask(index):
+        answers[index] = answer(engine, None, prompt, 8)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
+    with engine.lock:  # the three wait together, then join one prefill
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+    for thread in threads:
+        thread.join(60)
+    assert prefilled == [1]  # one row computed, copied for each
+    assert answers == [answer(engine, None, prompt, 8)] * 3

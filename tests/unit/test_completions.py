@@ -50,7 +50,17 @@ REFUSALS = {  # id: (request body, what the message must name)
     "number-content": (body(messages=[{"role": "user", "content": 5}]), "content"),
     "tools-string": (body(tools="get_weather"), "'tools'"),
     "tool-without-function": (body(tools=[{"type": "function"}]), "tool 0"),
-    "n-2": (body(n=2), "n must be 1"),
+    "n-0": (body(n=0), "n must be a whole number from 1 to 16"),
+    "n-17": (body(n=17), "n must be a whole number"),
+    "n-streamed": (body(n=2, stream=True), "n above 1 is answered whole here"),
+    "top_k-negative": (body(top_k=-2), "top_k"),
+    "min_p-high": (body(min_p=1.5), "min_p"),
+    "repetition_penalty-zero": (body(repetition_penalty=0), "repetition_penalty"),
+    "presence_penalty-high": (body(presence_penalty=2.5), "presence_penalty"),
+    "frequency_penalty-string": (body(frequency_penalty="x"), "frequency_penalty"),
+    "logit_bias-word": (body(logit_bias={"hello": 5}), "logit_bias"),
+    "logit_bias-high": (body(logit_bias={"5": 101}), "logit_bias"),
+    "modalities-audio": (body(modalities=["text", "audio"]), "modalities"),
     "max_tokens-negative": (body(max_tokens=-1), "max_tokens"),
     "max_tokens-string": (body(max_tokens="64"), "max_tokens"),
     "max_tokens-float": (body(max_tokens=1.5), "max_tokens"),
@@ -139,9 +149,11 @@ class ScriptedEngine:
         self.stop_ids = stop_ids
         self.asked: list[dict] = []
 
-    def stream(self, adapter, prompt, max_new_tokens, temperature=0.0, top_p=1.0, seed=None, top_logprobs=None):
+    def stream(self, adapter, prompt, max_new_tokens, temperature=0.0, top_p=1.0, seed=None, top_logprobs=None,
+               shaping=None):
         self.asked.append({"adapter": adapter, "prompt": list(prompt), "max_new_tokens": max_new_tokens,
-                           "temperature": temperature, "top_p": top_p, "seed": seed, "top_logprobs": top_logprobs})
+                           "temperature": temperature, "top_p": top_p, "seed": seed, "top_logprobs": top_logprobs,
+                           "shaping": shaping})
         return self._steps(max_new_tokens, top_logprobs)
 
     def _steps(self, max_new_tokens, top_logprobs):
@@ -357,9 +369,6 @@ UNSUPPORTED = {  # id: (fields, the param named)
     "tool_choice-required": ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
     "tool_choice-named": ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
                           "tool_choice"),
-    "frequency_penalty": ({"frequency_penalty": 0.5}, "frequency_penalty"),
-    "presence_penalty": ({"presence_penalty": -1}, "presence_penalty"),
-    "logit_bias": ({"logit_bias": {"50": 10}}, "logit_bias"),
     "parallel_tool_calls": ({"parallel_tool_calls": False}, "parallel_tool_calls"),
     "store": ({"store": True}, "store"),
     "unknown": ({"guided_json": {}}, "guided_json"),
@@ -380,6 +389,18 @@ def test_what_the_engine_cannot_do_is_refused_naming_the_parameter(fields, param
     with pytest.raises(RequestError) as refused:
         read_request(body(**fields))
     assert refused.value.param == param and param in str(refused.value)
+
+
+def test_sampling_extras_and_harmless_openai_fields_are_read():
+    request = read_request(body(top_k=5, min_p=0.1, repetition_penalty=1.2, presence_penalty=0.5,
+                                frequency_penalty=-1, logit_bias={"50": 10, "7": -100}, n=3, service_tier="auto",
+                                prompt_cache_key="k", safety_identifier="s", reasoning_effort="low",
+                                modalities=["text"]))
+    shaping = request.shaping
+    assert (shaping.top_k, shaping.min_p, shaping.repetition_penalty, shaping.presence_penalty,
+            shaping.frequency_penalty, shaping.logit_bias, request.n) == (
+        5, 0.1, 1.2, 0.5, -1.0, {50: 10.0, 7: -100.0}, 3)
+    assert not read_request(body(top_k=-1, frequency_penalty=0)).shaping.shapes
 
 
 def test_accepted_parameters_are_read():
@@ -471,3 +492,21 @@ def test_several_prompts_are_answered_as_one_choice_each(smollm2):
     assert [c["index"] for c in answer["choices"]] == [0, 1] and len(engine.asked) == 2
     assert all(c["text"] == " blue." and "_generated" not in c for c in answer["choices"])
     assert answer["usage"]["prompt_tokens"] == sum(len(a["prompt"]) for a in engine.asked)
+
+
+def test_n_choices_are_asked_together_each_seeded_and_counted_in_the_usage(smollm2):
+    completer, engine = completer_for(smollm2, "Sunny.")
+    answer = completer.complete(None, read_request(body(n=3, seed=7, temperature=0.8, presence_penalty=1)))
+    assert [c["index"] for c in answer["choices"]] == [0, 1, 2]
+    assert all(c["message"]["content"] == "Sunny." for c in answer["choices"])
+    assert [asked["seed"] for asked in engine.asked] == [7, 8, 9]
+    assert all(asked["shaping"].presence_penalty == 1 for asked in engine.asked)
+    one = len(smollm2[0].tokenizer("Sunny.", add_special_tokens=False)["input_ids"]) + 1
+    assert answer["usage"]["completion_tokens"] == 3 * one
+
+
+def test_a_bias_for_a_token_the_model_lacks_is_refused_naming_logit_bias(smollm2):
+    completer, _ = completer_for(smollm2, "Sunny.")
+    with pytest.raises(RequestError) as refused:
+        completer.complete(None, read_request(body(logit_bias={"999999": 5})))
+    assert refused.value.param == "logit_bias" and "outside the model's vocabulary" in str(refused.value)

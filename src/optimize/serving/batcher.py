@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.serving.load import EndpointLoad, QueueFull
+from optimize.serving.sampling import Shaping, filtered, shaped
 
 __all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 
@@ -62,6 +63,8 @@ class Sequence:
     # the image files its prompt's image tokens stand for: their pixels join its prefill, and its prompt is never
     # kept or found as a prefix (an image's tokens are the same ids whatever the image)
     images: tuple[str, ...] = ()
+    shaping: Shaping | None = None  # biases, penalties, top_k and min_p (`serving.sampling`)
+    answer: list[int] = field(default_factory=list)  # its tokens so far, for the penalties
     submitted: float = 0.0
 
     def cancel(self) -> None:
@@ -253,9 +256,36 @@ class Batcher(EndpointLoad):
     def _prefill(self, joining: list[Sequence], found: list[tuple[Any, int]]) -> None:
         """One forward pass over the joining prompts, left-padded to the longest, then their caches join the
         batch's. A prompt whose start is a kept prefix (`serving.prefix_cache`) computes only the rest: its row's
-        cache starts as that prefix's keys and values, left-padded to the longest prefix among the joiners."""
+        cache starts as that prefix's keys and values, left-padded to the longest prefix among the joiners. Joiners
+        asking the same (a request's several choices) share one prompt's computation: its row is copied for each."""
+        torch = self.engine.torch
+        firsts: dict[tuple, int] = {}
+        copies = [firsts.setdefault((s.adapter, tuple(s.prompt), s.images, length), index)
+                  for index, (s, (_, length)) in enumerate(zip(joining, found, strict=True))]
+        if len(firsts) == len(joining):
+            self._joined(joining, found, *self._computed(joining, found))
+            return
+        unique = sorted(firsts.values())
+        cache, mask, logits = self._computed([joining[i] for i in unique], [found[i] for i in unique])
+        rows = torch.tensor([unique.index(first) for first in copies], device=self.engine.device)
+        for layer in cache.layers:
+            layer.keys, layer.values = layer.keys.index_select(0, rows), layer.values.index_select(0, rows)
+        self._joined(joining, found, cache, mask.index_select(0, rows), logits.index_select(0, rows))
+
+    def _joined(self, joining: list[Sequence], found, cache, mask, logits) -> None:
+        """The prefilled rows join the batch, and each takes its first token."""
         from optimize.serving.kv_room import RoomyLayer
 
+        if self.mergeable is None:
+            self.mergeable = all(type(layer) is RoomyLayer for layer in cache.layers)
+        if self.mergeable and self.engine.prefixes is not None:
+            self._keep_prefixes(joining, found, cache, mask)
+        self._merge(cache, mask)
+        self.rows.extend(joining)
+        self._emit(joining, logits[:, -1])
+
+    def _computed(self, joining: list[Sequence], found: list[tuple[Any, int]]):
+        """(cache, mask, logits) of one forward pass over the joiners' prompts."""
         torch = self.engine.torch
         device = self.engine.device
         rests = [s.prompt[length:] for s, (_, length) in zip(joining, found, strict=True)]
@@ -273,19 +303,16 @@ class Batcher(EndpointLoad):
         with torch.inference_mode():
             logits = self._forward(ids, mask, positions, cache, [s.adapter for s in joining], last_only=True,
                                    **pixels)
-        if self.mergeable is None:
-            self.mergeable = all(type(layer) is RoomyLayer for layer in cache.layers)
-        if self.mergeable and self.engine.prefixes is not None:
-            self._keep_prefixes(joining, found, cache, mask)
-        self._merge(cache, mask)
-        self.rows.extend(joining)
-        self._emit(joining, logits[:, -1])
+        return cache, mask, logits
 
     def _keep_prefixes(self, joining: list[Sequence], found, cache, mask) -> None:
         """Keep each joining prompt for the requests after it, unless a kept one already holds it."""
+        kept = set()
         for row, (sequence, (prefix, _)) in enumerate(zip(joining, found, strict=True)):
-            if sequence.images or self.engine.prefixes.holds(prefix, sequence.prompt):
+            asked = (sequence.adapter, tuple(sequence.prompt))
+            if sequence.images or asked in kept or self.engine.prefixes.holds(prefix, sequence.prompt):
                 continue
+            kept.add(asked)
             columns = mask[row].nonzero()[:, 0]  # the row's own tokens, in order
             self.engine.prefixes.keep(sequence.adapter, sequence.prompt, [
                 (layer.keys[row:row + 1].index_select(2, columns), layer.values[row:row + 1].index_select(2, columns))
@@ -335,7 +362,12 @@ class Batcher(EndpointLoad):
         greedy = logits.argmax(dim=-1).tolist() if any(s.temperature <= 0 for s in sequences) else None
         leaving = []
         for row, sequence in enumerate(sequences):
-            token = greedy[row] if sequence.temperature <= 0 else self._sample(sequence, logits[row])
+            if sequence.shaping is not None:
+                row_logits = shaped(torch, logits[row], sequence.shaping, sequence.prompt, sequence.answer)
+                token = int(row_logits.argmax()) if sequence.temperature <= 0 else self._sample(sequence, row_logits)
+            else:
+                token = greedy[row] if sequence.temperature <= 0 else self._sample(sequence, logits[row])
+            sequence.answer.append(token)
             step = Step(token)
             if sequence.top_logprobs is not None:
                 logprobs = torch.log_softmax(logits[row], dim=-1)
@@ -360,7 +392,10 @@ class Batcher(EndpointLoad):
 
     def _sample(self, sequence: Sequence, logits) -> int:
         torch = self.engine.torch
-        probabilities = torch.softmax(logits / sequence.temperature, dim=-1)
+        scaled = logits / sequence.temperature
+        if sequence.shaping is not None and sequence.shaping.filters:
+            scaled = filtered(torch, scaled, sequence.shaping)
+        probabilities = torch.softmax(scaled, dim=-1)
         if sequence.top_p < 1.0:
             ordered, order = probabilities.sort(descending=True)
             kept = ordered.cumsum(0) - ordered < sequence.top_p  # the smallest set whose mass reaches top_p

@@ -19,11 +19,12 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.core.environment import setting
 from optimize.serving.batcher import RequestTimedOut
+from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
 from optimize.workloads.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
@@ -34,9 +35,13 @@ MOST_MAX_TOKENS: int = setting("OPTIMIZE_ENDPOINT_MAX_TOKENS")
 CHAT_FIELDS = frozenset({
     "model", "messages", "tools", "tool_choice", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n",
     "stream", "stream_options", "stop", "seed", "logprobs", "top_logprobs", "response_format", "frequency_penalty",
-    "presence_penalty", "logit_bias", "parallel_tool_calls", "user", "metadata", "store"})
+    "presence_penalty", "logit_bias", "parallel_tool_calls", "user", "metadata", "store",
+    "top_k", "min_p", "repetition_penalty",  # vLLM's sampling extras
+    # OpenAI's fields that change nothing an endpoint does: accepted and left, as OpenAI documents them
+    "service_tier", "prompt_cache_key", "safety_identifier", "reasoning_effort", "modalities"})
 MOST_STOPS = 4
 MOST_TOP_LOGPROBS = 20
+MOST_CHOICES = 16  # n: choices one request may ask for
 
 
 class RequestError(ValueError):
@@ -60,6 +65,8 @@ class ChatRequest:
     seed: int | None = None
     top_logprobs: int | None = None  # None: no log-probabilities; 0: each token's own only
     include_usage: bool = False  # a stream's last chunk before [DONE] carries the usage (stream_options)
+    shaping: Shaping = field(default_factory=Shaping)  # biases, penalties, top_k, min_p
+    n: int = 1  # choices
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -94,8 +101,16 @@ def read_request(body: Any) -> ChatRequest:
         messages = normalize_messages(messages)
     except (RowError, ValueError, KeyError, TypeError) as error:
         raise RequestError(f"messages: {error}") from None
-    if body.get("n") not in (None, 1):
-        raise RequestError("n must be 1: an endpoint answers one choice a request", "n")
+    choices = 1 if body.get("n") is None else body["n"]
+    if type(choices) is not int or not 1 <= choices <= MOST_CHOICES:
+        raise RequestError(f"n must be a whole number from 1 to {MOST_CHOICES}", "n")
+    if choices > 1 and body.get("stream"):
+        raise RequestError("n above 1 is answered whole here, not streamed; leave stream out or ask for one choice",
+                           "n")
+    try:
+        shaping = read_shaping(body)
+    except ShapingError as error:
+        raise RequestError(str(error), error.param) from None
     field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(field)
     if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
@@ -112,7 +127,8 @@ def read_request(body: Any) -> ChatRequest:
         temperature, top_p = 0.0, 1.0
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
-                       _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")))
+                       _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")), shaping,
+                       choices)
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -123,13 +139,10 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         raise RequestError(f"response_format {kind!r} is not supported by this endpoint (it has no constrained "
                            "decoding); leave response_format out (or text) and ask for JSON in the messages",
                            "response_format")
-    for name in ("frequency_penalty", "presence_penalty"):
-        if body.get(name) not in (None, 0, 0.0):
-            raise RequestError(f"{name} is not supported by this endpoint; leave it out or set it to 0", name)
     if body.get("store") not in (None, False):
         raise RequestError("store: true is not supported: an endpoint keeps no completions", "store")
-    if body.get("logit_bias"):
-        raise RequestError("logit_bias is not supported by this endpoint; leave it out", "logit_bias")
+    if body.get("modalities") not in (None, ["text"]):
+        raise RequestError("modalities may be [\"text\"] only: an endpoint answers in text", "modalities")
     if body.get("parallel_tool_calls") not in (None, True):
         raise RequestError("parallel_tool_calls: false is not supported: a model may answer with several calls",
                            "parallel_tool_calls")
@@ -197,6 +210,10 @@ class Completer:
             expansion, images = self.renderer.expanded(text, request.messages)
         except RenderError as error:
             raise RequestError(str(error)) from None
+        try:
+            check_vocabulary(request.shaping, len(self.renderer.tokenizer))
+        except ShapingError as error:
+            raise RequestError(str(error), error.param) from None
         if images and not getattr(self.engine, "reads_images", False):
             raise RequestError("the request holds images, and this endpoint's engine reads none (images are read by "
                                "the Transformers engine of a model that takes them)")
@@ -210,28 +227,43 @@ class Completer:
         room = (self.context_length - len(prompt)) if self.context_length else request.max_tokens
         return max(1, min(request.max_tokens, room))
 
-    def _steps(self, adapter: str | None, request: ChatRequest, prompt: Prompt):
+    def _steps(self, adapter: str | None, request: ChatRequest, prompt: Prompt, choice: int = 0):
+        """The steps of one choice; a seeded request's choices are seeded one after another."""
         extra = {"images": prompt.images} if prompt.images else {}  # an engine without images is never asked
+        if request.shaping.shapes:  # an engine that cannot shape is never asked to
+            extra["shaping"] = request.shaping
+        seed = None if request.seed is None else (request.seed + choice) % 2**63
         return self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature, request.top_p,
-                                  request.seed, request.top_logprobs, **extra)
+                                  seed, request.top_logprobs, **extra)
 
     def complete(self, adapter: str | None, request: ChatRequest) -> dict[str, Any]:
+        """Every choice (`n`), each asked before any is read, so they decode together and a prompt asked several
+        times is prefilled once."""
         prompt = self.prompt(request)
+        streams: list[Any] = []
+        try:
+            for choice in range(request.n):
+                streams.append(self._steps(adapter, request, prompt, choice))
+            choices = [self._choice(index, stream, request) for index, stream in enumerate(streams)]
+        finally:
+            for stream in streams:
+                stream.close()
+        generated = sum(choice.pop("_generated") for choice in choices)
+        return {"id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
+                "model": request.model, "choices": choices,
+                "usage": usage(prompt, generated, streams[0].sequence.cached)}
+
+    def _choice(self, index: int, generated, request: ChatRequest) -> dict[str, Any]:
         steps: list[Any] = []
         cut = None
-        generated = self._steps(adapter, request, prompt)
-        try:
-            for batch in generated.batches():
-                if (cut := take(batch, steps, self._stops(request))) is not None:
-                    break  # the rest is not generated: closing the stream frees the row
-        finally:
-            generated.close()
+        for batch in generated.batches():
+            if (cut := take(batch, steps, self._stops(request))) is not None:
+                break  # the rest is not generated: closing the stream frees the row
+        generated.close()
         tokens = [step.token for step in steps]
         message, finish = self._message(tokens, request, cut)
-        return {"id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
-                "model": request.model, "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                                                     "logprobs": self._logprobs(steps, request)}],
-                "usage": usage(prompt, len(tokens), generated.sequence.cached)}
+        return {"index": index, "message": message, "finish_reason": finish,
+                "logprobs": self._logprobs(steps, request), "_generated": len(tokens)}
 
     def chunks(self, adapter: str | None, request: ChatRequest) -> Iterator[str]:
         """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`. The prompt is checked and the request

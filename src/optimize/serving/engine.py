@@ -18,6 +18,7 @@ from optimize.core.environment import setting
 from optimize.serving.batcher import Batcher, Sequence, Step, Steps
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.prefix_cache import PrefixCache
+from optimize.serving.sampling import Shaping
 
 MAX_RUNNING: int = setting("OPTIMIZE_ENDPOINT_BATCH")  # rows that decode together
 MAX_WAITING: int = setting("OPTIMIZE_ENDPOINT_QUEUE")  # requests that wait for a row; then 429
@@ -107,12 +108,12 @@ class ServingModel:
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
                top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None,
-               images: tuple[str, ...] = ()) -> Steps:
+               images: tuple[str, ...] = (), shaping: Shaping | None = None) -> Steps:
         """The answer's steps as they are generated, the stop token included; `adapter` None is the base; `images`
-        the files the prompt's image tokens stand for. Raises `QueueFull` at once when the endpoint has no room for
-        it; closing the iterator early frees its row."""
+        the files the prompt's image tokens stand for; `shaping` its biases, penalties, top_k and min_p. Raises
+        `QueueFull` at once when the endpoint has no room for it; closing the iterator early frees its row."""
         sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs,
-                            images=tuple(images))
+                            images=tuple(images), shaping=shaping if shaping is not None and shaping.shapes else None)
         self.batcher.submit(sequence)
         return self.batcher.steps(sequence)
 

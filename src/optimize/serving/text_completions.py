@@ -5,8 +5,8 @@ each prompt token's log-probability).
 
 A request may carry several prompts (a harness batches them): each gets a choice, with its index, all answered in
 the same running batch. Parameters are honoured or refused naming them, as for chat completions: `suffix`,
-`best_of` above 1, penalties and a logit bias are refused; `stream` streams one prompt's text without `echo` or
-`logprobs`.
+`best_of` above 1 are refused; penalties, a logit bias, `top_k`, `min_p` and `repetition_penalty` shape sampling
+(`serving.sampling`); `stream` streams one prompt's text without `echo` or `logprobs`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from optimize.serving.batcher import RequestTimedOut
@@ -27,13 +27,14 @@ from optimize.serving.completions import (
     take,
     timed_out_event,
 )
+from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this endpoint
 MOST_LOGPROBS = 5
 MOST_PROMPTS = 64  # prompts one request may batch
 FIELDS = frozenset({"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
                     "logprobs", "echo", "stop", "seed", "suffix", "best_of", "frequency_penalty", "presence_penalty",
-                    "logit_bias", "user"})
+                    "logit_bias", "user", "top_k", "min_p", "repetition_penalty"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class TextRequest:
     echo: bool
     stop: tuple[str, ...]
     seed: int | None
+    shaping: Shaping = field(default_factory=Shaping)
 
 
 def read_text_request(body: Any) -> TextRequest:
@@ -57,13 +59,14 @@ def read_text_request(body: Any) -> TextRequest:
     if unknown:
         raise RequestError(f"unrecognized request argument(s): {', '.join(unknown)}", unknown[0])
     prompts = _prompts(body.get("prompt"))
-    for name, allowed in (("n", (None, 1)), ("best_of", (None, 1)), ("suffix", (None,)),
-                          ("frequency_penalty", (None, 0, 0.0)), ("presence_penalty", (None, 0, 0.0))):
+    for name, allowed in (("n", (None, 1)), ("best_of", (None, 1)), ("suffix", (None,))):
         if body.get(name) not in allowed:
             raise RequestError(f"{name} is not supported by this endpoint"
                                + (" above 1" if name in ("n", "best_of") else "; leave it out"), name)
-    if body.get("logit_bias"):
-        raise RequestError("logit_bias is not supported by this endpoint; leave it out", "logit_bias")
+    try:
+        shaping = read_shaping(body)
+    except ShapingError as error:
+        raise RequestError(str(error), error.param) from None
     echo = body.get("echo") or False
     if type(echo) is not bool:
         raise RequestError("echo must be true or false", "echo")
@@ -86,7 +89,7 @@ def read_text_request(body: Any) -> TextRequest:
     if stream and (echo or logprobs is not None or len(prompts) > 1):
         raise RequestError("stream takes one prompt, without echo or logprobs here; leave stream out", "stream")
     return TextRequest(str(body.get("model") or ""), prompts, max_tokens, float(temperature), float(top_p), stream,
-                       logprobs, echo, read_stop(body.get("stop")), read_seed(body.get("seed")))
+                       logprobs, echo, read_stop(body.get("stop")), read_seed(body.get("seed")), shaping)
 
 
 def _prompts(prompt: Any) -> tuple[str | list[int], ...]:
@@ -117,6 +120,10 @@ class TextCompleter:
         if outside is not None:  # the model has no embedding for it (an index error, or a device assert on a GPU)
             raise RequestError(f"prompt holds token id {outside}, outside the model's vocabulary; token ids go from 0 "
                                f"to {vocabulary - 1:,}", "prompt")
+        try:
+            check_vocabulary(request.shaping, vocabulary)
+        except ShapingError as error:
+            raise RequestError(str(error), error.param) from None
         if self.context_length and len(ids) + request.max_tokens > self.context_length:
             room = self.context_length - len(ids)
             if room < (0 if request.max_tokens == 0 else 1):
@@ -136,8 +143,7 @@ class TextCompleter:
         try:
             if request.max_tokens:
                 for ids in prompts:
-                    streams.append(self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature,
-                                                      request.top_p, request.seed, request.logprobs))
+                    streams.append(self._stream(adapter, request, ids, request.logprobs))
             choices = [self._choice(index, adapter, request, ids, streams[index] if streams else None)
                        for index, ids in enumerate(prompts)]
         finally:
@@ -170,9 +176,12 @@ class TextCompleter:
 
     def chunks(self, adapter: str | None, request: TextRequest) -> Iterator[str]:
         ids = self._ids(request, request.prompts[0])
-        generated = self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature, request.top_p,
-                                       request.seed, None)
-        return self._chunks(request, ids, generated)
+        return self._chunks(request, ids, self._stream(adapter, request, ids, None))
+
+    def _stream(self, adapter: str | None, request: TextRequest, ids: list[int], logprobs: int | None):
+        extra = {"shaping": request.shaping} if request.shaping.shapes else {}  # never asked of an engine that cannot
+        return self.engine.stream(adapter, ids, self._limit(request, ids), request.temperature, request.top_p,
+                                  request.seed, logprobs, **extra)
 
     def _chunks(self, request: TextRequest, ids: list[int], generated) -> Iterator[str]:
         ident, created = _completion_id(), int(time.time())

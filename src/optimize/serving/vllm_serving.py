@@ -23,6 +23,7 @@ from typing import Any
 
 from optimize.serving.batcher import RequestTimedOut, Sequence, Step, Steps
 from optimize.serving.load import EndpointLoad
+from optimize.serving.sampling import Shaping
 
 
 def available() -> bool:
@@ -89,16 +90,22 @@ class VLLMServingModel:
             self._run(self.llm.remove_lora(request.lora_int_id))
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
-               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None) -> Steps:
+               top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None,
+               shaping: Shaping | None = None) -> Steps:
+        """As the Transformers engine's; `shaping` becomes vLLM's own sampling parameters of the same names."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs)
         self.batcher.admit()
         sequence.submitted = time.monotonic()
+        shaping = shaping or Shaping()
         params = SamplingParams(temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_new_tokens,
                                 stop_token_ids=list(self.stop_ids), logprobs=top_logprobs, detokenize=False,
-                                output_kind=RequestOutputKind.DELTA)
+                                output_kind=RequestOutputKind.DELTA, top_k=shaping.top_k or -1,
+                                min_p=shaping.min_p, repetition_penalty=shaping.repetition_penalty,
+                                presence_penalty=shaping.presence_penalty,
+                                frequency_penalty=shaping.frequency_penalty, logit_bias=shaping.logit_bias or None)
         request_id = secrets.token_hex(8)
         lora = self.adapters.get(adapter) if adapter is not None else None
         asyncio.run_coroutine_threadsafe(self._generate(sequence, params, request_id, lora), self.loop)
