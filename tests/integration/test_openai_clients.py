@@ -227,3 +227,33 @@ def test_a_reader_asks_an_endpoint_for_text_completions_as_for_chat_and_reads_op
         refused = client.post(path, json={**body, "max_tokens": -1}, headers=reader)
         assert refused.status_code in (400, 422), (path, refused.text)
         assert refused.json()["error"]["param"] == "max_tokens", (path, refused.text)
+
+
+def test_openai_parse_reads_structured_answers_and_forced_calls_through_the_server(served):
+    """`chat.completions.parse` with a pydantic model (response_format json_schema, strict), a forced tool call in
+    the model's own format (Llama 3.2: llama3_json), and several choices of one request."""
+    from typing import Literal
+
+    from openai import OpenAI
+    from pydantic import BaseModel, ConfigDict
+
+    class Triage(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        label: Literal["billing", "bug", "other"]
+        urgent: bool
+
+    proc, _ = served
+    openai = OpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0)
+    asked = [{"role": "user", "content": "Triage: my invoice is wrong"}]
+    parsed = openai.chat.completions.parse(model=MODEL, messages=asked, response_format=Triage, n=4, temperature=1.0,
+                                           seed=3, max_tokens=64)
+    assert len(parsed.choices) == 4
+    assert all(isinstance(choice.message.parsed, Triage) for choice in parsed.choices)
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"days": {"enum": [1, 2, 3]}}, "required": ["days"],
+        "additionalProperties": False}}}
+    called = openai.chat.completions.create(model=MODEL, messages=asked, tools=[weather], max_tokens=64,
+                                            tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    [call] = called.choices[0].message.tool_calls
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments)["days"] in (1, 2, 3)
+    assert called.choices[0].finish_reason == "tool_calls"

@@ -364,11 +364,8 @@ def test_a_stream_with_tools_and_a_text_answer_streams_the_text(smollm2):
 # --- parameters honoured or refused, never ignored -------------------------------------------------------
 
 UNSUPPORTED = {  # id: (fields, the param named)
-    "json_object": ({"response_format": {"type": "json_object"}}, "response_format"),
-    "json_schema": ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
-    "tool_choice-required": ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
-    "tool_choice-named": ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
-                          "tool_choice"),
+    "json_schema-without-schema": ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+                                   "response_format"),
     "parallel_tool_calls": ({"parallel_tool_calls": False}, "parallel_tool_calls"),
     "store": ({"store": True}, "store"),
     "unknown": ({"guided_json": {}}, "guided_json"),
@@ -510,3 +507,14 @@ def test_a_bias_for_a_token_the_model_lacks_is_refused_naming_logit_bias(smollm2
     with pytest.raises(RequestError) as refused:
         completer.complete(None, read_request(body(logit_bias={"999999": 5})))
     assert refused.value.param == "logit_bias" and "outside the model's vocabulary" in str(refused.value)
+
+
+@pytest.mark.parametrize(("fields", "param"), [
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
+])
+def test_an_engine_without_constrained_decoding_refuses_structured_outputs(smollm2, fields, param):
+    completer, _ = completer_for(smollm2, "Sunny.")  # an engine that does not say it constrains (as vLLM's here)
+    with pytest.raises(RequestError) as refused:
+        completer.complete(None, read_request(body(**fields)))
+    assert refused.value.param == param and "has no constrained decoding" in str(refused.value)

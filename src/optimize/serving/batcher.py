@@ -64,6 +64,7 @@ class Sequence:
     # kept or found as a prefix (an image's tokens are the same ids whatever the image)
     images: tuple[str, ...] = ()
     shaping: Shaping | None = None  # biases, penalties, top_k and min_p (`serving.sampling`)
+    matcher: Any = None  # its grammar's place (`serving.structured.RowMatcher`): the tokens allowed next
     answer: list[int] = field(default_factory=list)  # its tokens so far, for the penalties
     submitted: float = 0.0
 
@@ -362,9 +363,15 @@ class Batcher(EndpointLoad):
         greedy = logits.argmax(dim=-1).tolist() if any(s.temperature <= 0 for s in sequences) else None
         leaving = []
         for row, sequence in enumerate(sequences):
-            if sequence.shaping is not None:
-                row_logits = shaped(torch, logits[row], sequence.shaping, sequence.prompt, sequence.answer)
+            if sequence.shaping is not None or sequence.matcher is not None:
+                row_logits = logits[row] if sequence.shaping is None else \
+                    shaped(torch, logits[row], sequence.shaping, sequence.prompt, sequence.answer)
+                if sequence.matcher is not None:  # only what the grammar allows next
+                    row_logits = row_logits.masked_fill(~sequence.matcher.allowed(torch).to(row_logits.device),
+                                                        float("-inf"))
                 token = int(row_logits.argmax()) if sequence.temperature <= 0 else self._sample(sequence, row_logits)
+                if sequence.matcher is not None:
+                    sequence.matcher.advance(token)
             else:
                 token = greedy[row] if sequence.temperature <= 0 else self._sample(sequence, logits[row])
             sequence.answer.append(token)

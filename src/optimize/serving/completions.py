@@ -25,6 +25,7 @@ from typing import Any
 from optimize.core.environment import setting
 from optimize.serving.batcher import RequestTimedOut
 from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
+from optimize.serving.structured import CALL_FORMATS, Constraint, ConstraintError, forced_call, read_response_format
 from optimize.workloads.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
@@ -67,6 +68,8 @@ class ChatRequest:
     include_usage: bool = False  # a stream's last chunk before [DONE] carries the usage (stream_options)
     shaping: Shaping = field(default_factory=Shaping)  # biases, penalties, top_k, min_p
     n: int = 1  # choices
+    response: Constraint | None = None  # response_format json_object / json_schema
+    tool_choice: Any = None  # none, auto, required or a named function (a forced call is constrained)
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -86,13 +89,16 @@ def read_request(body: Any) -> ChatRequest:
                 for m in messages]
     tools = body.get("tools") or None
     choice = body.get("tool_choice")
-    if choice not in (None, "none", "auto"):
-        raise RequestError("tool_choice can be none or auto here: this endpoint cannot force a tool call (no "
-                           "constrained decoding); leave tool_choice out and ask for the call in the messages",
-                           "tool_choice")
     if choice == "none":
         tools = None
     _refuse_unsupported(body)
+    try:
+        response = read_response_format(body.get("response_format"))
+        if forced_call(choice, tools, next(iter(CALL_FORMATS))) is not None and response is not None:
+            raise ConstraintError("response_format and a tool_choice that forces a call cannot both shape one answer; "
+                                  "leave one out", "tool_choice")
+    except ConstraintError as error:
+        raise RequestError(str(error), error.param) from None
     try:  # images sent as data URLs, read into files; then the rules a dataset row is held to, with a stand-in
         # answer after the prompt
         messages = with_image_files(messages)
@@ -128,17 +134,11 @@ def read_request(body: Any) -> ChatRequest:
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
                        _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")), shaping,
-                       choices)
+                       choices, response, choice)
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
     """What this engine cannot do, refused naming the field (never silently ignored)."""
-    form = body.get("response_format")
-    kind = form.get("type") if isinstance(form, dict) else form
-    if form is not None and kind != "text":
-        raise RequestError(f"response_format {kind!r} is not supported by this endpoint (it has no constrained "
-                           "decoding); leave response_format out (or text) and ask for JSON in the messages",
-                           "response_format")
     if body.get("store") not in (None, False):
         raise RequestError("store: true is not supported: an endpoint keeps no completions", "store")
     if body.get("modalities") not in (None, ["text"]):
@@ -184,11 +184,12 @@ def _top_logprobs(body: dict[str, Any]) -> int | None:
 
 
 class Prompt(list):
-    """A prompt's token ids, with the image files its image tokens stand for (none for a text prompt)."""
+    """A prompt's token ids, with the image files its image tokens stand for (none for a text prompt) and the
+    grammar its answer keeps to (none for a free answer)."""
 
-    def __init__(self, ids: list[int], images: tuple[str, ...] = ()) -> None:
+    def __init__(self, ids: list[int], images: tuple[str, ...] = (), constraint: Constraint | None = None) -> None:
         super().__init__(ids)
-        self.images = images
+        self.images, self.constraint = images, constraint
 
 
 class Completer:
@@ -214,6 +215,14 @@ class Completer:
             check_vocabulary(request.shaping, len(self.renderer.tokenizer))
         except ShapingError as error:
             raise RequestError(str(error), error.param) from None
+        try:  # a forced call is written in this model's own tool-call format
+            constraint = request.response or forced_call(request.tool_choice, request.tools, self.tool_parser)
+        except ConstraintError as error:
+            raise RequestError(str(error), error.param) from None
+        if constraint is not None and not getattr(self.engine, "constrains", False):
+            raise RequestError("this endpoint's engine has no constrained decoding (structured outputs are decoded "
+                               "by the Transformers engine); leave response_format and a forced tool_choice out",
+                               "response_format" if request.response else "tool_choice")
         if images and not getattr(self.engine, "reads_images", False):
             raise RequestError("the request holds images, and this endpoint's engine reads none (images are read by "
                                "the Transformers engine of a model that takes them)")
@@ -221,7 +230,7 @@ class Completer:
         ids = self.renderer.tokenizer(expansion.text if expansion else text, add_special_tokens=False)["input_ids"]
         if self.context_length and len(ids) >= self.context_length:
             raise RequestError(f"the prompt is {len(ids)} tokens, and the model's context is {self.context_length}")
-        return Prompt(ids, images)
+        return Prompt(ids, images, constraint)
 
     def _limit(self, request: ChatRequest, prompt: list[int]) -> int:
         room = (self.context_length - len(prompt)) if self.context_length else request.max_tokens
@@ -232,6 +241,8 @@ class Completer:
         extra = {"images": prompt.images} if prompt.images else {}  # an engine without images is never asked
         if request.shaping.shapes:  # an engine that cannot shape is never asked to
             extra["shaping"] = request.shaping
+        if prompt.constraint is not None:
+            extra["constraint"] = prompt.constraint
         seed = None if request.seed is None else (request.seed + choice) % 2**63
         return self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature, request.top_p,
                                   seed, request.top_logprobs, **extra)

@@ -19,6 +19,7 @@ from optimize.serving.batcher import Batcher, Sequence, Step, Steps
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.prefix_cache import PrefixCache
 from optimize.serving.sampling import Shaping
+from optimize.serving.structured import Constraint
 
 MAX_RUNNING: int = setting("OPTIMIZE_ENDPOINT_BATCH")  # rows that decode together
 MAX_WAITING: int = setting("OPTIMIZE_ENDPOINT_QUEUE")  # requests that wait for a row; then 429
@@ -56,6 +57,8 @@ class ServingModel:
         # a model that takes images: its processor prepares a prompt's pixels when the prompt is prefilled
         self.images = ImageTokens.from_pretrained(model_dir) if takes_images(model_dir) else None
         self.reads_images = self.images is not None
+        self._matchers = None  # llguidance's tokenizer, built when the first constrained request comes
+        self.constrains = True  # it decodes under a grammar (`serving.structured`)
         self.peft = None  # the PeftModel around the base, once an adapter is loaded
         self.adapters: dict[str, str] = {}  # served name -> PEFT adapter key
         self.stacked = None  # the loaded adapters' LoRA weights stacked (`serving.stacked_lora`), where they stack
@@ -108,14 +111,25 @@ class ServingModel:
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
                top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None,
-               images: tuple[str, ...] = (), shaping: Shaping | None = None) -> Steps:
+               images: tuple[str, ...] = (), shaping: Shaping | None = None,
+               constraint: Constraint | None = None) -> Steps:
         """The answer's steps as they are generated, the stop token included; `adapter` None is the base; `images`
-        the files the prompt's image tokens stand for; `shaping` its biases, penalties, top_k and min_p. Raises
-        `QueueFull` at once when the endpoint has no room for it; closing the iterator early frees its row."""
+        the files the prompt's image tokens stand for; `shaping` its biases, penalties, top_k and min_p;
+        `constraint` the grammar its answer keeps to. Raises `QueueFull` at once when the endpoint has no room for
+        it; closing the iterator early frees its row."""
         sequence = Sequence(adapter, list(prompt), max_new_tokens, temperature, top_p, seed, top_logprobs,
-                            images=tuple(images), shaping=shaping if shaping is not None and shaping.shapes else None)
+                            images=tuple(images), shaping=shaping if shaping is not None and shaping.shapes else None,
+                            matcher=self._matcher(constraint) if constraint is not None else None)
         self.batcher.submit(sequence)
         return self.batcher.steps(sequence)
+
+    def _matcher(self, constraint: Constraint):
+        if self._matchers is None:
+            from optimize.serving.structured import Matchers
+
+            vocabulary = self.base.get_output_embeddings().weight.shape[0]  # the logits' width
+            self._matchers = Matchers(self.tokenizer, vocabulary, self.stop_ids)
+        return self._matchers.matcher(constraint)
 
     def score(self, adapter: str | None, ids: list[int], top: int = 0) -> list[Step]:
         """Each token of `ids` after the first, with its log-probability given the ones before it (and the `top`
