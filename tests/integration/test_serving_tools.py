@@ -64,6 +64,11 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
         [call] = choice.message.tool_calls
         assert call.type == "function" and call.function.name == "weather"
         assert json.loads(call.function.arguments) == {"city": "Paris"}
+        # one rule on every route: a request without a system message is answered with the trained instructions
+        assert client.get(f"/v1/models/{model}").json()["instructions"] == SYSTEM
+        bare = openai.chat.completions.create(model=model, messages=question[1:], tools=[WEATHER], temperature=0,
+                                              max_tokens=48)
+        assert bare.choices[0].message.tool_calls[0].function.arguments == call.function.arguments
 
         streamed = list(openai.chat.completions.create(model=model, messages=question, tools=[WEATHER],
                                                        temperature=0, max_tokens=48, stream=True))

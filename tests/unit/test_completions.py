@@ -518,3 +518,20 @@ def test_an_engine_without_constrained_decoding_refuses_structured_outputs(smoll
     with pytest.raises(RequestError) as refused:
         completer.complete(None, read_request(body(**fields)))
     assert refused.value.param == param and "has no constrained decoding" in str(refused.value)
+
+
+def test_a_trained_model_s_instructions_answer_a_request_without_a_system_message(smollm2):
+    completer, engine = completer_for(smollm2, "Sunny.")
+    completer.instructions["acme/helper:v2"] = "Answer in one word."
+    renderer = smollm2[0]
+    completer.complete("acme/helper:v2", read_request(body()))
+    assert "Answer in one word." in renderer.tokenizer.decode(engine.asked[-1]["prompt"])
+    for fields in ({"trained_instructions": False},
+                   {"messages": [{"role": "system", "content": "Be loud."}, {"role": "user", "content": "hi"}]}):
+        completer.complete("acme/helper:v2", read_request(body(**fields)))
+        assert "Answer in one word." not in renderer.tokenizer.decode(engine.asked[-1]["prompt"]), fields
+    completer.complete(None, read_request(body()))  # the base model has none
+    assert "Answer in one word." not in renderer.tokenizer.decode(engine.asked[-1]["prompt"])
+    with pytest.raises(RequestError) as refused:
+        read_request(body(trained_instructions="no"))
+    assert refused.value.param == "trained_instructions"

@@ -22,8 +22,10 @@ def test_a_spec_round_trips_in_its_wire_form():
     wire = AnalysisSpec.model_validate(analysis_spec()).wire()
     assert wire == analysis_spec()
     assert EndpointSpec.model_validate({"endpointId": "e", "leaseSeconds": 5, "model": MODEL, "toolCallParser": None,
-                                        "contextLength": 8192, "adapters": [{"name": "p/m:v1", "manifest": "f" * 64}]
-                                        }).wire()["adapters"] == [{"name": "p/m:v1", "manifest": "f" * 64}]
+                                        "contextLength": 8192, "adapters": [{"name": "p/m:v1", "manifest": "f" * 64,
+                                                                             "instructions": "Be brief."}]
+                                        }).wire()["adapters"] == [{"name": "p/m:v1", "manifest": "f" * 64,
+                                                                   "instructions": "Be brief."}]
 
 
 @pytest.mark.parametrize("broken", [{"leaseSecond": 60}, {"objects": [{"path": "x", "sha256": "y", "bytes": 1}]}])

@@ -145,6 +145,9 @@ class ServedModel(OpenAIAnswer):
     created: int = Field(description="When its endpoint became ready (Unix seconds)")
     owned_by: str = Field(description="The project serving it")
     endpoint: str = Field(description="The endpoint serving it")
+    instructions: str | None = Field(default=None, description=(
+        "Its trained instructions (its first training row's system message): the system message a chat request "
+        "that brings none is answered with, unless the request sets trained_instructions: false"))
 
 
 class ServedModelList(OpenAIAnswer):

@@ -136,6 +136,8 @@ class EvaluationSpec(Spec):
 class AdapterSpec(Spec):
     name: str = Field(description="The served name (NS/NAME:vN)")
     manifest: str = Field(description="Its weights manifest digest")
+    instructions: str | None = Field(default=None, description="Its trained instructions: the system message a "
+                                                               "request without one is answered with")
 
 
 class EndpointSpec(Spec):

@@ -39,7 +39,8 @@ CHAT_FIELDS = frozenset({
     "presence_penalty", "logit_bias", "parallel_tool_calls", "user", "metadata", "store",
     "top_k", "min_p", "repetition_penalty",  # vLLM's sampling extras
     # OpenAI's fields that change nothing an endpoint does: accepted and left, as OpenAI documents them
-    "service_tier", "prompt_cache_key", "safety_identifier", "reasoning_effort", "modalities"})
+    "service_tier", "prompt_cache_key", "safety_identifier", "reasoning_effort", "modalities",
+    "trained_instructions"})  # false: a trained model's instructions are not put before a request without a system one
 MOST_STOPS = 4
 MOST_TOP_LOGPROBS = 20
 MOST_CHOICES = 16  # n: choices one request may ask for
@@ -70,6 +71,7 @@ class ChatRequest:
     n: int = 1  # choices
     response: Constraint | None = None  # response_format json_object / json_schema
     tool_choice: Any = None  # none, auto, required or a named function (a forced call is constrained)
+    trained_instructions: bool = True  # a trained model's instructions answer a request without a system message
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -134,7 +136,7 @@ def read_request(body: Any) -> ChatRequest:
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
                        _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")), shaping,
-                       choices, response, choice)
+                       choices, response, choice, _flag(body, "trained_instructions"))
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -149,6 +151,15 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
     options = body.get("stream_options")
     if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}):
         raise RequestError("stream_options may hold include_usage only", "stream_options")
+
+
+def _flag(body: dict[str, Any], name: str, default: bool = True) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if type(value) is not bool:
+        raise RequestError(f"{name} must be true or false", name)
+    return value
 
 
 def read_stop(stop: Any) -> tuple[str, ...]:
@@ -193,22 +204,36 @@ class Prompt(list):
 
 
 class Completer:
-    """Answers requests for one endpoint: its engine, the base model's renderer and the model's tool parser."""
+    """Answers requests for one endpoint: its engine, the base model's renderer and the model's tool parser; a
+    served adapter's trained instructions (`instructions`, by served name: kept current as adapters attach) are the
+    system message of a request that brings none, unless it says trained_instructions: false."""
 
-    def __init__(self, engine, renderer, tool_parser: str | None, context_length: int | None) -> None:
+    def __init__(self, engine, renderer, tool_parser: str | None, context_length: int | None,
+                 instructions: dict[str, str | None] | None = None) -> None:
         self.engine = engine
         self.renderer = renderer
         self.tool_parser = tool_parser
         self.context_length = context_length
+        self.instructions = instructions if instructions is not None else {}
 
-    def prompt(self, request: ChatRequest) -> Prompt:
+    def messages(self, adapter: str | None, request: ChatRequest) -> list[dict[str, Any]]:
+        """The conversation the model answers: the request's, after its model's trained instructions where the
+        request brings no system message (and has not turned them off)."""
+        instructions = self.instructions.get(adapter) if adapter is not None else None
+        if not instructions or not request.trained_instructions or \
+                any(m.get("role") == "system" for m in request.messages):
+            return request.messages
+        return [{"role": "system", "content": instructions}, *request.messages]
+
+    def prompt(self, request: ChatRequest, adapter: str | None = None) -> Prompt:
         """The request's prompt as token ids (its images' tokens expanded as the model's processor writes them),
         with the image files they stand for."""
         from optimize.chat.render import RenderError
 
+        messages = self.messages(adapter, request)
         try:
-            text = self.renderer.text(request.messages, request.tools, generation_prompt=True)
-            expansion, images = self.renderer.expanded(text, request.messages)
+            text = self.renderer.text(messages, request.tools, generation_prompt=True)
+            expansion, images = self.renderer.expanded(text, messages)
         except RenderError as error:
             raise RequestError(str(error)) from None
         try:
@@ -250,7 +275,7 @@ class Completer:
     def complete(self, adapter: str | None, request: ChatRequest) -> dict[str, Any]:
         """Every choice (`n`), each asked before any is read, so they decode together and a prompt asked several
         times is prefilled once."""
-        prompt = self.prompt(request)
+        prompt = self.prompt(request, adapter)
         streams: list[Any] = []
         try:
             for choice in range(request.n):
@@ -279,7 +304,7 @@ class Completer:
     def chunks(self, adapter: str | None, request: ChatRequest) -> Iterator[str]:
         """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`. The prompt is checked and the request
         given its place in the batch before the stream starts (a refusal or a full endpoint is an error answer)."""
-        prompt = self.prompt(request)
+        prompt = self.prompt(request, adapter)
         return self._chunks(request, prompt, self._steps(adapter, request, prompt))
 
     def _chunks(self, request: ChatRequest, prompt: list[int], generated) -> Iterator[str]:

@@ -375,7 +375,8 @@ def served_models(deployment: Deployment) -> list[answers.ServedModel]:
             for item in endpoint_view(endpoint).models:
                 if item.ready and item.enabled and item.name not in models:
                     models[item.name] = answers.ServedModel(id=item.name, object="model", created=created,
-                                                            owned_by=endpoint.project, endpoint=endpoint.id)
+                                                            owned_by=endpoint.project, endpoint=endpoint.id,
+                                                            instructions=item.instructions)
         return list(models.values())
 
 
@@ -383,7 +384,8 @@ def served_models(deployment: Deployment) -> list[answers.ServedModel]:
 
 
 def _worker_adapters(endpoint: Endpoint) -> list[dict[str, Any]]:
-    return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:")} for a in endpoint.adapters]
+    return [{"name": a["name"], "manifest": a["manifestDigest"].removeprefix("sha256:"),
+             "instructions": a.get("instructions")} for a in endpoint.adapters]
 
 
 def job_spec(deployment: Deployment, endpoint_id: str, token: str) -> dict[str, Any]:

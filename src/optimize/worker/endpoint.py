@@ -66,7 +66,8 @@ def _serve(spec: dict[str, Any], beat: _Heartbeat) -> int:
     engine = engine_for(spec["model"]["path"])
     beat.engine = engine
     beat.sync(spec["adapters"])  # the adapters attached at creation answer from the first request
-    completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"))
+    completer = Completer(engine, renderer, spec.get("toolCallParser"), spec.get("contextLength"),
+                          beat.instructions)
     gc.collect()
     gc.freeze()  # what is loaded stays: the collector's full passes no longer walk it (pauses in the decoding loop)
     texts = TextCompleter(engine, renderer.tokenizer, spec.get("contextLength"))
@@ -154,6 +155,7 @@ class _Heartbeat:
         self.interval = max(0.5, min(2.0, lease_seconds / 4))  # an attached adapter loads within about this
         self.workdir = workdir
         self.engine = None
+        self.instructions: dict[str, str | None] = {}  # each served adapter's, by name (the completer reads them)
         self.address: str | None = None
         self.on_lost = lambda: None
         self.lost = threading.Event()
@@ -174,9 +176,12 @@ class _Heartbeat:
         self._wake.set()
 
     def sync(self, wanted: list[dict[str, Any]]) -> bool:
-        """Load the adapters the server lists and unload the others; True when anything changed."""
+        """Load the adapters the server lists and unload the others, and keep each one's trained instructions;
+        True when anything changed."""
         if self.engine is None:
             return False
+        self.instructions.clear()
+        self.instructions.update({a["name"]: a.get("instructions") for a in wanted})
         names = {a["name"] for a in wanted}
         changed = False
         for name in [n for n in self.engine.adapters if n not in names]:

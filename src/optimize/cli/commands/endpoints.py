@@ -85,8 +85,9 @@ def send(
     endpoint: Endpoint,
     text: Annotated[str | None, typer.Option("--input", help="The user message.")] = None,
     file: Annotated[str | None, typer.Option("--file", help="Read the user message from this file.")] = None,
-    instructions: Annotated[str | None, typer.Option("--instructions", help="The system message (default: a "
-                                                     "trained model's first training row's).")] = None,
+    instructions: Annotated[str | None, typer.Option("--instructions", help="The system message (default: the "
+                                                     "endpoint answers with a trained model's own instructions).")
+                            ] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, max=2.0,
                                                       help="Sampling temperature (0: greedy).")] = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Answer length limit.")] = None,
@@ -103,8 +104,7 @@ def send(
     with client_for(out, timeout=600.0) as api:
         info = api.endpoints.get(endpoint)
         chosen = model or info["model"]
-        if instructions is None:
-            instructions = next((m.get("instructions") for m in info["models"] if m["name"] == chosen), None)
+        # without --instructions the endpoint answers with the model's trained instructions, as on every route
         messages = ([{"role": "system", "content": instructions}] if instructions else []) + \
             [{"role": "user", "content": text}]
         answer = api.endpoints.chat(info["endpointId"], model=chosen, messages=messages, temperature=temperature,
