@@ -257,3 +257,23 @@ def test_openai_parse_reads_structured_answers_and_forced_calls_through_the_serv
     [call] = called.choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments)["days"] in (1, 2, 3)
     assert called.choices[0].finish_reason == "tool_calls"
+
+
+def test_the_openai_client_s_responses_create_whole_streamed_and_continued(served):
+    from openai import NotFoundError, OpenAI
+
+    proc, _ = served
+    openai = OpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0)
+    first = openai.responses.create(model=MODEL, input="What is 2 plus 2?", instructions="Answer briefly.",
+                                    max_output_tokens=8, temperature=0)
+    assert first.id.startswith("resp_") and first.output_text and first.usage.output_tokens <= 8
+    following = openai.responses.create(model=MODEL, input="And 3 plus 3?", previous_response_id=first.id,
+                                        max_output_tokens=8, temperature=0)
+    assert following.usage.input_tokens > first.usage.input_tokens  # the earlier turn came along
+    events = list(openai.responses.create(model=MODEL, input="What is 2 plus 2?", max_output_tokens=8,
+                                          temperature=0, stream=True))
+    assert events[0].type == "response.created" and events[-1].type in ("response.completed", "response.incomplete")
+    streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert streamed == events[-1].response.output_text
+    with pytest.raises(NotFoundError):
+        openai.responses.create(model=MODEL, input="x", previous_response_id="resp_unknown")

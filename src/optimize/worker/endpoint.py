@@ -96,7 +96,10 @@ RETRY_AFTER_SECONDS = 1
 def _app(completer, texts, base_name: str, engine) -> FastAPI:
     """The worker's OpenAI routes; every error in OpenAI's shape (`error`: message, type, param, code)."""
     from optimize.serving.batcher import QueueFull, RequestTimedOut
+    from optimize.serving.responses import NotKept, Responder
     from optimize.serving.text_completions import read_text_request
+
+    responder = Responder(completer)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -143,6 +146,13 @@ def _app(completer, texts, base_name: str, engine) -> FastAPI:
     @app.post("/v1/completions")
     async def text(request: Request):
         return await answer(request, read_text_request, texts)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request):
+        try:
+            return await answer(request, responder.read, responder)
+        except NotKept as gone:
+            return refuse(str(gone), 404, "previous_response_id", "previous_response_not_found")
 
     return app
 

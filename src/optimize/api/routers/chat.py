@@ -74,6 +74,20 @@ async def completions(request: Request, deployment: DeploymentDep):
     return await forward(request, deployment, None, "completions")
 
 
+RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "description": "OpenAI's response object (output: a message and/or function calls); with stream: true, the "
+                   "Responses API's server-sent events, from response.created to response.completed",
+    "content": {"application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+@router.post("/responses", responses=RESPONSES_RESPONSES)
+async def responses(request: Request, deployment: DeploymentDep):
+    """OpenAI's Responses API (text and function tools; previous_response_id goes on from a response the same
+    endpoint answered within the hour), answered by the endpoint that serves the request's model."""
+    return await forward(request, deployment, None, "responses")
+
+
 def _client(request: Request) -> httpx.AsyncClient:
     """The server's one client to its endpoints' workers (kept on the app: a client a request cost about 18 ms of
     the event loop's time, most of it building an SSL context). Loopback only, so no proxy from the environment."""
