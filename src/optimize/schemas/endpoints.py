@@ -221,3 +221,26 @@ class ChatCompletion(OpenAIAnswer):
     model: str = Field(description="The exact model version that answered")
     choices: list[ChatChoice] = Field(description="One choice")
     usage: ChatUsage = Field(description="Token counts")
+
+
+class ResponseUsage(OpenAIAnswer):
+    input_tokens: int = Field(description="Tokens in the rendered prompt")
+    input_tokens_details: dict[str, int] = Field(description="cached_tokens: prompt tokens taken from a kept prefix")
+    output_tokens: int = Field(description="Tokens generated")
+    output_tokens_details: dict[str, int] = Field(description="reasoning_tokens: always 0 here")
+    total_tokens: int = Field(description="Both together")
+
+
+class ResponseObject(OpenAIAnswer):
+    """OpenAI's response object (the Responses API), as the endpoint's worker answered it; the request's
+    instructions, tools, tool_choice, sampling, text and metadata come back beside these."""
+
+    id: str = Field(description="resp_…: the previous_response_id a later request may name (kept an hour)")
+    object: str = Field(description="Always response")
+    created_at: int = Field(description="Unix seconds")
+    status: str = Field(description="completed, or incomplete when max_output_tokens cut the answer")
+    incomplete_details: dict[str, str] | None = Field(description="reason: max_output_tokens, when incomplete")
+    model: str = Field(description="The exact model version that answered")
+    output: list[dict[str, Any]] = Field(description="A message (output_text parts) and/or function_call items")
+    output_text: str = Field(description="The output messages' text, joined")
+    usage: ResponseUsage = Field(description="Token counts")

@@ -24,6 +24,7 @@ from optimize.core.errors import Invalid, NotFound, Unavailable
 from optimize.schemas.endpoints import (
     ChatCompletion,
     ChatCompletionRequest,
+    ResponseObject,
     ServedModel,
     ServedModelList,
     TextCompletion,
@@ -75,10 +76,10 @@ async def completions(request: Request, deployment: DeploymentDep):
 
 
 RESPONSES_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
-    "description": "OpenAI's response object (output: a message and/or function calls); with stream: true, the "
-                   "Responses API's server-sent events, from response.created to response.completed",
-    "content": {"application/json": {"schema": {"type": "object"}},
-                "text/event-stream": {"schema": {"type": "string"}}}}}
+    "model": ResponseObject, "description": "OpenAI's response object (output: a message and/or function calls); "
+                                            "with stream: true, the Responses API's server-sent events, from "
+                                            "response.created to response.completed",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
 @router.post("/responses", responses=RESPONSES_RESPONSES)
