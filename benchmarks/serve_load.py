@@ -28,7 +28,9 @@ over 10% of the machine is marked disturbed, and so are the ratios taken from it
 
 Targets on the 2-core cpu, printed as ratios against them: 16 clients at least 4x the one-client tokens/s with a
 p95 latency at most 3x the one-client p95; at 64 clients every request answered or told 429, none failed or timed
-out.
+out. Then the 16-client level runs again with every request constrained to a JSON schema (`response_format`
+json_schema, a string answer as long as the free ones): constrained decoding costs at most 1.3x, the free level's
+tokens/s over the constrained level's.
 
     .venv/bin/python benchmarks/serve_load.py [--model optimize/small-smollm2] [--levels 1,4,16,64] [--seconds 20]
         [--max-tokens 32] [--timeout 120] [--steps 12] [--batch N] [--queue N] [--threads N] [--json PATH]
@@ -246,10 +248,18 @@ def classify(record: dict, status: int, headers, text: str) -> None:
         record["error"] = f"HTTP {status}: {text[:300]}"
 
 
+# the structured level's schema: an answer that goes on for max_tokens (a string), so the constrained answers are as
+# long as the free ones and tokens/s compare like for like
+STRUCTURED = {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": {
+    "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+    "additionalProperties": False}}}
+
+
 async def level(url: str, headers: dict, models: list[str], clients: int, seconds: float, max_tokens: int,
-                timeout: float, requests: int | None = None) -> tuple[list[dict], float]:
+                timeout: float, requests: int | None = None, structured: bool = False) -> tuple[list[dict], float]:
     """`clients` clients, each sending one request after another for `seconds` (or until `requests` are sent);
-    every request's record and the level's wall time (from its start to its last answer)."""
+    every request's record and the level's wall time (from its start to its last answer). `structured`: every
+    request asks for a JSON answer of a schema (constrained decoding)."""
     import httpx
 
     counter = iter(range(10**9))
@@ -269,7 +279,8 @@ async def level(url: str, headers: dict, models: list[str], clients: int, second
                 body = {"model": models[k % len(models)], "stream": stream,
                         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}],
                         "max_tokens": max_tokens, "temperature": 0,
-                        **({"stream_options": {"include_usage": True}} if stream else {})}
+                        **({"stream_options": {"include_usage": True}} if stream else {}),
+                        **({"response_format": STRUCTURED} if structured else {})}
                 record = await one_request(http, body, timeout)
                 record["end"] = time.monotonic() - started
                 records.append(record)
@@ -449,6 +460,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for the server and its workers (default: "
                                                     "torch's own, one per core)")
     parser.add_argument("--json", metavar="PATH", help="write the figures (and every request's record) here")
+    parser.add_argument("--structured-clients", type=int, default=16,
+                        help="the level run again with every request constrained to a JSON schema")
     args = parser.parse_args()
     levels = [int(item) for item in args.levels.split(",") if item.strip()]
     if not levels or min(levels) < 1:
@@ -538,6 +551,21 @@ def main() -> None:
 
             print_table(rows)
             result["targets"] = print_targets(rows)
+            free = next((row for row in rows if row["clients"] == args.structured_clients), None)
+            if free is not None:
+                records, wall = asyncio.run(level(url, headers, models, args.structured_clients, args.seconds,
+                                                  args.max_tokens, args.timeout, structured=True))
+                constrained = figures(args.structured_clients, records, wall)
+                cost = free["tokensPerSecond"] / constrained["tokensPerSecond"] \
+                    if constrained["tokensPerSecond"] else None
+                result["structured"] = {**constrained, "records": records, "costRatio": cost}
+                say(f"\nstructured outputs ({args.structured_clients} clients, response_format json_schema): "
+                    f"{constrained['ok']} answered, {constrained['failed']} failed, "
+                    f"{constrained['tokensPerSecond']:.1f} tok/s against {free['tokensPerSecond']:.1f} free")
+                say(f"  free tok/s / constrained tok/s      {DASH if cost is None else f'{cost:6.2f}x'}  (target <= "
+                    f"1.3x: {'met' if cost is not None and cost <= 1.3 else 'NOT met'})")
+            else:
+                say(f"\nstructured outputs: not measured (--levels needs {args.structured_clients})")
             akka(url, "training", "endpoints", "delete", endpoint_id)
     except BaseException:
         log = work / "server.log"

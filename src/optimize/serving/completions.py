@@ -25,7 +25,13 @@ from typing import Any
 from optimize.core.environment import setting
 from optimize.serving.batcher import RequestTimedOut
 from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
-from optimize.serving.structured import CALL_FORMATS, Constraint, ConstraintError, forced_call, read_response_format
+from optimize.serving.structured import (
+    Constraint,
+    ConstraintError,
+    forced_call,
+    forced_tools,
+    read_response_format,
+)
 from optimize.workloads.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256
@@ -96,7 +102,7 @@ def read_request(body: Any) -> ChatRequest:
     _refuse_unsupported(body)
     try:
         response = read_response_format(body.get("response_format"))
-        if forced_call(choice, tools, next(iter(CALL_FORMATS))) is not None and response is not None:
+        if forced_tools(choice, tools) is not None and response is not None:
             raise ConstraintError("response_format and a tool_choice that forces a call cannot both shape one answer; "
                                   "leave one out", "tool_choice")
     except ConstraintError as error:

@@ -75,8 +75,8 @@ def read_response_format(form: Any) -> Constraint | None:
                           "response_format")
 
 
-def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | None) -> Constraint | None:
-    """The constraint of a `tool_choice` that forces a call: `required` (any offered tool) or a named function;
+def forced_tools(choice: Any, tools: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    """The offered tools a `tool_choice` forces a call of (`required`: any; a named function: that one), by name;
     None for none, auto or no choice."""
     if choice in (None, "none", "auto"):
         return None
@@ -90,6 +90,15 @@ def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | N
     if named is not None and named not in offered:
         raise ConstraintError(f"tool_choice names {named!r}, which the request's tools do not offer (they offer "
                               f"{', '.join(sorted(offered))})", "tool_choice")
+    return {name: function for name, function in offered.items() if named is None or name == named}
+
+
+def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | None) -> Constraint | None:
+    """The constraint of a `tool_choice` that forces a call, written in the model's tool-call format (`parser`);
+    None for none, auto or no choice."""
+    forced = forced_tools(choice, tools)
+    if forced is None:
+        return None
     if parser not in CALL_FORMATS:
         raise ConstraintError(f"a forced tool call is written in the model's tool-call format; {parser or 'its'} "
                               "format cannot be forced here (hermes and llama3_json can); use tool_choice auto",
@@ -98,7 +107,7 @@ def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | N
     calls = [{"type": "object", "properties": {"name": {"const": name},
                                                arguments: function.get("parameters") or {"type": "object"}},
               "required": ["name", arguments], "additionalProperties": False}
-             for name, function in offered.items() if named is None or name == named]
+             for name, function in forced.items()]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
     _schema_grammar(schema, "tools")  # each tool's parameters compile
     lark = f"start: {before}call{after}\ncall: %json {json.dumps(schema)}"
