@@ -9,6 +9,9 @@
   `until` stop strings by the server);
 - httpx as a curl-like client: a streamed chat completion and a streamed text completion read line by line as
   server-sent events, ending with `data: [DONE]`;
+- the `openai` client's `chat.completions.parse` with a pydantic model, a forced tool call and several choices, and
+  its `responses.create` (whole, streamed, and going on from a previous response); LangChain's
+  `with_structured_output` (json_schema and function calling);
 - and what a client may send that no model can answer — a bare NaN or Infinity in the body, a token id outside the
   vocabulary — is refused in OpenAI's error shape naming the field, never a 5xx, while a one-token prompt (with
   `echo` and `logprobs` or without) is answered.
@@ -277,3 +280,25 @@ def test_the_openai_client_s_responses_create_whole_streamed_and_continued(serve
     assert streamed == events[-1].response.output_text
     with pytest.raises(NotFoundError):
         openai.responses.create(model=MODEL, input="x", previous_response_id="resp_unknown")
+
+
+@pytest.mark.parametrize("method", ["json_schema", "function_calling"])
+def test_langchain_with_structured_output_reads_answers_of_its_schema(served, method):
+    from typing import Literal
+
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel, ConfigDict
+
+    class Triage(BaseModel):
+        """A support ticket's triage."""
+
+        model_config = ConfigDict(extra="forbid")
+        label: Literal["billing", "bug", "other"]
+        urgent: bool
+
+    proc, _ = served
+    chat = ChatOpenAI(model=MODEL, base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0, temperature=1.0,
+                      max_tokens=96)
+    structured = chat.with_structured_output(Triage, method=method)
+    for _ in range(3):
+        assert isinstance(structured.invoke("Triage: my invoice is wrong"), Triage)

@@ -366,7 +366,7 @@ def test_a_stream_with_tools_and_a_text_answer_streams_the_text(smollm2):
 UNSUPPORTED = {  # id: (fields, the param named)
     "json_schema-without-schema": ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
                                    "response_format"),
-    "parallel_tool_calls": ({"parallel_tool_calls": False}, "parallel_tool_calls"),
+    "parallel_tool_calls-string": ({"parallel_tool_calls": "no"}, "parallel_tool_calls"),
     "store": ({"store": True}, "store"),
     "unknown": ({"guided_json": {}}, "guided_json"),
     "stop-empty": ({"stop": ""}, "stop"),
@@ -535,3 +535,10 @@ def test_a_trained_model_s_instructions_answer_a_request_without_a_system_messag
     with pytest.raises(RequestError) as refused:
         read_request(body(trained_instructions="no"))
     assert refused.value.param == "trained_instructions"
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call(smollm2):
+    completer, _ = completer_for(smollm2, CALLS_ANSWER)
+    answer = completer.complete(None, read_request(body(tools=TOOLS, parallel_tool_calls=False)))
+    [call] = answer["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and answer["choices"][0]["finish_reason"] == "tool_calls"

@@ -78,6 +78,7 @@ class ChatRequest:
     response: Constraint | None = None  # response_format json_object / json_schema
     tool_choice: Any = None  # none, auto, required or a named function (a forced call is constrained)
     trained_instructions: bool = True  # a trained model's instructions answer a request without a system message
+    parallel_tool_calls: bool = True  # false: an answer keeps its first tool call only
 
 
 def read_request(body: Any) -> ChatRequest:
@@ -142,7 +143,8 @@ def read_request(body: Any) -> ChatRequest:
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
                        _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")), shaping,
-                       choices, response, choice, _flag(body, "trained_instructions"))
+                       choices, response, choice, _flag(body, "trained_instructions"),
+                       _flag(body, "parallel_tool_calls"))
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -151,9 +153,6 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         raise RequestError("store: true is not supported: an endpoint keeps no completions", "store")
     if body.get("modalities") not in (None, ["text"]):
         raise RequestError("modalities may be [\"text\"] only: an endpoint answers in text", "modalities")
-    if body.get("parallel_tool_calls") not in (None, True):
-        raise RequestError("parallel_tool_calls: false is not supported: a model may answer with several calls",
-                           "parallel_tool_calls")
     options = body.get("stream_options")
     if options is not None and (not isinstance(options, dict) or set(options) - {"include_usage"}):
         raise RequestError("stream_options may hold include_usage only", "stream_options")
@@ -380,7 +379,8 @@ class Completer:
             text = self._text(tokens, skip_special=False)[:cut]
             parsed = parse(self.tool_parser, text, offered)
             if parsed.calls:
-                return {"role": "assistant", "content": parsed.content, "tool_calls": parsed.calls}, "tool_calls"
+                calls = parsed.calls if request.parallel_tool_calls else parsed.calls[:1]
+                return {"role": "assistant", "content": parsed.content, "tool_calls": calls}, "tool_calls"
             # calls that cannot be read stay as the model wrote them, their markers included
             return {"role": "assistant", "content": text}, "stop" if stopped else "length"
         # the text as generated (as the stream sends it), without the stop token, cut at a stop string

@@ -181,7 +181,8 @@ class Responder:
                 "tool_choice": body.get("tool_choice") or "auto", "temperature": body.get("temperature", 1.0),
                 "top_p": body.get("top_p", 1.0), "max_output_tokens": body.get("max_output_tokens"),
                 "previous_response_id": body.get("previous_response_id"), "metadata": body.get("metadata") or {},
-                "text": body.get("text") or {"format": {"type": "text"}}, "parallel_tool_calls": True,
+                "text": body.get("text") or {"format": {"type": "text"}},
+                "parallel_tool_calls": body.get("parallel_tool_calls", True),
                 "store": body.get("store", True)}
         return ResponsesRequest(request, echo, [*history, *messages], bool(body.get("stream")))
 
