@@ -26,6 +26,7 @@ from typing import Any
 
 from optimize.serving.load import EndpointLoad, QueueFull
 from optimize.serving.sampling import Shaping, filtered, shaped
+from optimize.serving.structured import allowed
 
 __all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 
@@ -360,20 +361,22 @@ class Batcher(EndpointLoad):
         """Sample each row's next token, hand it over, and let finished or cancelled rows leave."""
         torch = self.engine.torch
         logits = logits.float()
+        constrained = [row for row, s in enumerate(sequences) if s.matcher is not None]
+        if constrained:  # each constrained row only what its grammar allows next, all such rows at once
+            index = torch.tensor(constrained, device=logits.device)
+            permitted = allowed(torch, [sequences[row].matcher for row in constrained]).to(logits.device)
+            logits = logits.clone()
+            logits[index] = logits[index].masked_fill(~permitted, float("-inf"))
         greedy = logits.argmax(dim=-1).tolist() if any(s.temperature <= 0 for s in sequences) else None
         leaving = []
         for row, sequence in enumerate(sequences):
-            if sequence.shaping is not None or sequence.matcher is not None:
-                row_logits = logits[row] if sequence.shaping is None else \
-                    shaped(torch, logits[row], sequence.shaping, sequence.prompt, sequence.answer)
-                if sequence.matcher is not None:  # only what the grammar allows next
-                    row_logits = row_logits.masked_fill(~sequence.matcher.allowed(torch).to(row_logits.device),
-                                                        float("-inf"))
+            if sequence.shaping is not None:
+                row_logits = shaped(torch, logits[row], sequence.shaping, sequence.prompt, sequence.answer)
                 token = int(row_logits.argmax()) if sequence.temperature <= 0 else self._sample(sequence, row_logits)
-                if sequence.matcher is not None:
-                    sequence.matcher.advance(token)
             else:
                 token = greedy[row] if sequence.temperature <= 0 else self._sample(sequence, logits[row])
+            if sequence.matcher is not None:
+                sequence.matcher.advance(token)
             sequence.answer.append(token)
             step = Step(token)
             if sequence.top_logprobs is not None:

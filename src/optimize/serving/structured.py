@@ -131,19 +131,23 @@ class Matchers:
         return RowMatcher(LLMatcher(self.tokenizer, constraint.grammar, log_level=0), self.vocabulary)
 
 
+def allowed(torch, rows: list[RowMatcher]) -> Any:
+    """A boolean tensor (rows, vocabulary): the tokens each row's grammar allows next (its bitmask, a bit a token,
+    unpacked for all the rows at once)."""
+    import numpy
+
+    words = torch.from_numpy(numpy.stack([numpy.frombuffer(row.matcher.compute_bitmask(), dtype=numpy.int32)
+                                          for row in rows]))
+    bits = (words.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
+    return bits.reshape(len(rows), -1)[:, :rows[0].vocabulary].bool()
+
+
 class RowMatcher:
-    """Where one row's answer is in its grammar: the tokens allowed next, and the token picked."""
+    """Where one row's answer is in its grammar (`allowed` reads the tokens it allows next), advanced by the token
+    picked."""
 
     def __init__(self, matcher: Any, vocabulary: int) -> None:
         self.matcher, self.vocabulary = matcher, vocabulary
-
-    def allowed(self, torch) -> Any:
-        """A boolean tensor over the vocabulary: the tokens the grammar allows next."""
-        import numpy
-
-        bits = numpy.unpackbits(numpy.frombuffer(self.matcher.compute_bitmask(), dtype=numpy.uint8),
-                                bitorder="little")[:self.vocabulary]
-        return torch.from_numpy(bits.astype(bool))
 
     def advance(self, token: int) -> None:
         if not self.matcher.consume_token(token):
