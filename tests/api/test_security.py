@@ -18,7 +18,7 @@ from tests.conftest import Cli, start_server
 pytestmark = pytest.mark.integration
 
 OPEN = {"/v1/health"}
-OPENAI_READS = re.compile(r"^/v1/(chat/completions|completions|models(/.+)?)$|/(chat/)?completions$")
+OPENAI_READS = re.compile(r"^/v1/(chat/completions|completions|responses|models(/.+)?)$|/(chat/)?completions$")
 
 
 def operations(url: str) -> list[tuple[str, str]]:

@@ -89,6 +89,29 @@ def test_the_trained_adapter_scores_higher_than_its_base(labelled, sqlite_server
     assert "baseline" in text and "labeller" in text
 
 
+def test_an_evaluation_held_to_a_response_schema_answers_json_of_it_every_time(labelled, sqlite_server, capsys,
+                                                                                tmp_path):
+    """--response-schema: the base model, which writes no JSON of its own, answers every row with JSON of the
+    schema (its label one of the schema's), sampled at temperature 1; a schema that cannot be compiled is refused."""
+    schema = {"type": "object", "properties": {"label": {"enum": ["billing", "shipping"]}}, "required": ["label"],
+              "additionalProperties": False}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    cli = Cli(capsys, sqlite_server.url)
+    sampled = followed(cli, "training", "evaluations", "start", "--model", MODEL, "--dataset",
+                       f"{labelled['name']}/tickets", "--project", labelled["name"], "--max-new-tokens", "40",
+                       "--response-schema", str(tmp_path / "schema.json"), "--generations", "4", "--temperature", "1",
+                       "--rows", "6", "--wait", "--exit-status")
+    answers = cli.json("training", "evaluations", "predictions", sampled["evaluationId"], "--limit", "10")
+    assert len(answers["predictions"]) == 6
+    for prediction in answers["predictions"]:
+        for sample in prediction["samples"]:
+            assert json.loads(sample["answer"])["label"] in ("billing", "shipping"), sample
+    (tmp_path / "bad.json").write_text(json.dumps({"type": "string", "format": "postcode"}))
+    refused = cli("training", "evaluations", "start", "--model", MODEL, "--dataset", f"{labelled['name']}/tickets",
+                  "--project", labelled["name"], "--response-schema", str(tmp_path / "bad.json"))
+    assert refused.code == 1 and "responseSchema cannot be used for constrained decoding" in refused.err, refused.err
+
+
 def test_a_judge_model_grades_each_answer(labelled, sqlite_server, capsys):
     """The base model judges the adapter's answers under the instructions given: served for the evaluation, its
     reply is read as a score, and a reply without one leaves the example unscored, quoting it."""

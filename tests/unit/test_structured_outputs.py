@@ -110,3 +110,21 @@ def test_what_cannot_be_constrained_is_refused_naming_the_field(fields, param, w
     with pytest.raises(RequestError) as refused:
         read_request(asked(**fields))
     assert refused.value.param == param and words in str(refused.value), str(refused.value)
+
+
+def test_transformers_generate_holds_greedy_and_sampled_answers_to_a_schema(tmp_path):
+    """What an evaluation with --response-schema answers with: Transformers `generate` under the grammar, batched
+    and left-padded, one greedy answer a prompt and several sampled ones."""
+    from optimize.catalog.standins import StandIn, build
+    from optimize.chat.generation import TransformersGenerator
+    from optimize.chat.grammars import json_constraint
+
+    build(StandIn("smollm2"), tmp_path / "model")
+    generator = TransformersGenerator(tmp_path / "model")
+    constraint = json_constraint(SCHEMA, "responseSchema")
+    prompts = [generator.tokenizer(text)["input_ids"] for text in ("Triage this", "A much longer ticket to triage now")]
+    for answer in generator.generate(prompts, 200, constraint=constraint):
+        jsonschema.validate(json.loads(answer.text), SCHEMA)
+    for group in generator.sample(prompts, 200, 3, 1.0, seed=4, constraint=constraint):
+        for answer in group:
+            jsonschema.validate(json.loads(answer.text), SCHEMA)

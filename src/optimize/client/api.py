@@ -185,11 +185,13 @@ class Evaluations(_Resource):
     def start(self, *, model: str, dataset: str, grader: str = "json-label-match", project: str | None = None,
               max_new_tokens: int | None = None, grader_instructions: str | None = None,
               generations: int | None = None, temperature: float | None = None, seed: int | None = None,
-              rows: int | None = None, device_profile: str | None = None) -> Json:
+              rows: int | None = None, device_profile: str | None = None,
+              response_schema: Json | None = None) -> Json:
         body = {"model": model, "dataset": dataset, "grader": grader, "project": project,
                 "maxNewTokens": max_new_tokens, "graderInstructions": grader_instructions,
                 **{name: value for name, value in (("generations", generations), ("temperature", temperature),
-                                                   ("seed", seed), ("rows", rows), ("deviceProfile", device_profile))
+                                                   ("seed", seed), ("rows", rows), ("deviceProfile", device_profile),
+                                                   ("responseSchema", response_schema))
                    if value is not None}}
         return self._http.post(self.ROOT, json=body)
 

@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.families import reads_images
+from optimize.chat.grammars import ConstraintError, json_constraint
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -88,6 +89,12 @@ def insert(deployment: Deployment, session, request: EvaluationRequest, prepared
     if bundle is not None:
         model["graderBundle"] = bundle
     model["maxNewTokens"] = request.max_new_tokens
+    if request.response_schema is not None:
+        try:  # refused here, naming what cannot be compiled, rather than by the worker
+            json_constraint(request.response_schema, "responseSchema")
+        except ConstraintError as error:
+            raise Invalid(str(error), hint="use a schema llguidance compiles: see docs/endpoints.md") from None
+        model["responseSchema"] = request.response_schema
     sampling, rows = _sampling(request)
     if sampling:
         model["sampling"] = sampling
@@ -270,7 +277,7 @@ def job_spec(deployment: Deployment, evaluation_id: str, token: str) -> dict[str
                 "judge": _judge_spec(deployment, item.model.get("judge")),
                 "maxNewTokens": item.model.get("maxNewTokens"),
                 "answeredLines": sorted(kept), "sampling": item.model.get("sampling"),
-                "rows": item.model.get("rows")}).wire()
+                "rows": item.model.get("rows"), "responseSchema": item.model.get("responseSchema")}).wire()
 
 
 def _worker_grader(item: Evaluation) -> str:

@@ -53,6 +53,9 @@ class EvaluationRequest(RequestModel):
         default=0, ge=0, le=2**32 - 1, description="Seed of the sampled answers")
     rows: Annotated[int | None, Refusal("rows must be a positive integer (the first rows asked)")] = Field(
         default=None, ge=1, description="Ask only the first rows (default: every row)")
+    response_schema: Annotated[dict[str, Any] | None, Refusal("responseSchema must be a JSON schema (an object)")] = \
+        Field(default=None, description="A JSON schema every answer keeps to: the model answers under its grammar "
+                                        "(constrained decoding), so each answer parses")
 
 
 # --- answers ------------------------------------------------------------------------------------------------

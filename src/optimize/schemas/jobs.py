@@ -131,6 +131,7 @@ class EvaluationSpec(Spec):
     sampling: SamplingSpec | None = Field(default=None, description="Several sampled answers per prompt; null: one "
                                                                     "greedy answer")
     rows: int | None = Field(default=None, description="The first rows asked; null: every row")
+    response_schema: dict[str, Any] | None = Field(default=None, description="The JSON schema every answer keeps to")
 
 
 class AdapterSpec(Spec):

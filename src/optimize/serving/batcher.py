@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimize.chat.grammars import allowed
 from optimize.serving.load import EndpointLoad, QueueFull
 from optimize.serving.sampling import Shaping, filtered, shaped
-from optimize.serving.structured import allowed
 
 __all__ = ["Batcher", "QueueFull", "RequestTimedOut", "Sequence", "Step", "Steps"]
 

@@ -22,16 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimize.chat.grammars import Constraint, ConstraintError
 from optimize.core.environment import setting
 from optimize.serving.batcher import RequestTimedOut
 from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
-from optimize.serving.structured import (
-    Constraint,
-    ConstraintError,
-    forced_call,
-    forced_tools,
-    read_response_format,
-)
+from optimize.serving.structured import forced_call, forced_tools, read_response_format
 from optimize.workloads.tool_calls import parse
 
 DEFAULT_MAX_TOKENS = 256

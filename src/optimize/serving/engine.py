@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 
 from optimize.chat.generation import device_and_dtype, stop_and_pad_ids
+from optimize.chat.grammars import Constraint
 from optimize.core.environment import setting
 from optimize.serving.batcher import Batcher, Sequence, Step, Steps
 from optimize.serving.load import MAX_ADAPTERS
 from optimize.serving.prefix_cache import PrefixCache
 from optimize.serving.sampling import Shaping
-from optimize.serving.structured import Constraint
 
 MAX_RUNNING: int = setting("OPTIMIZE_ENDPOINT_BATCH")  # rows that decode together
 MAX_WAITING: int = setting("OPTIMIZE_ENDPOINT_QUEUE")  # requests that wait for a row; then 429
@@ -125,7 +125,7 @@ class ServingModel:
 
     def _matcher(self, constraint: Constraint):
         if self._matchers is None:
-            from optimize.serving.structured import Matchers
+            from optimize.chat.grammars import Matchers
 
             vocabulary = self.base.get_output_embeddings().weight.shape[0]  # the logits' width
             self._matchers = Matchers(self.tokenizer, vocabulary, self.stop_ids)

@@ -78,6 +78,10 @@ def _answer(generator, spec: dict[str, Any], batch: list[dict[str, Any]], grade)
     sampling = spec.get("sampling")
     ids = [p["ids"] for p in batch]
     images = {"images": [p["images"] for p in batch]} if any(p["images"] for p in batch) else {}
+    if spec.get("responseSchema") is not None:  # every answer under the schema's grammar
+        from optimize.chat.grammars import json_constraint
+
+        images["constraint"] = json_constraint(spec["responseSchema"], "responseSchema")
     if not sampling:
         answers = [a.text for a in generator.generate(ids, budget, **images)]
         return [[pair] for pair in zip(answers, grade(batch, answers), strict=True)]
@@ -94,7 +98,8 @@ def _generator(channel: Channel, spec: dict[str, Any], adapter_dir: Path):
     from optimize.evaluation.generation import generator_for
 
     adapter = channel.fetch_artifact(spec["adapterManifest"], adapter_dir) if spec["adapterManifest"] else None
-    if (spec.get("dataset") or {}).get("images"):  # Transformers generate reads a prompt's pixels; vLLM here does not
+    # Transformers generate reads a prompt's pixels and holds answers to a grammar; vLLM here does neither
+    if (spec.get("dataset") or {}).get("images") or spec.get("responseSchema") is not None:
         from optimize.chat.generation import TransformersGenerator
 
         return TransformersGenerator(spec["model"]["path"], adapter)

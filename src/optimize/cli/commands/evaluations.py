@@ -40,6 +40,8 @@ def start(
                                                       "greedy for one answer, 0.7 for several).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the sampled answers (default 0).")] = None,
     rows: Annotated[int | None, typer.Option("--rows", help="Ask only the first N rows.")] = None,
+    response_schema: Annotated[str | None, typer.Option("--response-schema", help="A JSON schema file: every "
+                                                        "answer keeps to it (constrained decoding).")] = None,
     device_profile: Annotated[str | None, typer.Option("--device-profile", help="Where the model answers (default: "
                                                        "cpu; a model allowed for serving only needs a GPU "
                                                        "profile).")] = None,
@@ -56,7 +58,8 @@ def start(
         answer = api.evaluations.start(model=model, dataset=dataset, grader=grader, project=project,
                                        max_new_tokens=max_new_tokens, grader_instructions=grader_instructions,
                                        generations=generations, temperature=temperature, seed=seed, rows=rows,
-                                       device_profile=device_profile)
+                                       device_profile=device_profile,
+                                       response_schema=read_schema(response_schema) if response_schema else None)
         if not wait:
             out.emit(answer, lambda con, e: con.print(
                 f"Evaluation {e['evaluationId'][:12]} of {e['model']} on {e['dataset']['reference']} "
@@ -64,6 +67,21 @@ def start(
             return
         out.note(f"Evaluation {answer['evaluationId'][:12]} submitted.")
         _follow(api, out, answer["evaluationId"], None, exit_status, events)
+
+
+def read_schema(path: str) -> dict:
+    """A JSON schema file, read here: a file that is not one JSON object is refused naming it."""
+    import json
+    from pathlib import Path
+
+    try:
+        schema = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise typer.BadParameter(f"{path} cannot be read as JSON ({error})", param_hint="'--response-schema'") \
+            from None
+    if not isinstance(schema, dict):
+        raise typer.BadParameter(f"{path} holds no JSON schema (an object)", param_hint="'--response-schema'")
+    return schema
 
 
 @command(app, "get")
