@@ -449,3 +449,24 @@ def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teach
         assert done["registered"]["digest"] == whole["registered"]["digest"]
     finally:
         proc.stop()
+
+
+def test_a_response_schema_holds_every_answer_of_the_teacher_to_its_json(teacher, sqlite_server, capsys):
+    """--response-schema: the capitals teacher, which answers in prose, answers every decision with JSON of the
+    schema; each registered row's answer parses; a schema that cannot be compiled is refused at creation."""
+    cli, name, client = Cli(capsys, sqlite_server.url), teacher["name"], teacher["client"]
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+              "additionalProperties": False}
+    (teacher["tmp"] / "city.json").write_text(json.dumps(schema))
+    done = followed(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                    f"{name}/questions", "--to", f"{name}/cities", "--temperature", "0", "--max-tokens", "48",
+                    "--response-schema", str(teacher["tmp"] / "city.json"), "--wait")
+    assert done["phase"] == "COMPLETED", done["failureReason"]
+    assert done["settings"]["responseSchema"] == schema and done["registered"]["rows"] >= 1
+    rows = [i["row"] for i in client.get(f"/v1/registry/datasets/{name}/cities/versions/v1/rows").json()["items"]]
+    for row in rows:
+        assert set(json.loads(row["messages"][-1]["content"])) == {"city"}, row
+    (teacher["tmp"] / "bad.json").write_text(json.dumps({"type": "string", "format": "postcode"}))
+    said = refused(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
+                   f"{name}/questions", "--to", f"{name}/never", "--response-schema", str(teacher["tmp"] / "bad.json"))
+    assert "responseSchema cannot be used for constrained decoding" in said, said

@@ -139,3 +139,18 @@ def fail(message: str, hint: str | None = None, code: int = 1) -> None:
     """Refuse with a sentence (and a hint): exit `code`, in JSON modes as `{"error": {"code": "failed", ...}}`."""
     print_error(message, hint, code="usage" if code == 2 else "failed")
     raise CommandFailed(code)
+
+
+def read_schema(path: str) -> dict:
+    """A JSON schema file, read here: a file that is not one JSON object is refused naming it."""
+    import json
+    from pathlib import Path
+
+    try:
+        schema = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise typer.BadParameter(f"{path} cannot be read as JSON ({error})", param_hint="'--response-schema'") \
+            from None
+    if not isinstance(schema, dict):
+        raise typer.BadParameter(f"{path} holds no JSON schema (an object)", param_hint="'--response-schema'")
+    return schema

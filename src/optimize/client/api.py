@@ -289,14 +289,14 @@ class Distillations(_Resource):
                smoke: str | None = None, thinking: bool | None = None, device_profile: str | None = None,
                acceptance_floor: float | None = None, instructions: str | None = None,
                accept_grader: str | None = None, min_score: float | None = None,
-               submission_id: str | None = None) -> Json:
+               submission_id: str | None = None, response_schema: Json | None = None) -> Json:
         """Start a distillation; only the settings given are sent (the server fills in its defaults)."""
         return self._http.post(self.ROOT, json=distillation_body(
             teacher=teacher, source=source, target=target, project=project, replicas=replicas,
             max_tokens=max_tokens, max_model_length=max_model_length, temperature=temperature, top_p=top_p,
             seed=seed, smoke=smoke, thinking=thinking, device_profile=device_profile,
             acceptance_floor=acceptance_floor, instructions=instructions, accept_grader=accept_grader,
-            min_score=min_score, submission_id=submission_id))
+            min_score=min_score, submission_id=submission_id, response_schema=response_schema))
 
     def get(self, distillation: str) -> Json:
         return self._http.get(self._path(distillation))
@@ -333,14 +333,14 @@ def distillation_body(*, teacher: str, source: str, target: str, project: str | 
                       thinking: bool | None = None, device_profile: str | None = None,
                       acceptance_floor: float | None = None, instructions: str | None = None,
                       accept_grader: str | None = None, min_score: float | None = None,
-                      submission_id: str | None = None) -> Json:
+                      submission_id: str | None = None, response_schema: Json | None = None) -> Json:
     """The body of `POST /v1/training/distillations`, camelCase as on the wire: the settings left None are left
     out (a 0 or a False given is sent)."""
     given = {"project": project, "teacher": teacher, "source": source, "target": target, "replicas": replicas,
              "maxTokens": max_tokens, "maxModelLength": max_model_length, "temperature": temperature,
              "topP": top_p, "seed": seed, "smoke": smoke, "thinking": thinking, "deviceProfile": device_profile,
              "acceptanceFloor": acceptance_floor, "instructions": instructions, "acceptGrader": accept_grader,
-             "minScore": min_score, "submissionId": submission_id}
+             "minScore": min_score, "submissionId": submission_id, "responseSchema": response_schema}
     return {key: value for key, value in given.items() if value is not None}
 
 class Curations(_Resource):

@@ -34,6 +34,7 @@ from sqlalchemy import func, select
 
 from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
+from optimize.chat.grammars import ConstraintError, json_constraint
 from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, crossed_below
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -76,7 +77,12 @@ def _settings(request: DistillationRequest) -> dict[str, Any]:
                 "maxModelLength": request.max_model_length, "temperature": request.temperature,
                 "topP": request.top_p, "seed": request.seed, "thinking": request.thinking,
                 "acceptanceFloor": request.acceptance_floor, "smoke": None, "instructions": request.instructions,
-                "acceptGrader": None, "minScore": request.min_score}
+                "acceptGrader": None, "minScore": request.min_score, "responseSchema": request.response_schema}
+    if request.response_schema is not None:
+        try:  # refused here, naming what cannot be compiled, rather than by the worker
+            json_constraint(request.response_schema, "responseSchema")
+        except ConstraintError as error:
+            raise Invalid(str(error), hint="use a schema llguidance compiles: see docs/endpoints.md") from None
     if request.smoke is not None:
         try:
             settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(request.smoke)]
@@ -345,7 +351,7 @@ def job_spec(deployment: Deployment, distillation_id: str, token: str) -> dict[s
             "settings": {**{key: settings[key] for key in ("maxTokens", "maxModelLength", "temperature", "topP",
                                                            "seed", "thinking")},
                          "instructions": settings.get("instructions"), "acceptGrader": _worker_grader(settings),
-                         "minScore": settings.get("minScore")},
+                         "minScore": settings.get("minScore"), "responseSchema": settings.get("responseSchema")},
             "replicas": len(item.devices or []) or 1,
             "smoke": settings.get("smoke"), "smokePassed": bool((item.smoke or {}).get("passed")),
             "answered": [f"{line}:{message}" for line, message in answered]}).wire()

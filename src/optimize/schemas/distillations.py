@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -79,6 +79,8 @@ class DistillationRequest(RequestModel):
         default=None, ge=0, le=1, description="The least score an answer may have from acceptGrader; one below it, "
                                               "or unscored, is rejected (below_min_score)")
 
+    response_schema: Annotated[dict[str, Any] | None, Refusal("responseSchema must be a JSON schema (an object)")] = \
+        Field(default=None, description="A JSON schema every answer of the teacher keeps to (constrained decoding)")
     submission_id: Annotated[str | None, Refusal("submissionId must be a string of 1 to 128 characters")] = Field(
         default=None, min_length=1, max_length=128, description="Idempotency key: the same request under the same "
                                                                  "id reaches the same distillation")
@@ -112,6 +114,8 @@ class DistillationSettings(Answer):
                                                                 "(a bundle's at its exact version); null: none")
     min_score: Number | None = Field(default=None, description="The least score from acceptGrader an answer kept "
                                                                "has; null without a grader")
+    response_schema: dict[str, Any] | None = Field(default=None, description="The JSON schema every answer keeps "
+                                                                             "to; null: free answers")
 
 
 class DistillationProgress(Answer):

@@ -157,6 +157,7 @@ class DistillationSettingsSpec(Spec):
     top_p: float = Field(description="Nucleus sampling's probability mass")
     seed: int = Field(description="Seed of the sampled answers (each decision's own seed derives from it)")
     thinking: bool = Field(description="Whether a Gemma 4 teacher thinks")
+    response_schema: dict[str, Any] | None = Field(default=None, description="The JSON schema every answer keeps to")
 
 
 class DistillationSpec(Spec):

@@ -169,6 +169,14 @@ class _Asker:
         self.grade = batch_grader(grader, channel.fetch_blob, self.held) if grader else None
         self.engine = _engine(channel, spec, workdir / "adapter")
         self.adapter = TEACHER if spec["adapterManifest"] else None
+        self.held_to = {}  # every answer under the response schema's grammar, where one is asked for
+        if self.settings.get("responseSchema") is not None:
+            from optimize.chat.grammars import json_constraint
+
+            if not getattr(self.engine, "constrains", False):
+                raise RuntimeError("the distillation asks for a response schema, and this worker's engine (vLLM) "
+                                   "has no constrained decoding here; distil without --response-schema")
+            self.held_to = {"constraint": json_constraint(self.settings["responseSchema"], "responseSchema")}
         markers = reasoning_markers(spec["model"]["family"]) if thinking else None
         self.reasoning = tuple(self.renderer.tokenizer.convert_tokens_to_ids(m) for m in markers) if markers else None
 
@@ -200,7 +208,7 @@ class _Asker:
             temperature = self.settings["temperature"]
             asked.append((decision, self.engine.stream(
                 self.adapter, prompt, min(self.settings["maxTokens"], room), temperature,
-                self.settings["topP"], seed if temperature > 0 else None)))
+                self.settings["topP"], seed if temperature > 0 else None, **self.held_to)))
         for decision, steps in asked:
             tokens = [step.token for step in steps]
             verdicts[decision.address] = self._judge(decision, tokens)

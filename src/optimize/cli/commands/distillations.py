@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from optimize.cli.common import client_for, command
+from optimize.cli.common import client_for, command, read_schema
 from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
@@ -74,6 +74,9 @@ def create(
     min_score: Annotated[float | None, typer.Option("--min-score", min=0.0, max=1.0, help="With --accept-grader: "
                                                     "the least score an answer kept has (0 to 1); one below it, or "
                                                     "unscored, is rejected as below_min_score.")] = None,
+    response_schema: Annotated[str | None, typer.Option("--response-schema", help="A JSON schema file: every "
+                                                        "answer of the teacher keeps to it (constrained "
+                                                        "decoding).")] = None,
     submission_id: Annotated[str | None, typer.Option("--submission-id", metavar="ID", help="An idempotency key: "
                                                       "the same command again with it reaches the same "
                                                       "distillation.")] = None,
@@ -99,7 +102,8 @@ def create(
                                           seed=seed, smoke=smoke, thinking=think, device_profile=device_profile,
                                           acceptance_floor=acceptance_floor, instructions=instructions,
                                           accept_grader=accept_grader, min_score=min_score,
-                                          submission_id=submission_id)
+                                          submission_id=submission_id,
+                                          response_schema=read_schema(response_schema) if response_schema else None)
         if not wait:
             out.emit(answer, render_created)
             return

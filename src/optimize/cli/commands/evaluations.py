@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from optimize.cli.common import client_for, command
+from optimize.cli.common import client_for, command, read_schema
 from optimize.cli.follow import Events, check_events, follow_status
 from optimize.cli.logs import add_logs_command
 from optimize.cli.output import CommandFailed, Output
@@ -67,21 +67,6 @@ def start(
             return
         out.note(f"Evaluation {answer['evaluationId'][:12]} submitted.")
         _follow(api, out, answer["evaluationId"], None, exit_status, events)
-
-
-def read_schema(path: str) -> dict:
-    """A JSON schema file, read here: a file that is not one JSON object is refused naming it."""
-    import json
-    from pathlib import Path
-
-    try:
-        schema = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as error:
-        raise typer.BadParameter(f"{path} cannot be read as JSON ({error})", param_hint="'--response-schema'") \
-            from None
-    if not isinstance(schema, dict):
-        raise typer.BadParameter(f"{path} holds no JSON schema (an object)", param_hint="'--response-schema'")
-    return schema
 
 
 @command(app, "get")
