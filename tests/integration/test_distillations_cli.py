@@ -432,25 +432,6 @@ def test_the_same_request_under_its_submission_id_reaches_the_same_distillation(
     cli.ok("training", "distillations", "cancel", first["distillationId"])
 
 
-def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teacher, whole, sqlite_server, capsys):
-    """The module's last test: its server dies (kill -9) mid-distillation and the next server process on the same
-    data dir queues it again; its replicas' workers are stopped and the next attempt answers only what is left."""
-    import httpx
-
-    ident = _started_and_answering(teacher, "restarted", replicas=2)
-    sqlite_server.kill9()
-    catalog = sqlite_server.data_dir.parent / "catalog.yaml"
-    proc = start_server(sqlite_server.data_dir, extra_args=["--catalog", str(catalog)])
-    try:
-        client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
-        done = _until(client, ident, lambda d: d["terminal"])
-        assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
-        assert done["progress"]["answered"] == 480
-        assert done["registered"]["digest"] == whole["registered"]["digest"]
-    finally:
-        proc.stop()
-
-
 def test_a_response_schema_holds_every_answer_of_the_teacher_to_its_json(teacher, sqlite_server, capsys):
     """--response-schema: the capitals teacher, which answers in prose, answers every decision with JSON of the
     schema; each registered row's answer parses; a schema that cannot be compiled is refused at creation."""
@@ -470,3 +451,22 @@ def test_a_response_schema_holds_every_answer_of_the_teacher_to_its_json(teacher
     said = refused(cli, "training", "distillations", "create", "--teacher", teacher["model"], "--from",
                    f"{name}/questions", "--to", f"{name}/never", "--response-schema", str(teacher["tmp"] / "bad.json"))
     assert "responseSchema cannot be used for constrained decoding" in said, said
+
+
+def test_a_distillation_goes_on_with_the_next_server_from_its_saved_chunks(teacher, whole, sqlite_server, capsys):
+    """The module's last test: its server dies (kill -9) mid-distillation and the next server process on the same
+    data dir queues it again; its replicas' workers are stopped and the next attempt answers only what is left."""
+    import httpx
+
+    ident = _started_and_answering(teacher, "restarted", replicas=2)
+    sqlite_server.kill9()
+    catalog = sqlite_server.data_dir.parent / "catalog.yaml"
+    proc = start_server(sqlite_server.data_dir, extra_args=["--catalog", str(catalog)])
+    try:
+        client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=300)
+        done = _until(client, ident, lambda d: d["terminal"])
+        assert done["phase"] == "COMPLETED" and done["attempt"] == 2, done["failureReason"]
+        assert done["progress"]["answered"] == 480
+        assert done["registered"]["digest"] == whole["registered"]["digest"]
+    finally:
+        proc.stop()
