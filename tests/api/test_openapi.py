@@ -87,7 +87,7 @@ def test_every_public_operation_documents_its_answer(document):
             problems.append(f"{method} {path}: no 2xx answer")
         for code, response in answers.items():
             content = response.get("content") or {}
-            if path.endswith("/events"):
+            if path.endswith("/events") and not path.startswith("/v1/fine_tuning/"):  # OpenAI's events: a list
                 if set(content) != {"text/event-stream"}:
                     problems.append(f"{method} {path} {code}: a stream documents text/event-stream, not {set(content)}")
                 continue

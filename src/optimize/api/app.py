@@ -17,6 +17,7 @@ from optimize.api.routers import (
     bundles,
     chat,
     datasets,
+    fine_tuning,
     health,
     images,
     info,
@@ -81,7 +82,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     shared = [module.router for module in (health, info, tokens, admin, namespaces, datasets, models, adapters,
                                            uploads, images, bundles, base_models, projects, sessions, status)]
     # each job kind's routes come from this server's table of kinds; the internal family serves every kind's workers
-    for router in (*shared, *kind_routers(), chat.router, metrics.router, internal.router,
+    for router in (*shared, *kind_routers(), chat.router, fine_tuning.router, metrics.router, internal.router,
                    dashboard_routes.router):
         app.include_router(router)
     return app

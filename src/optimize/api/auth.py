@@ -25,7 +25,10 @@ from optimize.store.db import Store
 # the dashboard's page and assets hold no data (every read the page makes carries the user's token)
 OPEN = re.compile(r"^/(|dashboard/assets/[^/]+|v1/health|docs|docs/assets/.*|redoc|openapi\.json|v1/internal/.*)$")
 # OpenAI's routes (and ones its clients may try, answered 404 in its shape): errors there carry OpenAI's `error`
-OPENAI = re.compile(r"^/v1/(chat/completions|completions|models(/.+)?|responses|embeddings)$|/(chat/)?completions$")
+OPENAI_SERVING = re.compile(
+    r"^/v1/(chat/completions|completions|models(/.+)?|responses|embeddings)$|/(chat/)?completions$")
+# OpenAI's fine-tuning routes: reads need a reader, uploads and jobs a trainer (the rules below), errors OpenAI's shape
+OPENAI = re.compile(OPENAI_SERVING.pattern + r"|^/v1/(files(/.*)?|fine_tuning/.*)$")
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 # (methods or None for any, path pattern, role needed): the first match decides
@@ -33,7 +36,7 @@ ACCESS: tuple[tuple[frozenset[str] | None, re.Pattern[str], Role], ...] = (
     (None, re.compile(r"^/v1/auth/tokens(/.*)?$"), Role.ADMIN),
     (None, re.compile(r"^/v1/admin/"), Role.ADMIN),
     (frozenset({"POST"}), re.compile(r"^/v1/training/base-models(/.+/select)?$"), Role.ADMIN),
-    (None, OPENAI, Role.READER),
+    (None, OPENAI_SERVING, Role.READER),
     (READS, re.compile(r".*"), Role.READER),
     (None, re.compile(r".*"), Role.TRAINER),
 )

@@ -49,7 +49,7 @@ def _openai(request: Request, response: JSONResponse) -> JSONResponse:
         body = json.loads(response.body)
         message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
         body["error"] = {"message": message, "type": _openai_type(response.status_code), "code": body["code"],
-                         "param": None}
+                         "param": body.get("param")}
         response = JSONResponse(body, status_code=response.status_code, media_type=MEDIA_TYPE,
                                 headers={k: v for k, v in response.headers.items()
                                          if k.lower() not in ("content-length", "content-type")})

@@ -17,6 +17,7 @@ from typing import Any
 
 from optimize.core.blob_store_url import parse_blob_store
 from optimize.core.errors import Invalid
+from optimize.core.names import check_name
 from optimize.core.setting_kinds import Choice, FilePath, Flag, JsonObject, Kind, Listing, Number, Text, Whole
 
 MASK = "********"
@@ -134,6 +135,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPTIMIZE_PROJECT_QUOTAS", JsonObject("project names to quotas"), None,
             'Projects set apart from the quotas above, e.g. `{"demo": {"openRuns": 5}}` (openRuns, queuedWork, '
             "uploadSessions, storedBytes).", unset="none set apart", refusal=SAYS),
+    # --- the server: OpenAI's fine-tuning routes ---
+    Setting("OPTIMIZE_FINE_TUNING_PROJECT", Text("a project name", check=lambda text: check_name(text, "project")), "fine-tuning",
+            "The project OpenAI's fine-tuning routes (`/v1/files`, `/v1/fine_tuning/jobs`) work in when a request "
+            "names none in its `OpenAI-Project` header; created on its first use."),
+    Setting("OPTIMIZE_FINE_TUNING_MODELS", JsonObject("OpenAI model names to base models"), None,
+            'Model names a fine-tuning job may ask for that stand for base models of this deployment, e.g. '
+            '`{"gpt-4o-mini-2024-07-18": "optimize/small-smollm2"}`, so a script written for OpenAI runs unchanged.',
+            unset="jobs name a base model itself"),
     # --- the server: user code ---
     Setting("OPTIMIZE_USER_CODE_WORKERS", Whole(), "4",
             "Threads that run user code (bundle checks, reward checks, grader checks) off the request path."),

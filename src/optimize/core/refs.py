@@ -96,3 +96,17 @@ def parse_alias_target(text: str) -> tuple[Reference, str]:
     if reference.selector != "latest":
         raise Invalid(f"{text!r} does not name an alias; write NS/NAME:ALIAS")
     return reference, alias
+
+
+# A model an OpenAI fine-tuning job produced is named as OpenAI names one, `ft:` before its registry reference
+FINE_TUNED = "ft:"
+
+
+def fine_tuned_name(reference: str) -> str:
+    """The name OpenAI's clients know a registered model by (`ft:NS/NAME:vN`)."""
+    return FINE_TUNED + reference
+
+
+def without_fine_tuned(name: str) -> str:
+    """The registry reference a model name spells, `ft:` or not."""
+    return name.removeprefix(FINE_TUNED)

@@ -61,9 +61,7 @@ def register_rows(
     """Register `rows` as a version of the dataset `reference` (NS/NAME), recording `lineage` on the version it
     creates (`created` is false when the same rows were already that version)."""
     lineage = _checked_lineage(lineage)
-    target = parse_reference(reference)
-    if target.selector != "latest":
-        raise Invalid(f"register into {target.artifact}, without a version or alias")
+    target = _target(reference)
     if not rows:
         raise Invalid(f"there are no rows to register as a version of {target.artifact}",
                       hint="a dataset version holds at least one row")
@@ -71,25 +69,45 @@ def register_rows(
     with tempfile.TemporaryDirectory(prefix="optimize-produced-") as folder:
         path = Path(folder) / "examples.jsonl"
         _write_jsonl(path, rows)
-        shards = plan_shards(path, None, registry.limits)
-        session = create_upload(registry, {"dataset": target.artifact, "format": data_format.value,
-                                           "shards": [shard.to_json() for shard in shards]})
-        upload_id = session.upload_id
-        errors: list[dict[str, Any]] = []
-        error_count = sent = 0
-        for shard, state in zip(shards, session.shards, strict=True):
-            if state.held:
-                continue
-            try:
-                received = receive_shard(registry, upload_id, shard.index, _read(path, shard))
-            except Invalid as refusal:
-                if "errors" not in refusal.details:
-                    raise
-                # Go on with the other shards, as the CLI does, so the refusal names every bad line at once.
-                errors.extend(refusal.details["errors"])
-                error_count += int(refusal.details.get("errorCount", len(refusal.details["errors"])))
-                continue
-            sent += 0 if received.already_held else 1
+        return register_file(registry, reference, path, data_format, rows=len(rows), lineage=lineage, alias=alias)
+
+
+def register_file(
+    registry: Registry,
+    reference: str,
+    path: Path,
+    data_format: DatasetFormat,
+    *,
+    rows: int,
+    conversion: dict[str, Any] | None = None,
+    lineage: dict[str, Any] | None = None,
+    alias: str | None = None,
+) -> Produced:
+    """Register the registry's JSONL rows in `path` (`rows` of them) as a version of the dataset `reference`, with
+    the record of the conversion that wrote them from a file of another format, if one did."""
+    target = _target(reference)
+    shards = plan_shards(path, None, registry.limits)
+    body: dict[str, Any] = {"dataset": target.artifact, "format": data_format.value,
+                            "shards": [shard.to_json() for shard in shards]}
+    if conversion is not None:
+        body["conversion"] = conversion
+    session = create_upload(registry, body)
+    upload_id = session.upload_id
+    errors: list[dict[str, Any]] = []
+    error_count = sent = 0
+    for shard, state in zip(shards, session.shards, strict=True):
+        if state.held:
+            continue
+        try:
+            received = receive_shard(registry, upload_id, shard.index, _read(path, shard))
+        except Invalid as refusal:
+            if "errors" not in refusal.details:
+                raise
+            # Go on with the other shards, as the CLI does, so the refusal names every bad line at once.
+            errors.extend(refusal.details["errors"])
+            error_count += int(refusal.details.get("errorCount", len(refusal.details["errors"])))
+            continue
+        sent += 0 if received.already_held else 1
     if error_count:
         first = errors[0]
         raise Invalid(
@@ -99,7 +117,14 @@ def register_rows(
             errors=errors[:MAX_REPORTED_ERRORS],
             errorCount=error_count,
         )
-    return Produced(commit_upload(registry, upload_id, alias, lineage=lineage), len(rows), upload_id, len(shards), sent)
+    return Produced(commit_upload(registry, upload_id, alias, lineage=lineage), rows, upload_id, len(shards), sent)
+
+
+def _target(reference: str):
+    target = parse_reference(reference)
+    if target.selector != "latest":
+        raise Invalid(f"register into {target.artifact}, without a version or alias")
+    return target
 
 
 def _checked_lineage(lineage: Any) -> dict[str, Any]:
@@ -149,4 +174,4 @@ def _read(path: Path, shard: Shard) -> Iterator[bytes]:
             yield chunk
 
 
-__all__ = ["Produced", "register_rows"]
+__all__ = ["Produced", "register_file", "register_rows"]

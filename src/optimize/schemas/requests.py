@@ -51,6 +51,8 @@ class RequestModel(BaseModel):
     may_be_left_out: ClassVar[bool] = False
     # The refusal of unknown keys of a model with extra="forbid": {names} the unknown keys, {fields} the known ones
     unknown_fields: ClassVar[Refusal] = Refusal("unknown field(s): {names}", hint="fields: {fields}")
+    # Whether a refusal names the field's path as `param` (OpenAI's error object carries it)
+    names_param: ClassVar[bool] = False
 
     @classmethod
     def parse(cls, body: Any, **words: str) -> Self:
@@ -74,10 +76,16 @@ class RequestModel(BaseModel):
     def _refusal(cls, errors: list[dict[str, Any]], words: dict[str, str]) -> Invalid:
         unknown = sorted(str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1)
         if unknown:
-            return cls.unknown_fields.error(names=", ".join(unknown), fields=", ".join(sorted(cls.fields_written())),
-                                            **words)
-        first = errors[0]
-        return _field_refusal(cls, first["loc"], first, words)
+            refusal = cls.unknown_fields.error(names=", ".join(unknown),
+                                               fields=", ".join(sorted(cls.fields_written())), **words)
+            param = unknown[0]
+        else:
+            first = errors[0]
+            refusal = _field_refusal(cls, first["loc"], first, words)
+            param = _field_path(cls, first["loc"])
+        if cls.names_param:
+            refusal.details["param"] = param
+        return refusal
 
 
 def _field_refusal(model: type[BaseModel], loc: tuple[Any, ...], error: dict[str, Any], words: dict[str, str]
@@ -107,6 +115,22 @@ def _field_refusal(model: type[BaseModel], loc: tuple[Any, ...], error: dict[str
         return found.error(missing=missing, value=value, shown=json.dumps(value, default=str)[:40], **words)
     path = ".".join(str(part) for part in loc)
     return Invalid(f"{path}: {error['msg']}" if path else error["msg"])
+
+
+def _field_path(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The dotted path of the fields `loc` walks through (a union member's tag, which pydantic adds, left out)."""
+    names: list[str] = []
+    current: Any = model
+    for part in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str)):
+            break
+        field = next((f for name, f in current.model_fields.items() if (f.alias or name) == part), None)
+        if field is None:
+            names.append(part)  # a key the model does not know (refused as extra)
+            break
+        names.append(part)
+        current = _model_in(field.annotation)
+    return ".".join(names)
 
 
 def _without_none(annotation: Any) -> Any:

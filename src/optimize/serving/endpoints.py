@@ -27,7 +27,7 @@ from optimize.core.access import only_visible, visible_projects
 from optimize.core.clock import as_utc, iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
-from optimize.core.refs import parse_reference
+from optimize.core.refs import parse_reference, without_fine_tuned
 from optimize.deployment import Deployment
 from optimize.jobs.effects import queue_wake
 from optimize.jobs.leases import extend, fence, reported
@@ -348,7 +348,9 @@ def _disabled(endpoint: Endpoint, name: str) -> bool:
 
 def _served_name(deployment: Deployment, session, wanted: str) -> str:
     """The name a requested model is served under: the exact version a registry reference resolves to, or the
-    catalog id of a base model (else the text as given, which nothing serves)."""
+    catalog id of a base model (else the text as given, which nothing serves). A fine-tuned model's `ft:` name is
+    its registry reference."""
+    wanted = without_fine_tuned(wanted)
     try:
         reference = parse_reference(wanted)
         if find_model(session, reference.namespace, reference.name) is not None:

@@ -1,7 +1,7 @@
 """OpenAI-compatible serving on the server itself: `POST /v1/chat/completions` and `POST /v1/completions`
-(streaming included), where the request's `model` (a base model, or a registry reference such as `proj/name` or
-`proj/name:v2`) selects the endpoint and the base or adapter that answers, and `GET /v1/models` (and
-`GET /v1/models/{id}`), what answers now.
+(streaming included), where the request's `model` (a base model, a registry reference such as `proj/name` or
+`proj/name:v2`, or a fine-tuned model's `ft:proj/name:v2`, served on its first request) selects the endpoint and
+the base or adapter that answers, and `GET /v1/models` (and `GET /v1/models/{id}`), what answers now.
 
 The server resolves the model to the exact version served, rewrites `model` to that name and forwards the
 request to the endpoint's worker, passing its answer (or its stream) through unchanged.
@@ -9,7 +9,9 @@ request to the endpoint's worker, passing its answer (or its stream) through unc
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 import httpx
@@ -18,9 +20,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from optimize.api.auth import caller_of
 from optimize.api.deps import DeploymentDep
 from optimize.api.text_guard import NON_FINITE_HINT, non_finite_in
-from optimize.core.errors import Invalid, NotFound, Unavailable
+from optimize.core.errors import Conflict, Invalid, NotFound, Unavailable
+from optimize.core.tokens import Role
+from optimize.fine_tuning.serving import SERVE_WAIT_SECONDS, failure, is_fine_tuned, start_serving
 from optimize.schemas.endpoints import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -89,6 +94,30 @@ async def responses(request: Request, deployment: DeploymentDep):
     return await forward(request, deployment, None, "responses")
 
 
+async def _route(request: Request, deployment, model: Any, endpoint_id: str | None) -> tuple[str, str]:
+    """Where the request goes; a fine-tuned model no endpoint serves is served first, for a caller who may start
+    an endpoint (`fine_tuning.serving`), the request waiting while it loads."""
+    try:
+        return await run_in_threadpool(endpoints.route, deployment, model, endpoint_id)
+    except NotFound:
+        if endpoint_id is not None or not is_fine_tuned(model) or not caller_of(request).role.allows(Role.TRAINER):
+            raise
+    serving = await run_in_threadpool(start_serving, deployment, model)
+    deadline = time.monotonic() + SERVE_WAIT_SECONDS
+    while True:
+        await asyncio.sleep(0.5)
+        try:
+            return await run_in_threadpool(endpoints.route, deployment, model, None)
+        except (Conflict, NotFound) as waiting:
+            ended = await run_in_threadpool(failure, deployment, serving)
+            if ended is not None:
+                raise Unavailable(f"the endpoint started for {model} will not answer: {ended}",
+                                  hint=f"see it with: akka training endpoints get {serving[:12]}") from None
+            if time.monotonic() > deadline:
+                raise Unavailable(f"{model} is still loading on endpoint {serving[:12]} ({waiting.message})",
+                                  hint=f"wait for it: akka training endpoints wait {serving[:12]}") from None
+
+
 def _client(request: Request) -> httpx.AsyncClient:
     """The server's one client to its endpoints' workers (kept on the app: a client a request cost about 18 ms of
     the event loop's time, most of it building an SSL context). Loopback only, so no proxy from the environment."""
@@ -125,7 +154,7 @@ async def forward(request: Request, deployment, endpoint_id: str | None, route: 
     if not isinstance(body, dict):
         raise Invalid("the request body must be a JSON object with model and messages")
     kept = endpoints.kept_route(deployment, body.get("model"), endpoint_id)  # no thread needed for a kept one
-    address, name = kept or await run_in_threadpool(endpoints.route, deployment, body.get("model"), endpoint_id)
+    address, name = kept or await _route(request, deployment, body.get("model"), endpoint_id)
     client = _client(request)
 
     async def close() -> None:
