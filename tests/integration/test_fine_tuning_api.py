@@ -66,7 +66,7 @@ def test_the_openai_fine_tuning_quickstart_runs_unchanged(server):
     uploaded = client.files.create(file=open(path, "rb"), purpose="fine-tune")  # noqa: SIM115 - as the guide does
     job = client.fine_tuning.jobs.create(training_file=uploaded.id, model=OPENAI_NAME)
     assert job.status == "queued" and job.model == MODEL and job.training_file == uploaded.id
-    assert job.hyperparameters.n_epochs == 1 and job.hyperparameters.batch_size == 8
+    assert job.hyperparameters.n_epochs == 6 and job.hyperparameters.batch_size == 8  # "auto": 96 rows seen
     listed = client.fine_tuning.jobs.list(limit=10)
     assert [item.id for item in listed.data] == [job.id]
     done = _wait(client, job.id)
@@ -79,7 +79,7 @@ def test_the_openai_fine_tuning_quickstart_runs_unchanged(server):
     assert steps and all(isinstance(event.data["loss"], float) for event in steps if "loss" in event.data)
     checkpoints = client.fine_tuning.jobs.checkpoints.list(job.id).data
     assert checkpoints[0].fine_tuned_model_checkpoint == done.fine_tuned_model
-    assert checkpoints[0].step_number == 2  # 16 rows, 8 a batch, one epoch
+    assert checkpoints[0].step_number == 12  # 16 rows, 8 a batch, 6 passes
 
     completion = client.chat.completions.create(
         model=done.fine_tuned_model, messages=[{"role": "user", "content": "What is the capital of Peru?"}],

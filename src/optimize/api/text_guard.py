@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from optimize.api.bodies import is_json_body
 from optimize.api.body_limits import max_json_bytes
 from optimize.api.problems import send_problem
+from optimize.core.errors import Invalid
 
 NUL_ESCAPE = re.compile(rb"\\u0000", re.IGNORECASE)
 # a UTF-16 surrogate escape (\ud800-\udfff): a valid pair decodes to one character, a lone one to a string that
@@ -207,3 +208,17 @@ def _field_with(value: Any, path: str, found_in) -> str | None:
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, detail: str, hint: str = HINT) -> None:
     await send_problem(scope, receive, send, 422, "invalid", detail, hint=hint)
+
+
+def json_of(raw: bytes, asked: str) -> Any:
+    """A body read as JSON whatever its Content-Type says, as OpenAI's routes read theirs (`curl -d` sends JSON as
+    a form); `asked` says what to send when it is nested too deeply to read."""
+    non_finite = non_finite_in(raw)  # a body not sent as JSON passed the guard in front of the routes
+    if non_finite is not None:
+        raise Invalid(non_finite, hint=NON_FINITE_HINT)
+    try:
+        return json.loads(raw or b"null")
+    except ValueError:
+        raise Invalid("the request body is not JSON") from None
+    except RecursionError:
+        raise Invalid("the request body is nested too deeply to read", hint=asked) from None

@@ -136,7 +136,8 @@ SETTINGS: tuple[Setting, ...] = (
             'Projects set apart from the quotas above, e.g. `{"demo": {"openRuns": 5}}` (openRuns, queuedWork, '
             "uploadSessions, storedBytes).", unset="none set apart", refusal=SAYS),
     # --- the server: OpenAI's fine-tuning routes ---
-    Setting("OPTIMIZE_FINE_TUNING_PROJECT", Text("a project name", check=lambda text: check_name(text, "project")), "fine-tuning",
+    Setting("OPTIMIZE_FINE_TUNING_PROJECT", Text("a project name", check=lambda text: check_name(text, "project")),
+            "fine-tuning",
             "The project OpenAI's fine-tuning routes (`/v1/files`, `/v1/fine_tuning/jobs`) work in when a request "
             "names none in its `OpenAI-Project` header; created on its first use."),
     Setting("OPTIMIZE_FINE_TUNING_MODELS", JsonObject("OpenAI model names to base models"), None,

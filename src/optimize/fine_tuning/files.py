@@ -83,10 +83,10 @@ def get_file(registry: Registry, project: str | None, file_id: str) -> FileObjec
         return file_view(*_version(session, project, digest_of(file_id, "file_id")))
 
 
-def training_rows(session, project: str, file_id: str, param: str) -> str:
-    """The exact dataset version (NS/NAME:vN) a job's file id names."""
+def training_rows(session, project: str, file_id: str, param: str) -> tuple[str, int]:
+    """The exact dataset version (NS/NAME:vN) a job's file id names, and its rows."""
     dataset, version = _version(session, project, digest_of(file_id, param), param)
-    return f"{dataset.namespace}/{dataset.name}:v{version.version}"
+    return f"{dataset.namespace}/{dataset.name}:v{version.version}", version.rows
 
 
 def file_id(digest: str) -> str:

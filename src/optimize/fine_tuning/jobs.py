@@ -1,5 +1,6 @@
 """OpenAI's fine-tuning jobs as runs of the project: a job's request becomes a run plan (sft for `supervised`, dpo
-for `dpo`; `n_epochs`, `batch_size`, the plan's default learning rate times `learning_rate_multiplier`, DPO's
+for `dpo`; `n_epochs` (for "auto", OpenAI's rule: about 100 rows seen for a small file, 3 passes otherwise),
+`batch_size`, the plan's default learning rate times `learning_rate_multiplier`, DPO's
 `beta`, `seed`, and `suffix` as the registered model's name), submitted as any plan is, so admission checks it
 before a device is claimed; every run of the project reads back as a job (`ftjob-<run id>`), its status from its
 phase, its events from the run's recorded events and logged metrics, its checkpoints from its saves.
@@ -54,10 +55,10 @@ def create(deployment: Deployment, project: str, request: FineTuningJobRequest) 
         raise Invalid(f"suffix {request.suffix!r} is not a model name of the registry",
                       hint="use 1 to 64 letters and digits, separated by single '.', '_' or '-'", param="suffix")
     with deployment.store.transaction() as session:
-        dataset = training_rows(session, project, request.training_file, "training_file")
-        validation = training_rows(session, project, request.validation_file, "validation_file") \
+        dataset, rows = training_rows(session, project, request.training_file, "training_file")
+        validation = training_rows(session, project, request.validation_file, "validation_file")[0] \
             if request.validation_file else None
-    plan = _plan(deployment, project, entry, method, hyperparameters, dataset, validation, name, request.seed)
+    plan = _plan(deployment, project, entry, method, hyperparameters, dataset, rows, validation, name, request.seed)
     run, _created = runs.submit(deployment, plan)
     return get(deployment, project, PREFIX + run.run_id)
 
@@ -184,12 +185,21 @@ def _base_model(deployment: Deployment, asked: str) -> Entry:
                             "OPTIMIZE_FINE_TUNING_MODELS", param="model") from None
 
 
+def auto_epochs(rows: int) -> int:
+    """OpenAI's rule for n_epochs "auto": 3 passes, more for a small file (about 100 rows seen in all, at most 25
+    passes), fewer for a large one (about 25,000 rows seen, at least 1 pass)."""
+    if rows * 3 < 100:
+        return min(25, max(1, 100 // rows))
+    if rows * 3 > 25_000:
+        return max(1, 25_000 // rows)
+    return 3
+
+
 def _plan(deployment: Deployment, project: str, entry: Entry, method: str, asked: shapes.Hyperparameters,
-          dataset: str, validation: str | None, name: str | None, seed: int | None) -> dict[str, Any]:
-    """The run plan a job is: what it asks for, the plan's defaults for "auto"."""
-    training: dict[str, Any] = {}
-    if asked.n_epochs != "auto":
-        training["epochs"] = asked.n_epochs
+          dataset: str, rows: int, validation: str | None, name: str | None, seed: int | None) -> dict[str, Any]:
+    """The run plan a job is: what it asks for; for "auto", OpenAI's passes over a file of its size, and the plan's
+    own defaults otherwise."""
+    training: dict[str, Any] = {"epochs": auto_epochs(rows) if asked.n_epochs == "auto" else asked.n_epochs}
     if asked.batch_size != "auto":
         training["batchSize"] = asked.batch_size
     hyperparams: dict[str, Any] = {"training": training}

@@ -31,7 +31,8 @@ class OpenAIRequest(RequestModel):
 class Hyperparameters(OpenAIRequest):
     n_epochs: Annotated[Literal["auto"] | Epochs, Refusal(
         f'n_epochs must be "auto" or an integer from 1 to {MOST_EPOCHS}, not {{shown}}')] = Field(
-        default="auto", description='Passes over the training file ("auto": the run plan\'s default)')
+        default="auto", description='Passes over the training file ("auto": 3, more for a small file, fewer for a '
+                                    'large one, as OpenAI chooses)')
     batch_size: Annotated[Literal["auto"] | Batch, Refusal(
         f'batch_size must be "auto" or an integer from 1 to {MOST_BATCH}, not {{shown}}')] = Field(
         default="auto", description='Rows a batch ("auto": the run plan\'s default)')

@@ -336,7 +336,7 @@ def _route(deployment: Deployment, requested: Any, endpoint_id: str | None) -> t
                            hint=f"enable it with: akka training endpoints enable {disabled_at.id[:12]} {name}")
         where = f"endpoint {candidates[0].id[:12]}" if endpoint_id is not None else "any endpoint"
         raise NotFound(f"model {wanted!r} is not served by {where}",
-                       hint=f"serve it with: akka training endpoints create --model {wanted}")
+                       hint=f"serve it with: akka training endpoints create --model {without_fine_tuned(wanted)}")
 
 
 def _disabled(endpoint: Endpoint, name: str) -> bool:

@@ -10,7 +10,6 @@ request to the endpoint's worker, passing its answer (or its stream) through unc
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -22,7 +21,7 @@ from starlette.background import BackgroundTask
 
 from optimize.api.auth import caller_of
 from optimize.api.deps import DeploymentDep
-from optimize.api.text_guard import NON_FINITE_HINT, non_finite_in
+from optimize.api.text_guard import json_of
 from optimize.core.errors import Conflict, Invalid, NotFound, Unavailable
 from optimize.core.tokens import Role
 from optimize.fine_tuning.serving import SERVE_WAIT_SECONDS, failure, is_fine_tuned, start_serving
@@ -140,17 +139,7 @@ def _unanswered(name: str, error: Exception) -> Unavailable:
 
 
 async def forward(request: Request, deployment, endpoint_id: str | None, route: str = "chat/completions") -> Response:
-    raw = await request.body()
-    non_finite = non_finite_in(raw)  # a body not sent as JSON passed the guard in front of the routes
-    if non_finite is not None:
-        raise Invalid(non_finite, hint=NON_FINITE_HINT)
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError:
-        raise Invalid("the request body is not JSON") from None
-    except RecursionError:
-        raise Invalid("the request body is nested too deeply to read",
-                      hint="send a chat completion request: an object with model and messages") from None
+    body = json_of(await request.body(), "send a chat completion request: an object with model and messages")
     if not isinstance(body, dict):
         raise Invalid("the request body must be a JSON object with model and messages")
     kept = endpoints.kept_route(deployment, body.get("model"), endpoint_id)  # no thread needed for a kept one

@@ -13,10 +13,11 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from optimize.api.bodies import documented_as
+from optimize.api.bodies import documented_as, required_body
 from optimize.api.deps import DeploymentDep, RegistryDep
 from optimize.api.lanes import SUBMISSIONS_LANE
 from optimize.api.params import Limit
+from optimize.api.text_guard import json_of
 from optimize.core.errors import Invalid, TooLarge
 from optimize.fine_tuning import files, jobs
 from optimize.fine_tuning.workspace import project_for
@@ -100,11 +101,13 @@ def delete_file(file_id: str, request: Request, deployment: DeploymentDep, regis
                   hint="archive the namespace with: akka registry namespaces archive NAME", param="file_id")
 
 
-@router.post("/fine_tuning/jobs", response_model=FineTuningJob)
+@router.post("/fine_tuning/jobs", response_model=FineTuningJob, openapi_extra=required_body())
 async def create_job(request: Request, deployment: DeploymentDep, body: Annotated[
         Any, documented_as(FineTuningJobRequest), Body(description="OpenAI's fine-tuning job")] = None
                      ) -> FineTuningJob:
     """An sft (method supervised) or dpo run of the base model over the file's rows."""
+    if isinstance(body, bytes):  # JSON sent under another Content-Type (`curl -d` sends a form's), read all the same
+        body = json_of(body, "send OpenAI's fine-tuning job: an object with model and training_file")
     asked = FineTuningJobRequest.parse(body)
     project = await run_in_threadpool(_project, deployment, request, True)
     return await SUBMISSIONS_LANE.run(jobs.create, deployment, project, asked)
