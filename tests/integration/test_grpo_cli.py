@@ -1,7 +1,7 @@
 """Reinforcement runs through the CLI, on the built-in stand-in on CPU: a GRPO run on a verifiable reward (an
 answer that starts with a vowel scores 1; sampled at temperature 0.1, where the random stand-in's small logit
 changes move its choices) raises its mean reward from 0.45 over its first five updates to 0.99 over its last five;
-a GSPO run trains with sequence-level importance sampling; the omitted klBeta and temperature resolve to 0.04 and
+a GSPO run trains with sequence-level importance sampling (a jsonSchema term among its terms); the omitted klBeta and temperature resolve to 0.04 and
 0.7 and are shown; a run whose execution.stopWhen is met stops itself and completes with the adapter trained to
 there; rows that offer tools are refused at submission and in the dry run; plans without reward terms or with
 supervised settings are refused by field.
@@ -78,10 +78,16 @@ def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, ca
 
 
 def test_a_gspo_run_trains_with_sequence_level_importance_sampling(rl_project, capsys):
+    """…with a jsonSchema term among its reward's (the four-token answers of the random stand-in are no JSON)."""
     cli = Cli(capsys, rl_project["url"])
-    path = write_plan(rl_project["tmp"], rl_plan(rl_project["name"], method="gspo", steps=2, klBeta=0))
+    document = rl_plan(rl_project["name"], method="gspo", steps=2, klBeta=0)
+    document["config"]["reward"]["terms"].append({"kind": "jsonSchema", "name": "answer", "schema": {
+        "type": "object", "properties": {"yes": {"type": "boolean"}}, "required": ["yes"]}})
+    path = write_plan(rl_project["tmp"], document)
     run = json.loads(cli.ok("training", "runs", "start", "-f", path, "--force", "--wait", "-o", "json").out)
     assert run["phase"] == "COMPLETED", run.get("failureReason")
+    metrics = cli.json("training", "runs", "metrics", run["runId"])["steps"]
+    assert [m["reward:answer"] for m in metrics] == [0.0, 0.0]
     assert run["results"]["rollouts"]["importanceSampling"] == "sequence"
     assert run["results"]["rollouts"]["klBeta"] == 0
     assert run["results"]["rollouts"]["temperature"] == 0.7  # omitted: the default, not greedy sampling
@@ -146,6 +152,8 @@ def test_rows_that_offer_tools_are_refused_at_submission_and_in_the_dry_run(rl_p
                                                               "config.rlHyperparams"),
     (lambda c: c["reward"]["terms"].append({"kind": "regex"}), "config.reward.terms[2]"),
     (lambda c: c["reward"]["terms"].append({"kind": "exact", "name": "vowel"}), "name a term twice"),
+    (lambda c: c["reward"]["terms"].append({"kind": "jsonSchema", "schema": {"type": "objekt"}}),
+     "config.reward.terms[2].schema: not a JSON schema at type"),
 ])
 def test_a_reinforcement_plan_is_refused_by_field(rl_project, capsys, change, words):
     cli = Cli(capsys, rl_project["url"])

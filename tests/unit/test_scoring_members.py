@@ -93,6 +93,27 @@ def test_numeric_compares_the_first_number_within_the_tolerance():
     assert numbers_in("1,2 and 1,000 and .5") == [1.0, 2.0, 1000.0, 0.5]
 
 
+TRIAGE = {"type": "object", "properties": {"label": {"enum": ["billing", "bug"]}, "urgent": {"type": "boolean"}},
+          "required": ["label", "urgent"], "additionalProperties": False}
+
+
+def test_json_schema_scores_a_whole_answer_its_schema_accepts():
+    assert scores({"kind": "jsonSchema", "schema": TRIAGE},
+                  s(' {"label": "bug", "urgent": true}\n'), s('{"label": "bug"}'), s('{"label": "x", "urgent": true}'),
+                  s('Sure: {"label": "bug", "urgent": true}'), s("[" * 100_000), s("")) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "string"}]}
+    assert scores({"kind": "jsonSchema", "schema": draft7}, s('["a", 1]'), s("[1]")) == [1.0, 0.0]
+
+
+def test_a_grpo_plan_s_json_schema_term_reaches_its_member_as_schema():
+    from optimize.schemas.plans import RewardTerm
+
+    term = RewardTerm.model_validate({"kind": "jsonSchema", "schema": TRIAGE})
+    spec = term.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert spec == {"kind": "jsonSchema", "schema": TRIAGE, "weight": 1.0}
+    assert scores(spec, s('{"label": "billing", "urgent": false}')) == [1.0]
+
+
 def test_length_is_a_penalty_past_its_target():
     spec = {"kind": "length", "target": 10, "max": 20}
     assert scores(spec, s(""), s("x" * 10), s("x" * 15), s("x" * 20), s("x" * 500)) == [0.0, 0.0, -0.5, -1.0, -1.0]
@@ -103,6 +124,11 @@ def test_length_is_a_penalty_past_its_target():
     ({"kind": "length", "target": 10, "max": 10}, "reward.terms[0].max: must be more than target (10)"),
     ({"kind": "length", "target": -1, "max": 10}, "reward.terms[0].target: expected a whole number"),
     ({"kind": "length", "target": True, "max": 10}, "reward.terms[0].target: expected a whole number"),
+    ({"kind": "jsonSchema"}, "reward.terms[0].schema: a jsonSchema member needs the JSON schema"),
+    ({"kind": "jsonSchema", "schema": "object"}, "reward.terms[0].schema: a jsonSchema member needs"),
+    ({"kind": "jsonSchema", "schema": {"type": "objekt"}}, "reward.terms[0].schema: not a JSON schema at type"),
+    ({"kind": "jsonSchema", "schema": {"properties": {"a": {"minLength": -1}}}},
+     "reward.terms[0].schema: not a JSON schema at properties/a/minLength"),
     ({"kind": "numeric", "tolerance": -1}, "reward.terms[0].tolerance: expected a number 0 or more"),
     ({"kind": "numeric", "pick": "middle"}, "reward.terms[0].pick: expected first or last"),
     ({"kind": "exact", "caseSensitive": "no"}, "reward.terms[0].caseSensitive: expected true or false"),

@@ -128,16 +128,17 @@ class RlHyperparams(_Part):
         description="Importance-sampling level of the policy ratio (default: token for grpo, sequence for gspo)")
 
 
-TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule", "judge")
+TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "jsonSchema", "rule", "judge")
 
 
 class RewardTerm(_Part):
     """One term of the reward: a built-in check, a scoring bundle's function (`kind: rule`) or a judge model asked
     to grade each completion (`kind: judge`)."""
 
-    kind: Literal["exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "rule", "judge"] = Field(
-        description="exact, contains, regex, jsonFieldMatch, numeric, length, rule (a scoring bundle's function), or "
-                    "judge (a model asked to grade each completion)")
+    kind: Literal["exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "jsonSchema", "rule",
+                  "judge"] = Field(
+        description="exact, contains, regex, jsonFieldMatch, numeric, length, jsonSchema (the answer is JSON a schema "
+                    "accepts), rule (a scoring bundle's function), or judge (a model asked to grade each completion)")
     name: str | None = Field(default=None, max_length=64, description="The term's name in metrics (default: kind, "
                                                                       "numbered when repeated)")
     weight: float = Field(default=1.0, ge=-1e6, le=1e6, description="Its weight in the sum")
@@ -150,6 +151,8 @@ class RewardTerm(_Part):
     tolerance: float | None = Field(default=None, ge=0, description="numeric: absolute tolerance")
     target: int | None = Field(default=None, ge=0, le=MOST_TOKENS, description="length: characters without penalty")
     max: int | None = Field(default=None, ge=1, le=MOST_TOKENS, description="length: characters at penalty -1")
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema",
+                                               description="jsonSchema: the JSON schema an answer must satisfy")
     bundle: str | None = Field(default=None, max_length=300, description="rule: the scoring bundle (NS/NAME[:vN])")
     function: str | None = Field(default=None, max_length=200,
                                  description="rule: MODULE[:FUNCTION] in the bundle (FUNCTION default compute_score)")

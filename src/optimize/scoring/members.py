@@ -13,6 +13,9 @@ and scores a batch of samples, `list[Sample] -> list[Score]`, in this process.
 | `numeric`        | 1.0 when the first (`pick: last`: the last) number in the completion is within `tolerance`  |
 |                  | (absolute, default 0) of the reference number; else 0.0                                    |
 | `length`         | a penalty: 0 up to `target` characters, then linearly down to -1 at `max` characters       |
+| `jsonSchema`     | 1.0 when the whole completion (stripped) is JSON that `schema` (a JSON schema, validated   |
+|                  | by the `jsonschema` package under the draft its `$schema` names, 2020-12 by default)      |
+|                  | accepts; else 0.0 — what an endpoint's structured output is held to                        |
 
 Options: `caseSensitive` (exact, contains, regex; default true); `field` (exact, contains, numeric,
 jsonFieldMatch): the row field holding the reference — a top-level field's name, or a dotted path into a
@@ -48,11 +51,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+
 from optimize.core.errors import Invalid
 from optimize.scoring.patterns import MAX_PATTERN_CHARS, PatternRefused, compile_pattern
 from optimize.scoring.samples import Sample, Score, sample_from_row
 
-BUILTIN_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length")
+BUILTIN_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "jsonSchema")
 RULE_KIND = "rule"
 JUDGE_KIND = "judge"  # a model asked to grade the answer (`optimize.scoring.judge`)
 KINDS = (*BUILTIN_KINDS, RULE_KIND, JUDGE_KIND)
@@ -66,6 +72,7 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "jsonFieldMatch": ("field",),
     "numeric": ("tolerance", "pick", "field"),
     "length": ("target", "max"),
+    "jsonSchema": ("schema",),
     RULE_KIND: ("bundle", "function", "timeLimitSeconds", "memoryLimitMb"),
     JUDGE_KIND: ("model", "instructions"),
 }
@@ -361,8 +368,34 @@ class Length(Builtin):
         return Score(-min(1.0, over / (self.max - self.target)))
 
 
+class JsonSchema(Builtin):
+    kind = "jsonSchema"
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        super().__init__(spec)
+        self.validator = schema_validator(spec["schema"])
+
+    def score_one(self, sample: Sample) -> Score:
+        text = sample.completion.strip()
+        if len(text) > JSON_TEXT_CHARS:
+            return Score(0.0)
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):  # no JSON, or nested deeper than the stack
+            return Score(0.0)
+        return Score(1.0 if self.validator.is_valid(value) else 0.0)
+
+
+def schema_validator(schema: Mapping[str, Any]) -> Any:
+    """The validator of a JSON schema, under the draft its `$schema` names (2020-12 when it names none); SchemaError
+    when it is no schema of that draft."""
+    cls = validator_for(schema, default=validator_for({"$schema": "https://json-schema.org/draft/2020-12/schema"}))
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 _BUILTINS: dict[str, type[Builtin]] = {cls.kind: cls for cls in (Exact, Contains, Regex, JsonFieldMatch, Numeric,
-                                                                   Length)}
+                                                                   Length, JsonSchema)}
 
 
 def build_builtin(spec: Mapping[str, Any], *, where: str = "") -> Builtin:
@@ -473,6 +506,17 @@ def check_member(spec: Any, *, where: str = "", extra_keys: Iterable[str] = ()) 
                 raise refuse(key, f"expected a whole number of characters, 0 or more, got {value!r}")
         if spec["max"] <= spec["target"]:
             raise refuse("max", f"must be more than target ({spec['target']}), got {spec['max']}")
+    elif kind == "jsonSchema":
+        schema = spec.get("schema")
+        if not isinstance(schema, Mapping):
+            raise refuse("schema", "a jsonSchema member needs the JSON schema its answers must satisfy (`schema`, "
+                                   "an object)")
+        try:
+            schema_validator(schema)
+        except SchemaError as error:
+            where_in = "/".join(str(part) for part in error.path)
+            raise refuse("schema", f"not a JSON schema{f' at {where_in}' if where_in else ''}: {error.message}"
+                         ) from None
     elif kind == RULE_KIND:
         bundle = spec.get("bundle")
         if not isinstance(bundle, str) or not bundle.strip():
