@@ -9,7 +9,8 @@
   `until` stop strings by the server);
 - httpx as a curl-like client: a streamed chat completion and a streamed text completion read line by line as
   server-sent events, ending with `data: [DONE]`;
-- the `openai` client's `chat.completions.parse` with a pydantic model, a forced tool call and several choices, and
+- the `openai` client's `chat.completions.parse` with a pydantic model, a forced tool call and several choices (whole
+  and streamed), and
   its `responses.create` (whole, streamed, and going on from a previous response); LangChain's
   `with_structured_output` (json_schema and function calling);
 - and what a client may send that no model can answer — a bare NaN or Infinity in the body, a token id outside the
@@ -260,6 +261,24 @@ def test_openai_parse_reads_structured_answers_and_forced_calls_through_the_serv
     [call] = called.choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments)["days"] in (1, 2, 3)
     assert called.choices[0].finish_reason == "tool_calls"
+
+
+def test_the_openai_client_streams_several_choices_each_by_its_index(served):
+    from openai import OpenAI
+
+    proc, _ = served
+    openai = OpenAI(base_url=f"{proc.url}/v1", api_key=proc.token, max_retries=0)
+    asked = {"model": MODEL, "messages": [{"role": "user", "content": "Name a colour."}], "n": 3, "seed": 5,
+             "temperature": 1.0, "max_tokens": 12}
+    whole = openai.chat.completions.create(**asked)
+    texts, finishes = {0: "", 1: "", 2: ""}, {}
+    for chunk in openai.chat.completions.create(**asked, stream=True):
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    assert texts == {choice.index: choice.message.content for choice in whole.choices}  # seeded: the same answers
+    assert finishes == {choice.index: choice.finish_reason for choice in whole.choices}
 
 
 def test_the_openai_client_s_responses_create_whole_streamed_and_continued(served):

@@ -52,7 +52,6 @@ REFUSALS = {  # id: (request body, what the message must name)
     "tool-without-function": (body(tools=[{"type": "function"}]), "tool 0"),
     "n-0": (body(n=0), "n must be a whole number from 1 to 16"),
     "n-17": (body(n=17), "n must be a whole number"),
-    "n-streamed": (body(n=2, stream=True), "n above 1 is answered whole here"),
     "top_k-negative": (body(top_k=-2), "top_k"),
     "min_p-high": (body(min_p=1.5), "min_p"),
     "repetition_penalty-zero": (body(repetition_penalty=0), "repetition_penalty"),
@@ -500,6 +499,25 @@ def test_n_choices_are_asked_together_each_seeded_and_counted_in_the_usage(smoll
     assert all(asked["shaping"].presence_penalty == 1 for asked in engine.asked)
     one = len(smollm2[0].tokenizer("Sunny.", add_special_tokens=False)["input_ids"]) + 1
     assert answer["usage"]["completion_tokens"] == 3 * one
+
+
+def test_n_streamed_choices_interleave_each_by_its_index_and_finish_on_its_own(smollm2):
+    completer, engine = completer_for(smollm2, TEXT_ANSWER)
+    whole = completer.complete(None, read_request(body(n=3, seed=4)))
+    chunks = events(completer.chunks(None, read_request(body(n=3, seed=4, stream=True,
+                                                              stream_options={"include_usage": True}))))
+    assert [asked["seed"] for asked in engine.asked[3:]] == [4, 5, 6]
+    assert chunks[-1] == "[DONE]" and chunks[-2]["usage"] == whole["usage"]
+    chunks = chunks[:-2]
+    assert all(len(c["choices"]) == 1 for c in chunks)
+    indexes = [c["choices"][0]["index"] for c in chunks]
+    assert indexes[:3] == [0, 1, 2] and indexes[3:6] == [0, 1, 2]  # roles first, then each choice in turn
+    for index in range(3):
+        mine = [c for c in chunks if c["choices"][0]["index"] == index]
+        assert mine[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        assert streamed_content(mine) == whole["choices"][index]["message"]["content"] == TEXT_ANSWER
+        assert [c["choices"][0]["finish_reason"] for c in mine].count("stop") == 1
+        assert mine[-1]["choices"][0]["finish_reason"] == "stop"
 
 
 def test_a_bias_for_a_token_the_model_lacks_is_refused_naming_logit_bias(smollm2):

@@ -4,13 +4,14 @@ generated, tool calls parsed with the model's parser, and the reply shaped as Op
 a stream of `chat.completion.chunk` events.
 
 A request that offers tools is answered whole and then streamed as one piece, since a call can only be parsed
-once its text is complete; a request without tools streams text as it is generated.
+once its text is complete; a request without tools streams text as it is generated. Several choices (`n`) decode
+together from one prefill, whole or streamed (each chunk one choice, by its index).
 
 Every parameter a request may carry is honoured or refused naming it, never ignored: `stop` cuts the answer at
 the first stop string (finish_reason stop), `seed` makes sampling reproducible, `logprobs` and `top_logprobs`
-return each token's log-probability; `response_format` other than text, a `tool_choice` that forces a call, and
-non-zero penalties or a logit bias are refused (this engine has no constrained decoding), as is any field OpenAI's
-API does not define.
+return each token's log-probability, `response_format` and a forcing `tool_choice` hold the answer to a grammar
+(`serving.structured`), the penalties, a logit bias, `top_k` and `min_p` shape sampling (`serving.sampling`);
+any field OpenAI's API does not define is refused.
 """
 
 from __future__ import annotations
@@ -114,9 +115,6 @@ def read_request(body: Any) -> ChatRequest:
     choices = 1 if body.get("n") is None else body["n"]
     if type(choices) is not int or not 1 <= choices <= MOST_CHOICES:
         raise RequestError(f"n must be a whole number from 1 to {MOST_CHOICES}", "n")
-    if choices > 1 and body.get("stream"):
-        raise RequestError("n above 1 is answered whole here, not streamed; leave stream out or ask for one choice",
-                           "n")
     try:
         shaping = read_shaping(body)
     except ShapingError as error:
@@ -303,54 +301,53 @@ class Completer:
 
     def chunks(self, adapter: str | None, request: ChatRequest) -> Iterator[str]:
         """Server-sent events, each a `chat.completion.chunk`, then `[DONE]`. The prompt is checked and the request
-        given its place in the batch before the stream starts (a refusal or a full endpoint is an error answer)."""
+        given its place in the batch before the stream starts (a refusal or a full endpoint is an error answer);
+        several choices (`n`) decode together, their chunks interleaved as their tokens come, each by its index."""
         prompt = self.prompt(request, adapter)
-        return self._chunks(request, prompt, self._steps(adapter, request, prompt))
+        streams: list[Any] = []
+        try:
+            for choice in range(request.n):
+                streams.append(self._steps(adapter, request, prompt, choice))
+        except BaseException:
+            for stream in streams:
+                stream.close()
+            raise
+        return self._chunks(request, prompt, streams)
 
-    def _chunks(self, request: ChatRequest, prompt: list[int], generated) -> Iterator[str]:
+    def _chunks(self, request: ChatRequest, prompt: list[int], streams: list[Any]) -> Iterator[str]:
         ident, created = _completion_id(), int(time.time())
 
-        def event(delta: dict[str, Any], finish: str | None = None, logprobs: dict | None = None) -> str:
+        def event(index: int, delta: dict[str, Any], finish: str | None = None, logprobs: dict | None = None) -> str:
             chunk = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": request.model,
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
+                     "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
             return f"data: {json.dumps(chunk)}\n\n"
 
-        yield event({"role": "assistant", "content": ""})
-        steps: list[Any] = []
-        sent, logged, cut = "", 0, None
+        choices = [_StreamedChoice(self, request, index, generated, event) for index, generated in enumerate(streams)]
+        for choice in choices:
+            yield event(choice.index, {"role": "assistant", "content": ""})
+        live = [(choice, iter(choice.generated.batches())) for choice in choices]
         try:
-            for batch in generated.batches():  # under load several tokens come at once: one chunk
-                if (cut := take(batch, steps, self._stops(request))) is not None:
-                    break
-                if request.tools:
-                    continue  # calls are parsed from the whole answer
-                text = self._text([s.token for s in steps], skip_special=True)
-                safe = len(text) - _held_back(text, request.stop)
-                if safe > len(sent) and not text[:safe].endswith("\ufffd"):  # hold back a half-decoded character
-                    yield event({"content": text[len(sent):safe]}, logprobs=self._logprobs(steps[logged:], request))
-                    sent, logged = text[:safe], len(steps)
+            while live:  # one batch of each choice in turn: they decode in the same steps, so none waits long
+                for item in list(live):
+                    choice, batches = item
+                    batch = next(batches, None)
+                    if batch is not None and not choice.take(batch):
+                        yield from choice.deltas()
+                        continue
+                    live.remove(item)
+                    choice.generated.close()  # a stop string: the row is freed
+                    yield from choice.ending()
         except RequestTimedOut as late:  # what was generated was sent; the stream ends with OpenAI's error object
             yield timed_out_event(late)
             return
         finally:
-            generated.close()  # a client that went away, or a stop string: the row is freed
-        tokens = [step.token for step in steps]
-        message, finish = self._message(tokens, request, cut)
-        if request.tools:
-            delta: dict[str, Any] = {}
-            if message["content"]:
-                delta["content"] = message["content"]
-            if message.get("tool_calls"):
-                delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-            if delta:
-                yield event(delta, logprobs=self._logprobs(steps, request))
-        elif len(message["content"]) > len(sent):  # what was held back
-            yield event({"content": message["content"][len(sent):]}, logprobs=self._logprobs(steps[logged:], request))
-        yield event({}, finish)
+            for choice in choices:
+                choice.generated.close()  # a client that went away: the rows are freed
         if request.include_usage:  # as OpenAI sends it: a chunk of its own, with no choices
+            generated = sum(len(choice.steps) for choice in choices)
             yield "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
                                          "model": request.model, "choices": [],
-                                         "usage": usage(prompt, len(tokens), generated.sequence.cached)}) + "\n\n"
+                                         "usage": usage(prompt, generated, streams[0].sequence.cached)}) + "\n\n"
         yield "data: [DONE]\n\n"
 
     def _stops(self, request: ChatRequest):
@@ -393,6 +390,50 @@ class Completer:
     def _token_entry(self, token: int, logprob: float | None) -> dict[str, Any]:
         text = self.renderer.tokenizer.decode([token])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+class _StreamedChoice:
+    """One choice of a streamed answer: its steps so far, the text sent of them, and the chunks each new batch of
+    steps sends (text as it is decoded, held back where a stop string or a character may be half written; with tools,
+    nothing until the whole answer is parsed)."""
+
+    def __init__(self, completer: Completer, request: ChatRequest, index: int, generated: Any, event) -> None:
+        self.completer, self.request, self.index, self.generated, self.event = completer, request, index, generated, \
+            event
+        self.steps: list[Any] = []
+        self.sent, self.logged, self.cut = "", 0, None
+
+    def take(self, batch: list[Any]) -> bool:
+        """Add a batch's steps; whether a stop string ended the choice."""
+        self.cut = take(batch, self.steps, self.completer._stops(self.request))
+        return self.cut is not None
+
+    def deltas(self) -> Iterator[str]:
+        if self.request.tools:
+            return  # calls are parsed from the whole answer
+        text = self.completer._text([s.token for s in self.steps], skip_special=True)
+        safe = len(text) - _held_back(text, self.request.stop)
+        if safe > len(self.sent) and not text[:safe].endswith("\ufffd"):  # hold back a half-decoded character
+            yield self.event(self.index, {"content": text[len(self.sent):safe]},
+                             logprobs=self.completer._logprobs(self.steps[self.logged:], self.request))
+            self.sent, self.logged = text[:safe], len(self.steps)
+
+    def ending(self) -> Iterator[str]:
+        """What was held back (or, with tools, the whole parsed answer), then the choice's finish."""
+        completer, request = self.completer, self.request
+        message, finish = completer._message([step.token for step in self.steps], request, self.cut)
+        if request.tools:
+            delta: dict[str, Any] = {}
+            if message["content"]:
+                delta["content"] = message["content"]
+            if message.get("tool_calls"):
+                delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+            if delta:
+                yield self.event(self.index, delta, logprobs=completer._logprobs(self.steps, request))
+        elif len(message["content"]) > len(self.sent):
+            yield self.event(self.index, {"content": message["content"][len(self.sent):]},
+                             logprobs=completer._logprobs(self.steps[self.logged:], request))
+        yield self.event(self.index, {}, finish)
 
 
 def usage(prompt: list[int], generated: int, cached: int) -> dict[str, Any]:
