@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from optimize.core.errors import ParamError
 from optimize.serving.batcher import Step
 from optimize.serving.completions import DEFAULT_MAX_TOKENS, Completer, RequestError, read_request
 
@@ -76,7 +77,7 @@ REFUSALS = {  # id: (request body, what the message must name)
 
 @pytest.mark.parametrize("request_body, field", list(REFUSALS.values()), ids=list(REFUSALS))
 def test_a_bad_request_is_refused_naming_the_field(request_body, field):
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         read_request(request_body)
     assert field in str(refused.value)
 
@@ -382,7 +383,7 @@ UNSUPPORTED = {  # id: (fields, the param named)
 
 @pytest.mark.parametrize("fields, param", list(UNSUPPORTED.values()), ids=list(UNSUPPORTED))
 def test_what_the_engine_cannot_do_is_refused_naming_the_parameter(fields, param):
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         read_request(body(**fields))
     assert refused.value.param == param and param in str(refused.value)
 
@@ -449,7 +450,7 @@ def test_text_completion_requests_are_read_or_refused_naming_the_parameter():
                           ({"prompt": "x", "logprobs": 9}, "logprobs"), ({"prompt": "x", "echo": 1}, "echo"),
                           ({"prompt": "x", "stream": True, "echo": True}, "stream"), ({"prompt": "x", "n": 3}, "n"),
                           ({"prompt": "x", "messages": []}, "messages")):
-        with pytest.raises(RequestError) as refused:
+        with pytest.raises(ParamError) as refused:
             read_text_request({"model": "m", **fields})
         assert refused.value.param == param
 
@@ -522,7 +523,7 @@ def test_n_streamed_choices_interleave_each_by_its_index_and_finish_on_its_own(s
 
 def test_a_bias_for_a_token_the_model_lacks_is_refused_naming_logit_bias(smollm2):
     completer, _ = completer_for(smollm2, "Sunny.")
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         completer.complete(None, read_request(body(logit_bias={"999999": 5})))
     assert refused.value.param == "logit_bias" and "outside the model's vocabulary" in str(refused.value)
 
@@ -533,7 +534,7 @@ def test_a_bias_for_a_token_the_model_lacks_is_refused_naming_logit_bias(smollm2
 ])
 def test_an_engine_without_constrained_decoding_refuses_structured_outputs(smollm2, fields, param):
     completer, _ = completer_for(smollm2, "Sunny.")  # an engine that does not say it constrains (as vLLM's here)
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         completer.complete(None, read_request(body(**fields)))
     assert refused.value.param == param and "has no constrained decoding" in str(refused.value)
 
@@ -550,7 +551,7 @@ def test_a_trained_model_s_instructions_answer_a_request_without_a_system_messag
         assert "Answer in one word." not in renderer.tokenizer.decode(engine.asked[-1]["prompt"]), fields
     completer.complete(None, read_request(body()))  # the base model has none
     assert "Answer in one word." not in renderer.tokenizer.decode(engine.asked[-1]["prompt"])
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         read_request(body(trained_instructions="no"))
     assert refused.value.param == "trained_instructions"
 

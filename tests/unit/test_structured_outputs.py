@@ -10,7 +10,8 @@ import json
 import jsonschema
 import pytest
 
-from optimize.serving.completions import Completer, RequestError, read_request
+from optimize.core.errors import ParamError
+from optimize.serving.completions import Completer, read_request
 
 pytest.importorskip("torch")
 
@@ -74,6 +75,17 @@ def test_a_forced_tool_call_is_a_call_of_an_offered_tool_with_arguments_of_its_s
         jsonschema.validate(json.loads(call["function"]["arguments"]), schemas[name])
 
 
+def test_a_forced_call_s_json_has_no_whitespace_of_the_model_s_choosing(served):
+    """As a response's JSON: otherwise a sampled answer may spend its tokens on whitespace and never close the call.
+    Every token writes at least one character, so as many tokens as the call has characters always close it."""
+    call = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
+    closed = {"type": "function", "function": {**TIME["function"], "parameters": {
+        **TIME["function"]["parameters"], "additionalProperties": False}}}  # no keys of the model's own either
+    answer = served.complete(None, read_request(asked(tools=[closed], tool_choice="required", n=16, seed=5,
+                                                      max_tokens=len(call) + 1)))
+    assert [item["finish_reason"] for item in answer["choices"]] == ["tool_calls"] * 16
+
+
 def test_constrained_and_free_rows_decode_together(served):
     import threading
 
@@ -107,7 +119,7 @@ def test_constrained_and_free_rows_decode_together(served):
      "cannot both shape one answer"),
 ])
 def test_what_cannot_be_constrained_is_refused_naming_the_field(fields, param, words):
-    with pytest.raises(RequestError) as refused:
+    with pytest.raises(ParamError) as refused:
         read_request(asked(**fields))
     assert refused.value.param == param and words in str(refused.value), str(refused.value)
 

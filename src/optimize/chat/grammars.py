@@ -13,15 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.core.errors import Invalid, ParamError
+
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
-class ConstraintError(ValueError):
+class ConstraintError(ParamError):
     """A grammar that cannot be used; `param` names the field it came from."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)
@@ -56,6 +54,20 @@ def schema_grammar(schema: Any, param: str) -> str:
 
 def json_constraint(schema: Any, param: str) -> Constraint:
     return Constraint(schema_grammar(schema, param), "json_schema")
+
+
+def refuse_uncompilable(schema: Any, param: str) -> None:
+    """A job's response schema checked when the job is submitted, so one llguidance cannot compile is refused there
+    naming `param` rather than by its worker; a server without llguidance (installed without the train extra)
+    leaves the check to the worker."""
+    try:
+        import llguidance  # noqa: F401 - only whether it is there
+    except ImportError:
+        return
+    try:
+        schema_grammar(schema, param)
+    except ConstraintError as error:
+        raise Invalid(str(error), hint="use a schema llguidance compiles: see docs/endpoints.md") from None
 
 
 class Matchers:

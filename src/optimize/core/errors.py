@@ -88,6 +88,16 @@ class Unavailable(PlatformError):
     title = "Unavailable"
 
 
+class ParamError(ValueError):
+    """A value of an OpenAI request's parameter that the work cannot take, said in a sentence; `param` names the
+    parameter, as OpenAI's error object does (an endpoint's worker answers it 400). Below the platform's errors:
+    raised where a request is read or shaped, far from any route."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 class ChecksumMismatch(Invalid):
     """Bytes received do not hash to the digest the sender promised."""
 

@@ -34,7 +34,7 @@ from sqlalchemy import func, select
 
 from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
-from optimize.chat.grammars import ConstraintError, json_constraint
+from optimize.chat.grammars import refuse_uncompilable
 from optimize.core.acceptance import DEFAULT_FLOOR, Acceptance, crossed_below
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
@@ -79,10 +79,7 @@ def _settings(request: DistillationRequest) -> dict[str, Any]:
                 "acceptanceFloor": request.acceptance_floor, "smoke": None, "instructions": request.instructions,
                 "acceptGrader": None, "minScore": request.min_score, "responseSchema": request.response_schema}
     if request.response_schema is not None:
-        try:  # refused here, naming what cannot be compiled, rather than by the worker
-            json_constraint(request.response_schema, "responseSchema")
-        except ConstraintError as error:
-            raise Invalid(str(error), hint="use a schema llguidance compiles: see docs/endpoints.md") from None
+        refuse_uncompilable(request.response_schema, "responseSchema")
     if request.smoke is not None:
         try:
             settings["smoke"] = [f"{line}:{message}" for line, message in parse_smoke(request.smoke)]

@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select
 from optimize.catalog.catalog import check_replica_profile
 from optimize.catalog.selection import job_model, selection_for
 from optimize.chat.families import reads_images
-from optimize.chat.grammars import ConstraintError, json_constraint
+from optimize.chat.grammars import refuse_uncompilable
 from optimize.core.access import visible_projects
 from optimize.core.clock import iso, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
@@ -90,10 +90,7 @@ def insert(deployment: Deployment, session, request: EvaluationRequest, prepared
         model["graderBundle"] = bundle
     model["maxNewTokens"] = request.max_new_tokens
     if request.response_schema is not None:
-        try:  # refused here, naming what cannot be compiled, rather than by the worker
-            json_constraint(request.response_schema, "responseSchema")
-        except ConstraintError as error:
-            raise Invalid(str(error), hint="use a schema llguidance compiles: see docs/endpoints.md") from None
+        refuse_uncompilable(request.response_schema, "responseSchema")
         model["responseSchema"] = request.response_schema
     sampling, rows = _sampling(request)
     if sampling:

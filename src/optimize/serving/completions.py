@@ -23,10 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from optimize.chat.grammars import Constraint, ConstraintError
+from optimize.chat.grammars import Constraint
 from optimize.core.environment import setting
+from optimize.core.errors import ParamError
 from optimize.serving.batcher import RequestTimedOut
-from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
+from optimize.serving.sampling import Shaping, check_vocabulary, read_shaping
 from optimize.serving.structured import forced_call, forced_tools, read_response_format
 from optimize.workloads.tool_calls import parse
 
@@ -48,12 +49,9 @@ MOST_TOP_LOGPROBS = 20
 MOST_CHOICES = 16  # n: choices one request may ask for
 
 
-class RequestError(ValueError):
-    """A request the endpoint cannot answer; the message says which field and what to change (`param`)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+class RequestError(ParamError):
+    """A request the endpoint cannot answer; the message says which field and what to change (`param`). The
+    request's grammar (ConstraintError) and sampling (ShapingError) are refused as the same kind of error."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ class ChatRequest:
     shaping: Shaping = field(default_factory=Shaping)  # biases, penalties, top_k, min_p
     n: int = 1  # choices
     response: Constraint | None = None  # response_format json_object / json_schema
-    tool_choice: Any = None  # none, auto, required or a named function (a forced call is constrained)
+    forced: dict[str, dict[str, Any]] | None = None  # the tools a tool_choice forces a call of, by name
     trained_instructions: bool = True  # a trained model's instructions answer a request without a system message
     parallel_tool_calls: bool = True  # false: an answer keeps its first tool call only
 
@@ -97,13 +95,11 @@ def read_request(body: Any) -> ChatRequest:
     if choice == "none":
         tools = None
     _refuse_unsupported(body)
-    try:
-        response = read_response_format(body.get("response_format"))
-        if forced_tools(choice, tools) is not None and response is not None:
-            raise ConstraintError("response_format and a tool_choice that forces a call cannot both shape one answer; "
-                                  "leave one out", "tool_choice")
-    except ConstraintError as error:
-        raise RequestError(str(error), error.param) from None
+    response = read_response_format(body.get("response_format"))
+    forced = forced_tools(choice, tools)
+    if forced is not None and response is not None:
+        raise RequestError("response_format and a tool_choice that forces a call cannot both shape one answer; "
+                           "leave one out", "tool_choice")
     try:  # images sent as data URLs, read into files; then the rules a dataset row is held to, with a stand-in
         # answer after the prompt
         messages = with_image_files(messages)
@@ -115,10 +111,7 @@ def read_request(body: Any) -> ChatRequest:
     choices = 1 if body.get("n") is None else body["n"]
     if type(choices) is not int or not 1 <= choices <= MOST_CHOICES:
         raise RequestError(f"n must be a whole number from 1 to {MOST_CHOICES}", "n")
-    try:
-        shaping = read_shaping(body)
-    except ShapingError as error:
-        raise RequestError(str(error), error.param) from None
+    shaping = read_shaping(body)
     field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(field)
     if max_tokens is None:  # OpenAI's schema allows null for every optional field: it means the default
@@ -136,7 +129,7 @@ def read_request(body: Any) -> ChatRequest:
     return ChatRequest(str(body.get("model") or ""), messages, tools, max_tokens, float(temperature),
                        float(top_p), bool(body.get("stream")), read_stop(body.get("stop")), read_seed(body.get("seed")),
                        _top_logprobs(body), bool((body.get("stream_options") or {}).get("include_usage")), shaping,
-                       choices, response, choice, _flag(body, "trained_instructions"),
+                       choices, response, forced, _flag(body, "trained_instructions"),
                        _flag(body, "parallel_tool_calls"))
 
 
@@ -192,13 +185,14 @@ def _top_logprobs(body: dict[str, Any]) -> int | None:
     return (top or 0) if wanted else None
 
 
-class Prompt(list):
+@dataclass(frozen=True)
+class Prompt:
     """A prompt's token ids, with the image files its image tokens stand for (none for a text prompt) and the
     grammar its answer keeps to (none for a free answer)."""
 
-    def __init__(self, ids: list[int], images: tuple[str, ...] = (), constraint: Constraint | None = None) -> None:
-        super().__init__(ids)
-        self.images, self.constraint = images, constraint
+    ids: list[int]
+    images: tuple[str, ...] = ()
+    constraint: Constraint | None = None
 
 
 class Completer:
@@ -234,14 +228,9 @@ class Completer:
             expansion, images = self.renderer.expanded(text, messages)
         except RenderError as error:
             raise RequestError(str(error)) from None
-        try:
-            check_vocabulary(request.shaping, len(self.renderer.tokenizer))
-        except ShapingError as error:
-            raise RequestError(str(error), error.param) from None
-        try:  # a forced call is written in this model's own tool-call format
-            constraint = request.response or forced_call(request.tool_choice, request.tools, self.tool_parser)
-        except ConstraintError as error:
-            raise RequestError(str(error), error.param) from None
+        check_vocabulary(request.shaping, len(self.renderer.tokenizer))
+        # a forced call is written in this model's own tool-call format
+        constraint = request.response or forced_call(request.forced, self.tool_parser)
         if constraint is not None and not getattr(self.engine, "constrains", False):
             raise RequestError("this endpoint's engine has no constrained decoding (structured outputs are decoded "
                                "by the Transformers engine); leave response_format and a forced tool_choice out",
@@ -267,8 +256,8 @@ class Completer:
         if prompt.constraint is not None:
             extra["constraint"] = prompt.constraint
         seed = None if request.seed is None else (request.seed + choice) % 2**63
-        return self.engine.stream(adapter, prompt, self._limit(request, prompt), request.temperature, request.top_p,
-                                  seed, request.top_logprobs, **extra)
+        return self.engine.stream(adapter, prompt.ids, self._limit(request, prompt.ids), request.temperature,
+                                  request.top_p, seed, request.top_logprobs, **extra)
 
     def complete(self, adapter: str | None, request: ChatRequest) -> dict[str, Any]:
         """Every choice (`n`), each asked before any is read, so they decode together and a prompt asked several
@@ -285,7 +274,7 @@ class Completer:
         generated = sum(choice.pop("_generated") for choice in choices)
         return {"id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
                 "model": request.model, "choices": choices,
-                "usage": usage(prompt, generated, streams[0].sequence.cached)}
+                "usage": usage(prompt.ids, generated, streams[0].sequence.cached)}
 
     def _choice(self, index: int, generated, request: ChatRequest) -> dict[str, Any]:
         steps: list[Any] = []
@@ -314,7 +303,7 @@ class Completer:
             raise
         return self._chunks(request, prompt, streams)
 
-    def _chunks(self, request: ChatRequest, prompt: list[int], streams: list[Any]) -> Iterator[str]:
+    def _chunks(self, request: ChatRequest, prompt: Prompt, streams: list[Any]) -> Iterator[str]:
         ident, created = _completion_id(), int(time.time())
 
         def event(index: int, delta: dict[str, Any], finish: str | None = None, logprobs: dict | None = None) -> str:
@@ -347,7 +336,7 @@ class Completer:
             generated = sum(len(choice.steps) for choice in choices)
             yield "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
                                          "model": request.model, "choices": [],
-                                         "usage": usage(prompt, generated, streams[0].sequence.cached)}) + "\n\n"
+                                         "usage": usage(prompt.ids, generated, streams[0].sequence.cached)}) + "\n\n"
         yield "data: [DONE]\n\n"
 
     def _stops(self, request: ChatRequest):

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from optimize.core.errors import ParamError
 from optimize.serving.completions import ChatRequest, RequestError, read_request
 
 KEEP_SECONDS = 3600.0
@@ -175,7 +176,7 @@ class Responder:
                 "parallel_tool_calls": body.get("parallel_tool_calls")}
         try:
             request = read_request({key: value for key, value in chat.items() if value is not None})
-        except RequestError as error:
+        except ParamError as error:
             raise _refused(error) from None
         echo = {"instructions": instructions, "tools": body.get("tools") or [],
                 "tool_choice": body.get("tool_choice") or "auto", "temperature": body.get("temperature", 1.0),

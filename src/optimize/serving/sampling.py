@@ -10,15 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from optimize.core.errors import ParamError
+
 MOST_LOGIT_BIAS = 300  # entries, as OpenAI allows
 
 
-class ShapingError(ValueError):
+class ShapingError(ParamError):
     """A sampling value out of its range; `param` names the field."""
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from optimize.chat.grammars import Constraint, ConstraintError, checked, schema_grammar
+from optimize.chat.grammars import JSON_OPTIONS, Constraint, ConstraintError, checked, schema_grammar
 
 # the tool-call formats a forced call can be written in: parser -> (lark before the call, after it, arguments key)
 CALL_FORMATS = {"hermes": ('<tool_call> "\\n" ', ' "\\n" </tool_call>', "arguments"),
@@ -56,10 +56,9 @@ def forced_tools(choice: Any, tools: list[dict[str, Any]] | None) -> dict[str, d
     return {name: function for name, function in offered.items() if named is None or name == named}
 
 
-def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | None) -> Constraint | None:
-    """The constraint of a `tool_choice` that forces a call, written in the model's tool-call format (`parser`);
-    None for none, auto or no choice."""
-    forced = forced_tools(choice, tools)
+def forced_call(forced: dict[str, dict[str, Any]] | None, parser: str | None) -> Constraint | None:
+    """The constraint of a call of one of the `forced` tools (`forced_tools`), written in the model's tool-call
+    format (`parser`); None when no call is forced."""
     if forced is None:
         return None
     if parser not in CALL_FORMATS:
@@ -73,7 +72,9 @@ def forced_call(choice: Any, tools: list[dict[str, Any]] | None, parser: str | N
              for name, function in forced.items()]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
     schema_grammar(schema, "tools")  # each tool's parameters compile
-    lark = f"start: {before}call{after}\ncall: %json {json.dumps(schema)}"
+    # the call's JSON as a response's is written (no whitespace of the model's choosing: it could spend its tokens
+    # on that and never close the call)
+    lark = f"start: {before}call{after}\ncall: %json {json.dumps({**schema, 'x-guidance': JSON_OPTIONS})}"
     from llguidance import LLMatcher
 
     return Constraint(checked(LLMatcher.grammar_from_lark(lark), "tool_choice"), "tool_call")

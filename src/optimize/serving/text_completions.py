@@ -27,7 +27,7 @@ from optimize.serving.completions import (
     take,
     timed_out_event,
 )
-from optimize.serving.sampling import Shaping, ShapingError, check_vocabulary, read_shaping
+from optimize.serving.sampling import Shaping, check_vocabulary, read_shaping
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this endpoint
 MOST_LOGPROBS = 5
@@ -63,10 +63,7 @@ def read_text_request(body: Any) -> TextRequest:
         if body.get(name) not in allowed:
             raise RequestError(f"{name} is not supported by this endpoint"
                                + (" above 1" if name in ("n", "best_of") else "; leave it out"), name)
-    try:
-        shaping = read_shaping(body)
-    except ShapingError as error:
-        raise RequestError(str(error), error.param) from None
+    shaping = read_shaping(body)
     echo = body.get("echo") or False
     if type(echo) is not bool:
         raise RequestError("echo must be true or false", "echo")
@@ -120,10 +117,7 @@ class TextCompleter:
         if outside is not None:  # the model has no embedding for it (an index error, or a device assert on a GPU)
             raise RequestError(f"prompt holds token id {outside}, outside the model's vocabulary; token ids go from 0 "
                                f"to {vocabulary - 1:,}", "prompt")
-        try:
-            check_vocabulary(request.shaping, vocabulary)
-        except ShapingError as error:
-            raise RequestError(str(error), error.param) from None
+        check_vocabulary(request.shaping, vocabulary)
         if self.context_length and len(ids) + request.max_tokens > self.context_length:
             room = self.context_length - len(ids)
             if room < (0 if request.max_tokens == 0 else 1):

@@ -24,9 +24,10 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from optimize.core.errors import ParamError
 from optimize.schemas.jobs import EndpointSpec
 from optimize.schemas.outcomes import LastWord
-from optimize.serving.completions import RequestError, read_request
+from optimize.serving.completions import read_request
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.rendering import renderer_for
 
@@ -131,7 +132,7 @@ def _app(completer, texts, base_name: str, engine) -> FastAPI:
                 events = await run_in_threadpool(answerer.chunks, adapter, asked)
                 return StreamingResponse(events, media_type="text/event-stream")
             return JSONResponse(await run_in_threadpool(answerer.complete, adapter, asked))
-        except RequestError as error:
+        except ParamError as error:  # the request's own fields, its grammar or its sampling
             return refuse(str(error), param=error.param)
         except RequestTimedOut as late:
             return refuse(str(late), 504, code="request_timeout")
