@@ -98,9 +98,9 @@ TRIAGE = {"type": "object", "properties": {"label": {"enum": ["billing", "bug"]}
 
 
 def test_json_schema_scores_a_whole_answer_its_schema_accepts():
-    assert scores({"kind": "jsonSchema", "schema": TRIAGE},
-                  s(' {"label": "bug", "urgent": true}\n'), s('{"label": "bug"}'), s('{"label": "x", "urgent": true}'),
-                  s('Sure: {"label": "bug", "urgent": true}'), s("[" * 100_000), s("")) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    answers = [' {"label": "bug", "urgent": true}\n', '{"label": "bug"}', '{"label": "x", "urgent": true}',
+               'Sure: {"label": "bug", "urgent": true}', "[" * 100_000, ""]
+    assert scores({"kind": "jsonSchema", "schema": TRIAGE}, *map(s, answers)) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "string"}]}
     assert scores({"kind": "jsonSchema", "schema": draft7}, s('["a", 1]'), s("[1]")) == [1.0, 0.0]
 

@@ -22,7 +22,8 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters":
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "days": {"enum": [1, 2, 3]}},
     "required": ["city", "days"], "additionalProperties": False}}}
 TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
-    "type": "object", "properties": {"zone": {"enum": ["CET", "UTC"]}}, "required": ["zone"]}}}
+    "type": "object", "properties": {"zone": {"enum": ["CET", "UTC"]}}, "required": ["zone"],
+    "additionalProperties": False}}}  # as a strict tool's: a random model would write keys of its own
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +80,7 @@ def test_a_forced_call_s_json_has_no_whitespace_of_the_model_s_choosing(served):
     """As a response's JSON: otherwise a sampled answer may spend its tokens on whitespace and never close the call.
     Every token writes at least one character, so as many tokens as the call has characters always close it."""
     call = '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>'
-    closed = {"type": "function", "function": {**TIME["function"], "parameters": {
-        **TIME["function"]["parameters"], "additionalProperties": False}}}  # no keys of the model's own either
-    answer = served.complete(None, read_request(asked(tools=[closed], tool_choice="required", n=16, seed=5,
+    answer = served.complete(None, read_request(asked(tools=[TIME], tool_choice="required", n=16, seed=5,
                                                       max_tokens=len(call) + 1)))
     assert [item["finish_reason"] for item in answer["choices"]] == ["tool_calls"] * 16
 
