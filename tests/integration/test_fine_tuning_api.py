@@ -2,7 +2,7 @@
 (only `base_url` and the key differ, and the server maps the quickstart's model name to the tiny stand-in with
 OPTIMIZE_FINE_TUNING_MODELS): upload a JSONL file of OpenAI's chat rows, create a job, poll it and its events, read
 its checkpoints, and chat with its `ft:` model, which the server starts serving on that first request. Then a dpo
-job through `method`, its pause and cancel, and the refusals of what is not taken, each naming its parameter in
+job through `method` going on from that `ft:` model, cancelled, and the refusals of what is not taken, each naming its parameter in
 OpenAI's error object, with nothing stored."""
 
 from __future__ import annotations
@@ -94,21 +94,23 @@ def test_the_openai_fine_tuning_quickstart_runs_unchanged(server):
     assert version["conversion"] is None and "file-" + version["digest"].removeprefix("sha256:") == uploaded.id
 
 
-def test_a_dpo_job_from_openai_preference_rows_pauses_and_is_cancelled(server):
+def test_a_dpo_job_goes_on_training_a_fine_tuned_model_from_openai_preference_rows_and_is_cancelled(server):
     client: OpenAI = server["client"]
+    fine_tuned = next(job.fine_tuned_model for job in client.fine_tuning.jobs.list() if job.status == "succeeded")
     path = write_jsonl(server["folder"] / "prefs.jsonl", _preference_rows())
     uploaded = client.files.create(file=path.open("rb"), purpose="fine-tune")
     version = server["admin"].get("/v1/registry/datasets/fine-tuning/prefs/versions/v1").json()
     assert version["conversion"]["sourceFormat"] == "openai-preference-jsonl" and version["pairs"] == 8
     job = client.fine_tuning.jobs.create(
-        training_file=uploaded.id, model=MODEL, suffix="Prefs", seed=7,
+        training_file=uploaded.id, model=fine_tuned, suffix="Prefs", seed=7,
         method={"type": "dpo", "dpo": {"hyperparameters": {"beta": 0.2, "n_epochs": 2, "batch_size": 4,
                                                            "learning_rate_multiplier": 3}}})
     assert job.method.type == "dpo" and job.seed == 7
     shown = job.method.dpo.hyperparameters
     assert (shown.n_epochs, shown.batch_size, shown.learning_rate_multiplier, shown.beta) == (2, 4, 3.0, 0.2)
     run = server["admin"].get(f"/v1/training/runs/{job.id.removeprefix('ftjob-')}").json()
-    assert run["modelName"] == "prefs" and run["method"] == "dpo"
+    assert run["modelName"] == "prefs" and run["method"] == "dpo" and job.model == MODEL
+    assert run["branch"]["source"]["model"] == fine_tuned.removeprefix("ft:")  # its adapter trained on
     cancelled = client.fine_tuning.jobs.cancel(job.id)
     assert cancelled.status == "cancelled" and cancelled.fine_tuned_model is None
 

@@ -76,12 +76,20 @@ def test_a_json_schema_format_and_a_streamed_answer(responder):
     assert numbers == list(range(len(events)))
 
 
+def test_encrypted_reasoning_may_be_asked_for_and_there_is_none(responder):
+    """Inspect asks for it whenever it does not store responses; an answer holds no reasoning items to encrypt."""
+    asked = responder.read({"model": "m", "input": "x", "include": ["reasoning.encrypted_content"], "store": False})
+    assert asked.chat.messages == [{"role": "user", "content": "x"}]
+
+
 @pytest.mark.parametrize(("body", "param"), [
     ({"input": ""}, "input"), ({"input": [{"type": "reasoning"}]}, "input"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, "tools"), ({"input": "x", "max_output_tokens": 0},
                                                                    "max_output_tokens"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "schema": {"type": "string", "format": "nope"}}}},
      "text.format"), ({"input": "x", "background": True}, "background"), ({"input": "x", "seed": 1}, "seed"),
+    ({"input": "x", "include": ["message.output_text.logprobs"]}, "include"), ({"input": "x", "include": "all"},
+                                                                                "include"),
 ])
 def test_what_the_route_cannot_answer_is_refused_naming_the_responses_field(responder, body, param):
     with pytest.raises(RequestError) as refused:

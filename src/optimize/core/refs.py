@@ -107,6 +107,10 @@ def fine_tuned_name(reference: str) -> str:
     return FINE_TUNED + reference
 
 
+def is_fine_tuned(model: object) -> bool:
+    return isinstance(model, str) and model.startswith(FINE_TUNED)
+
+
 def without_fine_tuned(name: str) -> str:
     """The registry reference a model name spells, `ft:` or not."""
     return name.removeprefix(FINE_TUNED)

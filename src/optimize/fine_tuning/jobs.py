@@ -17,7 +17,7 @@ from optimize.core.clock import as_utc
 from optimize.core.environment import setting
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.names import is_valid_name
-from optimize.core.refs import fine_tuned_name
+from optimize.core.refs import fine_tuned_name, is_fine_tuned, without_fine_tuned
 from optimize.deployment import Deployment
 from optimize.fine_tuning.files import file_id, training_rows
 from optimize.schemas import fine_tuning as shapes
@@ -28,6 +28,7 @@ from optimize.schemas.resolved import resolved_config
 from optimize.store.tables import Event, Run, RunMetric, Snapshot
 from optimize.training.server import lifecycle, runs
 from optimize.training.server.phases import RUN
+from optimize.workloads.models import resolve_model
 
 PREFIX = "ftjob-"
 STATUS = {RunPhase.QUEUED: "queued", RunPhase.PREPARING: "running", RunPhase.TRAINING: "running",
@@ -49,7 +50,7 @@ def create(deployment: Deployment, project: str, request: FineTuningJobRequest) 
         raise Invalid("integrations are not taken per job: this server forwards every run's metrics to the "
                       "trackers it is set up with", hint="leave integrations out", param="integrations")
     method, hyperparameters = _method(request)
-    entry = _base_model(deployment, request.model)
+    entry, source = _base_model(deployment, request.model)
     name = request.suffix.lower() if request.suffix is not None else None
     if name is not None and not is_valid_name(name):
         raise Invalid(f"suffix {request.suffix!r} is not a model name of the registry",
@@ -59,6 +60,8 @@ def create(deployment: Deployment, project: str, request: FineTuningJobRequest) 
         validation = training_rows(session, project, request.validation_file, "validation_file")[0] \
             if request.validation_file else None
     plan = _plan(deployment, project, entry, method, hyperparameters, dataset, rows, validation, name, request.seed)
+    if source is not None:  # a fine-tuned model trained on: its adapter, its LoRA settings kept
+        plan["source"] = {"model": source}
     run, _created = runs.submit(deployment, plan)
     return get(deployment, project, PREFIX + run.run_id)
 
@@ -173,11 +176,24 @@ def _method(request: FineTuningJobRequest) -> tuple[str, shapes.Hyperparameters]
     return METHODS[kind], shapes.DpoHyperparameters() if kind == "dpo" else shapes.Hyperparameters()
 
 
-def _base_model(deployment: Deployment, asked: str) -> Entry:
+def _base_model(deployment: Deployment, asked: str) -> tuple[Entry, str | None]:
+    """The base model a job trains, and the fine-tuned model (`ft:NS/NAME:vN`) it goes on training, if it names
+    one."""
+    if is_fine_tuned(asked):
+        with deployment.store.transaction() as session:
+            try:
+                reference, model, _owner = resolve_model(deployment, session, without_fine_tuned(asked))
+            except (Invalid, NotFound) as error:
+                raise NotFound(f"model {asked!r} is no fine-tuned model here: {error.message}",
+                               hint="GET /v1/fine_tuning/jobs lists the jobs and the models they made",
+                               param="model") from None
+        if model["kind"] != "adapter":
+            raise Invalid(f"model {asked!r} is a base model: name it without ft:", param="model")
+        return deployment.catalog.find(model["baseEntryId"]), reference
     names = setting("OPTIMIZE_FINE_TUNING_MODELS") or {}
     wanted = names.get(asked, asked)
     try:
-        return deployment.catalog.find(wanted)
+        return deployment.catalog.find(wanted), None
     except (Invalid, NotFound):
         stood = f" (OPTIMIZE_FINE_TUNING_MODELS maps it to {wanted!r})" if wanted != asked else ""
         raise NotFound(f"model {asked!r} is not a base model of this deployment{stood}",

@@ -4,16 +4,12 @@ as its job succeeded. The request then waits for the model to load (`SERVE_WAIT_
 
 from __future__ import annotations
 
-from optimize.core.refs import FINE_TUNED, without_fine_tuned
+from optimize.core.refs import without_fine_tuned
 from optimize.deployment import Deployment
 from optimize.schemas.endpoints import EndpointRequest
 from optimize.serving import endpoints
 
 SERVE_WAIT_SECONDS = 300.0  # a model's load on its endpoint; the openai client waits 600 s for an answer
-
-
-def is_fine_tuned(model: object) -> bool:
-    return isinstance(model, str) and model.startswith(FINE_TUNED)
 
 
 def start_serving(deployment: Deployment, model: str) -> str:

@@ -59,6 +59,22 @@ def _refused(error: RequestError) -> RequestError:
     return RequestError(message, param)
 
 
+# What `include` may ask for: encrypted reasoning items (Inspect asks for them whenever it does not store
+# responses) are none here, since answers hold no reasoning items
+INCLUDABLE = frozenset({"reasoning.encrypted_content"})
+
+
+def _read_include(include: Any) -> None:
+    if include is None:
+        return
+    if not isinstance(include, list) or not all(isinstance(item, str) for item in include):
+        raise RequestError("include must be a list of strings", "include")
+    other = [item for item in include if item not in INCLUDABLE]
+    if other:
+        raise RequestError(f"include {other[0]!r} is not supported by this endpoint (it may ask for "
+                           f"{', '.join(sorted(INCLUDABLE))}, which answers hold none of)", "include")
+
+
 def _content(content: Any, where: str) -> Any:
     """A message's Responses content (a string, or input_text / output_text / input_image parts) as chat content."""
     if isinstance(content, str):
@@ -159,9 +175,9 @@ class Responder:
         unknown = sorted(set(body) - FIELDS)
         if unknown:
             raise RequestError(f"unrecognized request argument(s): {', '.join(unknown)}", unknown[0])
-        for name, allowed in (("background", (None, False)), ("include", (None, []))):
-            if body.get(name) not in allowed:
-                raise RequestError(f"{name} is not supported by this endpoint; leave it out", name)
+        if body.get("background") not in (None, False):
+            raise RequestError("background is not supported by this endpoint; leave it out", "background")
+        _read_include(body.get("include"))
         history = self._history(body.get("previous_response_id"))
         messages = _messages(body.get("input"))
         instructions = body.get("instructions")

@@ -23,8 +23,9 @@ from optimize.api.auth import caller_of
 from optimize.api.deps import DeploymentDep
 from optimize.api.text_guard import json_of
 from optimize.core.errors import Conflict, Invalid, NotFound, Unavailable
+from optimize.core.refs import is_fine_tuned
 from optimize.core.tokens import Role
-from optimize.fine_tuning.serving import SERVE_WAIT_SECONDS, failure, is_fine_tuned, start_serving
+from optimize.fine_tuning.serving import SERVE_WAIT_SECONDS, failure, start_serving
 from optimize.schemas.endpoints import (
     ChatCompletion,
     ChatCompletionRequest,
