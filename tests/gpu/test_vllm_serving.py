@@ -79,3 +79,25 @@ def test_an_echoed_prompt_is_scored_and_a_repeated_prompt_is_cached(served):
     again = served.stream(None, long, 2)
     list(again.batches())
     assert again.sequence.cached >= 128
+
+
+def test_a_constrained_answer_keeps_to_its_schema_beside_a_free_one(served):
+    """Structured outputs on vLLM: its llguidance backend holds a sampled answer to a JSON schema's grammar (the
+    grammar's Lark text, as the Transformers engine's batcher holds it), while a free row decodes beside it."""
+    import json
+
+    import jsonschema
+    from transformers import AutoTokenizer
+
+    from optimize.chat.grammars import json_constraint
+
+    schema = {"type": "object", "properties": {"label": {"enum": ["billing", "bug"]}, "urgent": {"type": "boolean"}},
+              "required": ["label", "urgent"], "additionalProperties": False}
+    constraint = json_constraint(schema, "response_format")
+    tokenizer = AutoTokenizer.from_pretrained(served.model_dir)
+    free = served.stream(None, PROMPTS[1], 12, temperature=1.0, seed=2)
+    for seed in range(4):
+        ids = [step.token for step in served.stream(None, PROMPTS[0], 64, temperature=1.0, seed=seed,
+                                                     constraint=constraint) if step.token not in served.stop_ids]
+        jsonschema.validate(json.loads(tokenizer.decode(ids)), schema)
+    assert len(list(free)) == 12

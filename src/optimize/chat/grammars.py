@@ -10,6 +10,7 @@ field and its reason.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,9 @@ class ConstraintError(ParamError):
 
 @dataclass(frozen=True)
 class Constraint:
-    grammar: str  # an llguidance grammar
+    grammar: str  # an llguidance grammar, checked
     kind: str  # json_object | json_schema | tool_call
+    lark: str  # the same grammar as llguidance's Lark text, what an engine that compiles grammars itself reads (vLLM)
 
 
 def checked(grammar: str, param: str) -> str:
@@ -52,8 +54,13 @@ def schema_grammar(schema: Any, param: str) -> str:
     return checked(grammar, param)
 
 
-def json_constraint(schema: Any, param: str) -> Constraint:
-    return Constraint(schema_grammar(schema, param), "json_schema")
+def schema_lark(schema: dict[str, Any]) -> str:
+    """A JSON schema's grammar as Lark, its JSON written as `schema_grammar`'s is."""
+    return f"start: %json {json.dumps({**schema, 'x-guidance': JSON_OPTIONS})}"
+
+
+def json_constraint(schema: Any, param: str, kind: str = "json_schema") -> Constraint:
+    return Constraint(schema_grammar(schema, param), kind, schema_lark(schema))
 
 
 def refuse_uncompilable(schema: Any, param: str) -> None:

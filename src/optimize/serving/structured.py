@@ -11,10 +11,9 @@ are `chat.grammars`'.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from optimize.chat.grammars import JSON_OPTIONS, Constraint, ConstraintError, checked, schema_grammar
+from optimize.chat.grammars import Constraint, ConstraintError, checked, json_constraint, schema_grammar, schema_lark
 
 # the tool-call formats a forced call can be written in: parser -> (lark before the call, after it, arguments key)
 CALL_FORMATS = {"hermes": ('<tool_call> "\\n" ', ' "\\n" </tool_call>', "arguments"),
@@ -27,13 +26,13 @@ def read_response_format(form: Any) -> Constraint | None:
     if form is None or kind == "text":
         return None
     if kind == "json_object":
-        return Constraint(schema_grammar({"type": "object"}, "response_format"), "json_object")
+        return json_constraint({"type": "object"}, "response_format", "json_object")
     if kind == "json_schema":
         spec = form.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or "schema" not in spec:
             raise ConstraintError("response_format json_schema needs json_schema.name and json_schema.schema",
                                   "response_format")
-        return Constraint(schema_grammar(spec["schema"], "response_format.json_schema.schema"), "json_schema")
+        return json_constraint(spec["schema"], "response_format.json_schema.schema")
     raise ConstraintError(f"response_format type {kind!r} is not one of text, json_object, json_schema",
                           "response_format")
 
@@ -74,7 +73,7 @@ def forced_call(forced: dict[str, dict[str, Any]] | None, parser: str | None) ->
     schema_grammar(schema, "tools")  # each tool's parameters compile
     # the call's JSON as a response's is written (no whitespace of the model's choosing: it could spend its tokens
     # on that and never close the call)
-    lark = f"start: {before}call{after}\ncall: %json {json.dumps({**schema, 'x-guidance': JSON_OPTIONS})}"
+    lark = f"start: {before}call{after}\ncall: " + schema_lark(schema).removeprefix("start: ")
     from llguidance import LLMatcher
 
-    return Constraint(checked(LLMatcher.grammar_from_lark(lark), "tool_choice"), "tool_call")
+    return Constraint(checked(LLMatcher.grammar_from_lark(lark), "tool_choice"), "tool_call", lark)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from optimize.chat.grammars import Constraint
 from optimize.serving.batcher import RequestTimedOut, Sequence, Step, Steps
 from optimize.serving.load import EndpointLoad
 from optimize.serving.sampling import Shaping
@@ -57,7 +58,8 @@ class VLLMServingModel:
         self._thread.start()
         arguments = AsyncEngineArgs(model=str(model_dir), dtype="bfloat16", seed=0, enable_lora=True,
                                     max_loras=max_adapters, max_lora_rank=max_lora_rank, max_num_seqs=max_running,
-                                    enable_prefix_caching=True, gpu_memory_utilization=memory_fraction)
+                                    enable_prefix_caching=True, gpu_memory_utilization=memory_fraction,
+                                    **_guidance_backend(AsyncEngineArgs))
 
         async def start():
             return AsyncLLM.from_engine_args(arguments)
@@ -67,7 +69,9 @@ class VLLMServingModel:
         self.request_seconds = request_seconds
         self.adapters: dict[str, Any] = {}  # served name -> vLLM's LoRARequest
         self._ids = itertools.count(1)
-        self.stop_ids = _stop_ids(Path(model_dir), self.llm)
+        self.model_dir = Path(model_dir)
+        self.stop_ids = _stop_ids(self.model_dir, self.llm)
+        self.constrains = True  # structured outputs: vLLM's llguidance backend decodes under the request's grammar
 
     def _run(self, coroutine, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
@@ -91,8 +95,9 @@ class VLLMServingModel:
 
     def stream(self, adapter: str | None, prompt: list[int], max_new_tokens: int, temperature: float = 0.0,
                top_p: float = 1.0, seed: int | None = None, top_logprobs: int | None = None,
-               shaping: Shaping | None = None) -> Steps:
-        """As the Transformers engine's; `shaping` becomes vLLM's own sampling parameters of the same names."""
+               shaping: Shaping | None = None, constraint: Constraint | None = None) -> Steps:
+        """As the Transformers engine's; `shaping` becomes vLLM's own sampling parameters of the same names, and
+        `constraint` its structured outputs (the grammar's Lark text, compiled by its llguidance backend)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -105,7 +110,8 @@ class VLLMServingModel:
                                 output_kind=RequestOutputKind.DELTA, top_k=shaping.top_k or -1,
                                 min_p=shaping.min_p, repetition_penalty=shaping.repetition_penalty,
                                 presence_penalty=shaping.presence_penalty,
-                                frequency_penalty=shaping.frequency_penalty, logit_bias=shaping.logit_bias or None)
+                                frequency_penalty=shaping.frequency_penalty, logit_bias=shaping.logit_bias or None,
+                                **_structured(constraint))
         request_id = secrets.token_hex(8)
         lora = self.adapters.get(adapter) if adapter is not None else None
         asyncio.run_coroutine_threadsafe(self._generate(sequence, params, request_id, lora), self.loop)
@@ -165,6 +171,31 @@ def _step(token: int, logprobs: dict | None, top: int | None) -> Step:
     ranked = sorted(((t, lp) for t, lp in logprobs.items() if lp.rank is not None and lp.rank <= top),
                     key=lambda item: item[1].rank)
     return Step(token, float(logprobs[token].logprob), tuple((t, float(lp.logprob)) for t, lp in ranked[:top]))
+
+
+def _guidance_backend(arguments: type) -> dict[str, Any]:
+    """The engine argument that makes llguidance vLLM's structured-output backend (its name moved between vLLM
+    releases): our grammars are llguidance's Lark, which the default backend (xgrammar) does not read."""
+    names = set(getattr(arguments, "__dataclass_fields__", {}))
+    if "structured_outputs_config" in names:
+        return {"structured_outputs_config": {"backend": "guidance"}}
+    if "guided_decoding_backend" in names:
+        return {"guided_decoding_backend": "guidance"}
+    return {}
+
+
+def _structured(constraint: Constraint | None) -> dict[str, Any]:
+    """The sampling parameter holding a request's grammar, as this vLLM spells it."""
+    if constraint is None:
+        return {}
+    try:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return {"structured_outputs": StructuredOutputsParams(grammar=constraint.lark)}
+    except ImportError:  # releases before structured outputs were renamed
+        from vllm.sampling_params import GuidedDecodingParams
+
+        return {"guided_decoding": GuidedDecodingParams(grammar=constraint.lark)}
 
 
 def _stop_ids(model_dir: Path, llm) -> list[int]:
