@@ -35,14 +35,17 @@ Figures, per run:
                    of each train metric (`GET /v1/training/runs/{id}/metrics`, `at`) against its cumulative
                    `tokens`, least squares: the worker sends metrics in batches at most a second apart, so
                    this figure is a few percent noisier than the bare one
-  MFU 6N           6 x N x steady tokens/s / 989 TFLOP/s (H200 dense bf16, datasheet), N every base parameter;
+  MFU 4N           4 x N x steady tokens/s / 989 TFLOP/s (H200 dense bf16, datasheet), N every base parameter: a
+                   LoRA token costs about 4N FLOPs (the frozen base gets no weight gradients; 6N is full
+                   fine-tuning's), as the platform reports it (`core.flops`);
                    "vs matmul": the same over a bf16 8192x8192 matmul rate measured first in this run
   peak GiB         the training peak, allocated (reserved beside it): the platform's runs.memory.measuredGiB
                    (after its start checks), the bare script's from just before train()
   predicted        the platform's admission estimate (runs.memory.predicted.peakGiB) and measured/predicted
 
 Targets on one H200, printed as ratios against them: the platform's default run at least 42,000 tokens/s,
-MFU(6N) at least 0.40, platform/best bare tokens/s at least 0.95, the predicted peak within 10% of the measured.
+MFU(4N) at least 0.27 (the earlier 0.40 on the 6N count, the same work counted honestly), platform/best bare
+tokens/s at least 0.95, the predicted peak within 10% of the measured.
 
 On a machine without CUDA (or with `--cpu`) it rehearses the same steps on the cpu with a tiny shape of the
 entry's family (2 layers, hidden 128; 8 rows x 512 tokens, 24 updates; fp32, the platform's cpu profile; a
@@ -77,9 +80,11 @@ from pathlib import Path
 
 from local_server import start_server, stop_server  # a module beside this file
 
+from optimize.core.flops import BASIS, peak_flops
+
 AKKA = [sys.executable, "-m", "optimize"]
-PEAK_FLOPS = 989e12  # H200 (and H100 SXM) dense bf16, datasheet
-TARGETS = {"tokensPerSecond": 42_000, "mfu6N": 0.40, "ratioToBestBare": 0.95, "memoryWithin": 0.10}
+PEAK_FLOPS = peak_flops("H200")  # H200 (and H100 SXM) dense bf16, datasheet
+TARGETS = {"tokensPerSecond": 42_000, "mfu4N": 0.27, "ratioToBestBare": 0.95, "memoryWithin": 0.10}
 DEFAULT_MODEL = "meta-llama/llama-3.2-1b-instruct"
 GPU_WORKLOAD = {"batch": 16, "seq": 1024, "steps": 40, "skip": 5}
 CPU_WORKLOAD = {"batch": 8, "seq": 512, "steps": 24, "skip": 4}
@@ -552,7 +557,8 @@ def fmt(value, pattern: str = "{:,.0f}") -> str:
 
 
 def mfu(parameters: int, rate: float | None, peak: float | None) -> float | None:
-    return round(6 * parameters * rate / peak, 3) if rate and peak else None
+    """On the LoRA run's own basis, 4N FLOPs a token (`optimize.core.flops`)."""
+    return round(BASIS["lora"] * parameters * rate / peak, 3) if rate and peak else None
 
 
 def liger_label(liger: dict) -> str:
@@ -565,7 +571,7 @@ def liger_label(liger: dict) -> str:
 
 def table(rows: list[dict], parameters: int, matmul: float | None, cpu: bool) -> None:
     say()
-    say(f"{'run':28s} {'gc':>3s} {'liger':>22s} {'tokens/s':>9s} {'steady':>9s} {'MFU 6N':>7s} {'vs mm':>6s} "
+    say(f"{'run':28s} {'gc':>3s} {'liger':>22s} {'tokens/s':>9s} {'steady':>9s} {'MFU 4N':>7s} {'vs mm':>6s} "
         f"{'peak GiB':>8s} {'reserved':>8s} {'predicted':>9s} {'meas/pred':>9s}")
     for row in rows:
         rate = row.get("steadyTokensPerSecond") or row.get("tokensPerSecond")
@@ -798,10 +804,10 @@ def summarize(report: dict, runs: list[dict], bare: list[dict], parameters: int,
         say(f"  platform tokens/s (the default run) {fmt(tps)} / {TARGETS['tokensPerSecond']:,} = "
             f"{fmt(tps and tps / TARGETS['tokensPerSecond'], '{:.3f}')}")
         rate_mfu = None if cpu else mfu(parameters, steady or tps, PEAK_FLOPS)
-        figures["platformMfu6N"] = rate_mfu
+        figures["platformMfu4N"] = rate_mfu
         figures["platformMfuVsMatmul"] = None if cpu else mfu(parameters, steady or tps, matmul and matmul * 1e12)
-        say(f"  MFU(6N) {fmt(rate_mfu, '{:.3f}')} / {TARGETS['mfu6N']} = "
-            f"{fmt(rate_mfu and rate_mfu / TARGETS['mfu6N'], '{:.3f}')} (against the measured matmul rate: "
+        say(f"  MFU(4N) {fmt(rate_mfu, '{:.3f}')} / {TARGETS['mfu4N']} = "
+            f"{fmt(rate_mfu and rate_mfu / TARGETS['mfu4N'], '{:.3f}')} (against the measured matmul rate: "
             f"{fmt(figures['platformMfuVsMatmul'], '{:.3f}')})")
         if best:
             ratio = tps / best["tokensPerSecond"] if tps else None

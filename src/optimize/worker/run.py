@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from optimize.core.flops import utilisation
 from optimize.schemas.jobs import RunSpec
 from optimize.schemas.outcomes import RunLastWord
 from optimize.schemas.resolved import ResolvedConfig, ResolvedPlan, ResolvedReward, ResolvedTerm, resolved_config
@@ -225,12 +226,22 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             "trainingSeconds": round(outcome.train_seconds, 2),
             "tokensPerSecondPerDevice": round(outcome.tokens / outcome.train_seconds / devices, 1)
             if outcome.train_seconds else None,
+            "mfu": _utilisation(outcome, devices),
             "peakDeviceMemoryGiB": outcome.peak_device_gib,
             "peakDeviceReservedGiB": outcome.peak_reserved_gib,
             "startCheckPeakGiB": outcome.start_check_peak_gib,
             "hostMemoryGiB": outcome.host_gib,
         },
     )
+
+
+def _utilisation(outcome, devices: int) -> dict[str, Any] | None:
+    """The run's MFU on a device whose peak is known, on the 4N basis of a LoRA run (`core.flops`); None on the
+    cpu and for a run too short to time."""
+    if not outcome.train_seconds:
+        return None
+    found = utilisation(outcome.base_parameters, outcome.tokens / outcome.train_seconds / devices, outcome.device)
+    return found.to_json() if found else None
 
 
 def _ranks(channel: Channel, devices: int, trained: dict[str, Any]) -> Replicas | None:

@@ -504,7 +504,10 @@ def _render_run(con, r) -> None:
         con.print(f"  Preparing    {_preparing_line(r['timing']['preparing'])}")
     con.print(f"  Predicted    {_prediction_line(r.get('prediction'), r.get('terminal', False))}")
     if cost.get("tokensPerSecondPerDevice"):
-        con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device")
+        mfu = cost.get("mfu")
+        shown = f"; MFU {mfu['value']:.1%} ({mfu['basis']} over {mfu['device']}'s {mfu['peakTflops']:g} TFLOP/s bf16)" \
+            if mfu else ""
+        con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device{shown}")
     peak = cost.get("peakDeviceMemoryGiB")
     con.print(f"  Training peak {f'{peak:.2f} GiB per device' if peak is not None else DASH + ' (no GPU)'}")
     if r.get("memory"):

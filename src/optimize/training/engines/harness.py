@@ -76,6 +76,8 @@ class Outcome:
     peak_reserved_gib: float | None = None  # the caching allocator's reserved peak, in training
     start_check_peak_gib: float | None = None  # allocated, during the start checks (a second copy of the model)
     host_gib: float = 0.0
+    base_parameters: int = 0  # the frozen base's weights (N of the utilisation's 4N), the adapter's left out
+    device: str = "cpu"  # the accelerator's name, as torch gives it
     stopped_at: int | None = None  # the update it stopped after, when it stopped before its last one
     ended_early: int | None = None  # the update it completed at, when its guards asked it to end there
     last: dict[str, float] = field(default_factory=dict)  # the newest value of each training metric
@@ -317,6 +319,8 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
     if sharded and not cuda:
         distributed.shard_on_cpu(trainer)
     outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
+    outcome.base_parameters = sum(p.numel() for p in trainer.model.parameters() if not p.requires_grad)
+    outcome.device = torch.cuda.get_device_name() if cuda else "cpu"
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:
         resume_from = start.directory  # a trainingState branch restores as a resume does
