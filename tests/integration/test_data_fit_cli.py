@@ -184,6 +184,12 @@ def test_the_length_check_admits_under_oldest_the_rows_that_fit_trimmed(fcli, in
         assert lengths["status"] == "done" and lengths["overMaxSeqLength"] == over, lengths
         assert (lengths["trimmed"], lengths["trimUnmeasured"]) == (trimmed_measured, trim_unmeasured), lengths
         assert lengths["cannotFitTrimmed"] == 0
+        # the analysis done, the dry run shows the run's estimate; no expected MFU on the cpu
+        assert admitted["estimate"]["steps"] >= 1 and admitted["estimate"]["analysisId"], admitted["estimate"]
+        assert admitted["expectedMfu"] is None
+    text = fcli.ok("training", "runs", "start", "-f", plan_file(tmp_path, project, "turns", 512, "oldest"),
+                   "--dry-run").out
+    assert "Estimate     " in text and " updates, " in text, text
     assert runs_of(fcli, project) == []  # a dry run starts nothing
 
 

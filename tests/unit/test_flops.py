@@ -27,3 +27,15 @@ def test_nothing_is_claimed_without_a_known_peak_or_a_measured_rate():
     assert utilisation(1_000_000, 1000.0, "cpu") is None
     assert utilisation(1_000_000, 1000.0, "Some Future Accelerator") is None
     assert utilisation(1_000_000, 0.0, "NVIDIA H200") is None
+
+
+def test_a_dry_run_s_expected_mfu_reads_its_estimate_against_the_profile_s_card():
+    from optimize.catalog.catalog import load_catalog
+    from optimize.training.server.prediction import expected_mfu
+
+    entry = load_catalog().find("meta-llama/llama-3.2-1b-instruct")
+    estimate = {"seconds": 100.0, "tokens": 4_000_000, "steps": 50}
+    found = expected_mfu(estimate, entry, "NVIDIA H200", devices=2)  # 20,000 tokens/s a device
+    assert found == utilisation(entry.parameters.total, 20_000, "NVIDIA H200").to_json() and found["basis"] == "4N"
+    assert expected_mfu(estimate, entry, None, 1) is None  # the cpu
+    assert expected_mfu({"seconds": None, "tokens": None}, entry, "NVIDIA H200", 1) is None  # no analysis yet

@@ -27,6 +27,12 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
         con.print(f"[yellow]Warning[/]      {warning}")
     if d.get("memory"):
         con.print(f"Memory       {memory_line(d['memory'])}", markup=False)
+    if (estimate := d.get("estimate")) and estimate.get("seconds"):
+        mfu = d.get("expectedMfu")
+        expected = f"; expected MFU {mfu['value']:.1%} ({mfu['basis']} over {mfu['device']}'s " \
+                   f"{mfu['peakTflops']:g} TFLOP/s bf16)" if mfu else ""
+        con.print(f"Estimate     {estimate['steps']:,} updates, {estimate['tokens']:,} tokens, about "
+                  f"{estimate['seconds']:,.0f} s of training{expected}", markup=False)
     # the resolved plan, read into its model (a dry run that answers none shows no rollout or reward sections)
     config = resolved_config(d["resolved"]["config"]) if d["resolved"].get("config") else None
     rl = config.rl_hyperparams if isinstance(config, ResolvedReinforcement) else None

@@ -653,6 +653,12 @@ class DryRun(Answer):
         default=None, description="A reinforcement run's estimate: steps, rollouts (prompts and completions per "
                                   "update, completions, the most tokens they may generate), and tokens and seconds "
                                   "where its dataset's analysis is done and a throughput is measured (basis says)")
+    estimate: dict[str, Any] | None = Field(
+        default=None, description="A supervised run's pre-flight estimate where its dataset's analysis is done: "
+                                  "seconds, steps, tokens, basis (as the run records it)")
+    expected_mfu: dict[str, Any] | None = Field(
+        default=None, description="The MFU the estimate's tokens/s would reach on the profile's GPU: value, basis (4N "
+                                  "a token for LoRA), peakTflops, device; null on the cpu or without an estimate")
     groups_check: dict[str, Any] | None = Field(
         default=None, description="A reinforcement run's reward on the answers a sampling evaluation sampled from the "
                                   "model it starts from on the same dataset version: evaluationId, generations, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimize.core.clock import iso, utcnow
+from optimize.core.flops import utilisation
 from optimize.schemas.phases import AnalysisPhase
 from optimize.schemas.plans import RunPlan, parse_plan
 from optimize.store.tables import Run
@@ -38,6 +39,17 @@ def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
             "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow()),
             "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}
+
+
+def expected_mfu(prediction: dict[str, Any] | None, entry, accelerator: str | None, devices: int
+                 ) -> dict[str, Any] | None:
+    """The MFU the estimate's tokens/s would reach on the profile's accelerator (4N a token: a LoRA run), its N the
+    parameters a token is computed with (an MoE's active ones); None without an estimate or a known peak."""
+    if not prediction or not prediction.get("seconds") or not prediction.get("tokens") or not accelerator:
+        return None
+    parameters = entry.parameters.active or entry.parameters.total or 0
+    found = utilisation(parameters, prediction["tokens"] / prediction["seconds"] / max(1, devices), accelerator)
+    return found.to_json() if found else None
 
 
 def unavailable(prepared: bool = False) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from optimize.training.methods import method_for, rewarded
 from optimize.training.server import hparams, loss_compare
 from optimize.training.server.attempts import current_attempt
 from optimize.training.server.phases import OPEN, RUN, RunPhase
-from optimize.training.server.prediction import predict, unavailable
+from optimize.training.server.prediction import expected_mfu, predict, unavailable
 from optimize.training.server.views import metric_view, run_view, snapshot_view
 from optimize.workloads.estimates import estimate
 from optimize.workloads.lengths import lengths_file
@@ -156,6 +156,8 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
         sampling, groups = (newest_sampling(session, starts_from or entry.id, admitted.dataset.digest)
                             if rewarded else (None, []))
         estimates = _rollout_estimates(deployment, session, admitted, plan) if rewarded else None
+        preflight = None if rewarded else predict(deployment.blobs, session, plan, entry, admitted.dataset.digest,
+                                                   admitted.commit)
     limits = ReadLimits.from_env()
     opener = lambda sha256: deployment.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
     warnings = list(admitted.warnings)
@@ -180,8 +182,15 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
         length_check=record_check(sections, state),
         memory={**admitted.memory, "measuredGiB": None, "reservedGiB": None, "startCheckGiB": None, "ratio": None},
         diagnostics=[diagnose(reference, items, opener, limits) for reference, items in objects.items()],
+        estimate=preflight, expected_mfu=expected_mfu(preflight, entry, _accelerator(deployment, plan),
+                                                      admitted.device_count),
         **reinforcement,
     )
+
+
+def _accelerator(deployment: Deployment, plan) -> str | None:
+    profile = next((p for p in deployment.profiles if p.name == plan.execution.device_profile), None)
+    return profile.accelerator if profile is not None and profile.kind == "gpu" else None
 
 
 def _rollout_estimates(deployment: Deployment, session, admitted: Admitted, plan) -> dict[str, Any]:
