@@ -2,8 +2,8 @@
 (only `base_url` and the key differ, and the server maps the quickstart's model name to the tiny stand-in with
 OPTIMIZE_FINE_TUNING_MODELS): upload a JSONL file of OpenAI's chat rows, create a job, poll it and its events, read
 its checkpoints, and chat with its `ft:` model, which the server starts serving on that first request. Then a dpo
-job through `method` going on from that `ft:` model, cancelled, and the refusals of what is not taken, each naming its parameter in
-OpenAI's error object, with nothing stored."""
+job through `method` going on from that `ft:` model, cancelled, and the refusals of what is not taken, each naming
+its parameter in OpenAI's error object, with nothing stored."""
 
 from __future__ import annotations
 

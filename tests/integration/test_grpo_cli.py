@@ -1,10 +1,10 @@
-"""Reinforcement runs through the CLI, on the built-in stand-in on CPU: a GRPO run on a verifiable reward (an
-answer that starts with a vowel scores 1; sampled at temperature 0.1, where the random stand-in's small logit
-changes move its choices) raises its mean reward from 0.45 over its first five updates to 0.99 over its last five;
-a GSPO run trains with sequence-level importance sampling (a jsonSchema term among its terms); the omitted klBeta and temperature resolve to 0.04 and
-0.7 and are shown; a run whose execution.stopWhen is met stops itself and completes with the adapter trained to
-there; rows that offer tools are refused at submission and in the dry run; plans without reward terms or with
-supervised settings are refused by field.
+"""Reinforcement runs through the CLI, on the built-in stand-in on CPU: a GRPO run on a verifiable reward (an answer
+that starts with a vowel scores 1; sampled at temperature 0.1, where the random stand-in's small logit changes move
+its choices) raises its mean reward from 0.45 over its first five updates to 0.99 over its last five; a GSPO run
+trains with sequence-level importance sampling (a jsonSchema term among its terms); the omitted klBeta and
+temperature resolve to 0.04 and 0.7 and are shown; a run whose execution.stopWhen is met stops itself and completes
+with the adapter trained to there; rows that offer tools are refused at submission and in the dry run; plans without
+reward terms or with supervised settings are refused by field.
 """
 
 from __future__ import annotations
