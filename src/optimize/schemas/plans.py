@@ -151,7 +151,8 @@ class RewardTerm(_Part):
     tolerance: float | None = Field(default=None, ge=0, description="numeric: absolute tolerance")
     target: int | None = Field(default=None, ge=0, le=MOST_TOKENS, description="length: characters without penalty")
     max: int | None = Field(default=None, ge=1, le=MOST_TOKENS, description="length: characters at penalty -1")
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema",
+    # left out of the JSON while unset, so a term stated without it keeps the document and configuration hash it had
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema", exclude_if=lambda value: value is None,
                                                description="jsonSchema: the JSON schema an answer must satisfy")
     bundle: str | None = Field(default=None, max_length=300, description="rule: the scoring bundle (NS/NAME[:vN])")
     function: str | None = Field(default=None, max_length=200,
