@@ -64,13 +64,26 @@ def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float
     raise AssertionError(f"run {run_id} stayed {run['phase']}, not {phases}")
 
 
-@pytest.fixture
-def lease_server(tmp_path):
+@pytest.fixture(scope="module")
+def short_lease_server(tmp_path_factory):
+    """One server with a short lease for the module's lost-worker tests (a server start each is seconds): each
+    test works on runs of its own, and ends them (completed, failed or cancelled) with their devices released."""
+    tmp_path = tmp_path_factory.mktemp("lease")
     proc = start_server(tmp_path / "server", env={"OPTIMIZE_LEASE_SECONDS": LEASE})
     client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     setup(client, tmp_path)
     yield proc, client
     proc.stop()
+
+
+@pytest.fixture
+def lease_server(short_lease_server):
+    proc, client = short_lease_server
+    yield proc, client
+    # a test that failed midway leaves no run holding the device the next test's runs need
+    for run in client.get("/v1/training/runs", params={"project": "faults"}).json()["runs"]:
+        if not run["terminal"]:
+            client.post(f"/v1/training/runs/{run['runId']}/cancel")
 
 
 def test_a_killed_worker_is_tried_again_until_its_attempts_run_out_then_frees_its_devices(lease_server):
@@ -212,16 +225,15 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
     first = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()
     wait_for(client, first["runId"], {"PREPARING", "TRAINING"})
     waiting = client.post("/v1/training/runs", json=long_plan(profile="spare")).json()
-    time.sleep(2)
-    assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"  # waits for devices
-    claims = {c["for"]: c for c in client.get("/v1/training/capacity").json()["claims"]}
-    assert claims[first["runId"]]["state"] == "GRANTED" and claims[waiting["runId"]]["state"] == "QUEUED"
     from optimize.cli.main import main
 
     started = time.monotonic()
     assert main(["training", "runs", "wait", waiting["runId"], "--timeout", "2", "--server", proc.url]) == 1
     assert time.monotonic() - started < 15  # a timeout gives up following; the run goes on
+    # two seconds on, it still waits for devices
     assert client.get(f"/v1/training/runs/{waiting['runId']}").json()["phase"] == "QUEUED"
+    claims = {c["for"]: c for c in client.get("/v1/training/capacity").json()["claims"]}
+    assert claims[first["runId"]]["state"] == "GRANTED" and claims[waiting["runId"]]["state"] == "QUEUED"
     proc.kill9()
     restarted = start_server(data_dir, env={"OPTIMIZE_LEASE_SECONDS": lease})  # the shipped catalog: cpu only
     try:
@@ -243,13 +255,10 @@ def test_waiting_work_that_the_new_devices_cannot_hold_fails_after_a_restart(tmp
             worker.kill()
 
 
-def test_a_stale_lease_is_refused_on_every_run_route(tmp_path):
-    proc = start_server(tmp_path / "server")
-    try:
-        for method, path in (("GET", ""), ("POST", "/heartbeat"), ("POST", "/progress"), ("POST", "/metrics"),
-                             ("POST", "/snapshots"), ("POST", "/result")):
-            response = httpx.request(method, f"{proc.url}/v1/internal/jobs/run/abc{path}",
-                                     headers={"X-Lease-Token": "stale"}, json={} if method == "POST" else None)
-            assert response.status_code == 409 and response.json()["code"] == "lease_lost", (path, response.text)
-    finally:
-        proc.stop()
+def test_a_stale_lease_is_refused_on_every_run_route(sqlite_server):
+    """On the shared server: no run there holds the lease a worker sends."""
+    for method, path in (("GET", ""), ("POST", "/heartbeat"), ("POST", "/progress"), ("POST", "/metrics"),
+                         ("POST", "/snapshots"), ("POST", "/result")):
+        response = httpx.request(method, f"{sqlite_server.url}/v1/internal/jobs/run/abc{path}",
+                                 headers={"X-Lease-Token": "stale"}, json={} if method == "POST" else None)
+        assert response.status_code == 409 and response.json()["code"] == "lease_lost", (path, response.text)

@@ -12,16 +12,19 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import Cli, chat_row, from_standin, write_jsonl
+from tests.conftest import Cli, chat_row, from_standin, start_server, write_jsonl
 from tests.run_fixtures import MODEL, write_plan
 
 pytestmark = pytest.mark.integration
 RATE = "150000"  # bytes a second: a full save (240 KB: adapter and optimizer state) takes about 15 updates
 
 
-@pytest.fixture
-def slow(server_factory, tmp_path):
-    proc = server_factory("slow", env={"OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND": RATE})
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory):
+    """One server with the slow uploader for the module (its own warm worker included, since the upload rate is a
+    worker's setting): each test trains a run of its own in the project `slow`."""
+    tmp_path = tmp_path_factory.mktemp("slow")
+    proc = start_server(tmp_path / "server", env={"OPTIMIZE_WORKER_UPLOAD_BYTES_PER_SECOND": RATE})
     client = httpx.Client(base_url=proc.url, headers=proc.headers, timeout=600)
     client.post(f"/v1/training/base-models/{MODEL}/select", json=from_standin(MODEL)).raise_for_status()
     rows = write_jsonl(tmp_path / "d.jsonl", [chat_row(f"question {i}", f"answer {i}") for i in range(32)])
@@ -29,7 +32,8 @@ def slow(server_factory, tmp_path):
 
     assert main(["registry", "datasets", "register", "slow/d", "-f", str(rows), "--server", proc.url]) == 0
     client.post("/v1/training/projects", json={"name": "slow"}).raise_for_status()
-    return proc, client
+    yield proc, client
+    proc.stop()
 
 
 def plan(steps: int) -> dict:
