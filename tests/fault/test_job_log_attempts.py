@@ -15,7 +15,8 @@ from tests.conftest import Cli, as_a_terminal_starts_it
 from tests.fault import test_run_faults as faults
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
-lease_server = faults.lease_server  # a server with short leases and a dataset to train on
+short_lease_server = faults.short_lease_server  # a server with short leases and a dataset to train on
+lease_server = faults.lease_server
 
 
 def logged(client: httpx.Client, run_id: str, attempt: int, words: str, timeout: float = 120) -> dict:
