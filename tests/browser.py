@@ -81,16 +81,23 @@ def chromium() -> Iterator[Browser]:
 
 
 @contextmanager
+def fresh_page(browser: Browser, viewport: dict[str, int] | None = None) -> Iterator[Page]:
+    """A fresh page of a started Chromium in a context of its own (no cookies or storage shared), VIEWPORT-sized
+    unless told, with TIMEOUT_MS as its default wait."""
+    context = browser.new_context(viewport=viewport or VIEWPORT, device_scale_factor=1)
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextmanager
 def browser_page(viewport: dict[str, int] | None = None) -> Iterator[Page]:
-    """A fresh page (in a context of its own: no cookies or storage shared) of a headless Chromium, VIEWPORT-sized
-    unless told, with TIMEOUT_MS as its default wait. `page.context.browser.version` tells the browser's version."""
-    with chromium() as browser:
-        context = browser.new_context(viewport=viewport or VIEWPORT, device_scale_factor=1)
-        context.set_default_timeout(TIMEOUT_MS)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
+    """A fresh page of a headless Chromium of its own. `page.context.browser.version` tells the browser's
+    version."""
+    with chromium() as browser, fresh_page(browser, viewport) as page:
+        yield page
 
 
 def console_errors(page: Page) -> list[str]:

@@ -7,12 +7,11 @@ printed; tests/browser.py says where)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser
 
-from tests.browser import TIMEOUT_MS, VIEWPORT, chromium, console_errors, screenshot
+from tests.browser import chromium, console_errors, fresh_page, screenshot
 from tests.conftest import chat_row, from_standin, start_server, write_jsonl
 from tests.run_fixtures import MODEL, capitals_project, plan, wait_for
 from tests.session_files import jsonl, oasst_slice
@@ -35,19 +34,6 @@ def browser() -> Iterator[Browser]:
     each, a context a twentieth of that): each test still opens its pages in a context of its own."""
     with chromium() as started:
         yield started
-
-
-@contextmanager
-def fresh_page(browser: Browser, viewport: dict[str, int] | None = None) -> Iterator[Page]:
-    """A fresh page of the module's Chromium in a context of its own (no cookies or storage shared with another
-    test's), VIEWPORT-sized unless told, with TIMEOUT_MS as its default wait: `tests.browser.browser_page` on a
-    browser already started."""
-    context = browser.new_context(viewport=viewport or VIEWPORT, device_scale_factor=1)
-    context.set_default_timeout(TIMEOUT_MS)
-    try:
-        yield context.new_page()
-    finally:
-        context.close()
 
 
 @pytest.fixture

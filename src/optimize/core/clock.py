@@ -19,6 +19,11 @@ def from_iso(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+def unix_seconds(moment: datetime) -> int:
+    """A stored time as whole seconds since the epoch, as OpenAI's objects write their times."""
+    return int(as_utc(moment).timestamp())
+
+
 def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from optimize.chat.formats import DatasetFormat
 from optimize.chat.source_files import Container, convert_file, inspect_source
 from optimize.core.access import only_visible, visible_namespaces
-from optimize.core.clock import as_utc
+from optimize.core.clock import unix_seconds
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.names import is_valid_name
 from optimize.registry.datasets import find_dataset
@@ -103,7 +103,7 @@ def digest_of(text: str, param: str) -> str:
 
 def file_view(dataset: Dataset, version: DatasetVersion) -> FileObject:
     return FileObject(id=file_id(version.digest), object="file", bytes=version.size_bytes,
-                      created_at=int(as_utc(version.created_at).timestamp()),
+                      created_at=unix_seconds(version.created_at),
                       filename=f"{dataset.namespace}/{dataset.name}:v{version.version}", purpose="fine-tune",
                       status="processed", expires_at=None, status_details=None)
 

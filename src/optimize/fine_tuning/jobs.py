@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from optimize.catalog.schema import Entry
-from optimize.core.clock import as_utc
+from optimize.core.clock import as_utc, unix_seconds
 from optimize.core.environment import setting
 from optimize.core.errors import Invalid, NotFound
 from optimize.core.names import is_valid_name
@@ -145,12 +145,12 @@ def job_view(run: Run) -> shapes.FineTuningJob:
     phase = RunPhase(run.phase)
     failed = phase == RunPhase.FAILED
     return shapes.FineTuningJob(
-        id=PREFIX + run.id, object="fine_tuning.job", created_at=_seconds(run.created_at),
+        id=PREFIX + run.id, object="fine_tuning.job", created_at=unix_seconds(run.created_at),
         error=shapes.JobError(code="run_failed", message=run.failure_reason or "the run failed", param=None)
         if failed else None,
         fine_tuned_model=fine_tuned_name(run.model_reference)
         if phase == RunPhase.COMPLETED and run.model_reference else None,
-        finished_at=_seconds(run.finished_at) if run.finished_at else None, hyperparameters=hyperparameters,
+        finished_at=unix_seconds(run.finished_at) if run.finished_at else None, hyperparameters=hyperparameters,
         model=run.base_entry_id, organization_id=run.project, result_files=[], seed=config.seed,
         status=STATUS[phase], trained_tokens=None, training_file=file_id(run.dataset_digest),
         validation_file=file_id(run.validation_digest) if run.validation_digest else None, estimated_finish=None,
@@ -252,10 +252,6 @@ def _run(session, project: str | None, job_id: str, param: str = "fine_tuning_jo
     return run
 
 
-def _seconds(moment) -> int:
-    return int(as_utc(moment).timestamp())
-
-
 def _message_event(event: Event) -> shapes.JobEvent | None:
     """A recorded event as OpenAI's job event (progress reports, which the metrics say better, are left out)."""
     data = event.data or {}
@@ -272,7 +268,7 @@ def _message_event(event: Event) -> shapes.JobEvent | None:
         message, level = f"Guard: {data.get('guard')}", "warn"
     else:
         return None
-    return shapes.JobEvent(id=f"ftevent-{event.id}", object="fine_tuning.job.event", created_at=_seconds(event.at),
+    return shapes.JobEvent(id=f"ftevent-{event.id}", object="fine_tuning.job.event", created_at=unix_seconds(event.at),
                            level=level, message=message, type="message", data=None)
 
 
@@ -283,7 +279,7 @@ def _metrics_event(run: Run, point: RunMetric, total: Any) -> shapes.JobEvent:
     shown = f", {what}={loss:.4f}" if isinstance(loss, int | float) else ""
     of = f"/{total}" if isinstance(total, int) else ""
     return shapes.JobEvent(id=f"ftevent-{run.id[:12]}-{point.kind}-{point.step}", object="fine_tuning.job.event",
-                           created_at=_seconds(point.at), level="info", message=f"Step {point.step}{of}{shown}",
+                           created_at=unix_seconds(point.at), level="info", message=f"Step {point.step}{of}{shown}",
                            type="metrics", data={"step": point.step, "kind": point.kind, **figures})
 
 
@@ -292,7 +288,7 @@ def _checkpoint(run: Run, save: Snapshot, figures: dict[tuple[str, int], dict[st
     valid = figures.get(("validation", save.step)) or {}
     registered = sorted(save.registered or [])
     return shapes.JobCheckpoint(
-        id=f"ftckpt-{save.id}", object="fine_tuning.job.checkpoint", created_at=_seconds(save.committed_at),
+        id=f"ftckpt-{save.id}", object="fine_tuning.job.checkpoint", created_at=unix_seconds(save.committed_at),
         fine_tuned_model_checkpoint=fine_tuned_name(registered[-1]) if registered else save.id,
         fine_tuning_job_id=PREFIX + run.id,
         metrics=shapes.CheckpointMetrics(step=float(save.step), train_loss=train.get("loss"),

@@ -24,7 +24,7 @@ from optimize.catalog.catalog import replica_profile
 from optimize.catalog.selection import job_model
 from optimize.core.access import current as current_limits
 from optimize.core.access import only_visible, visible_projects
-from optimize.core.clock import as_utc, iso, utcnow
+from optimize.core.clock import as_utc, iso, unix_seconds, utcnow
 from optimize.core.errors import Conflict, Invalid, NotFound, Refused
 from optimize.core.ids import new_id
 from optimize.core.refs import parse_reference, without_fine_tuned
@@ -373,7 +373,7 @@ def served_models(deployment: Deployment) -> list[answers.ServedModel]:
                                              visible_projects(Endpoint.project)).order_by(Endpoint.created_at)).all()
         models: dict[str, answers.ServedModel] = {}
         for endpoint in ready:
-            created = int(as_utc(endpoint.ready_at or endpoint.created_at).timestamp())
+            created = unix_seconds(endpoint.ready_at or endpoint.created_at)
             for item in endpoint_view(endpoint).models:
                 if item.ready and item.enabled and item.name not in models:
                     models[item.name] = answers.ServedModel(id=item.name, object="model", created=created,

@@ -49,12 +49,13 @@ def _evaluate_in(channel: Channel, spec: dict[str, Any], base: str, workdir: Pat
     pending = [p for p in prompts if p["line"] not in answered]
     with ExitStack() as held:  # what the grader holds (a bundle's process, an HTTP client) ends with the job
         grade = _grader(channel, spec, workdir, held)
+        held_to = _held_to(spec)
         for start in range(0, len(pending), BATCH_ROWS):
             if reporter.lost.is_set():
                 return
             batch = pending[start:start + BATCH_ROWS]
             items = []
-            for item, group in zip(batch, _answer(generator, spec, batch, grade), strict=True):
+            for item, group in zip(batch, _answer(generator, spec, batch, grade, held_to), strict=True):
                 first_answer, first_grade = group[0]
                 scores = [g.score for _, g in group if g.score is not None]
                 items.append({"line": item["line"], "prompt": item["prompt"], "expected": item["expected"],
@@ -70,23 +71,31 @@ def _evaluate_in(channel: Channel, spec: dict[str, Any], base: str, workdir: Pat
             channel.post_json(f"{base}/predictions", {"items": items})
 
 
-def _answer(generator, spec: dict[str, Any], batch: list[dict[str, Any]], grade) -> list[list]:
+def _held_to(spec: dict[str, Any]) -> dict[str, Any]:
+    """The generator's argument holding every answer to the response schema's grammar, compiled once for the job
+    (none without a schema)."""
+    if spec.get("responseSchema") is None:
+        return {}
+    from optimize.chat.grammars import json_constraint
+
+    return {"constraint": json_constraint(spec["responseSchema"], "responseSchema")}
+
+
+def _answer(generator, spec: dict[str, Any], batch: list[dict[str, Any]], grade, held_to: dict[str, Any]
+            ) -> list[list]:
     """Each row's answers with their grades: one greedy answer, or the sampling's group of answers (every answer of
     the batch graded in one call; the batch seeded by its first line, so a retry samples the rows it asks again
     as the first attempt would have)."""
     budget = spec.get("maxNewTokens") or 256
     sampling = spec.get("sampling")
     ids = [p["ids"] for p in batch]
-    images = {"images": [p["images"] for p in batch]} if any(p["images"] for p in batch) else {}
-    if spec.get("responseSchema") is not None:  # every answer under the schema's grammar
-        from optimize.chat.grammars import json_constraint
-
-        images["constraint"] = json_constraint(spec["responseSchema"], "responseSchema")
+    extra = {"images": [p["images"] for p in batch]} if any(p["images"] for p in batch) else {}
+    extra.update(held_to)
     if not sampling:
-        answers = [a.text for a in generator.generate(ids, budget, **images)]
+        answers = [a.text for a in generator.generate(ids, budget, **extra)]
         return [[pair] for pair in zip(answers, grade(batch, answers), strict=True)]
     groups = generator.sample(ids, budget, sampling["generations"], sampling["temperature"],
-                              sampling["seed"] + batch[0]["line"], **images)
+                              sampling["seed"] + batch[0]["line"], **extra)
     flat_rows = [item for item, group in zip(batch, groups, strict=True) for _ in group]
     flat_answers = [a.text for group in groups for a in group]
     grades = iter(grade(flat_rows, flat_answers))
