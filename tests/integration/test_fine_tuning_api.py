@@ -60,6 +60,11 @@ def _wait(client: OpenAI, job_id: str, timeout: float = 300):
 
 def test_the_openai_fine_tuning_quickstart_runs_unchanged(server):
     client: OpenAI = server["client"]
+    # a refused file stores nothing, the deployment's fine-tuning project included
+    with pytest.raises(openai.UnprocessableEntityError):
+        client.files.create(file=("bad.jsonl", b'{"messages": []}\n'), purpose="fine-tune")
+    assert client.fine_tuning.jobs.list().data == [] and client.files.list().data == []
+    assert "fine-tuning" not in {p["name"] for p in server["admin"].get("/v1/training/projects").json()["projects"]}
     path = write_jsonl(server["folder"] / "mydata.jsonl", _chat_rows(2))
 
     # the quickstart, as OpenAI's guide writes it

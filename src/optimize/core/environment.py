@@ -139,7 +139,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("OPTIMIZE_FINE_TUNING_PROJECT", Text("a project name", check=lambda text: check_name(text, "project")),
             "fine-tuning",
             "The project OpenAI's fine-tuning routes (`/v1/files`, `/v1/fine_tuning/jobs`) work in when a request "
-            "names none in its `OpenAI-Project` header; created on its first use."),
+            "names none in its `OpenAI-Project` header; created by the first file uploaded."),
     Setting("OPTIMIZE_FINE_TUNING_MODELS", JsonObject("OpenAI model names to base models"), None,
             'Model names a fine-tuning job may ask for that stand for base models of this deployment, e.g. '
             '`{"gpt-4o-mini-2024-07-18": "optimize/small-smollm2"}`, so a script written for OpenAI runs unchanged.',

@@ -11,8 +11,9 @@ dataset version of the namespace is a file, whichever way it was registered.
 from __future__ import annotations
 
 import re
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
@@ -32,8 +33,20 @@ PREFIX = "file-"
 _LIST_HINT = "GET /v1/files lists the project's files"
 
 
-def upload(registry: Registry, project: str, path: Path, filename: str, purpose: str) -> FileObject:
-    """Register the uploaded file's rows as a version of `project`/<the file's name>."""
+@dataclass(frozen=True)
+class UploadedRows:
+    """An uploaded file's rows once they passed the registry's rules: the JSONL to register (the file itself when it
+    holds the registry's own rows in JSONL, else its conversion), their format, count and conversion record."""
+
+    path: Path
+    data_format: DatasetFormat
+    rows: int
+    conversion: dict[str, Any] | None
+
+
+def read_upload(path: Path, filename: str, purpose: str, folder: Path) -> UploadedRows:
+    """The uploaded file's rows, converted into `folder` where they are not the registry's own JSONL; a file with
+    a row the registry refuses is refused naming it, before anything is stored."""
     if purpose != "fine-tune":
         raise Invalid(f"purpose {purpose!r} is not taken here: files are uploaded for fine-tuning",
                       hint="send purpose=fine-tune", param="purpose")
@@ -41,31 +54,33 @@ def upload(registry: Registry, project: str, path: Path, filename: str, purpose:
         container, source = inspect_source(path)
     except Invalid as refusal:
         raise Invalid(f"{filename}: {_without_path(refusal.message, path)}", hint=refusal.hint, param="file") from None
-    with tempfile.TemporaryDirectory(prefix="optimize-file-") as folder:
-        converted = Path(folder) / "examples.jsonl"
-        with converted.open("wb") as out:
-            conversion = convert_file(path, container, source, out)
-        if conversion.error_count:
-            first = conversion.errors[0]
-            unit = container.unit
-            raise Invalid(f"{conversion.error_count} {unit}(s) of {filename} break the registry's rules; nothing "
-                          f"was registered ({unit} {first[unit]}: {first['reason']})",
-                          hint="fix the rows named and upload the file again", param="file",
-                          errors=conversion.errors, errorCount=conversion.error_count)
-        data_format = DatasetFormat(conversion.target)
-        # the registry's own rows in JSONL are registered byte for byte: the same file is the same version anywhere
-        native = container is Container.JSONL and not conversion.changed
-        reference = f"{project}/{_dataset_name(registry, project, filename, data_format)}"
-        produced = register_file(registry, reference, path if native else converted, data_format,
-                                 rows=conversion.rows, conversion=None if native else conversion.record())
+    converted = folder / "examples.jsonl"
+    with converted.open("wb") as out:
+        conversion = convert_file(path, container, source, out)
+    if conversion.error_count:
+        first = conversion.errors[0]
+        unit = container.unit
+        raise Invalid(f"{conversion.error_count} {unit}(s) of {filename} break the registry's rules; nothing "
+                      f"was registered ({unit} {first[unit]}: {first['reason']})",
+                      hint="fix the rows named and upload the file again", param="file",
+                      errors=conversion.errors, errorCount=conversion.error_count)
+    # the registry's own rows in JSONL are registered byte for byte: the same file is the same version anywhere
+    native = container is Container.JSONL and not conversion.changed
+    return UploadedRows(path if native else converted, DatasetFormat(conversion.target), conversion.rows,
+                        None if native else conversion.record())
+
+
+def register(registry: Registry, project: str, filename: str, uploaded: UploadedRows) -> FileObject:
+    """Register the rows as a version of `project`/<the file's name>."""
+    reference = f"{project}/{_dataset_name(registry, project, filename, uploaded.data_format)}"
+    produced = register_file(registry, reference, uploaded.path, uploaded.data_format, rows=uploaded.rows,
+                             conversion=uploaded.conversion)
     with registry.store.transaction() as session:
         return file_view(*_version(session, project, produced.version.digest))
 
 
-def list_files(registry: Registry, project: str | None, after: str | None, limit: int) -> FileList:
+def list_files(registry: Registry, project: str, after: str | None, limit: int) -> FileList:
     """The project's files, newest first, `limit` of them after the file `after` names."""
-    if project is None:
-        return FileList(object="list", data=[], has_more=False, first_id=None, last_id=None)
     with registry.store.transaction() as session:
         query = _versions(project).order_by(DatasetVersion.created_at.desc(), DatasetVersion.id.desc())
         if after:
@@ -78,7 +93,7 @@ def list_files(registry: Registry, project: str | None, after: str | None, limit
                     first_id=files[0].id if files else None, last_id=files[-1].id if files else None)
 
 
-def get_file(registry: Registry, project: str | None, file_id: str) -> FileObject:
+def get_file(registry: Registry, project: str, file_id: str) -> FileObject:
     with registry.store.transaction() as session:
         return file_view(*_version(session, project, digest_of(file_id, "file_id")))
 
@@ -113,8 +128,8 @@ def _versions(project: str):
                         .where(Dataset.namespace == project), visible_namespaces(Dataset.namespace))
 
 
-def _version(session, project: str | None, digest: str, param: str = "file_id") -> tuple[Dataset, DatasetVersion]:
-    found = None if project is None else session.execute(
+def _version(session, project: str, digest: str, param: str = "file_id") -> tuple[Dataset, DatasetVersion]:
+    found = session.execute(
         _versions(project).where(DatasetVersion.digest == digest).order_by(DatasetVersion.id).limit(1)).first()
     if found is None:
         raise NotFound(f"no file {file_id(digest)} in project {project}", hint=_LIST_HINT, param=param)

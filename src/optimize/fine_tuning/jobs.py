@@ -66,16 +66,14 @@ def create(deployment: Deployment, project: str, request: FineTuningJobRequest) 
     return get(deployment, project, PREFIX + run.run_id)
 
 
-def get(deployment: Deployment, project: str | None, job_id: str) -> shapes.FineTuningJob:
+def get(deployment: Deployment, project: str, job_id: str) -> shapes.FineTuningJob:
     with deployment.store.transaction() as session:
         return job_view(_run(session, project, job_id))
 
 
-def list_jobs(deployment: Deployment, project: str | None, after: str | None, limit: int
+def list_jobs(deployment: Deployment, project: str, after: str | None, limit: int
               ) -> shapes.FineTuningJobList:
     """The project's runs as jobs, newest first."""
-    if project is None:
-        return shapes.FineTuningJobList(object="list", data=[], has_more=False)
     with deployment.store.transaction() as session:
         query = select(Run).where(Run.project == project).order_by(Run.created_at.desc(), Run.id.desc())
         if after:
@@ -87,23 +85,23 @@ def list_jobs(deployment: Deployment, project: str | None, after: str | None, li
                                         has_more=len(found) > limit)
 
 
-def cancel(deployment: Deployment, project: str | None, job_id: str) -> shapes.FineTuningJob:
+def cancel(deployment: Deployment, project: str, job_id: str) -> shapes.FineTuningJob:
     lifecycle.cancel(deployment, _run_id(deployment, project, job_id))
     return get(deployment, project, job_id)
 
 
-def pause(deployment: Deployment, project: str | None, job_id: str) -> shapes.FineTuningJob:
+def pause(deployment: Deployment, project: str, job_id: str) -> shapes.FineTuningJob:
     """Paused at the run's next save, with its training state (resume goes on from there)."""
     lifecycle.pause(deployment, _run_id(deployment, project, job_id), "save")
     return get(deployment, project, job_id)
 
 
-def resume(deployment: Deployment, project: str | None, job_id: str) -> shapes.FineTuningJob:
+def resume(deployment: Deployment, project: str, job_id: str) -> shapes.FineTuningJob:
     lifecycle.resume(deployment, _run_id(deployment, project, job_id))
     return get(deployment, project, job_id)
 
 
-def events(deployment: Deployment, project: str | None, job_id: str, after: str | None, limit: int
+def events(deployment: Deployment, project: str, job_id: str, after: str | None, limit: int
            ) -> shapes.JobEventList:
     """The run's recorded events and each logged step's figures, newest first."""
     with deployment.store.transaction() as session:
@@ -118,7 +116,7 @@ def events(deployment: Deployment, project: str | None, job_id: str, after: str 
     return shapes.JobEventList(object="list", **_page(ordered, after, limit, "event"))
 
 
-def checkpoints(deployment: Deployment, project: str | None, job_id: str, after: str | None, limit: int
+def checkpoints(deployment: Deployment, project: str, job_id: str, after: str | None, limit: int
                 ) -> shapes.JobCheckpointList:
     """The run's saves that hold adapter weights, newest first, with the figures logged at their steps."""
     with deployment.store.transaction() as session:
@@ -239,14 +237,14 @@ def _plan(deployment: Deployment, project: str, entry: Entry, method: str, asked
     return plan
 
 
-def _run_id(deployment: Deployment, project: str | None, job_id: str) -> str:
+def _run_id(deployment: Deployment, project: str, job_id: str) -> str:
     with deployment.store.transaction() as session:
         return _run(session, project, job_id).id
 
 
-def _run(session, project: str | None, job_id: str, param: str = "fine_tuning_job_id") -> Run:
+def _run(session, project: str, job_id: str, param: str = "fine_tuning_job_id") -> Run:
     run_id = job_id.removeprefix(PREFIX)
-    run = session.get(Run, run_id) if job_id.startswith(PREFIX) and project is not None else None
+    run = session.get(Run, run_id) if job_id.startswith(PREFIX) else None
     if run is None or run.project != project:
         raise NotFound(f"no fine-tuning job {job_id!r} in project {project}", hint=_LIST_HINT, param=param)
     return run

@@ -20,7 +20,7 @@ from optimize.api.params import Limit
 from optimize.api.text_guard import json_of
 from optimize.core.errors import Invalid, TooLarge
 from optimize.fine_tuning import files, jobs
-from optimize.fine_tuning.workspace import project_for
+from optimize.fine_tuning.workspace import ensure_project, project_named
 from optimize.schemas.fine_tuning import (
     FileList,
     FileObject,
@@ -39,8 +39,8 @@ JOBS_PAGE, EVENTS_PAGE, CHECKPOINTS_PAGE, FILES_PAGE = 20, 20, 10, 10000
 _CHUNK = 1024 * 1024
 
 
-def _project(deployment, request: Request, create: bool = False) -> str | None:
-    return project_for(deployment, request.headers.get(PROJECT_HEADER), create)
+def _project(deployment, request: Request) -> str:
+    return project_named(deployment, request.headers.get(PROJECT_HEADER))
 
 
 @router.post("/files", response_model=FileObject, openapi_extra={"requestBody": {"required": True, "content": {
@@ -66,9 +66,11 @@ async def upload_file(request: Request, deployment: DeploymentDep, registry: Reg
             if size > most:
                 raise TooLarge(f"the file is over {most} bytes, the most one dataset version holds",
                                hint="split it, or register it with akka registry datasets register", param="file")
-            project = await run_in_threadpool(_project, deployment, request, True)
-            return await run_in_threadpool(files.upload, registry, project, path, upload.filename or "file",
-                                           purpose)
+            filename = upload.filename or "file"
+            rows = await run_in_threadpool(files.read_upload, path, filename, purpose, Path(folder))
+            project = await run_in_threadpool(_project, deployment, request)
+            await run_in_threadpool(ensure_project, deployment, project)  # a file that passed creates it
+            return await run_in_threadpool(files.register, registry, project, filename, rows)
 
 
 def _copy(upload: UploadFile, path: Path, most: int) -> int:
@@ -109,7 +111,7 @@ async def create_job(request: Request, deployment: DeploymentDep, body: Annotate
     if isinstance(body, bytes):  # JSON sent under another Content-Type (`curl -d` sends a form's), read all the same
         body = json_of(body, "send OpenAI's fine-tuning job: an object with model and training_file")
     asked = FineTuningJobRequest.parse(body)
-    project = await run_in_threadpool(_project, deployment, request, True)
+    project = await run_in_threadpool(_project, deployment, request)
     return await SUBMISSIONS_LANE.run(jobs.create, deployment, project, asked)
 
 
