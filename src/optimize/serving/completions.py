@@ -232,8 +232,8 @@ class Completer:
         # a forced call is written in this model's own tool-call format
         constraint = request.response or forced_call(request.forced, self.tool_parser)
         if constraint is not None and not getattr(self.engine, "constrains", False):
-            raise RequestError("this endpoint's engine has no constrained decoding (structured outputs are decoded "
-                               "by the Transformers engine); leave response_format and a forced tool_choice out",
+            raise RequestError("this endpoint's engine has no constrained decoding; leave response_format and a "
+                               "forced tool_choice out",
                                "response_format" if request.response else "tool_choice")
         if images and not getattr(self.engine, "reads_images", False):
             raise RequestError("the request holds images, and this endpoint's engine reads none (images are read by "
