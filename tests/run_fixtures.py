@@ -32,6 +32,17 @@ def plan(project: str, dataset: str, **overrides) -> dict:
     return document
 
 
+def teacher_plan(project: str, dataset: str = "chat") -> dict:
+    """A run training an adapter that answers capitals and ends its answers (a distillation's teacher), on rows of
+    `capital_rows(4)`. Unpacked: the answers distillation tests count on were settled with batches of 8 rows, which
+    packed bins (two rows a bin, always the same two) would change."""
+    document = plan(project, dataset, modelName="capitals")
+    document["config"]["hyperparams"] = {"optimizer": {"learningRate": 0.02},
+                                         "training": {"maxSteps": 60, "batchSize": 8}}
+    document["config"]["packing"] = False
+    return document
+
+
 def capital_rows(copies: int) -> list[dict]:
     return [chat_row(f"What is the capital of {country}?", f"The capital of {country} is {city}.")
             for country, city in CAPITALS] * copies

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from optimize.store.db import Store
 from optimize.store.tables import Analysis, DatasetVersion, Distillation, JobEdge, Run
 from tests.conftest import chat_row, from_standin, start_server, write_jsonl
-from tests.run_fixtures import CAPITALS, capital_rows, plan, write_plan
+from tests.run_fixtures import CAPITALS, capital_rows, teacher_plan, write_plan
 
 pytestmark = [pytest.mark.fault, pytest.mark.integration]
 MODEL = "optimize/tiny-llama-3.2"
@@ -111,9 +111,7 @@ def test_a_distillation_registers_its_rows_after_the_server_died_between_its_wor
             client.post("/v1/training/projects", json={"name": "di"}).raise_for_status()
             assert main(["registry", "datasets", "register", "di/chat", "-f",
                          str(write_jsonl(tmp_path / "t.jsonl", capital_rows(4))), "--server", url]) == 0
-            teacher = plan("di", "chat", modelName="capitals")  # an adapter that answers capitals and ends its answers
-            teacher["config"]["hyperparams"] = {"optimizer": {"learningRate": 0.02},
-                                                "training": {"maxSteps": 60, "batchSize": 8}}
+            teacher = teacher_plan("di")  # an adapter that answers capitals and ends its answers
             assert main(["training", "runs", "start", "-f", write_plan(tmp_path, teacher), "--force", "--wait",
                          "--exit-status", "--server", url]) == 0
             model = client.get("/v1/training/runs", params={"project": "di"}).json()["runs"][0]["results"]["model"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from optimize.workloads.packing import bins
 from tests.conftest import Cli, built_standin, chat_row, from_standin, pair_row, write_jsonl
 from tests.row_cases import TOOLS
 
@@ -239,8 +240,13 @@ def test_run_file_adds_estimates_with_their_sources(acli, ns, tmp_path):
     plan = run_file(tmp_path, f"{ns}/d", epochs=2, batchSize=4)
     analysis = acli.json("training", "datasets", "analyze", f"{ns}/d", "-f", str(plan), "--wait")
     estimates = analysis["estimates"]
-    assert estimates["stepsPerEpoch"] == 3 and estimates["steps"] == 6 and estimates["sequencesPerUpdate"] == 4
     lengths, _final, _all = independent_figures(model_path(acli), rows)
+    # packed (on the cpu by default): the updates are counted over the bins the rows fill
+    filled = bins(lengths, 64)
+    assert estimates["packing"] == {"rows": 10, "bins": filled, "binTokens": 64, "tokens": sum(lengths),
+                                    "efficiency": round(sum(lengths) / (filled * 64), 4)}
+    assert estimates["stepsPerEpoch"] == -(-filled // 4) and estimates["steps"] == 2 * estimates["stepsPerEpoch"]
+    assert estimates["sequencesPerUpdate"] == 4
     assert estimates["tokens"] == 2 * sum(min(n, 64) for n in lengths)
     assert estimates["seconds"] is not None and "tokens/s per device measured by" in estimates["basis"]
     sources = {item["field"]: (item["value"], item["source"]) for item in estimates["inputs"]}

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.conftest import Cli, catalog_with_devices, start_server, write_jsonl
-from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
+from tests.run_fixtures import CAPITALS, capitals_project, plan, teacher_plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -62,9 +62,7 @@ def teacher(sqlite_server, tmp_path_factory):
     project = capitals_project(sqlite_server.url, tmp, "di", copies=4)
     from optimize.cli.main import main
 
-    document = plan(project["name"], "chat", modelName="capitals")
-    document["config"]["hyperparams"] = {"optimizer": {"learningRate": 0.02},
-                                         "training": {"maxSteps": 60, "batchSize": 8}}
+    document = teacher_plan(project["name"])
     assert main(["training", "runs", "start", "-f", write_plan(tmp, document), "--force", "--wait",
                  "--exit-status", "--server", sqlite_server.url]) == 0
     client = project["client"]

@@ -84,7 +84,9 @@ def test_the_openai_fine_tuning_quickstart_runs_unchanged(server):
     assert steps and all(isinstance(event.data["loss"], float) for event in steps if "loss" in event.data)
     checkpoints = client.fine_tuning.jobs.checkpoints.list(job.id).data
     assert checkpoints[0].fine_tuned_model_checkpoint == done.fine_tuned_model
-    assert checkpoints[0].step_number == 12  # 16 rows, 8 a batch, 6 passes
+    run = server["admin"].get(f"/v1/training/runs/{job.id.removeprefix('ftjob-')}").json()
+    packed = run["results"]["dataFit"]["packing"]  # the 16 rows packed into bins, 8 bins a batch, 6 passes
+    assert packed["rows"] == 16 and checkpoints[0].step_number == 6 * -(-packed["bins"] // 8) < 12
 
     completion = client.chat.completions.create(
         model=done.fine_tuned_model, messages=[{"role": "user", "content": "What is the capital of Peru?"}],

@@ -33,6 +33,9 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
                    f"{mfu['peakTflops']:g} TFLOP/s bf16)" if mfu else ""
         con.print(f"Estimate     {estimate['steps']:,} updates, {estimate['tokens']:,} tokens, about "
                   f"{estimate['seconds']:,.0f} s of training{expected}", markup=False)
+    if (estimate := d.get("estimate")) and (packed := estimate.get("packing")) and packed.get("bins"):
+        con.print(f"Packing      {packed['rows']:,} rows in {packed['bins']:,} bins of {packed['binTokens']:,} "
+                  f"tokens, {packed['efficiency']:.1%} of their tokens the rows' own", markup=False)
     # the resolved plan, read into its model (a dry run that answers none shows no rollout or reward sections)
     config = resolved_config(d["resolved"]["config"]) if d["resolved"].get("config") else None
     rl = config.rl_hyperparams if isinstance(config, ResolvedReinforcement) else None

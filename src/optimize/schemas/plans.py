@@ -226,6 +226,9 @@ class RunConfig(_Part):
     reward: Reward | None = Field(default=None, description="Reinforcement (grpo, gspo): the reward's terms")
     smoke: Smoke | None = Field(default=None, description="A smoke check before the full run (sft, grpo, gspo)")
     checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
+    packing: bool | None = Field(default=None, description="Pack rows into maxSeqLength bins, each row attending only "
+                                                           "to itself (sft; left out: on where the attention "
+                                                           "implementation reads variable-length rows)")
 
 
 class StopWhen(_Part):

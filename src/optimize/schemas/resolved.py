@@ -135,6 +135,10 @@ class _ResolvedConfig(_Resolved):
     preference: Preference = Field(default_factory=Preference, description="Preference (dpo) settings")
     smoke: Smoke | None = Field(default=None, description="The smoke check before the full run")
     checks: Checks = Field(default_factory=Checks, description="The checks before the first update")
+    # null in what runs stored before rows were packed (they were not) and in a run whose method does not pack:
+    # left out of the JSON then, so those documents and their configuration hashes stay as they were
+    packing: bool | None = Field(default=None, exclude_if=lambda value: value is None,
+                                 description="Whether the rows are packed into maxSeqLength bins")
 
     trained_by: ClassVar[str]  # the field holding the adapter, optimizer and loop the run trains with
 

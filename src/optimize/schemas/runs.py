@@ -304,6 +304,17 @@ class RunSetting(Answer):
     source: str = Field(description="file (the plan stated it) or where the default came from")
 
 
+class Packing(Answer):
+    """How a packed run's rows fill its bins of maxSeqLength tokens."""
+
+    rows: int = Field(description="The rows packed")
+    bins: int | None = Field(description="The bins they fill (updates are made over these); null before an "
+                                         "analysis measured the rows")
+    bin_tokens: int = Field(alias="binTokens", description="A bin's size: maxSeqLength")
+    tokens: int | None = Field(description="The rows' own tokens")
+    efficiency: Number | None = Field(description="The rows' tokens over the bins' tokens (1: no room left)")
+
+
 class RunPrediction(Answer):
     """The pre-flight estimate of a run (from its dataset analysis and the catalog's measured throughput) and the
     training time measured against it."""
@@ -320,6 +331,8 @@ class RunPrediction(Answer):
                                                                       "null when there is no estimate")
     scale: EstimateScale | None = Field(default=None, description="What `seconds` was scaled by: this deployment's "
                                                                   "runs of the same shape; null when unscaled")
+    packing: Packing | None = Field(default=None, description="A packed run's bins as its analysis' lengths fill "
+                                                              "them; null for a run that does not pack")
 
 
 class MemoryParts(Answer):

@@ -116,8 +116,15 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
                              f"{config.max_seq_length} under data.truncation: {config.data.truncation}; raise "
                              "maxSeqLength or shorten the rows")
     kept = train_fit.counts.rows
-    part.done("rows")
     data_fit = train_fit.counts.as_json()
+    trained_rows, updated_over = train_rows, kept  # a smoke check trains its first rows as they are
+    if config.packing:  # the run's updates are made over the bins
+        from optimize.training.prep.packing import pack_rows
+
+        trained_rows = workdir / "train-packed.parquet"
+        packed = pack_rows(train_rows, config.max_seq_length, trained_rows)
+        updated_over, data_fit["packing"] = packed.bins, packed.to_json()
+    part.done("rows")
     reporter.progress(urgent=True, progress={"rowsDone": total, "rowsTotal": total}, dataFit=data_fit)
     if smoke:
         from optimize.training.engines.smoke import SmokeFailed, smoke_check
@@ -175,14 +182,14 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
 
     trained = {"modelDir": spec["model"]["path"], "config": config.model_dump(by_alias=True, mode="json"),
                "saveEvery": execution.save_every,
-               "trainRows": str(train_rows), "rows": kept, "evalRows": str(eval_rows) if eval_rows else None,
+               "trainRows": str(trained_rows), "rows": updated_over, "evalRows": str(eval_rows) if eval_rows else None,
                "workdir": str(workdir), "resumeFrom": str(resume_from) if resume_from else None,
                "start": {"restore": start.restore, "directory": str(start.directory), "step": start.step}
                if start else None, "sharding": execution.sharding}
     ranks = _ranks(channel, len(spec["devices"]), trained)
     try:
-        outcome = harness.train(spec["model"]["path"], config, execution.save_every, train_rows,
-                                kept, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
+        outcome = harness.train(spec["model"]["path"], config, execution.save_every, trained_rows,
+                                updated_over, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
                                 sharding=trained["sharding"])
         if ranks is not None:
             ranks.wait(reporter.lost)

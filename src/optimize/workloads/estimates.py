@@ -10,6 +10,10 @@ A reinforcement run (grpo, gspo) reads its loop from `rlHyperparams`: an update 
 device, `generations` completions each, so its tokens are the rows' lengths (a prompt and an answer of the row's
 own length) times the generations, and `rollouts` gives the completions and the most tokens they may generate.
 Without an analysis (`lengths_file` None) the steps and rollouts are still estimated, the tokens and time not.
+
+A supervised run that packs its rows (`workloads.packing`) makes its updates over bins, not rows: with an analysis
+the steps follow from the bins its lengths fill (`packing` says how many and how full); without one the steps
+are those of the unpacked rows, the most the run can make.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from optimize.schemas.plans import (
     steps_per_epoch,
 )
 from optimize.workloads.lengths import row_lengths
+from optimize.workloads.packing import Packed, bins, packs_by_default
 
 LOOP = ("training.epochs", "training.maxSteps", "training.batchSize", "training.gradientAccumulation")
 INPUTS = ("config.method", "config.maxSeqLength", *(f"config.hyperparams.{name}" for name in LOOP),
@@ -40,7 +45,10 @@ def _capped_tokens(lengths_file: Path, cap: int) -> int:
     return sum(min(length, cap) for length in row_lengths(lengths_file))
 
 
-def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, entry: Entry) -> dict[str, Any]:
+def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, entry: Entry,
+             packing: bool | None = None) -> dict[str, Any]:
+    """The estimate; `packing` is whether the run packs its rows as admission resolved it (None: as the plan
+    states it, or its default on the plan's device profile)."""
     fields = stated_and_resolved(plan)
     rows = report.get("rows", report.get("pairs", 0))
     reinforcement = plan.config.method in REINFORCEMENT
@@ -49,6 +57,18 @@ def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, e
     generations = rl.generations if reinforcement else 1
     cpu = plan.execution.device_profile == "cpu"
     devices = 1 if cpu else max(plan.execution.gpus, 1)
+    if packing is None:
+        packing = plan.config.packing if plan.config.packing is not None else packs_by_default(
+            plan.config.method, cpu, plan.config.model.attention_implementation or "sdpa", images=False)
+    packed = None
+    if packing:
+        packed = {"rows": rows, "bins": None, "binTokens": plan.config.max_seq_length, "tokens": None,
+                  "efficiency": None}
+        if lengths_file is not None:
+            capped = [min(length, plan.config.max_seq_length) for length in row_lengths(lengths_file)]
+            filled = Packed(len(capped), bins(capped, plan.config.max_seq_length), sum(capped),
+                            plan.config.max_seq_length)
+            packed, rows = filled.to_json(), filled.bins
     per_update = loop.batch_size * loop.gradient_accumulation * devices
     per_epoch = steps_per_epoch(rows, loop.batch_size, loop.gradient_accumulation, devices)
     steps = loop.updates(rows, devices)
@@ -68,7 +88,7 @@ def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, e
                  f"{envelope.measurement.hardware} ({envelope.measurement.at})")
     answer = {
         "stepsPerEpoch": per_epoch, "steps": steps, "sequencesPerUpdate": per_update * generations, "tokens": tokens,
-        "seconds": seconds, "basis": basis,
+        "seconds": seconds, "basis": basis, "packing": packed,
         "inputs": [{"field": name, **(fields[name] if name in fields else
                                       {"value": _default(rl, name), "source": "default"})}
                    for name in (RL_INPUTS if reinforcement else INPUTS)],

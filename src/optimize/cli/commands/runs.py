@@ -487,6 +487,9 @@ def _render_run(con, r) -> None:
         fitted.append(f"{fit['cut']} row(s) cut at maxSeqLength past their mask")
     if fitted:
         con.print(f"  Data fit     {'; '.join(fitted)}")
+    if packed := fit.get("packing"):
+        con.print(f"  Packing      {packed['rows']:,} rows in {packed['bins']:,} bins of "
+                  f"{packed['binTokens']:,} tokens, {packed['efficiency']:.1%} of their tokens the rows' own")
     con.print(f"  Length check {_length_line(r.get('lengthCheck'))}")
     con.print(f"  Start checks {_checks_line(r.get('checks'))}")
     con.print("[bold]Cost[/]")

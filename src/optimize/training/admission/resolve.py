@@ -134,7 +134,9 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                                              attention_implementation=attention),
               "liger": liger, "data": config.data, "loss": config.loss,
               "validation": Validation.model_validate({"dataset": validation.reference if validation else None}),
-              "preference": config.preference, "smoke": config.smoke, "checks": config.checks}
+              "preference": config.preference, "smoke": config.smoke, "checks": config.checks,
+              "packing": method.packing(config.packing, on_cpu, attention, any(pick.images for _, pick in read
+                                                                                   if pick))}
     resolved_config, method_warnings = method.resolve(config, shared, on_cpu)  # e.g. a dpo run's loss
     if plan.execution.stop_when is not None:
         method.admit_stop_when(plan.execution.stop_when, resolved_config)

@@ -30,20 +30,34 @@ def default_bounds(rounding_error: float, longest: int, stated: dict[str, float 
 
 
 def token_logprobs(model: Any, batch: dict[str, Any]):
-    """Log-probability of each real next token (flattened), under `model`, without gradients."""
+    """Log-probability of each real next token (flattened), under `model`, without gradients. A padding-free batch
+    (packed rows: positions, no attention mask) is forwarded as it trains, each row attending only to itself, and
+    the first token of each row is not a next token of the row before it."""
     import torch
 
     device = next(model.parameters()).device
     input_ids = batch["input_ids"].to(device)
     mask = batch.get("attention_mask")
-    mask = torch.ones_like(input_ids) if mask is None else mask.to(device)
+    positions = batch.get("position_ids") if mask is None else None
+    inputs = {"position_ids": positions.to(device)} if positions is not None else \
+        {"attention_mask": torch.ones_like(input_ids) if mask is None else mask.to(device)}
     images = {key: batch[key].to(device) for key in ("pixel_values", "pixel_attention_mask") if key in batch}
     if "pixel_values" in images:
         images["pixel_values"] = images["pixel_values"].to(next(model.parameters()).dtype)
     with torch.no_grad():
-        logits = model(input_ids=input_ids, attention_mask=mask, **images).logits[:, :-1].float()
+        # no cache: with one, Transformers would not read packed rows' boundaries from their positions
+        logits = model(input_ids=input_ids, **inputs, **images, use_cache=False).logits[:, :-1].float()
     picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    return picked[mask[:, 1:].bool()].cpu()
+    kept = (positions[:, 1:] != 0) if positions is not None else inputs["attention_mask"][:, 1:].bool()
+    return picked[kept.to(picked.device)].cpu()
+
+
+def longest_row(batch: dict[str, Any]) -> int:
+    """The longest row of a batch: its real tokens, or, packed, the longest run of positions."""
+    mask, positions = batch.get("attention_mask"), batch.get("position_ids")
+    if mask is not None:
+        return int(mask.sum(dim=1).max())
+    return int(positions.max()) + 1 if positions is not None else int(batch["input_ids"].shape[1])
 
 
 def reference_check(engine_model: Any, load_plain: Callable[[Any], Any], batch: dict[str, Any], dtype: Any,
@@ -66,8 +80,7 @@ def reference_check(engine_model: Any, load_plain: Callable[[Any], Any], batch: 
         del plain_model
     finally:
         engine_model.train(was_training)
-    mask = batch.get("attention_mask")
-    longest = int(mask.sum(dim=1).max()) if mask is not None else int(batch["input_ids"].shape[1])
+    longest = longest_row(batch)
     rounding = float((plain - plain32).abs().mean())
     measured = {
         "meanLogprobError": float((engine - plain).abs().mean()),

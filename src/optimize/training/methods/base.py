@@ -80,6 +80,14 @@ class Method:
         """Check what the resolved config names beyond datasets (a reward's scoring bundles import), before a device
         is claimed."""
 
+    def packing(self, stated: bool | None, on_cpu: bool, attention: str, images: bool) -> bool | None:
+        """`config.packing` as the run trains it: None for a method that does not pack (`Sft` packs), where a plan
+        stating it on is refused."""
+        if stated:
+            raise Refused(f"config.packing packs a supervised run's rows into maxSeqLength bins; a {self.name} run's "
+                          "rows are not packed", hint="remove config.packing")
+        return None
+
     def gradient_checkpointing(self, on_cpu: bool) -> bool | None:
         """model.gradientCheckpointing when the plan leaves it out: a fixed choice, or None where the memory
         estimate decides (on a GPU: on only where the run would not fit without it; `admission.memory`)."""

@@ -2,6 +2,8 @@
 token trains), trained with TRL's SFTTrainer.
 
 TRL's own rendering is skipped (`skip_prepare_dataset`), so what trains is exactly what the analysis measured.
+Packed rows (`config.packing`: the worker packs them, `training.prep.packing`) train through TRL's padding-free
+collator, each row attending only to itself (`workloads.packing`).
 The supervised run is what the reference start check is made for: its first batch is compared with plain
 Transformers before the first update.
 
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from optimize.core.errors import Refused
 from optimize.training.methods.base import Method
+from optimize.workloads.packing import packs_by_default
 
 if TYPE_CHECKING:
     from optimize.schemas.plans import RunConfig
@@ -38,6 +41,14 @@ class Sft(Method):
             raise Refused("config.liger.fused_linear_cross_entropy would replace the fused LM head TRL's supervised "
                           "trainer computes its loss with (in chunks: the full logits are never held)",
                           hint="remove config.liger.fused_linear_cross_entropy, or set it to false")
+
+    def packing(self, stated: bool | None, on_cpu: bool, attention: str, images: bool) -> bool:
+        """Stated, or on where the attention implementation reads packed rows (`workloads.packing`); never with
+        images, whose pixels go with their row."""
+        if stated and images:
+            raise Refused("config.packing would pack rows that name images, whose pixels go with their own row",
+                          hint="remove config.packing, or set it to false")
+        return packs_by_default(self.name, on_cpu, attention, images) if stated is None else stated
 
     def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool) -> tuple[ResolvedSft, list[str]]:
         from optimize.schemas.resolved import ResolvedSft
@@ -66,8 +77,11 @@ class Sft(Method):
     def arguments(self, config: ResolvedSft, common: dict[str, Any], cuda: bool):
         from trl import SFTConfig
 
+        # packed rows (the worker packed them: `training.prep.packing`) go through TRL's padding-free collator,
+        # which restarts each row's positions from their seq_lengths and leaves out the attention mask
+        packed = {"packing": True, "packing_strategy": "bfd", "padding_free": True} if config.packing else {}
         return SFTConfig(**common, max_length=config.max_seq_length, dataset_kwargs={"skip_prepare_dataset": True},
-                         **liger_arguments(config.liger, cuda))
+                         **packed, **liger_arguments(config.liger, cuda))
 
     def trainer(self, model, args, tokenizer, peft_config, train_dataset, eval_dataset, callbacks, config=None,
                 workdir=None):

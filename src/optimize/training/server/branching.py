@@ -115,6 +115,8 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     config = merged(resolved.config.model_copy(update=frozen).as_plan(), overrides)
     if overrides.get("method") and overrides["method"] != parent.method:
         _switch_method_sections(config, parent.method)
+        if "packing" not in overrides:  # how the parent laid out its rows: the child's method resolves its own
+            config.pop("packing", None)
     if max_steps is not None:
         _training_section(config).update(maxSteps=max_steps)
     if epochs is not None:

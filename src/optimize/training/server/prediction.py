@@ -29,15 +29,18 @@ PREPARED = ("the training dataset holds prepared token rows, which no analysis m
 
 
 def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
-            commit: str | None) -> dict[str, Any] | None:
-    """The estimate from the training dataset's finished analysis, or None while there is none."""
+            commit: str | None, packing: bool | None) -> dict[str, Any] | None:
+    """The estimate from the training dataset's finished analysis, or None while there is none; `packing` is the
+    run's resolved `config.packing`."""
     analysis = analysis_for(session, blobs, dataset_digest, commit) if commit else None
     if analysis is None or analysis.phase != AnalysisPhase.DONE or not analysis.lengths_sha256:
         return None
     lengths = lengths_file(blobs, analysis.id, analysis.lengths_sha256)
-    figures = estimate_scaled(session, estimate(analysis.report, lengths, plan, entry), plan, entry.id)
+    figures = estimate_scaled(session, estimate(analysis.report, lengths, plan, entry, bool(packing)), plan,
+                              entry.id)
     return {"seconds": figures["seconds"], "steps": figures["steps"], "tokens": figures["tokens"],
-            "basis": figures["basis"], "analysisId": analysis.id, "recordedAt": iso(utcnow()),
+            "basis": figures["basis"], "packing": figures["packing"], "analysisId": analysis.id,
+            "recordedAt": iso(utcnow()),
             "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}
 
 
@@ -66,7 +69,8 @@ def settle(deployment, session, run: Run) -> None:
     entry = deployment.catalog.find(run.base_entry_id)
     training = next((d for d in (run.length_check or {}).get("datasets") or [] if d.get("role") == "training"), {})
     run.prediction = predict(deployment.blobs, session, parse_plan(run.plan), entry, run.dataset_digest,
-                             run.base_commit) or unavailable(training.get("status") == "prepared")
+                             run.base_commit, run.resolved["config"].get("packing")
+                             ) or unavailable(training.get("status") == "prepared")
 
 
 def prediction_json(run: Run, training_millis: int | None) -> dict[str, Any] | None:

@@ -47,7 +47,7 @@ from optimize.training.admission.diagnostics import ReadLimits, diagnose
 from optimize.training.admission.layout import check_layout
 from optimize.training.admission.lengths import Subject, analysis_for, evaluate, refusal
 from optimize.training.admission.lengths import record as record_check
-from optimize.training.admission.resolve import Admitted, admit, resolve_terms
+from optimize.training.admission.resolve import Admitted, admit, check_pause_at_step, resolve_terms
 from optimize.training.admission.reward_check import groups_check, newest_sampling, reward_check
 from optimize.training.admission.source import source_start
 from optimize.training.methods import method_for, rewarded
@@ -84,7 +84,9 @@ def submit(deployment: Deployment, document: Any, branch: dict[str, Any] | None 
         check_new_work(session, project.name, "run", deployment.quotas)
         sections, state, to_analyze = check_lengths(deployment, session, admitted, plan)
         # the pre-flight estimate, where the analysis is done; a run that waits for it records it before its claim
-        preflight = predict(deployment.blobs, session, plan, entry, admitted.dataset.digest, admitted.commit)
+        preflight = predict(deployment.blobs, session, plan, entry, admitted.dataset.digest, admitted.commit,
+                            admitted.resolved.config.packing)
+        check_packed_pause(plan, preflight)
         if preflight is None and state != "waiting":
             preflight = unavailable(admitted.dataset.prepared is not None)
         now = utcnow()
@@ -157,7 +159,8 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
                             if rewarded else (None, []))
         estimates = _rollout_estimates(deployment, session, admitted, plan) if rewarded else None
         preflight = None if rewarded else predict(deployment.blobs, session, plan, entry, admitted.dataset.digest,
-                                                   admitted.commit)
+                                                   admitted.commit, admitted.resolved.config.packing)
+        check_packed_pause(plan, preflight)
     limits = ReadLimits.from_env()
     opener = lambda sha256: deployment.blobs.open_held(sha256, f"dataset shard sha256:{sha256}")  # noqa: E731
     warnings = list(admitted.warnings)
@@ -186,6 +189,13 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
                                                       admitted.device_count),
         **reinforcement,
     )
+
+
+def check_packed_pause(plan, preflight: dict[str, Any] | None) -> None:
+    """A packed run's updates are counted over its bins once an analysis measured its rows: its
+    `execution.pauseAtStep` must fall before the last of those (admission checked it against the unpacked rows)."""
+    if preflight and (preflight.get("packing") or {}).get("bins"):
+        check_pause_at_step(plan.execution.pause_at_step, preflight["steps"])
 
 
 def _accelerator(deployment: Deployment, plan) -> str | None:

@@ -1,0 +1,91 @@
+"""Packed supervised runs against a real server, real workers and real TRL training on the cpu: rows of different
+lengths packed into maxSeqLength bins train the same per-update losses as the same rows unpacked (each update
+taking every row), make their updates over the bins, and say how full the bins are in `runs get`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import Cli, chat_row, pair_row, write_jsonl
+from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
+
+pytestmark = pytest.mark.integration
+
+ROWS = 12
+
+
+def rows() -> list[dict]:
+    """Short answers and long ones, so the bins hold several rows each and differ in how full they are."""
+    long = " It is the largest city of the country and its seat of government, with many museums."
+    return [chat_row(f"What is the capital of {country}?", f"The capital is {city}." + long * (i % 3))
+            for i, (country, city) in enumerate(CAPITALS + CAPITALS[:ROWS - len(CAPITALS)])]
+
+
+def packed_plan(name: str, packing: bool | None, batch: int, **training) -> dict:
+    document = plan(name, "lengths")
+    document["config"]["seed"] = 5
+    document["config"]["maxSeqLength"] = 192
+    # no LoRA dropout: its masks would be drawn over the packed batch's shape, not each row's
+    document["config"]["hyperparams"]["lora"] = {"dropout": 0.0}
+    document["config"]["hyperparams"]["training"] = {"batchSize": batch, **training}
+    if packing is not None:
+        document["config"]["packing"] = packing
+    document["execution"] = {"deviceProfile": "cpu"}
+    return document
+
+
+def followed(cli: Cli, *args: str) -> dict:
+    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
+
+
+def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(sqlite_server, tmp_path, capsys):
+    project = capitals_project(sqlite_server.url, tmp_path, "pk")
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    cli.ok("registry", "datasets", "register", f"{name}/lengths", "-f", str(write_jsonl(tmp_path / "l.jsonl", rows())))
+
+    # every row in each update, three epochs: both runs take the same tokens in every update
+    unpacked = followed(cli, "training", "runs", "start", "-f",
+                        write_plan(tmp_path, packed_plan(name, False, ROWS, epochs=3)), "--force", "--wait")
+    packed = followed(cli, "training", "runs", "start", "-f",
+                      write_plan(tmp_path, packed_plan(name, None, ROWS, epochs=3)), "--force", "--wait")
+    assert unpacked["phase"] == packed["phase"] == "COMPLETED", (unpacked["failureReason"], packed["failureReason"])
+    settings = cli.json("training", "runs", "get", packed["runId"], "--settings")["settings"]
+    assert settings["config.packing"] == {"value": True, "source": "default"}  # on the cpu, under sdpa
+    assert cli.json("training", "runs", "get", unpacked["runId"], "--settings")["settings"]["config.packing"] == {
+        "value": False, "source": "stated"}
+    assert packed["checks"]["status"] == "passed"  # the reference check read the packed batch row by row
+
+    losses = {run["runId"]: [step["loss"] for step in cli.json("training", "runs", "metrics", run["runId"])["steps"]]
+              for run in (unpacked, packed)}
+    assert len(losses[packed["runId"]]) == len(losses[unpacked["runId"]]) == 3
+    assert losses[packed["runId"]] == pytest.approx(losses[unpacked["runId"]], rel=1e-4), losses
+    assert packed["results"]["tokens"] == unpacked["results"]["tokens"]  # the rows' own tokens, no padding
+
+    fit = packed["results"]["dataFit"]["packing"]
+    assert fit["rows"] == ROWS and 1 < fit["bins"] < ROWS and fit["binTokens"] == 192
+    assert fit["efficiency"] == round(fit["tokens"] / (fit["bins"] * 192), 4)
+    assert "packing" not in unpacked["results"]["dataFit"]
+    text = cli.ok("training", "runs", "get", packed["runId"]).out
+    assert (f"Packing      {ROWS} rows in {fit['bins']} bins of 192 tokens, {fit['efficiency']:.1%} of their tokens "
+            "the rows' own") in text
+
+    # two bins an update: the updates are counted over the bins, not the rows
+    paired = followed(cli, "training", "runs", "start", "-f", write_plan(tmp_path, packed_plan(name, True, 2)),
+                      "--force", "--wait")
+    assert paired["phase"] == "COMPLETED", paired["failureReason"]
+    assert paired["results"]["steps"] == -(-fit["bins"] // 2) < ROWS // 2
+
+
+def test_packing_is_refused_where_the_rows_are_not_packed(sqlite_server, tmp_path, capsys):
+    project = capitals_project(sqlite_server.url, tmp_path, "pr")
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    cli.ok("registry", "datasets", "register", f"{name}/pairs", "-f",
+           str(write_jsonl(tmp_path / "p.jsonl", [pair_row(f"q{i}") for i in range(4)])))
+    document = packed_plan(name, True, 2)
+    document["config"].update(method="dpo", dataset="pairs")
+    refused = cli("training", "runs", "start", "-f", write_plan(tmp_path, document), "--dry-run")
+    assert refused.code != 0
+    assert "config.packing packs a supervised run's rows into maxSeqLength bins; a dpo run's rows are not packed" \
+        in refused.err and "remove config.packing" in refused.err
