@@ -26,12 +26,13 @@ KERNELS = {"rms_norm": True, "swiglu": True, "rope": True}
 MEASURED_H200 = [(True, {}, 7.1), (False, {}, 38.2), (False, KERNELS, 32.3)]
 
 
-def config(batch=16, length=1024, method="sft", precision="bf16", liger=None, rank=16, generations=None):
+def config(batch=16, length=1024, method="sft", precision="bf16", liger=None, rank=16, generations=None,
+           adapter="lora"):
     """A run's workload as admission makes it (`workload_of`) from its method and the settings it trains with."""
     section = {"training": {"batchSize": batch}, "lora": {"rank": rank, "targets": "all-linear"}}
     trained_with = Hyperparams.model_validate(section) if generations is None else \
         RlHyperparams.model_validate({**section, "generations": generations})
-    return workload_of(method_for(method), trained_with, length, precision, liger or {})
+    return workload_of(method_for(method), trained_with, length, precision, liger or {}, adapter)
 
 
 @pytest.mark.parametrize("checkpointing, liger, measured", MEASURED_H200)
@@ -93,3 +94,35 @@ def test_an_envelope_that_records_its_conditions_calibrates_the_estimate_to_its_
     at_its_conditions = estimate(shape, config(batch=4, length=2048), False, calibration)
     assert at_its_conditions["peakGiB"] == pytest.approx(30.0, abs=0.02)
     assert calibration_for(calibrated_entry, shape, config(method="dpo")) is None  # another method's envelope
+
+
+def test_a_full_fine_tune_keeps_every_weight_s_gradient_and_moments_and_qlora_a_4_bit_base():
+    shape = shape_of(load_catalog().find(LLAMA))
+    lora, full, qlora = (estimate(shape, config(adapter=adapter), True) for adapter in ("lora", "full", "qlora"))
+    # every parameter's gradient and Adam's two moments at bf16 (2 bytes each), beside the weights themselves
+    assert full["adapterStateGiB"] == pytest.approx(shape.parameters * 3 * 2 / 2**30, abs=0.001)
+    assert full["weightsGiB"] == lora["weightsGiB"] and full["activationsGiB"] == lora["activationsGiB"]
+    # the decoder's linear weights at 4 bits, the embeddings at bf16; the adapter's state as under lora
+    embeddings = shape.vocab * shape.hidden
+    assert qlora["weightsGiB"] == pytest.approx(((shape.parameters - embeddings) * 0.5625 + embeddings * 2) / 2**30,
+                                                abs=0.01)
+    assert qlora["adapterStateGiB"] == lora["adapterStateGiB"]
+    assert qlora["peakGiB"] < lora["peakGiB"] < full["peakGiB"]
+
+
+def test_an_envelope_covers_and_calibrates_only_runs_that_train_what_it_trained():
+    from optimize.training.admission.envelopes import check_envelopes, covering
+
+    entry = load_catalog().find(LLAMA)
+    envelope = Envelope.model_validate({
+        "method": "sft", "adapter": "full", "engine": "trl", "precision": "bf16", "deviceProfile": "h200", "gpus": 1,
+        "longestSequence": 2048, "gpuMemoryPerDeviceGiB": 60.0, "hostMemoryGiB": 20,
+        "measurement": {"by": "a test", "at": "2026-12-07", "hardware": "NVIDIA H200"},
+        "conditions": {"batchSize": 4, "gradientCheckpointing": True, "loraRank": 16, "liger": {}}})
+    measured = entry.model_copy(update={"envelopes": [envelope]})
+    assert covering(measured, "sft", "bf16", "h200", 1, False, 1024, "full") is envelope
+    assert covering(measured, "sft", "bf16", "h200", 1, False, 1024) is None
+    warned = check_envelopes(measured, "sft", "bf16", "h200", 1, False, 1024, False, "qlora")
+    assert "covers sft (qlora) at bf16" in warned[0] and "measured: sft (full) bf16 on h200 x1" in warned[0]
+    assert calibration_for(measured, shape_of(entry), config(adapter="full")) is not None
+    assert calibration_for(measured, shape_of(entry), config()) is None

@@ -88,7 +88,8 @@ def test_the_stored_json_is_the_one_runs_always_stored(session):
                                                   .model_dump(by_alias=True))
     sft = admitted(session, document(PLANS["sft"])).resolved.document()["config"]
     assert sft["rlHyperparams"] is None and sft["reward"] is None and sft["preference"]["fusedLoss"] is None
-    assert sft["model"] == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
+    assert sft["model"] == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa",
+                            "adapter": "lora"}
 
 
 def test_a_run_stored_before_loads_with_its_rule_and_judge_terms():

@@ -104,7 +104,8 @@ def test_the_configuration_hash_covers_config_and_kernels_not_execution(session)
 
 def test_cpu_runs_resolve_fp32_without_recomputation(session):
     model = admitted(session, plan_document(deviceProfile="cpu")).resolved.document()["config"]["model"]
-    assert model == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa"}
+    assert model == {"precision": "fp32", "gradientCheckpointing": False, "attentionImplementation": "sdpa",
+                     "adapter": "lora"}
 
 
 def test_an_evaluation_over_preference_pairs_is_refused_in_an_evaluation_s_words(session):

@@ -36,6 +36,8 @@ class EnvelopeConditions(_Strict):
 
 class Envelope(_Strict):
     method: Literal["sft", "dpo", "grpo", "gspo"] = Field(description="Training method")
+    adapter: Literal["lora", "full", "qlora"] = Field(default="lora", description="What trained: a LoRA adapter, "
+                                                                                  "every weight, or qlora")
     engine: Literal["trl", "verl"] = Field(description="Training engine")
     precision: str = Field(description="Training precision, e.g. bf16 or fp32")
     device_profile: str = Field(alias="deviceProfile", description="Device profile the run used")

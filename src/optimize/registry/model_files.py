@@ -93,12 +93,9 @@ def version_files(store: Store, blobs: LocalBlobStore, catalog: Catalog, namespa
         descriptor = version.descriptor
         if version.variant == "BASE":
             entry_id, commit, base_reference = descriptor["catalogEntry"], descriptor["revision"], None
-        elif version.variant == "ADAPTER":
+        else:  # an adapter, or a full fine-tune's every weight: its files with the base model's tokenizer
             commit, base_reference = descriptor["baseCommit"], descriptor.get("baseModel")
             entry_id = _adapter_entry(session, model, version)
-        else:
-            raise Invalid(f"{reference} is a {version.variant} version; only BASE and ADAPTER versions are "
-                          "downloaded")
         folder = _base_folder(session, entry_id, commit, reference)
         digest, variant = version.digest, version.variant
     entry = _entry(catalog, entry_id)
@@ -245,7 +242,7 @@ def _adapter_files(blobs: LocalBlobStore, descriptor: dict[str, Any], reference:
     try:
         manifest = json.loads(manifest_path.read_bytes())
     except OSError:
-        raise Gone(f"the adapter weights of {reference} ({manifest_digest}) are no longer held by this server",
+        raise Gone(f"the weights of {reference} ({manifest_digest}) are no longer held by this server",
                    hint=hint) from None
     files = []
     for item in manifest["files"]:

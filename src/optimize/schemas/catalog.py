@@ -71,6 +71,7 @@ class Envelope(Answer):
     """A training envelope the catalog records: a measurement, never a promise."""
 
     method: str = Field(description="Training method: sft, dpo, grpo or gspo")
+    adapter: str = Field(description="What trained: lora, full or qlora")
     engine: str = Field(description="Training engine: trl or verl")
     precision: str = Field(description="Training precision, e.g. bf16 or fp32")
     device_profile: str = Field(description="Device profile the run used")

@@ -78,6 +78,9 @@ class ModelSettings(_Part):
                                                 description="Recompute activations in the backward pass")
     attention_implementation: str | None = Field(default=None, alias="attentionImplementation",
                                                  description="sdpa, eager or flex_attention")
+    adapter: Literal["lora", "full", "qlora"] | None = Field(
+        default=None, description="What trains: a LoRA adapter (default), every weight (full), or a LoRA adapter "
+                                  "on the base quantized to 4 bits (qlora, on a GPU)")
 
 
 class Data(_Part):

@@ -56,6 +56,15 @@ class ResolvedModelSettings(_Resolved):
     gradient_checkpointing: bool = Field(alias="gradientCheckpointing",
                                          description="Recompute activations in the backward pass")
     attention_implementation: str = Field(alias="attentionImplementation", description="sdpa, eager or flex_attention")
+    # null in what runs stored before a run could train anything but a LoRA adapter: left out of the JSON then, so
+    # those documents and their configuration hashes stay as they were
+    adapter: Literal["lora", "full", "qlora"] | None = Field(default=None, exclude_if=lambda value: value is None,
+                                                             description="lora, full or qlora")
+
+    @property
+    def trains(self) -> str:
+        """What the run trains: lora, full or qlora (a run stored before the choice existed trained lora)."""
+        return self.adapter or "lora"
 
 
 class ResolvedPreference(Preference):

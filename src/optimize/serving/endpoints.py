@@ -355,7 +355,7 @@ def _served_name(deployment: Deployment, session, wanted: str) -> str:
         reference = parse_reference(wanted)
         if find_model(session, reference.namespace, reference.name) is not None:
             model, version = resolve_model_reference(session, reference)
-            if version.variant == "ADAPTER":
+            if version.variant != "BASE":  # an adapter; a full fine-tune's weights, which no endpoint serves
                 return f"{model.namespace}/{model.name}:v{version.version}"
             return version.descriptor["catalogEntry"]
     except (Invalid, NotFound):

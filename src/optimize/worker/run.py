@@ -233,7 +233,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             "trainingSeconds": round(outcome.train_seconds, 2),
             "tokensPerSecondPerDevice": round(outcome.tokens / outcome.train_seconds / devices, 1)
             if outcome.train_seconds else None,
-            "mfu": _utilisation(outcome, devices),
+            "mfu": _utilisation(outcome, devices, config.model.trains),
             "peakDeviceMemoryGiB": outcome.peak_device_gib,
             "peakDeviceReservedGiB": outcome.peak_reserved_gib,
             "startCheckPeakGiB": outcome.start_check_peak_gib,
@@ -242,12 +242,13 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
     )
 
 
-def _utilisation(outcome, devices: int) -> dict[str, Any] | None:
-    """The run's MFU on a device whose peak is known, on the 4N basis of a LoRA run (`core.flops`); None on the
-    cpu and for a run too short to time."""
+def _utilisation(outcome, devices: int, adapter: str) -> dict[str, Any] | None:
+    """The run's MFU on a device whose peak is known, on the basis of what it trains (`core.flops`: 4N an adapter's
+    token, 6N a full fine-tune's); None on the cpu and for a run too short to time."""
     if not outcome.train_seconds:
         return None
-    found = utilisation(outcome.base_parameters, outcome.tokens / outcome.train_seconds / devices, outcome.device)
+    found = utilisation(outcome.base_parameters, outcome.tokens / outcome.train_seconds / devices, outcome.device,
+                        adapter)
     return found.to_json() if found else None
 
 

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from optimize.training.adapters import weights_files
 from optimize.worker.channel import ApiError, Channel
 from optimize.worker.upload_policy import FULL, Save, UploadPolicy
 
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_config.json")
 # optimizer.bin and pytorch_model_fsdp.bin: the optimizer and the adapter as a sharded (fsdp) run saves them
 STATE_FILES = ("optimizer.pt", "optimizer.bin", "pytorch_model_fsdp.bin", "scheduler.pt", "rng_state.pth",
                "trainer_state.json")
@@ -106,9 +106,11 @@ class SaveUploader:
 
     def _upload(self, save: Save, mode: str) -> dict[str, Any]:
         artifacts = []
-        kinds = (("weights", WEIGHT_FILES), ("trainingState", STATE_FILES))
-        for kind, names in kinds if mode == FULL else kinds[:1]:
-            files = [save.directory / name for name in names if (save.directory / name).is_file()]
+        kinds = ("weights", "trainingState")
+        for kind in kinds if mode == FULL else kinds[:1]:
+            # an adapter's files, or a full fine-tune's every weight
+            files = weights_files(save.directory) if kind == "weights" else \
+                [save.directory / name for name in STATE_FILES if (save.directory / name).is_file()]
             if kind == "trainingState":  # on several devices each rank's random state is a file of its own
                 files += sorted(save.directory.glob("rng_state_*.pth"))
             if not files:

@@ -11,7 +11,7 @@ from typing import Any
 
 from optimize.catalog.selection import selection_for
 from optimize.chat.formats import DatasetFormat
-from optimize.core.errors import Forbidden, Gone, Invalid, NotFound
+from optimize.core.errors import Forbidden, Gone, Invalid, NotFound, Refused
 from optimize.core.refs import parse_reference
 from optimize.deployment import Deployment
 from optimize.registry.datasets import examples_objects, version_format
@@ -40,6 +40,11 @@ def resolve_model(deployment: Deployment, session, text: str) -> tuple[str, dict
                 {"kind": "adapter", "baseEntryId": entry.id, "baseCommit": d["baseCommit"],
                  "manifestDigest": d["artifact"]["manifestDigest"], "weightsDigest": d.get("weightsDigest")},
                 model.namespace)
+    if version is not None and version.variant == "WEIGHTS":
+        raise Refused(f"{model.namespace}/{model.name}:v{version.version} holds every weight of a full fine-tune of "
+                      f"{version.descriptor.get('baseRepository')}, which this deployment's evaluations and "
+                      "endpoints do not load; they load base models and LoRA adapters",
+                      hint="evaluate or serve a base model or an adapter version (akka registry models list)")
     # a base model, also one allowed for serving only: it can be evaluated
     entry = deployment.catalog.find(version.descriptor["catalogEntry"] if version is not None else text.split(":")[0])
     selection = selection_for(deployment.store, entry.id)

@@ -220,8 +220,9 @@ def download(
     force: ForceOption = False,
 ) -> None:
     """Download a version into a folder: a trained adapter as a PEFT folder (adapter_model.safetensors,
-    adapter_config.json) with the tokenizer and chat template it trained under, or a base model's files. Every file
-    is checked against its sha256 before it takes its name."""
+    adapter_config.json) with the tokenizer and chat template it trained under, a full fine-tune's every weight as a
+    Transformers folder with them, or a base model's files. Every file is checked against its sha256 before it takes
+    its name."""
     ref = parse_ref_argument(reference)
     target = _writable(directory, force)
     with client_for(out, timeout=600) as api:
@@ -479,3 +480,5 @@ def _render_written(con, data) -> None:
     if data["variant"] == "ADAPTER":
         con.print(f"Load it with PEFT over {data['baseModel'] or 'its base model'}: "
                   f"PeftModel.from_pretrained(base, {data['directory']!r})")
+    elif data["variant"] == "WEIGHTS":
+        con.print(f"Load it with: AutoModelForCausalLM.from_pretrained({data['directory']!r})")

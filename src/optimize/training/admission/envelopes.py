@@ -10,28 +10,30 @@ from optimize.core.errors import Refused
 
 
 def _covers(envelope: Envelope, method: str, precision: str, profile: str, devices: int, on_cpu: bool,
-            max_seq_length: int) -> bool:
+            max_seq_length: int, adapter: str) -> bool:
     same_devices = envelope.gpus == devices or (on_cpu and envelope.gpus == 0)
-    return (envelope.method == method and envelope.precision.lower() == precision.lower()
+    return (envelope.method == method and envelope.adapter == adapter
+            and envelope.precision.lower() == precision.lower()
             and envelope.device_profile == profile and same_devices and max_seq_length <= envelope.longest_sequence)
 
 
 def covering(entry: Entry, method: str, precision: str, profile: str, devices: int, on_cpu: bool,
-             max_seq_length: int) -> Envelope | None:
-    """The first measured envelope that covers the run, if any."""
-    return next((e for e in entry.envelopes if _covers(e, method, precision, profile, devices, on_cpu, max_seq_length)),
-                None)
+             max_seq_length: int, adapter: str = "lora") -> Envelope | None:
+    """The first measured envelope that covers the run (`adapter`: what it trains), if any."""
+    return next((e for e in entry.envelopes
+                 if _covers(e, method, precision, profile, devices, on_cpu, max_seq_length, adapter)), None)
 
 
 def check_envelopes(entry: Entry, method: str, precision: str, profile: str, devices: int, on_cpu: bool,
-                    max_seq_length: int, strict: bool) -> list[str]:
+                    max_seq_length: int, strict: bool, adapter: str = "lora") -> list[str]:
     """The warnings a run carries for its envelope (none when a measured envelope covers it)."""
-    if covering(entry, method, precision, profile, devices, on_cpu, max_seq_length) is not None:
+    if covering(entry, method, precision, profile, devices, on_cpu, max_seq_length, adapter) is not None:
         return []
     unit = "slot" if on_cpu else "GPU"
-    run = (f"{method} at {precision} on {devices} {profile} {unit}{'s' if devices != 1 else ''} "
-           f"with maxSeqLength {max_seq_length}")
-    measured = "; ".join(f"{e.method} {e.precision} on {e.device_profile}{f' x{e.gpus}' if e.gpus else ''} up to "
+    run = (f"{method}{_trained(adapter)} at {precision} on {devices} {profile} "
+           f"{unit}{'s' if devices != 1 else ''} with maxSeqLength {max_seq_length}")
+    measured = "; ".join(f"{e.method}{_trained(e.adapter)} {e.precision} on {e.device_profile}"
+                         f"{f' x{e.gpus}' if e.gpus else ''} up to "
                          f"{e.longest_sequence} tokens" for e in entry.envelopes) or "none"
     if strict:
         raise Refused(f"no measured training envelope of {entry.id} covers {run} (measured: {measured}), and this "
@@ -39,3 +41,8 @@ def check_envelopes(entry: Entry, method: str, precision: str, profile: str, dev
                       f"(akka training base-models get {entry.id}), or ask the operator to measure this one")
     return [f"unmeasured: no measured training envelope of {entry.id} covers {run} (measured: {measured}); the run "
             "may run out of device memory"]
+
+
+def _trained(adapter: str) -> str:
+    """How a run's or an envelope's adapter is named beside its method: nothing for the usual LoRA adapter."""
+    return "" if adapter == "lora" else f" ({adapter})"

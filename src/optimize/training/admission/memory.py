@@ -2,8 +2,11 @@
 
     peak = weights + adapter state + tokens of one micro-batch x (saved activations + logits)
 
-- weights: every base parameter at the run's precision (bf16/fp16 2 bytes, fp32 4);
-- adapter state: each LoRA parameter in fp32 with its gradient and Adam's two moments (16 bytes);
+- weights: every base parameter at the run's precision (bf16/fp16 2 bytes, fp32 4); under qlora the decoder's
+  linear weights at 4 bits with their quantization constants (`QLORA_BYTES`), the embeddings at the precision;
+- adapter state: each LoRA parameter in fp32 with its gradient and Adam's two moments (16 bytes); a full
+  fine-tune's every parameter's gradient and Adam's two moments at the run's precision (the weights train at the
+  precision they are loaded in);
 - saved activations, per token: each decoder layer keeps `LAYER_BYTES` per element of its linear layers' inputs
   and outputs (6h + 2kv + 3I elements: the attention projections' and the MLP's), at bf16; with gradient
   checkpointing only each layer's input (h elements) is kept and one layer is recomputed at a time;
@@ -41,6 +44,8 @@ LAYER_BYTES = 3.70  # bytes kept per linear input/output element of a layer, bf1
 LOGIT_BYTES = 0.761  # bytes kept per vocabulary entry per token at the peak, bf16 (fitted)
 LIGER_LAYER_CUT = 0.086  # the share of a layer's saved activations each of rms_norm and swiglu/geglu saves
 ADAPTER_STATE_BYTES = 16  # fp32 weight, gradient, Adam's first and second moment
+FULL_STATE_WIDTHS = 3  # a full fine-tune's gradient and Adam's two moments, each at the run's precision
+QLORA_BYTES = 0.5625  # a 4-bit weight with its share of the blockwise constants (bitsandbytes nf4, double quant)
 HEADROOM = 0.90  # the share of a device's memory a run may plan to use (the allocator's pool, the CUDA context)
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -108,17 +113,20 @@ class Workload:
     lora_rank: int
     lora_targets: Any
     liger: dict[str, bool]
+    adapter: str = "lora"  # what trains: lora, full or qlora
 
     @property
     def sequences_per_pass(self) -> int:
         return self.batch_size * self.sequences_per_row
 
 
-def workload_of(method, trained_with, sequence_length: int, precision: str, liger: dict[str, bool]) -> Workload:
+def workload_of(method, trained_with, sequence_length: int, precision: str, liger: dict[str, bool],
+                adapter: str = "lora") -> Workload:
     """A run's workload: `method` its recipe (`training.methods`), `trained_with` the adapter, optimizer and loop it
-    trains with (`hyperparams`, or `rlHyperparams` for a reinforcement run)."""
+    trains with (`hyperparams`, or `rlHyperparams` for a reinforcement run), `adapter` what trains."""
     return Workload(method.name, trained_with.training.batch_size, method.sequences_per_row(trained_with),
-                    sequence_length, precision, trained_with.lora.rank, trained_with.lora.targets, dict(liger))
+                    sequence_length, precision, trained_with.lora.rank, trained_with.lora.targets, dict(liger),
+                    adapter)
 
 
 @dataclass(frozen=True)
@@ -135,8 +143,11 @@ def estimate(shape: Shape, workload: Workload, checkpointing: bool,
     width = BYTES.get(precision, 2) / 2  # activations are fitted at bf16
     liger = workload.liger
     tokens = workload.sequences_per_pass * workload.sequence_length
-    weights = shape.parameters * BYTES.get(precision, 2) / shards
-    adapter = lora_parameters(shape, workload.lora_rank, workload.lora_targets) * ADAPTER_STATE_BYTES / shards
+    embeddings = shape.vocab * shape.hidden
+    weights = (shape.parameters * BYTES.get(precision, 2) if workload.adapter != "qlora" else
+               (shape.parameters - embeddings) * QLORA_BYTES + embeddings * BYTES.get(precision, 2)) / shards
+    adapter = (shape.parameters * FULL_STATE_WIDTHS * BYTES.get(precision, 2) if workload.adapter == "full" else
+               lora_parameters(shape, workload.lora_rank, workload.lora_targets) * ADAPTER_STATE_BYTES) / shards
     if shards > 1:  # a sharded layer's full weights while it computes, and the next one's, gathered ahead
         weights += 2 * (shape.parameters - shape.vocab * shape.hidden) / shape.layers * BYTES.get(precision, 2)
     layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
@@ -153,11 +164,11 @@ def estimate(shape: Shape, workload: Workload, checkpointing: bool,
 
 def calibration_for(entry, shape: Shape, workload: Workload) -> Calibration | None:
     """The scale that makes the estimate give a measured envelope's own peak: the first envelope of the entry for
-    the run's method and precision that records its peak and the conditions it was measured under."""
+    the run's method, adapter and precision that records its peak and the conditions it was measured under."""
     for envelope in entry.envelopes:
         conditions = envelope.conditions
         if (envelope.gpu_memory_per_device_gib is None or conditions is None or envelope.method != workload.method
-                or envelope.precision.lower() != workload.precision):
+                or envelope.adapter != workload.adapter or envelope.precision.lower() != workload.precision):
             continue
         measured = replace(workload, batch_size=conditions.batch_size, lora_rank=conditions.lora_rank,
                            lora_targets="all-linear", sequence_length=envelope.longest_sequence,

@@ -12,6 +12,7 @@ makes) is the method's own, in `training.methods`.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from optimize.core.refs import parse_reference
 from optimize.jobs.devices import DeviceProfile
 from optimize.registry.bundles import resolve_bundle
 from optimize.registry.models import find_model, resolve_model_reference
-from optimize.schemas.plans import RunPlan, Validation
+from optimize.schemas.plans import RunConfig, RunPlan, Validation
 from optimize.schemas.resolved import (
     ResolvedConfig,
     ResolvedModelSettings,
@@ -115,6 +116,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
     precision = config.model.precision or ("fp32" if on_cpu else "bf16")
+    adapter = trained_adapter(config, on_cpu, devices)
     # the default kernels apply where the plan leaves their setting out; they join the resolved config and its hash
     kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
                                                               devices, on_gpu=not on_cpu).items()
@@ -126,12 +128,12 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                       "devices; this run has one (execution.gpus 1)",
                       hint="remove execution.sharding, or set execution.gpus to 2 or more")
     memory, checkpointing, sharding = memory_plan(
-        entry, workload_of(method, method.trained_with(config), config.max_seq_length, precision, liger),
+        entry, workload_of(method, method.trained_with(config), config.max_seq_length, precision, liger, adapter),
         config.model.gradient_checkpointing, plan.execution.sharding, devices, method.gradient_checkpointing(on_cpu),
         profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
     shared = {"dataset": dataset.reference, "seed": config.seed, "max_seq_length": config.max_seq_length,
               "model": ResolvedModelSettings(precision=precision, gradient_checkpointing=checkpointing,
-                                             attention_implementation=attention),
+                                             attention_implementation=attention, adapter=adapter),
               "liger": liger, "data": config.data, "loss": config.loss,
               "validation": Validation.model_validate({"dataset": validation.reference if validation else None}),
               "preference": config.preference, "smoke": config.smoke, "checks": config.checks,
@@ -153,11 +155,38 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
     if memory.get("shardingReason") and "execution.sharding" not in stated:
         sources["execution.sharding"] = "memoryEstimate"
     warnings = check_envelopes(entry, config.method, precision, plan.execution.device_profile, devices,
-                               on_cpu, config.max_seq_length, strict_envelopes) + method_warnings
+                               on_cpu, config.max_seq_length, strict_envelopes, adapter) + method_warnings
     digest_input = {"baseModel": f"{entry.id}@{selection.commit}", "config": stored["config"]}
     config_hash = hashlib.sha256(json.dumps(digest_input, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return Admitted(entry, selection.commit, dataset, validation, model_name, resolved, sources, config_hash, devices,
                     warnings, memory)
+
+
+def trained_adapter(config: RunConfig, on_cpu: bool, devices: int) -> str:
+    """`config.model.adapter` as the run trains it: a LoRA adapter unless the plan states another. Every weight
+    (full) or a LoRA adapter on a 4-bit base (qlora) train supervised runs on one device; qlora needs a GPU and
+    bitsandbytes."""
+    adapter = config.model.adapter or "lora"
+    if adapter == "lora":
+        return adapter
+    if config.method != "sft":
+        raise Refused(f"config.model.adapter: {adapter} trains supervised runs on this deployment; a {config.method} "
+                      "run trains a LoRA adapter", hint="remove config.model.adapter, or set it to lora")
+    if devices > 1:
+        raise Refused(f"config.model.adapter: {adapter} trains on one device on this deployment; this run asks for "
+                      f"{devices} (execution.gpus)", hint="set execution.gpus: 1, or config.model.adapter: lora")
+    if adapter == "qlora" and on_cpu:
+        raise Refused("config.model.adapter: qlora loads the base model quantized to 4 bits by bitsandbytes, which "
+                      "needs a GPU; the cpu device profile cannot run it",
+                      hint="set config.model.adapter to lora or full, or execution.deviceProfile to a GPU profile")
+    if adapter == "qlora" and importlib.util.find_spec("bitsandbytes") is None:
+        raise Refused("config.model.adapter: qlora quantizes the base model with bitsandbytes, which is not "
+                      "installed on this deployment", hint="install the gpu extra (pip install 'optimize[gpu]'), "
+                                                           "or set config.model.adapter to lora")
+    if adapter == "full" and config.smoke is not None:
+        raise Refused("config.smoke answers with the LoRA adapter its slice trained; config.model.adapter: full "
+                      "trains every weight instead", hint="remove config.smoke, or set config.model.adapter to lora")
+    return adapter
 
 
 def check_pause_at_step(pause_at: int | None, updates: int) -> None:

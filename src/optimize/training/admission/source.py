@@ -54,6 +54,10 @@ def source_start(session: Session, plan: RunPlan, resolved: ResolvedPlan, entry,
                       f"{commit[:12]}", hint=f"set baseModel to the adapter's base, or start from {entry.id} without "
                                              "source.model")
     refuse_stated_lora(plan, reference)
+    if resolved.config.model.trains != "lora":
+        raise Refused(f"source.model {reference} is a LoRA adapter the run would train on; config.model.adapter: "
+                      f"{resolved.config.model.trains} trains another kind of weights",
+                      hint="remove config.model.adapter, or source.model")
     lora = resolved.config.trained_with.lora
     lora = lora.model_copy(update={"rank": descriptor.get("adapterRank", lora.rank),
                                    "alpha": descriptor.get("adapterAlpha", lora.alpha)})

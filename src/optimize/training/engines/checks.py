@@ -61,8 +61,9 @@ def longest_row(batch: dict[str, Any]) -> int:
 
 
 def reference_check(engine_model: Any, load_plain: Callable[[Any], Any], batch: dict[str, Any], dtype: Any,
-                    stated: dict[str, float | None]) -> dict[str, Any]:
-    """Run the check; `load_plain(dtype)` gives the base model under plain Transformers at `dtype`."""
+                    stated: dict[str, float | None], at_fp32: bool = True) -> dict[str, Any]:
+    """Run the check; `load_plain(dtype)` gives the base model under plain Transformers at `dtype`. Without `at_fp32`
+    (a base quantized to 4 bits, whose weights have no fp32 form) both are compared at the run's precision only."""
     import torch
 
     started = time.monotonic()
@@ -72,7 +73,7 @@ def reference_check(engine_model: Any, load_plain: Callable[[Any], Any], batch: 
         engine = token_logprobs(engine_model, batch)
         plain_model = load_plain(dtype)
         plain = token_logprobs(plain_model, batch)
-        if dtype == torch.float32:
+        if dtype == torch.float32 or not at_fp32:
             plain32, engine32 = plain, engine
         else:
             plain32 = token_logprobs(plain_model.float(), batch)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from optimize.schemas.resolved import ResolvedConfig
-from optimize.training.adapters import weights_digest
+from optimize.training.adapters import saved_weights_digest
 from optimize.training.engines import distributed
 from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.engines.profiling import profiled_updates, update_profiler
@@ -133,15 +133,28 @@ class Preload:
 def load_model(model_dir: str, config: ResolvedConfig, dtype=None, place: bool = True):
     """The base model under plain Transformers at the run's precision (or `dtype`) and attention, on the GPU when
     one is visible and `place` (a sharded run leaves it on the host: FSDP moves each rank's shard). A model that
-    takes images is loaded whole, its vision tower beside its language model (`chat.vision`)."""
+    takes images is loaded whole, its vision tower beside its language model (`chat.vision`). Under qlora its
+    linear weights are quantized to 4 bits as it loads (bitsandbytes nf4, its computation at the run's precision),
+    straight onto the GPU."""
     import torch
 
     from optimize.chat.vision import auto_model
 
     dtype = dtype or DTYPES[config.model.precision](torch)
+    device = f"cuda:{distributed.local_device()}"
+    quantized = {}
+    if config.model.trains == "qlora":
+        from transformers import BitsAndBytesConfig
+
+        quantized = {"quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_use_double_quant=True), "device_map": {"": device}}
     loaded = auto_model(model_dir).from_pretrained(model_dir, dtype=dtype,
-                                                   attn_implementation=config.model.attention_implementation)
-    return loaded.to(f"cuda:{distributed.local_device()}") if place and torch.cuda.is_available() else loaded
+                                                   attn_implementation=config.model.attention_implementation,
+                                                   **quantized)
+    if quantized:
+        return loaded
+    return loaded.to(device) if place and torch.cuda.is_available() else loaded
 
 
 # a model that takes images trains LoRA on its language model: its vision tower and the connector that projects
@@ -232,9 +245,10 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
     common = common_arguments(config, workdir, steps, save_every, offset, eval_rows is not None, cuda, ranks,
                               sharded)
     args = method.arguments(config, common, cuda)
-    peft_config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                             target_modules=lora.targets, task_type="CAUSAL_LM",
-                             exclude_modules=vision_modules(model_dir))
+    full = config.model.trains == "full"  # every weight trains: no adapter
+    peft_config = None if full else LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                               target_modules=lora.targets, task_type="CAUSAL_LM",
+                                               exclude_modules=vision_modules(model_dir))
     outcome = Outcome(total_steps=own_steps, train_seconds=0.0, tokens=0)
 
     class Bridge(TrainerCallback):
@@ -292,7 +306,7 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
             directory = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             final = state.global_step >= steps or outcome.ended_early == state.global_step - offset
             if final:
-                outcome.weights_digest = weights_digest(directory / "adapter_model.safetensors")
+                outcome.weights_digest = saved_weights_digest(directory)
             epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6
             hooks.saved(state.global_step - offset, directory, state.epoch, final, epoch_end)
 
@@ -301,7 +315,9 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
     if preload is not None:
         preparing["modelLoadAhead"] = preload.seconds  # its whole time, while the rows were rendered
     clock["prepare"] = time.monotonic()
-    if start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
+    if start is not None and start.restore == "weights" and full:  # the parent's weights, with a fresh optimizer
+        model = load_model(str(start.directory), config, dtype, place=not sharded)
+    elif start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
         from peft import PeftModel
 
         model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
@@ -318,8 +334,7 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
                              workdir=workdir, **extra)
     if sharded and not cuda:
         distributed.shard_on_cpu(trainer)
-    outcome.modules = sorted({name.rsplit(".", 1)[-1] for name in trainer.model.peft_config["default"].target_modules})
-    outcome.base_parameters = sum(p.numel() for p in trainer.model.parameters() if not p.requires_grad)
+    outcome.modules, outcome.base_parameters = _trained_parts(trainer.model, full)
     outcome.device = torch.cuda.get_device_name() if cuda else "cpu"
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:
@@ -337,6 +352,17 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
     hooks.started(own_steps, checks, 0)
     trainer.train()
     return _finished(outcome, clock, cuda)
+
+
+def _trained_parts(model, full: bool) -> tuple[list[str], int]:
+    """The modules an adapter adapts (none for a full fine-tune) and the base parameters a token is computed with
+    (N of the utilisation's 4N or 6N): every weight of a full fine-tune; the frozen ones under an adapter, a 4-bit
+    weight counted as the weight it stands for (PEFT's count)."""
+    if full:
+        return [], sum(p.numel() for p in model.parameters())
+    modules = sorted({name.rsplit(".", 1)[-1] for name in model.peft_config["default"].target_modules})
+    trainable, every = model.get_nb_trainable_parameters()
+    return modules, every - trainable
 
 
 def _checked_by_rank_0(trainer, load, dtype, config: ResolvedConfig, cuda: bool, rank: int) -> dict[str, Any]:
@@ -363,7 +389,7 @@ def _start_checks(trainer, load, dtype, config: ResolvedConfig, cuda: bool) -> d
     state = torch.get_rng_state(), torch.cuda.get_rng_state_all() if cuda else None
     batch = next(iter(trainer.get_train_dataloader()))
     stated = config.checks.reference.model_dump(exclude_none=True)  # the bounds the plan states
-    check = reference_check(trainer.model, load, batch, dtype, stated)
+    check = reference_check(trainer.model, load, batch, dtype, stated, at_fp32=config.model.trains != "qlora")
     torch.set_rng_state(state[0])
     if cuda:
         torch.cuda.set_rng_state_all(state[1])

@@ -113,6 +113,10 @@ def child_document(parent: Run, overrides: dict[str, Any], max_steps: int | None
     if parent.validation_reference:
         frozen["validation"] = resolved.config.validation.model_copy(update={"dataset": parent.validation_reference})
     config = merged(resolved.config.model_copy(update=frozen).as_plan(), overrides)
+    stated = (overrides.get("model") or {}).get("adapter") if isinstance(overrides.get("model"), dict) else None
+    if stated and stated != resolved.config.model.trains:
+        raise Refused(f"overrides.model.adapter {stated} would train other weights than run {parent.id[:12]}'s save "
+                      f"holds ({resolved.config.model.trains})", hint="remove overrides.model.adapter")
     if overrides.get("method") and overrides["method"] != parent.method:
         _switch_method_sections(config, parent.method)
         if "packing" not in overrides:  # how the parent laid out its rows: the child's method resolves its own

@@ -1,6 +1,7 @@
-"""A snapshot's adapter registered as `<project>/<modelName>:vN`, with the base model, the datasets and the run in
-its lineage: when a run completes (its final snapshot, in the same transaction that completes the run), and when
-a user registers any snapshot that still holds its weights. The same weights register as the same version."""
+"""A snapshot's weights (an adapter, or a full fine-tune's every weight) registered as `<project>/<modelName>:vN`,
+with the base model, the datasets and the run in its lineage: when a run completes (its final snapshot, in the same
+transaction that completes the run), and when a user registers any snapshot that still holds its weights. The same
+weights register as the same version."""
 
 from __future__ import annotations
 
@@ -20,20 +21,24 @@ from optimize.training.server.phases import RUN, RunPhase
 
 def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapshot, modules: list[str],
                      weights_digest: str | None, name: str | None = None) -> str:
-    """Register the snapshot's weights as a version of the project's model; returns its reference."""
+    """Register the snapshot's weights as a version of the project's model; returns its reference. An adapter
+    (lora, qlora) registers as an ADAPTER version over the base model, a full fine-tune's every weight as a
+    WEIGHTS version of it."""
     weights = next((a for a in snapshot.artifacts if a["kind"] == "weights"), None)
     if weights is None:
-        raise Invalid(f"snapshot {snapshot.id[:12]} holds no adapter weights")
+        raise Invalid(f"snapshot {snapshot.id[:12]} holds no weights")
     entry = deployment.catalog.find(run.base_entry_id)
-    lora = resolved_config(run.resolved["config"]).trained_with.lora
+    config = resolved_config(run.resolved["config"])
+    variant = "WEIGHTS" if config.model.trains == "full" else "ADAPTER"
+    lora = config.trained_with.lora
+    adapter = {"adapterRank": lora.rank, "adapterAlpha": lora.alpha, "modules": modules} if variant == "ADAPTER" else \
+        {"trained": "full"}
     descriptor = {
-        "variant": "ADAPTER",
+        "variant": variant,
         "baseModel": base_model_reference(session, entry.repository, run.base_commit),
         "baseRepository": entry.repository,
         "baseCommit": run.base_commit,
-        "adapterRank": lora.rank,
-        "adapterAlpha": lora.alpha,
-        "modules": modules,
+        **adapter,
         "artifact": {"kind": "weights", "manifestDigest": weights["manifestDigest"],
                      "location": f"blob://{weights['manifestDigest'].replace(':', '/')}"},
         "weightsDigest": weights_digest,
@@ -44,7 +49,7 @@ def register_adapter(deployment: Deployment, session, run: Run, snapshot: Snapsh
     lineage = {"baseModel": descriptor["baseModel"], "datasets": datasets,
                "producedBy": {"kind": "run", "id": run.id, "snapshotId": snapshot.id, "step": snapshot.step}}
     model_name = name or run.model_name
-    version = register_version(session, run.project, model_name, variant="ADAPTER", descriptor=descriptor,
+    version = register_version(session, run.project, model_name, variant=variant, descriptor=descriptor,
                                lineage=lineage, produced_by_kind="run", produced_by_id=run.id).version
     reference = f"{run.project}/{model_name}:v{version.version}"
     snapshot.registered = sorted({*(snapshot.registered or []), reference})
@@ -55,7 +60,7 @@ def complete_run(deployment: Deployment, session, run: Run, attempt: RunAttempt,
     final = session.scalar(select(Snapshot).where(Snapshot.run_id == run.id, Snapshot.attempt == attempt.number)
                            .order_by(Snapshot.step.desc()).limit(1))
     if final is None or not any(a["kind"] == "weights" for a in final.artifacts):
-        raise Invalid("a run completes only once its final save, with its adapter weights, is committed")
+        raise Invalid("a run completes only once its final save, with its weights, is committed")
     reference = register_adapter(deployment, session, run, final, word.modules or [], word.weights_digest)
     cost = {**(run.cost or {}), **(word.cost or {})}
     results = {**(run.results or {}), **(word.results or {})}

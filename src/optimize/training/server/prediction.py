@@ -44,14 +44,16 @@ def predict(blobs, session, plan: RunPlan, entry, dataset_digest: str,
             "unscaledSeconds": figures["unscaledSeconds"], "scale": figures["scale"]}
 
 
-def expected_mfu(prediction: dict[str, Any] | None, entry, accelerator: str | None, devices: int
-                 ) -> dict[str, Any] | None:
-    """The MFU the estimate's tokens/s would reach on the profile's accelerator (4N a token: a LoRA run), its N the
-    parameters a token is computed with (an MoE's active ones); None without an estimate or a known peak."""
+def expected_mfu(prediction: dict[str, Any] | None, entry, accelerator: str | None, devices: int,
+                 adapter: str = "lora") -> dict[str, Any] | None:
+    """The MFU the estimate's tokens/s would reach on the profile's accelerator (4N a token of a LoRA or qlora run,
+    6N of a full fine-tune's), its N the parameters a token is computed with (an MoE's active ones); None without an
+    estimate or a known peak."""
     if not prediction or not prediction.get("seconds") or not prediction.get("tokens") or not accelerator:
         return None
     parameters = entry.parameters.active or entry.parameters.total or 0
-    found = utilisation(parameters, prediction["tokens"] / prediction["seconds"] / max(1, devices), accelerator)
+    found = utilisation(parameters, prediction["tokens"] / prediction["seconds"] / max(1, devices), accelerator,
+                        adapter)
     return found.to_json() if found else None
 
 

@@ -186,7 +186,7 @@ def dry_run(deployment: Deployment, document: Any, starts_from: str | None = Non
         memory={**admitted.memory, "measuredGiB": None, "reservedGiB": None, "startCheckGiB": None, "ratio": None},
         diagnostics=[diagnose(reference, items, opener, limits) for reference, items in objects.items()],
         estimate=preflight, expected_mfu=expected_mfu(preflight, entry, _accelerator(deployment, plan),
-                                                      admitted.device_count),
+                                                      admitted.device_count, admitted.resolved.config.model.trains),
         **reinforcement,
     )
 

@@ -18,6 +18,7 @@ from optimize.registry.models import resolve_model_reference
 from optimize.registry.nouns import MODELS
 from optimize.schemas import registry as registry_answers
 from optimize.schemas import runs as answers
+from optimize.schemas.resolved import resolved_config
 from optimize.store.db import find_by_id_prefix
 from optimize.store.events import record
 from optimize.store.tables import Run, Snapshot
@@ -84,11 +85,17 @@ def _register(deployment: Deployment, session, snapshot_id: str, name: str | Non
     run = session.get(Run, snapshot.run_id)
     open_project(session, run.project)  # an archived project takes no new candidates
     files = _weights_files(deployment, snapshot)
-    if "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
+    if resolved_config(run.resolved["config"]).model.trains == "full":  # every weight, in one file or its shards
+        tensors = [path for file, path in sorted(files.items()) if file.endswith(".safetensors")]
+        if not tensors or "config.json" not in files:
+            raise Invalid(f"snapshot {short}'s weights lack the model's safetensors files or its config.json")
+        modules, digest = [], weights_digest(*tensors)
+    elif "adapter_model.safetensors" not in files or "adapter_config.json" not in files:
         raise Invalid(f"snapshot {short}'s weights lack adapter_model.safetensors or adapter_config.json")
-    reference = register_adapter(deployment, session, run, snapshot,
-                                 adapted_modules(files["adapter_config.json"]),
-                                 weights_digest(files["adapter_model.safetensors"]), name)
+    else:
+        modules = adapted_modules(files["adapter_config.json"])
+        digest = weights_digest(files["adapter_model.safetensors"])
+    reference = register_adapter(deployment, session, run, snapshot, modules, digest, name)
     record(session, f"run:{run.id}", "snapshot-registered", snapshotId=snapshot.id, model=reference)
     return snapshot_view(snapshot).extended(answers.RegisteredSnapshot, model=reference)
 
