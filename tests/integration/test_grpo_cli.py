@@ -58,6 +58,11 @@ def test_a_grpo_run_raises_its_mean_reward_and_shows_its_rollouts(rl_project, ca
     metrics = cli.json("training", "runs", "metrics", run["runId"])["steps"]
     rewards = [m["reward"] for m in metrics]
     assert len(rewards) == 20 and all("reward:vowel" in m and "kl" in m for m in metrics)
+    # each update's seconds: generating and scoring its rollouts, and the rest, the update itself
+    assert all(0 < m["generationSeconds"] < m["stepSeconds"] for m in metrics)
+    assert all(m["updateSeconds"] == pytest.approx(m["stepSeconds"] - m["generationSeconds"]) for m in metrics)
+    shown = cli.ok("training", "runs", "metrics", run["runId"]).out
+    assert "GENERATION S" in shown and "UPDATE S" in shown
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     print(f"GRPO mean reward: first five updates {first:.3f}, last five {last:.3f}")
     assert last > first + 0.3, (first, last)  # answers starting with a vowel were learnt

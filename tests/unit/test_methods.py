@@ -170,3 +170,28 @@ def test_trl_s_supervised_trainer_takes_the_default_kernels_as_resolved(tmp_path
     with pytest.raises(ValueError, match="not supported"):  # why admission refuses it (test_run_resolution)
         method_for("sft").trainer(model, method_for("sft").arguments(stated, common, cuda=True),
                                   AutoTokenizer.from_pretrained(tmp_path / "model"), None, rows, None, [])
+
+
+def test_rollouts_are_generated_by_vllm_on_a_gpu_where_it_is_installed_and_by_transformers_on_the_cpu(monkeypatch):
+    import importlib.util
+
+    from optimize.core.errors import Refused
+    from optimize.training.methods.reinforcement import rollout_engine, vllm_arguments
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    assert rollout_engine(None, on_cpu=False) == "vllm" and rollout_engine(None, on_cpu=True) == "transformers"
+    assert rollout_engine("transformers", on_cpu=False) == "transformers"
+    with pytest.raises(Refused, match="rolloutEngine: vllm generates on a GPU"):
+        rollout_engine("vllm", on_cpu=True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    assert rollout_engine(None, on_cpu=False) == "transformers"
+    with pytest.raises(Refused, match="vLLM, which is not installed"):
+        rollout_engine("vllm", on_cpu=False)
+    # colocated, asleep while the policy updates, its context as long as the run's sequences
+    assert vllm_arguments("vllm", 512, cuda=True) == {
+        "use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": True,
+        "vllm_gpu_memory_utilization": 0.3, "vllm_max_model_length": 512}
+    assert vllm_arguments("transformers", 512, cuda=True) == {}
+    with pytest.raises(RuntimeError, match="has no GPU"):
+        vllm_arguments("vllm", 512, cuda=False)

@@ -26,6 +26,7 @@ TRL_NAMES = {
     # grpo, gspo
     "reward": "reward", "rewardStd": "reward_std", "kl": "kl", "zeroVarianceShare": "frac_reward_zero_std",
     "completionLength": "completions/mean_length", "clippedShare": "completions/clipped_ratio",
+    "stepSeconds": "step_time", "generationSeconds": "generation_time",
     # validation passes
     "validationLoss": "loss", "perplexity": "perplexity",
 }

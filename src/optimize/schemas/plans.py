@@ -129,6 +129,10 @@ class RlHyperparams(_Part):
     importance_sampling: Literal["token", "sequence"] | None = Field(
         default=None, alias="importanceSampling",
         description="Importance-sampling level of the policy ratio (default: token for grpo, sequence for gspo)")
+    rollout_engine: Literal["transformers", "vllm"] | None = Field(
+        default=None, alias="rolloutEngine",
+        description="What generates the rollouts: vllm (the default on a GPU where it is installed: colocated with "
+                    "training, asleep while it updates) or transformers (the cpu's)")
 
 
 TERM_KINDS = ("exact", "contains", "regex", "jsonFieldMatch", "numeric", "length", "jsonSchema", "rule", "judge")

@@ -128,6 +128,10 @@ class ResolvedRlHyperparams(RlHyperparams):
 
     importance_sampling: Literal["token", "sequence"] = Field(
         alias="importanceSampling", description="Importance-sampling level of the policy ratio")
+    # null in what runs stored before vLLM rolled out (Transformers did): left out of the JSON then
+    rollout_engine: Literal["transformers", "vllm"] | None = Field(
+        default=None, alias="rolloutEngine", exclude_if=lambda value: value is None,
+        description="What generates the rollouts: transformers or vllm")
 
 
 class _ResolvedConfig(_Resolved):

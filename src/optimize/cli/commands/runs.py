@@ -131,7 +131,8 @@ def _annotated_line(r: dict[str, Any], description: str | None, config_name: str
 @command(app, "metrics")
 def metrics(out: Output, run: Annotated[str, typer.Argument(help="Run id or prefix.")],
             limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the last N steps.")] = None) -> None:
-    """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates."""
+    """Per-step loss, learning rate, grad norm and tokens; validation loss where the run validates; a reinforcement
+    run's reward and the seconds each update spent generating its rollouts and updating."""
     with client_for(out) as api:
         out.emit(api.runs.metrics(run, limit=limit), _render_metrics)
 
@@ -620,14 +621,16 @@ def _notes(r: dict[str, Any], most: int = 40) -> str:
 def _render_metrics(con, data) -> None:
     preference = any("preferenceAccuracy" in m for m in data["steps"])  # a dpo run's accuracy and margin
     rollouts = any("reward" in m for m in data["steps"])  # a reinforcement run's reward, spread, KL
-    extra = ("ACCURACY", "MARGIN") if preference else ("REWARD", "REWARD STD", "KL", "NO VARIANCE") if rollouts else ()
+    extra = ("ACCURACY", "MARGIN") if preference else \
+        ("REWARD", "REWARD STD", "KL", "NO VARIANCE", "GENERATION S", "UPDATE S") if rollouts else ()
     grid = table("STEP", "LOSS", *extra, "LEARNING RATE", "GRAD NORM", "TOKENS", "VALIDATION LOSS")
     validation = {m["step"]: m.get("validationLoss") for m in data["validation"]}
     for m in data["steps"]:
         v = validation.get(m["step"])
         values = (_num(m.get("preferenceAccuracy"), "{:.3f}"), _num(m.get("rewardMargin"))) if preference else \
             (_num(m.get("reward"), "{:.3f}"), _num(m.get("rewardStd"), "{:.3f}"), _num(m.get("kl")),
-             _num(m.get("zeroVarianceShare"), "{:.2f}")) if rollouts else ()
+             _num(m.get("zeroVarianceShare"), "{:.2f}"), _num(m.get("generationSeconds"), "{:.2f}"),
+             _num(m.get("updateSeconds"), "{:.2f}")) if rollouts else ()
         grid.add_row(str(m["step"]), _num(m.get("loss")), *values, _num(m.get("learningRate"), "{:.3g}"),
                      _num(m.get("gradNorm")), str(m.get("tokens", DASH)), _num(v))
     con.print(grid)

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 # GRPOTrainer's log keys -> Optimize's metric names (per update); each term's `rewards/<name>/mean|std` too
 ROLLOUT_METRICS = {"reward": "reward", "reward_std": "rewardStd", "kl": "kl",
                    "frac_reward_zero_std": "zeroVarianceShare", "completions/mean_length": "completionLength",
-                   "completions/clipped_ratio": "clippedShare"}
+                   "completions/clipped_ratio": "clippedShare",
+                   # an update's seconds (TRL's step_time) and the part of them spent generating and scoring its
+                   # rollouts (`RenderedPrompts` times it); the rest is the update itself
+                   "step_time": "stepSeconds", "generation_time": "generationSeconds"}
 
 
 class Reinforcement(Method):
@@ -112,7 +115,8 @@ class Reinforcement(Method):
         rl = self.trained_with(config)
         stated = {name: getattr(rl, name) for name in type(rl).model_fields}
         resolved_rl = ResolvedRlHyperparams(**{**stated, "importance_sampling": rl.importance_sampling
-                                               or self.importance_sampling})
+                                               or self.importance_sampling,
+                                               "rollout_engine": rollout_engine(rl.rollout_engine, on_cpu)})
         terms = named_terms(config.reward.terms)
         names = [term.name for term in terms]
         if len(set(names)) != len(names):
@@ -146,7 +150,8 @@ class Reinforcement(Method):
         completions = rl.training.batch_size * rl.generations  # a device's prompts, each rolled out as a group
         settings = {**common, "per_device_train_batch_size": completions, "per_device_eval_batch_size": completions}
         extra = {"epsilon": 3e-4, "epsilon_high": 4e-4} if rl.importance_sampling == "sequence" else {}
-        return GRPOConfig(**settings, beta=rl.kl_beta, num_generations=rl.generations,
+        return GRPOConfig(**settings, **vllm_arguments(rl.rollout_engine, config.max_seq_length, cuda),
+                          beta=rl.kl_beta, num_generations=rl.generations,
                           max_completion_length=rl.max_completion_length,
                           temperature=1.0 if greedy else rl.temperature,
                           generation_kwargs={"do_sample": False} if greedy else None,
@@ -185,6 +190,19 @@ class Reinforcement(Method):
                 sampler.__class__ = EpochSeeded
                 return sampler
 
+            def _generate_and_score_completions(self, inputs):
+                """Generation and scoring, timed: what an update spends on its rollouts (`generationSeconds`)."""
+                started = _synchronized_clock()
+                generated = super()._generate_and_score_completions(inputs)
+                self._generating = getattr(self, "_generating", 0.0) + _synchronized_clock() - started
+                return generated
+
+            def training_step(self, model, inputs, num_items_in_batch):
+                output = super().training_step(model, inputs, num_items_in_batch)
+                if self._step % self.current_gradient_accumulation_steps == 0:  # the update's last pass
+                    self._metrics["train"]["generation_time"].append(getattr(self, "_generating", 0.0))
+                    self._generating = 0.0
+                return output
 
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -194,6 +212,8 @@ class Reinforcement(Method):
 
     def metric_values(self, logs: dict[str, Any]) -> dict[str, float]:
         values = super().metric_values(logs)
+        if "stepSeconds" in values and "generationSeconds" in values:
+            values["updateSeconds"] = max(0.0, values["stepSeconds"] - values["generationSeconds"])
         for key, value in logs.items():  # each term's mean and spread: rewards/<name>/mean -> reward:<name>
             if key.startswith("rewards/") and key.endswith(("/mean", "/std")):
                 name, figure = key[len("rewards/"):].rsplit("/", 1)
@@ -222,6 +242,49 @@ class Reinforcement(Method):
                              "clippedShare": last.get("clippedShare"), "klBeta": rl.kl_beta,
                              "temperature": rl.temperature, "generations": rl.generations,
                              "importanceSampling": rl.importance_sampling}}
+
+
+VLLM_MEMORY_SHARE = 0.3  # of the device, for the colocated engine's weights and cache while it generates
+
+
+def rollout_engine(stated: str | None, on_cpu: bool) -> str:
+    """What generates a run's rollouts: as stated, else vLLM on a GPU where it is installed, Transformers on the cpu.
+    vLLM stated where it cannot run is refused by name."""
+    import importlib.util
+
+    installed = importlib.util.find_spec("vllm") is not None
+    if stated == "vllm" and on_cpu:
+        raise Refused("rlHyperparams.rolloutEngine: vllm generates on a GPU; the cpu profile rolls out with "
+                      "Transformers", hint="remove rlHyperparams.rolloutEngine, or set it to transformers")
+    if stated == "vllm" and not installed:
+        raise Refused("rlHyperparams.rolloutEngine: vllm needs vLLM, which is not installed on this deployment",
+                      hint="install vllm on the training machines, or set rlHyperparams.rolloutEngine to transformers")
+    return stated or ("vllm" if installed and not on_cpu else "transformers")
+
+
+def vllm_arguments(engine: str | None, max_seq_length: int, cuda: bool) -> dict[str, Any]:
+    """TRL's settings for rollouts generated by vLLM, colocated in the training process: asleep while the policy
+    updates (its memory handed back), the adapter merged into its weights and streamed to it a tensor at a time
+    after each update (TRL's own sync). None for Transformers' rollouts."""
+    if engine != "vllm":
+        return {}
+    if not cuda:  # said, never fallen back from silently: the run was admitted to roll out with vLLM
+        raise RuntimeError("the run rolls out with vLLM (rlHyperparams.rolloutEngine: vllm), and this training "
+                           "machine has no GPU; run it on a GPU profile, or set rlHyperparams.rolloutEngine to "
+                           "transformers")
+    return {"use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": True,
+            "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE, "vllm_max_model_length": max_seq_length}
+
+
+def _synchronized_clock() -> float:
+    """Now, once the GPU's queued work is done (its kernels run asynchronously), so a span times what it did."""
+    import time
+
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 class Grpo(Reinforcement):
