@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import Cli, chat_row, pair_row, write_jsonl
-from tests.run_fixtures import CAPITALS, capitals_project, plan, write_plan
+from tests.run_fixtures import CAPITALS, MODEL, capitals_project, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -71,11 +71,17 @@ def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(s
     assert (f"Packing      {ROWS} rows in {fit['bins']} bins of 192 tokens, {fit['efficiency']:.1%} of their tokens "
             "the rows' own") in text
 
-    # two bins an update: the updates are counted over the bins, not the rows
-    paired = followed(cli, "training", "runs", "start", "-f", write_plan(tmp_path, packed_plan(name, True, 2)),
-                      "--force", "--wait")
+    # two bins an update: the updates are counted over the bins, not the rows — by the dry run from the rows'
+    # analysis before the run, as the run makes them
+    cli.ok("training", "datasets", "analyze", f"{name}/lengths", "--model", MODEL, "--wait")
+    paired_plan = write_plan(tmp_path, packed_plan(name, True, 2))
+    dry = cli.json("training", "runs", "start", "-f", paired_plan, "--dry-run")
+    assert dry["estimate"]["packing"] == fit and dry["estimate"]["steps"] == -(-fit["bins"] // 2)
+    assert f"Packing      {ROWS} rows in {fit['bins']} bins of 192 tokens" in \
+        cli.ok("training", "runs", "start", "-f", paired_plan, "--dry-run").out
+    paired = followed(cli, "training", "runs", "start", "-f", paired_plan, "--force", "--wait")
     assert paired["phase"] == "COMPLETED", paired["failureReason"]
-    assert paired["results"]["steps"] == -(-fit["bins"] // 2) < ROWS // 2
+    assert paired["results"]["steps"] == dry["estimate"]["steps"] < ROWS // 2
 
 
 def test_packing_is_refused_where_the_rows_are_not_packed(sqlite_server, tmp_path, capsys):
