@@ -96,6 +96,11 @@ def wait_for(client: httpx.Client, path: str, test, timeout: float = 300, fail_i
     raise AssertionError(f"{path} did not get there: {item.get('phase')} {item.get('failureReason')}")
 
 
+def followed(cli, *args: str) -> dict:
+    """What a following command (`runs start --wait`, `runs wait`) leaves of the run: its last JSON line."""
+    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
+
+
 def write_plan(tmp_path, document: dict) -> str:
     path = tmp_path / f"plan-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(document))

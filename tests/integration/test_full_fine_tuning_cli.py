@@ -5,12 +5,10 @@ downloads as a Transformers folder; what cannot take it is refused by name."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.conftest import Cli, built_standin
-from tests.run_fixtures import MODEL, capital_rows, capitals_project, plan, write_plan
+from tests.run_fixtures import MODEL, capital_rows, capitals_project, followed, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +22,6 @@ def full_plan(name: str, **execution) -> dict:
                                          "training": {"maxSteps": STEPS, "batchSize": BATCH}}
     document["execution"] = {"deviceProfile": "cpu", **execution}
     return document
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def bare_trl_losses(tmp_path) -> list[float]:

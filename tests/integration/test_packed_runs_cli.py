@@ -4,12 +4,10 @@ taking every row), make their updates over the bins, and say how full the bins a
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.conftest import Cli, chat_row, pair_row, write_jsonl
-from tests.run_fixtures import CAPITALS, MODEL, capitals_project, plan, write_plan
+from tests.run_fixtures import CAPITALS, MODEL, capitals_project, followed, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +32,6 @@ def packed_plan(name: str, packing: bool | None, batch: int, **training) -> dict
         document["config"]["packing"] = packing
     document["execution"] = {"deviceProfile": "cpu"}
     return document
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(sqlite_server, tmp_path, capsys):

@@ -435,3 +435,22 @@ def test_fixed_choices_a_method_makes_are_not_the_estimate_s(session):
     assert method_for("dpo").gradient_checkpointing(True) is True
     assert method_for("sft").gradient_checkpointing(False) is None and method_for("dpo").gradient_checkpointing(False) \
         is None  # on a GPU: the estimate decides
+
+
+def test_packing_resolves_by_profile_and_attention_and_is_warned_where_it_needs_a_dense_mask(session):
+    def resolved(packing=None, attention=None, profile="h200"):
+        document = plan_document(deviceProfile=profile, gpus=1)
+        if packing is not None:
+            document["config"]["packing"] = packing
+        if attention:
+            document["config"]["model"] = {"attentionImplementation": attention}
+        result = admitted(session, document)
+        return result.resolved.config.packing, result.sources["config.packing"], result.warnings
+
+    assert resolved(profile="cpu")[:2] == (True, "default")
+    assert resolved()[:2] == (False, "default")  # sdpa on a GPU: off unless stated
+    assert resolved(attention="flex_attention")[:2] == (True, "default")
+    packed, source, warnings = resolved(packing=True)
+    assert (packed, source) == (True, "stated")
+    assert any("config.packing under sdpa on a GPU keeps each row to itself through a mask" in w for w in warnings)
+    assert not any("config.packing" in w for w in resolved(attention="flex_attention")[2])

@@ -53,8 +53,13 @@ class Sft(Method):
     def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool) -> tuple[ResolvedSft, list[str]]:
         from optimize.schemas.resolved import ResolvedSft
 
+        attention = shared["model"].attention_implementation
+        warnings = [] if not shared["packing"] or on_cpu or packs_by_default(self.name, on_cpu, attention, False) \
+            else [f"config.packing under {attention} on a GPU keeps each row to itself through a mask as long as the "
+                  "packed batch, which costs memory and time that flash or flex attention does not "
+                  "(config.model.attentionImplementation: flex_attention)"]
         return ResolvedSft(**shared, method=self.name, hyperparams=config.hyperparams,
-                           rl_hyperparams=config.rl_hyperparams, reward=config.reward), []
+                           rl_hyperparams=config.rl_hyperparams, reward=config.reward), warnings
 
     def fitter(self, renderer, config: ResolvedSft):
         from optimize.chat.render import LossPolicy
