@@ -1,4 +1,4 @@
-"""Supervised LoRA throughput on one GPU: the platform's default run against bare TRL variants (issue 20).
+"""Supervised LoRA throughput on one GPU: the platform's default run against bare TRL variants.
 
 A random-init model of a catalog entry's architecture (`--model`, default meta-llama/llama-3.2-1b-instruct:
 hidden 2048, 16 layers, 32/8 heads, vocabulary 128256, intermediate 8192, tied embeddings) is built offline in a
@@ -11,20 +11,33 @@ from `from_config`, bf16, saved as safetensors), then trained, all in one proces
     states only the workload — LoRA rank 16 (alpha 32) on all linear layers, 16 rows x 1024 tokens per update,
     rows filling 88-97% of maxSeqLength under the model's own template, `--steps` updates,
     execution.deviceProfile the GPU profile Optimize detects (e.g. h200) — and leaves precision, gradient
-    checkpointing, attention and Liger's kernels to the platform (its default run).
+    checkpointing, attention, packing and Liger's kernels to the platform (its default run).
 (b) bare TRL, each variant in a subprocess of its own (this file with `--bare SPEC`, so its peak memory counters
     are its own): the rows rendered and masked with `optimize.chat.render.ChatRenderer` as the run worker does
     (Parquet, memory-mapped), SFTTrainer with a PEFT LoRA adapter under the engine's SFTConfig, one save at the
     end with optimizer state, the same updates:
       same     the platform run's resolved settings (`GET /v1/training/runs/{id}?settings=true`): precision,
                attention, gradient checkpointing, Liger's kernels (TRL 1.16 refuses fused_linear_cross_entropy
-               in liger_kernel_config; its own fused LM head stands in, so that one is passed false), LoRA,
-               optimizer and loop
-      nogc     gradient checkpointing off, no Liger
+               in liger_kernel_config; its own fused LM head stands in, so that one is passed false), packing
+               (where the run packed, the rows packed as the `packed` variant has them), LoRA, optimizer and loop
+      nogc     gradient checkpointing off, no Liger, no packing
       liger    gradient checkpointing off, use_liger_kernel (Liger's layer kernels); skipped without
                liger_kernel or on the cpu
       padfree  gradient checkpointing off, padding_free=True, max_length=None (rows flattened into one
                sequence; with sdpa they attend across row boundaries: a throughput figure only)
+      packed   the rendered rows packed by TRL's own `pack_dataset` (strategy bfd, best fit decreasing, bins of
+               maxSeqLength tokens, each row whole), SFTConfig packing=True, packing_strategy="bfd",
+               padding_free=True (TRL's collator restarts the positions at each row, from the bins' seq_lengths,
+               so each row attends only to itself), gradient checkpointing off, the platform run's attention,
+               Liger's layer kernels where the `liger` variant has them (a GPU with liger_kernel)
+
+With `--packing` the rows vary in length (15-95% of maxSeqLength, uniformly, so several share a bin) and are as
+many as fill `--steps` updates of the batch in bins; the platform's plan states config.packing: true and, on a GPU,
+config.model.attentionImplementation: flex_attention (on the cpu attention is left to the platform: sdpa); the
+`packed` variant joins the default list. An update then takes the batch in bins on both sides (batchSize counts
+bins in a packed run), over the same number of updates. The output adds how full the bins are: the platform's
+(`results.dataFit.packing`: rows, bins, efficiency, the share of the bins' tokens that are the rows' own) and the
+bare packed dataset's.
 
 Figures, per run:
   tokens/s         trained tokens (TRL's num_tokens: every non-pad token) over the engine clock, from
@@ -45,16 +58,21 @@ Figures, per run:
 
 Targets on one H200, printed as ratios against them: the platform's default run at least 42,000 tokens/s,
 MFU(4N) at least 0.27 (the earlier 0.40 on the 6N count, the same work counted honestly), platform/best bare
-tokens/s at least 0.95, the predicted peak within 10% of the measured.
+tokens/s at least 0.95 (the best of the variants that ran, the `packed` one included), the predicted peak within
+10% of the measured; with `--packing`, also at least 60,000 tokens/s for the packed run at 1024 tokens.
 
 On a machine without CUDA (or with `--cpu`) it rehearses the same steps on the cpu with a tiny shape of the
 entry's family (2 layers, hidden 128; 8 rows x 512 tokens, 24 updates; fp32, the platform's cpu profile; a
 catalog copy adds the shape as an entry, since a selection must match its entry's architecture): the same
-table, with MFU and memory shown as "—".
+table, with MFU and memory shown as "—". On the cpu the platform packs by default (every attention implementation
+reads packed rows there), so its default run and the `same` variant pack even without `--packing`; rows that fill
+88-97% of maxSeqLength take a bin each.
 
     .venv/bin/python benchmarks/gpu_sft.py [--model meta-llama/llama-3.2-1b-instruct] [--steps 40] [--skip 5]
-        [--variants same,nogc,liger,padfree] [--liger default|off] [--gc default|on|off] [--json PATH]
+        [--packing] [--variants same,nogc,liger,padfree,packed] [--liger default|off] [--gc default|on|off]
+        [--json PATH]
     .venv/bin/python benchmarks/gpu_sft.py --cpu          # the rehearsal, a few minutes on 2 cores
+    .venv/bin/python benchmarks/gpu_sft.py --cpu --packing
 
 On a device machine that has torch but not the project's other packages, install the wheels that
 ../shared/tools/gpu-check/prepare.sh lays out in gpu/whl first and put them and src/ on PYTHONPATH:
@@ -84,7 +102,8 @@ from optimize.core.flops import BASIS, peak_flops
 
 AKKA = [sys.executable, "-m", "optimize"]
 PEAK_FLOPS = peak_flops("H200")  # H200 (and H100 SXM) dense bf16, datasheet
-TARGETS = {"tokensPerSecond": 42_000, "mfu4N": 0.27, "ratioToBestBare": 0.95, "memoryWithin": 0.10}
+TARGETS = {"tokensPerSecond": 42_000, "packedTokensPerSecond": 60_000, "mfu4N": 0.27, "ratioToBestBare": 0.95,
+           "memoryWithin": 0.10}  # packedTokensPerSecond: with --packing only
 DEFAULT_MODEL = "meta-llama/llama-3.2-1b-instruct"
 GPU_WORKLOAD = {"batch": 16, "seq": 1024, "steps": 40, "skip": 5}
 CPU_WORKLOAD = {"batch": 8, "seq": 512, "steps": 24, "skip": 4}
@@ -92,7 +111,11 @@ CPU_SHAPE = {"hidden": 128, "heads": 4, "layers": 2, "vocab": 2048}  # kv heads 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": "all-linear"}
 LEARNING_RATE = 2e-4
 SEED = 0
-VARIANTS = ("same", "nogc", "liger", "padfree")
+VARIANTS = ("same", "nogc", "liger", "padfree", "packed")
+UNPACKED_VARIANTS = ("same", "nogc", "liger", "padfree")  # the default list without --packing
+FILL = {"full": (0.88, 0.97), "packed": (0.15, 0.95)}  # a row's rendered length, a share of maxSeqLength
+PACKED_ATTENTION = "flex_attention"  # a packed run's attention on a GPU (it reads the rows' boundaries)
+LIGER_LAYERS = {"rms_norm": True, "swiglu": True, "rope": True}  # Liger's layer kernels, as TRL takes them
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error", "PYTHONUNBUFFERED": "1"}
 DASH = "—"
@@ -283,12 +306,15 @@ def akka(url: str, *args: str) -> str:
     return done.stdout
 
 
-# --- rows that fill 88-97% of maxSeqLength under the model's own tokenizer and template --------------------------
+# --- rows that fill 88-97% of maxSeqLength (15-95% to be packed) under the model's own tokenizer and template ---
 
 
-def make_rows(model: dict, count: int, seq: int) -> tuple[list[dict], list[int]]:
-    """Chat rows (system, user, assistant) whose rendered length lies between 88% and 97% of `seq` (about half
-    of it in the answer, which trains), measured with the renderer the run worker uses."""
+def make_rows(model: dict, count: int, seq: int, fill: tuple[float, float] = FILL["full"],
+              bins_wanted: int | None = None) -> tuple[list[dict], list[int]]:
+    """Chat rows (system, user, assistant) whose rendered length lies between the `fill` shares of `seq` (about
+    half of it in the answer, which trains), measured with the renderer the run worker uses: `count` of them, or
+    with `bins_wanted` as many as fill that many bins of `seq` tokens packed best fit decreasing (counted by the
+    rule TRL's pack_dataset packs with, `optimize.workloads.packing.bins`)."""
     from importlib import resources
 
     from optimize.chat.render import LossPolicy
@@ -315,8 +341,17 @@ def make_rows(model: dict, count: int, seq: int) -> tuple[list[dict], list[int]]
     per_word = max(0.5, (length(row(50, 1)) - base) / 50)
     rnd = random.Random(SEED)
     rows, lengths = [], []
-    for index in range(count):
-        goal = int(seq * rnd.uniform(0.88, 0.97))
+
+    def enough() -> bool:
+        if bins_wanted is None:
+            return len(rows) >= count
+        from optimize.workloads.packing import bins
+
+        return len(rows) >= bins_wanted and bins(lengths, seq) >= bins_wanted  # a bin holds a row or more
+
+    while not enough():
+        index = len(rows)
+        goal = int(seq * rnd.uniform(*fill))
         n = max(0, int((goal - base) / per_word))
         candidate = row(n, index)
         size = length(candidate)
@@ -357,6 +392,22 @@ def render_rows(model: dict, rows_file: Path, loss: dict, seq: int, target: Path
                                       for t, m in zip(rendered.input_ids, rendered.loss_mask, strict=True)])
     schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
     pq.write_table(pa.table(columns, schema=schema), target)
+
+
+def pack_rendered(rows: Path, seq: int, target: Path) -> dict:
+    """The rendered rows packed as bare TRL packs them: `trl.pack_dataset`, strategy bfd (best fit decreasing,
+    each row whole), bins of `seq` tokens with the rows' `seq_lengths`; how many bins, and how full."""
+    import datasets
+    from datasets import Dataset
+    from trl import pack_dataset
+
+    datasets.disable_progress_bars()
+    dataset = Dataset.from_parquet(str(rows), cache_dir=str(target.parent / "arrow-pack"))
+    tokens = sum(len(ids) for ids in dataset["input_ids"])
+    packed = pack_dataset(dataset, seq, strategy="bfd")
+    packed.to_parquet(str(target))
+    return {"rows": len(dataset), "bins": len(packed), "binTokens": seq, "tokens": tokens,
+            "efficiency": round(tokens / (len(packed) * seq), 4) if len(packed) else 0.0}
 
 
 # --- (a) the platform ---------------------------------------------------------------------------------------
@@ -401,10 +452,19 @@ def platform_run(url: str, label: str, plan: dict, skip: int, timeout: float) ->
               "startCheckGiB": memory.get("startCheckGiB"),
               "predicted": (memory.get("predicted") or {}), "memoryRatio": memory.get("ratio"),
               "checkpointingReason": memory.get("checkpointingReason"),
-              "startCheckSeconds": (run.get("checks") or {}).get("seconds"), "warnings": run.get("warnings")}
+              "startCheckSeconds": (run.get("checks") or {}).get("seconds"), "warnings": run.get("warnings"),
+              "packing": ((run.get("results") or {}).get("dataFit") or {}).get("packing")}
     say(f"platform: {label}: {result['phase']}" + (f" ({result['failureReason']})" if result["failureReason"] else "")
         + f", followed {followed:.1f} s")
+    if result["packing"]:
+        say(f"platform: {label}: packed {packing_line(result['packing'])}")
     return result
+
+
+def packing_line(packed: dict) -> str:
+    """A packing's figures (`results.dataFit.packing`, or the bare packed dataset's) in words."""
+    return (f"{packed['rows']} rows into {packed['bins']} bins of {packed['binTokens']} tokens: {packed['tokens']:,} "
+            f"tokens, efficiency {packed['efficiency']:.3f}")
 
 
 def steady_from_metrics(metrics: list[dict], skip: int) -> float | None:
@@ -422,16 +482,21 @@ def steady_from_metrics(metrics: list[dict], skip: int) -> float | None:
     return round(1 / slope, 1) if slope > 0 else None
 
 
-def plan_for(entry_id: str, profile: str, workload: dict, steps: int, liger: str, gc: str) -> dict:
+def plan_for(entry_id: str, profile: str, workload: dict, steps: int, liger: str, gc: str, packing: bool,
+             cpu: bool) -> dict:
     model: dict = {}
     if gc != "default":
         model["gradientCheckpointing"] = gc == "on"
+    if packing and not cpu:  # an attention that reads the packed rows' boundaries (the cpu's default sdpa does)
+        model["attentionImplementation"] = PACKED_ATTENTION
     config = {"dataset": "bench/rows:train", "method": "sft", "seed": SEED, "maxSeqLength": workload["seq"],
               "hyperparams": {"lora": LORA, "optimizer": {"learningRate": LEARNING_RATE},
                               "training": {"maxSteps": steps, "batchSize": workload["batch"]}},
               "model": model}
     if liger == "off":
         config["liger"] = {"rms_norm": False, "swiglu": False, "rope": False}
+    if packing:
+        config["packing"] = True
     return {"kind": "run", "project": "bench", "baseModel": entry_id, "modelName": "gpu-sft",
             "config": config, "execution": {"deviceProfile": profile}, "description": "benchmarks/gpu_sft.py"}
 
@@ -448,6 +513,7 @@ def mirrored(settings: dict) -> dict:
     return {"precision": get("config.model.precision", "bf16"),
             "attention": get("config.model.attentionImplementation", "sdpa"),
             "gradientCheckpointing": bool(get("config.model.gradientCheckpointing", False)),
+            "packing": bool(get("config.packing", False)),
             "liger": {p[len("config.liger."):]: bool(v) for p, v in settings.items() if p.startswith("config.liger.")},
             "rank": get("config.hyperparams.lora.rank", LORA["rank"]),
             "alpha": get("config.hyperparams.lora.alpha", LORA["alpha"]),
@@ -463,11 +529,16 @@ def mirrored(settings: dict) -> dict:
                      "explicitLossMaskColumn": get("config.loss.explicitLossMaskColumn")}}
 
 
-def variant_settings(variant: str, same: dict) -> dict:
-    if variant == "same":
-        return {**same, "paddingFree": False}
-    return {**same, "gradientCheckpointing": False, "paddingFree": variant == "padfree",
-            "liger": {"rms_norm": True, "swiglu": True, "rope": True} if variant == "liger" else {}}
+def variant_settings(variant: str, same: dict, liger_layers: bool) -> dict:
+    """A bare variant's settings; `liger_layers`: whether Liger's layer kernels can run here (a GPU with
+    liger_kernel)."""
+    if variant == "same":  # a packed run's bins go through TRL's padding-free collator, as the platform's do
+        return {**same, "paddingFree": same["packing"]}
+    if variant == "packed":
+        return {**same, "gradientCheckpointing": False, "packing": True, "paddingFree": True,
+                "liger": dict(LIGER_LAYERS) if liger_layers else {}}
+    return {**same, "gradientCheckpointing": False, "packing": False, "paddingFree": variant == "padfree",
+            "liger": dict(LIGER_LAYERS) if variant == "liger" else {}}
 
 
 def bare_child(spec_file: str) -> None:
@@ -486,6 +557,9 @@ def bare_child(spec_file: str) -> None:
     if cuda and any(s["liger"].values()):
         # the layer kernels, as the platform passes them (its own fused LM head computes TRL's loss)
         liger = {"use_liger_kernel": True, "liger_kernel_config": dict(s["liger"])}
+    # bins packed by trl.pack_dataset (the parent did it): TRL's padding-free collator restarts the positions at
+    # each row of a bin, from its seq_lengths
+    packing = {"packing": True, "packing_strategy": "bfd"} if s["packing"] else {}
     args = SFTConfig(
         output_dir=str(work / "out"), max_steps=steps, per_device_train_batch_size=spec["batch"],
         gradient_accumulation_steps=s["gradientAccumulation"], learning_rate=s["learningRate"],
@@ -493,8 +567,9 @@ def bare_child(spec_file: str) -> None:
         data_seed=s["seed"], logging_steps=1, save_strategy="steps", save_steps=steps, save_only_model=False,
         eval_strategy="no", bf16=cuda and precision == "bf16", fp16=cuda and precision == "fp16", use_cpu=not cuda,
         gradient_checkpointing=s["gradientCheckpointing"], report_to="none", remove_unused_columns=False,
-        disable_tqdm=True, dataloader_num_workers=0, max_length=None if s["paddingFree"] else spec["seq"],
-        dataset_kwargs={"skip_prepare_dataset": True}, padding_free=s["paddingFree"], **liger,
+        disable_tqdm=True, dataloader_num_workers=0,
+        max_length=None if s["paddingFree"] and not s["packing"] else spec["seq"],
+        dataset_kwargs={"skip_prepare_dataset": True}, padding_free=s["paddingFree"], **packing, **liger,
     )
     marks: dict[int, float] = {}
     logged: dict[int, float] = {}
@@ -594,7 +669,11 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="the cpu rehearsal (the default where CUDA is absent)")
     parser.add_argument("--steps", type=int, help="updates in every run (gpu 40, cpu 24)")
     parser.add_argument("--skip", type=int, help="updates left out of the steady rate (gpu 5, cpu 4)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="bare variants, comma-separated")
+    parser.add_argument("--packing", action="store_true",
+                        help="rows of 15-95%% of maxSeqLength, packed: config.packing true in the plan (flex_attention "
+                             "on a GPU), the bare variant packed in the default list")
+    parser.add_argument("--variants", help=f"bare variants, comma-separated, of {','.join(VARIANTS)} (default: "
+                                           f"{','.join(UNPACKED_VARIANTS)}; with --packing all of them)")
     parser.add_argument("--liger", choices=["default", "off"], default="default",
                         help="the platform plan's config.liger: left out (default), or all off")
     parser.add_argument("--gc", choices=["default", "on", "off"], default="default",
@@ -630,7 +709,12 @@ def main() -> None:
     shape = model_shape(entry, cpu)
     work = Path(tempfile.mkdtemp(prefix="gpu-sft-")).resolve()
     report: dict = {"mode": "cpu rehearsal" if cpu else "gpu", "model": entry.id, "workload": workload,
-                    "targets": TARGETS, "peakFlops": PEAK_FLOPS}
+                    "packing": args.packing, "targets": TARGETS, "peakFlops": PEAK_FLOPS}
+    variants = [v.strip() for v in (args.variants or ",".join(VARIANTS if args.packing else UNPACKED_VARIANTS))
+                .split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"unknown variant {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     server = None
     started = time.monotonic()
     try:
@@ -675,15 +759,19 @@ def main() -> None:
                  "chatTemplate": selected["chatTemplate"]}
         say(f"selected {entry_id} --from the built folder in {time.monotonic() - clock:.1f} s")
         count = workload["batch"] * workload["steps"]
-        rows, lengths = make_rows(model, count, workload["seq"])
+        if args.packing:  # as many rows as fill the updates' bins
+            rows, lengths = make_rows(model, count, workload["seq"], FILL["packed"], bins_wanted=count)
+        else:
+            rows, lengths = make_rows(model, count, workload["seq"], FILL["full"])
         rows_file = work / "rows.jsonl"
         rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
         lengths.sort()
-        report["rows"] = {"count": count, "min": lengths[0], "median": lengths[len(lengths) // 2],
+        report["rows"] = {"count": len(rows), "min": lengths[0], "median": lengths[len(lengths) // 2],
                           "max": lengths[-1], "meanFill": round(sum(lengths) / len(lengths) / workload["seq"], 3)}
-        say(f"{count} chat rows, rendered {lengths[0]}–{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}) "
-            f"of maxSeqLength {workload['seq']}; {workload['steps']} updates of {workload['batch']} rows, LoRA rank "
-            f"{LORA['rank']} all-linear, steady rate after update {workload['skip']}")
+        unit = "bins (packed rows)" if args.packing else "rows"
+        say(f"{len(rows)} chat rows, rendered {lengths[0]}–{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}) "
+            f"of maxSeqLength {workload['seq']}; {workload['steps']} updates of {workload['batch']} {unit}, LoRA "
+            f"rank {LORA['rank']} all-linear, steady rate after update {workload['skip']}")
         clock = time.monotonic()
         akka(url, "registry", "datasets", "register", "bench/rows", "-f", str(rows_file), "--alias", "train")
         akka(url, "training", "projects", "create", "bench")
@@ -691,8 +779,9 @@ def main() -> None:
         say(f"registered, project created, analyzed in {time.monotonic() - clock:.1f} s")
 
         # (a) the platform's default run
-        runs = [platform_run(url, "default run", plan_for(entry_id, profile, workload, workload["steps"],
-                                                          args.liger, args.gc), workload["skip"], args.run_timeout)]
+        label = "packed run" if args.packing else "default run"
+        runs = [platform_run(url, label, plan_for(entry_id, profile, workload, workload["steps"], args.liger,
+                                                  args.gc, args.packing, cpu), workload["skip"], args.run_timeout)]
         first = runs[0]
         report["platform"] = runs
         measured = next((r for r in runs if r["phase"] == "COMPLETED"), None)
@@ -704,11 +793,15 @@ def main() -> None:
 
         # (b) bare TRL, a subprocess per variant
         render_rows(model, rows_file, same["loss"], workload["seq"], work / "train.parquet")
+        liger_layers = not cpu and importlib.util.find_spec("liger_kernel") is not None
+        settings_of = {variant: variant_settings(variant, same, liger_layers) for variant in variants}
+        if any(settings["packing"] for settings in settings_of.values()):
+            report["barePacking"] = pack_rendered(work / "train.parquet", workload["seq"],
+                                                  work / "train-packed.parquet")
+            say(f"bare packed dataset (trl.pack_dataset, bfd): {packing_line(report['barePacking'])}")
         bare = []
-        for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
-            if variant not in VARIANTS:
-                sys.exit(f"unknown variant {variant}; known: {', '.join(VARIANTS)}")
-            settings = variant_settings(variant, same)
+        for variant in variants:
+            settings = settings_of[variant]
             item = {"variant": variant, "settings": settings}
             if variant == "liger" and cpu:
                 item["skipped"] = "Liger's kernels need a GPU (Triton)"
@@ -722,7 +815,9 @@ def main() -> None:
             say(f"bare {variant} …")
             clock = time.monotonic()
             result, why = run_child("bare", {"settings": settings, "workdir": str(work / f"bare-{variant}"),
-                                             "modelPath": model["path"], "rows": str(work / "train.parquet"),
+                                             "modelPath": model["path"],
+                                             "rows": str(work / ("train-packed.parquet" if settings["packing"]
+                                                                 else "train.parquet")),
                                              "steps": steps, "batch": workload["batch"], "seq": workload["seq"],
                                              "skip": workload["skip"], "cpu": cpu},
                                     work, f"bare-{variant}", child_env, 900)
@@ -766,7 +861,8 @@ def summarize(report: dict, runs: list[dict], bare: list[dict], parameters: int,
     for item in bare:
         s = item["settings"]
         liger = {k: v for k, v in s["liger"].items() if k != "fused_linear_cross_entropy"} if not cpu else {}
-        rows.append({"name": f"bare {item['variant']}" + (" (padding-free)" if s["paddingFree"] else ""),
+        kind = " (packed)" if s.get("packing") else " (padding-free)" if s["paddingFree"] else ""
+        rows.append({"name": f"bare {item['variant']}{kind}",
                      "gc": s["gradientCheckpointing"], "liger": liger_label(liger), **item})
     table(rows, parameters, matmul, cpu)
     for run in runs:
@@ -777,13 +873,19 @@ def summarize(report: dict, runs: list[dict], bare: list[dict], parameters: int,
     for item in bare:
         if item.get("note"):
             say(f"  bare {item['variant']}: {item['note']}")
-    same_run = next((b for b in bare if b["variant"] == "same" and b.get("tokensByUpdate")), None)
+    for name in ("same", "packed"):
+        other = next((b for b in bare if b["variant"] == name and b.get("tokensByUpdate")), None)
+        for run in runs:
+            if run["phase"] == "COMPLETED" and other and run.get("lossFirst") is not None:
+                rows_match = run.get("tokensByUpdate") == other["tokensByUpdate"]
+                say(f"  loss first → last: platform {run['label']} {run['lossFirst']:.4f} → {run['lossLast']:.4f}, "
+                    f"bare {name} {other['lossFirst']:.4f} → {other['lossLast']:.4f}; the same rows in the same "
+                    f"order (tokens per update): {'yes' if rows_match else 'no'}")
     for run in runs:
-        if run["phase"] == "COMPLETED" and same_run and run.get("lossFirst") is not None:
-            rows_match = run.get("tokensByUpdate") == same_run["tokensByUpdate"]
-            say(f"  loss first → last: platform {run['label']} {run['lossFirst']:.4f} → {run['lossLast']:.4f}, bare "
-                f"same {same_run['lossFirst']:.4f} → {same_run['lossLast']:.4f}; the same rows in the same order "
-                f"(tokens per update): {'yes' if rows_match else 'no'}")
+        if run.get("packing"):
+            say(f"  packing, platform {run['label']} (results.dataFit.packing): {packing_line(run['packing'])}")
+    if report.get("barePacking"):
+        say(f"  packing, bare (trl.pack_dataset, bfd): {packing_line(report['barePacking'])}")
     say(f"  steady: tokens/s after update {report['workload']['skip']}; MFU on the steady rate, N = {parameters:,}; "
         f"'vs mm' against the measured matmul rate ({fmt(matmul, '{}')} TFLOP/s)")
 
@@ -801,8 +903,14 @@ def summarize(report: dict, runs: list[dict], bare: list[dict], parameters: int,
     else:
         tps, steady = platform.get("tokensPerSecond"), platform.get("steadyTokensPerSecond")
         figures["platformTokensPerSecond"] = tps
-        say(f"  platform tokens/s (the default run) {fmt(tps)} / {TARGETS['tokensPerSecond']:,} = "
+        say(f"  platform tokens/s ({platform['label']}) {fmt(tps)} / {TARGETS['tokensPerSecond']:,} = "
             f"{fmt(tps and tps / TARGETS['tokensPerSecond'], '{:.3f}')}")
+        if report.get("packing"):
+            packed_target = TARGETS["packedTokensPerSecond"]
+            figures["packedTokensPerSecondRatio"] = round(tps / packed_target, 3) if tps else None
+            say(f"  platform tokens/s with packing at {report['workload']['seq']} tokens {fmt(tps)} / "
+                f"{packed_target:,} = {fmt(tps and tps / packed_target, '{:.3f}')}"
+                + ("" if report["workload"]["seq"] == 1024 else " (the target is at 1024 tokens)"))
         rate_mfu = None if cpu else mfu(parameters, steady or tps, PEAK_FLOPS)
         figures["platformMfu4N"] = rate_mfu
         figures["platformMfuVsMatmul"] = None if cpu else mfu(parameters, steady or tps, matmul and matmul * 1e12)

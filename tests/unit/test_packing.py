@@ -64,8 +64,9 @@ def test_a_method_that_does_not_pack_refuses_it_stated_and_sft_refuses_it_with_i
     assert METHODS["sft"].packing(True, False, "sdpa", False) is True
 
 
-@pytest.fixture(scope="module")
-def rows_and_model(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sdpa", "eager", "flex_attention"])
+def rows_and_model(request, tmp_path_factory):
+    """Rows of several lengths and the stand-in under each attention the cpu packs with."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch
@@ -74,7 +75,7 @@ def rows_and_model(tmp_path_factory):
     from tests.conftest import built_standin
 
     model = AutoModelForCausalLM.from_pretrained(built_standin("optimize/tiny-llama-3.2"),
-                                                 attn_implementation="sdpa").eval()
+                                                 attn_implementation=request.param).eval()
     draw = torch.Generator().manual_seed(0)
     rows = []
     for length in (17, 40, 9, 33, 25, 12, 50, 64, 3):
