@@ -20,9 +20,11 @@ CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan
 
 
 def plan(project: str, dataset: str, **overrides) -> dict:
+    """A supervised run of 16 updates of 4 rows; unpacked, so each update takes the 4 rows it always took (packed,
+    two capitals rows fill a bin: twice the tokens an update; packed runs have tests of their own)."""
     document = {
         "kind": "run", "project": project, "baseModel": MODEL,
-        "config": {"dataset": dataset, "maxSeqLength": 256,
+        "config": {"dataset": dataset, "maxSeqLength": 256, "packing": False,
                    "hyperparams": {"optimizer": {"learningRate": 0.01},
                                    "training": {"maxSteps": 16, "batchSize": 4}}},
         "execution": {"deviceProfile": "cpu", "saveEvery": 6},

@@ -21,16 +21,18 @@ def rows() -> list[dict]:
             for i, (country, city) in enumerate(CAPITALS + CAPITALS[:ROWS - len(CAPITALS)])]
 
 
-def packed_plan(name: str, packing: bool | None, batch: int, **training) -> dict:
+def packed_plan(name: str, packing: bool | None, batch: int, execution: dict | None = None, **training) -> dict:
     document = plan(name, "lengths")
     document["config"]["seed"] = 5
     document["config"]["maxSeqLength"] = 192
     # no LoRA dropout: its masks would be drawn over the packed batch's shape, not each row's
     document["config"]["hyperparams"]["lora"] = {"dropout": 0.0}
     document["config"]["hyperparams"]["training"] = {"batchSize": batch, **training}
-    if packing is not None:
+    if packing is None:  # left out: the cpu's default, on
+        del document["config"]["packing"]
+    else:
         document["config"]["packing"] = packing
-    document["execution"] = {"deviceProfile": "cpu"}
+    document["execution"] = {"deviceProfile": "cpu", **(execution or {})}
     return document
 
 
@@ -76,6 +78,24 @@ def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(s
     paired = followed(cli, "training", "runs", "start", "-f", paired_plan, "--force", "--wait")
     assert paired["phase"] == "COMPLETED", paired["failureReason"]
     assert paired["results"]["steps"] == dry["estimate"]["steps"] < ROWS // 2
+
+
+def test_a_packed_run_paused_and_resumed_ends_with_the_uninterrupted_weights(sqlite_server, tmp_path, capsys):
+    project = capitals_project(sqlite_server.url, tmp_path, "pp")
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    cli.ok("registry", "datasets", "register", f"{name}/lengths", "-f", str(write_jsonl(tmp_path / "l.jsonl", rows())))
+    whole = followed(cli, "training", "runs", "start", "-f",
+                     write_plan(tmp_path, packed_plan(name, None, 2, maxSteps=4)), "--force", "--wait")
+    paused = followed(cli, "training", "runs", "start", "-f",
+                      write_plan(tmp_path, packed_plan(name, None, 2, {"pauseAtStep": 2}, maxSteps=4)), "--force",
+                      "--wait")
+    assert whole["phase"] == "COMPLETED" and paused["phase"] == "PAUSED", (whole["failureReason"],
+                                                                         paused["failureReason"])
+    cli.ok("training", "runs", "resume", paused["runId"])
+    resumed = followed(cli, "training", "runs", "wait", paused["runId"])
+    assert resumed["phase"] == "COMPLETED", resumed["failureReason"]
+    assert "packing" in resumed["results"]["dataFit"]  # the resumed attempt packed the same bins again
+    assert resumed["results"]["weightsDigest"] == whole["results"]["weightsDigest"] is not None
 
 
 def test_packing_is_refused_where_the_rows_are_not_packed(sqlite_server, tmp_path, capsys):

@@ -41,7 +41,7 @@ def test_a_served_adapter_answers_with_parsed_tool_calls(sqlite_server, tmp_path
                  str(write_jsonl(tmp_path / "c.jsonl", rows)), "--server", sqlite_server.url]) == 0
     client.post("/v1/training/projects", json={"name": name}).raise_for_status()
     document = {"kind": "run", "project": name, "baseModel": MODEL, "modelName": "caller",
-                "config": {"dataset": "calls", "maxSeqLength": 512,
+                "config": {"dataset": "calls", "maxSeqLength": 512, "packing": False,  # 8 rows an update
                            "hyperparams": {"optimizer": {"learningRate": 0.01},
                                            "training": {"maxSteps": 40, "batchSize": 8}}},
                 "execution": {"deviceProfile": "cpu"}}

@@ -64,9 +64,10 @@ def test_a_method_that_does_not_pack_refuses_it_stated_and_sft_refuses_it_with_i
     assert METHODS["sft"].packing(True, False, "sdpa", False) is True
 
 
-@pytest.fixture(scope="module", params=["sdpa", "eager", "flex_attention"])
+@pytest.fixture(scope="module", params=["sdpa", "eager"])
 def rows_and_model(request, tmp_path_factory):
-    """Rows of several lengths and the stand-in under each attention the cpu packs with."""
+    """Rows of several lengths and the stand-in under sdpa and eager (flex attention, which compiles its kernel
+    first, is trained packed on a GPU: tests/gpu/test_qlora_and_packing.py)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     import torch

@@ -54,7 +54,7 @@ class Sft(Method):
         from optimize.schemas.resolved import ResolvedSft
 
         attention = shared["model"].attention_implementation
-        warnings = [] if not shared["packing"] or on_cpu or packs_by_default(self.name, on_cpu, attention, False) \
+        warnings = [] if not shared.get("packing") or on_cpu or packs_by_default(self.name, on_cpu, attention, False) \
             else [f"config.packing under {attention} on a GPU keeps each row to itself through a mask as long as the "
                   "packed batch, which costs memory and time that flash or flex attention does not "
                   "(config.model.attentionImplementation: flex_attention)"]
