@@ -60,9 +60,13 @@ def bare_trl_losses(tmp_path) -> list[float]:
     return losses
 
 
-def test_a_full_fine_tune_trains_every_weight_as_bare_trl_does_and_resumes_to_its_weights(sqlite_server, tmp_path,
-                                                                                         capsys):
-    project = capitals_project(sqlite_server.url, tmp_path, "full")
+@pytest.fixture(scope="module")
+def project(sqlite_server, tmp_path_factory) -> dict:
+    return capitals_project(sqlite_server.url, tmp_path_factory.mktemp("full"), "full")
+
+
+def test_a_full_fine_tune_trains_every_weight_as_bare_trl_does_and_resumes_to_its_weights(project, sqlite_server,
+                                                                                         tmp_path, capsys):
     cli, name, client = Cli(capsys, sqlite_server.url), project["name"], project["client"]
 
     whole = followed(cli, "training", "runs", "start", "-f", write_plan(tmp_path, full_plan(name)), "--force",
@@ -111,8 +115,7 @@ def test_a_full_fine_tune_trains_every_weight_as_bare_trl_does_and_resumes_to_it
     ({"model": {"adapter": "full"}, "smoke": {"rows": 2}}, "config.smoke answers with the LoRA adapter its slice "
                                                            "trained; config.model.adapter: full trains every weight"),
 ])
-def test_what_cannot_train_other_weights_is_refused_by_name(sqlite_server, tmp_path, capsys, change, words):
-    project = capitals_project(sqlite_server.url, tmp_path, "refuse")
+def test_what_cannot_train_other_weights_is_refused_by_name(project, sqlite_server, tmp_path, capsys, change, words):
     cli = Cli(capsys, sqlite_server.url)
     document = plan(project["name"], "chat")
     document["config"].update(change)

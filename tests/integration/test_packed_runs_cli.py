@@ -36,10 +36,21 @@ def packed_plan(name: str, packing: bool | None, batch: int, execution: dict | N
     return document
 
 
-def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(sqlite_server, tmp_path, capsys):
-    project = capitals_project(sqlite_server.url, tmp_path, "pk")
+@pytest.fixture(scope="module")
+def project(sqlite_server, tmp_path_factory) -> dict:
+    """This module's project: the capitals, and rows of different lengths registered as NAME/lengths."""
+    tmp = tmp_path_factory.mktemp("packing")
+    found = capitals_project(sqlite_server.url, tmp, "pk")
+    from optimize.cli.main import main
+
+    assert main(["registry", "datasets", "register", f"{found['name']}/lengths", "-f",
+                 str(write_jsonl(tmp / "l.jsonl", rows())), "--server", sqlite_server.url]) == 0
+    return found
+
+
+def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(project, sqlite_server, tmp_path,
+                                                                               capsys):
     cli, name = Cli(capsys, sqlite_server.url), project["name"]
-    cli.ok("registry", "datasets", "register", f"{name}/lengths", "-f", str(write_jsonl(tmp_path / "l.jsonl", rows())))
 
     # every row in each update, three epochs: both runs take the same tokens in every update
     unpacked = followed(cli, "training", "runs", "start", "-f",
@@ -80,10 +91,8 @@ def test_a_packed_run_trains_the_losses_of_the_unpacked_one_over_fewer_updates(s
     assert paired["results"]["steps"] == dry["estimate"]["steps"] < ROWS // 2
 
 
-def test_a_packed_run_paused_and_resumed_ends_with_the_uninterrupted_weights(sqlite_server, tmp_path, capsys):
-    project = capitals_project(sqlite_server.url, tmp_path, "pp")
+def test_a_packed_run_paused_and_resumed_ends_with_the_uninterrupted_weights(project, sqlite_server, tmp_path, capsys):
     cli, name = Cli(capsys, sqlite_server.url), project["name"]
-    cli.ok("registry", "datasets", "register", f"{name}/lengths", "-f", str(write_jsonl(tmp_path / "l.jsonl", rows())))
     whole = followed(cli, "training", "runs", "start", "-f",
                      write_plan(tmp_path, packed_plan(name, None, 2, maxSteps=4)), "--force", "--wait")
     paused = followed(cli, "training", "runs", "start", "-f",
@@ -98,8 +107,7 @@ def test_a_packed_run_paused_and_resumed_ends_with_the_uninterrupted_weights(sql
     assert resumed["results"]["weightsDigest"] == whole["results"]["weightsDigest"] is not None
 
 
-def test_packing_is_refused_where_the_rows_are_not_packed(sqlite_server, tmp_path, capsys):
-    project = capitals_project(sqlite_server.url, tmp_path, "pr")
+def test_packing_is_refused_where_the_rows_are_not_packed(project, sqlite_server, tmp_path, capsys):
     cli, name = Cli(capsys, sqlite_server.url), project["name"]
     cli.ok("registry", "datasets", "register", f"{name}/pairs", "-f",
            str(write_jsonl(tmp_path / "p.jsonl", [pair_row(f"q{i}") for i in range(4)])))
