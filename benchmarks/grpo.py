@@ -41,7 +41,8 @@ Each update's seconds are split the same way on both sides: TRL's own step time 
 the part of it spent generating the rollouts and scoring them (`_generate_and_score_completions` timed by a
 subclass, after a device synchronize on a GPU), and the rest, the update itself. The platform's come from the
 run's metrics (`GET /v1/training/runs/{id}/metrics`: stepSeconds, generationSeconds, updateSeconds), the bare
-script's from its own subclass of GRPOTrainer timing the same call; it prints the mean of each per update.
+script's from its GRPOTrainer taking the platform's own timing mixin (`GenerationTimed`); it prints the mean of each
+per update.
 
     .venv/bin/python benchmarks/grpo.py [--model optimize/tiny-llama-3.2] [--rows 64] [--steps 120]
                                         [--batch-size 4] [--generations 8] [--max-completion-length 16]
@@ -216,6 +217,7 @@ def bare(spec_file: str) -> None:
     from optimize.chat.families import template_kwargs
     from optimize.chat.normalize import normalize_messages
     from optimize.chat.render import ChatRenderer
+    from optimize.training.methods.reinforcement import GenerationTimed
 
     imported = time.monotonic()
     model, work, grpo = spec["model"], Path(spec["workdir"]), spec["grpo"]
@@ -240,13 +242,7 @@ def bare(spec_file: str) -> None:
         def set_epoch(self, epoch: int) -> None:
             self.generator.manual_seed(SEED * 1_000_003 + int(epoch))
 
-    def synchronized() -> float:
-        """Now, once the GPU's queued work is done, so a span times what it did."""
-        if cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    class RenderedPrompts(GRPOTrainer):
+    class RenderedPrompts(GenerationTimed, GRPOTrainer):  # timed as the platform's trainer is
         def _tokenize_prompts(self, prompts):
             return self.processing_class(text=prompts, add_special_tokens=False)["input_ids"], None, {}
 
@@ -255,20 +251,6 @@ def bare(spec_file: str) -> None:
             sampler.__class__ = EpochOrder
             return sampler
 
-        def _generate_and_score_completions(self, inputs):
-            """Generation and scoring, timed: an update's rollouts (logged as generation_time beside TRL's
-            step_time)."""
-            started = synchronized()
-            generated = super()._generate_and_score_completions(inputs)
-            self._generating = getattr(self, "_generating", 0.0) + synchronized() - started
-            return generated
-
-        def training_step(self, model, inputs, num_items_in_batch):
-            output = super().training_step(model, inputs, num_items_in_batch)
-            if self._step % self.current_gradient_accumulation_steps == 0:  # the update's last pass
-                self._metrics["train"]["generation_time"].append(getattr(self, "_generating", 0.0))
-                self._generating = 0.0
-            return output
 
     completions = grpo["batchSize"] * grpo["generations"]
     args = GRPOConfig(

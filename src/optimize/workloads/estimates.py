@@ -41,10 +41,6 @@ RL_INPUTS = ("config.method", "config.maxSeqLength", *(f"config.rlHyperparams.{n
 NO_ANALYSIS = "no analysis of the training dataset is done, so there is no token or time estimate"
 
 
-def _capped_tokens(lengths_file: Path, cap: int) -> int:
-    return sum(min(length, cap) for length in row_lengths(lengths_file))
-
-
 def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, entry: Entry,
              packing: bool | None = None) -> dict[str, Any]:
     """The estimate; `packing` is whether the run packs its rows as admission resolved it (None: as the plan
@@ -60,20 +56,18 @@ def estimate(report: dict[str, Any], lengths_file: Path | None, plan: RunPlan, e
     if packing is None:
         packing = plan.config.packing if plan.config.packing is not None else packs_by_default(
             plan.config.method, cpu, plan.config.model.attention_implementation or "sdpa", images=False)
+    cap = plan.config.max_seq_length
+    capped = None if lengths_file is None else [min(length, cap) for length in row_lengths(lengths_file)]
     packed = None
-    if packing:
-        packed = {"rows": rows, "bins": None, "binTokens": plan.config.max_seq_length, "tokens": None,
-                  "efficiency": None}
-        if lengths_file is not None:
-            capped = [min(length, plan.config.max_seq_length) for length in row_lengths(lengths_file)]
-            filled = Packed(len(capped), bins(capped, plan.config.max_seq_length), sum(capped),
-                            plan.config.max_seq_length)
-            packed, rows = filled.to_json(), filled.bins
+    if packing and capped is None:
+        packed = {"rows": rows, "bins": None, "binTokens": cap, "tokens": None, "efficiency": None}
+    elif packing:
+        filled = Packed(len(capped), bins(capped, cap), sum(capped), cap)
+        packed, rows = filled.to_json(), filled.bins
     per_update = loop.batch_size * loop.gradient_accumulation * devices
     per_epoch = steps_per_epoch(rows, loop.batch_size, loop.gradient_accumulation, devices)
     steps = loop.updates(rows, devices)
-    tokens = None if lengths_file is None else \
-        round(_capped_tokens(lengths_file, plan.config.max_seq_length) * generations * steps / per_epoch)
+    tokens = None if capped is None else round(sum(capped) * generations * steps / per_epoch)
     envelope = next((e for e in entry.envelopes if e.method == plan.config.method
                      and e.device_profile == plan.execution.device_profile
                      and (cpu or e.gpus == plan.execution.gpus) and e.tokens_per_second), None)

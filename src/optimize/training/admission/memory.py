@@ -149,7 +149,7 @@ def estimate(shape: Shape, workload: Workload, checkpointing: bool,
     adapter = (shape.parameters * FULL_STATE_WIDTHS * BYTES.get(precision, 2) if workload.adapter == "full" else
                lora_parameters(shape, workload.lora_rank, workload.lora_targets) * ADAPTER_STATE_BYTES) / shards
     if shards > 1:  # a sharded layer's full weights while it computes, and the next one's, gathered ahead
-        weights += 2 * (shape.parameters - shape.vocab * shape.hidden) / shape.layers * BYTES.get(precision, 2)
+        weights += 2 * (shape.parameters - embeddings) / shape.layers * BYTES.get(precision, 2)
     layer = LAYER_BYTES * width * (6 * shape.hidden + 2 * shape.kv + 3 * shape.intermediate)
     layer *= 1 - LIGER_LAYER_CUT * (bool(liger.get("rms_norm")) + bool(liger.get("swiglu") or liger.get("geglu")))
     logits = LOGIT_BYTES * width * shape.vocab

@@ -116,7 +116,7 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
         raise Refused("liger kernels need a GPU; the cpu device profile cannot run them",
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
     precision = config.model.precision or ("fp32" if on_cpu else "bf16")
-    adapter = trained_adapter(config, on_cpu, devices)
+    adapter = trained_adapter(config, method, on_cpu, devices)
     # the default kernels apply where the plan leaves their setting out; they join the resolved config and its hash
     kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
                                                               devices, on_gpu=not on_cpu).items()
@@ -162,14 +162,14 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                     warnings, memory)
 
 
-def trained_adapter(config: RunConfig, on_cpu: bool, devices: int) -> str:
-    """`config.model.adapter` as the run trains it: a LoRA adapter unless the plan states another. Every weight
-    (full) or a LoRA adapter on a 4-bit base (qlora) train supervised runs on one device; qlora needs a GPU and
-    bitsandbytes."""
+def trained_adapter(config: RunConfig, method, on_cpu: bool, devices: int) -> str:
+    """`config.model.adapter` as the run trains it: a LoRA adapter unless the plan states another its method takes
+    (`Method.adapters`). Every weight (full) or a LoRA adapter on a 4-bit base (qlora) train on one device; qlora
+    needs a GPU and bitsandbytes."""
     adapter = config.model.adapter or "lora"
     if adapter == "lora":
         return adapter
-    if config.method != "sft":
+    if adapter not in method.adapters:
         raise Refused(f"config.model.adapter: {adapter} trains supervised runs on this deployment; a {config.method} "
                       "run trains a LoRA adapter", hint="remove config.model.adapter, or set it to lora")
     if devices > 1:

@@ -179,7 +179,7 @@ class Reinforcement(Method):
                 if self.shuffle:
                     self.generator.manual_seed((self.seed or 0) * 1_000_003 + int(epoch))
 
-        class RenderedPrompts(GRPOTrainer):
+        class RenderedPrompts(GenerationTimed, GRPOTrainer):
             """Prompts come rendered by the chat core: tokenized as they are, without special tokens added."""
 
             def _tokenize_prompts(self, prompts):
@@ -190,19 +190,6 @@ class Reinforcement(Method):
                 sampler.__class__ = EpochSeeded
                 return sampler
 
-            def _generate_and_score_completions(self, inputs):
-                """Generation and scoring, timed: what an update spends on its rollouts (`generationSeconds`)."""
-                started = _synchronized_clock()
-                generated = super()._generate_and_score_completions(inputs)
-                self._generating = getattr(self, "_generating", 0.0) + _synchronized_clock() - started
-                return generated
-
-            def training_step(self, model, inputs, num_items_in_batch):
-                output = super().training_step(model, inputs, num_items_in_batch)
-                if self._step % self.current_gradient_accumulation_steps == 0:  # the update's last pass
-                    self._metrics["train"]["generation_time"].append(getattr(self, "_generating", 0.0))
-                    self._generating = 0.0
-                return output
 
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -274,6 +261,25 @@ def vllm_arguments(engine: str | None, max_seq_length: int, cuda: bool) -> dict[
                            "transformers")
     return {"use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": True,
             "vllm_gpu_memory_utilization": VLLM_MEMORY_SHARE, "vllm_max_model_length": max_seq_length}
+
+
+class GenerationTimed:
+    """A GRPOTrainer mixin timing what each update spends generating and scoring its rollouts, logged as
+    `generation_time` beside TRL's own `step_time` (`generationSeconds`, `stepSeconds`). The benchmarks' bare TRL
+    trainer takes it too, so both sides are timed alike."""
+
+    def _generate_and_score_completions(self, inputs):
+        started = _synchronized_clock()
+        generated = super()._generate_and_score_completions(inputs)
+        self._generating = getattr(self, "_generating", 0.0) + _synchronized_clock() - started
+        return generated
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        output = super().training_step(model, inputs, num_items_in_batch)
+        if self._step % self.current_gradient_accumulation_steps == 0:  # the update's last pass
+            self._metrics["train"]["generation_time"].append(getattr(self, "_generating", 0.0))
+            self._generating = 0.0
+        return output
 
 
 def _synchronized_clock() -> float:

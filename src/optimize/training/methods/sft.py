@@ -34,6 +34,7 @@ class Sft(Method):
     devices = 8  # data-parallel: a rank per device of one node (training.engines.distributed)
     columns = ("input_ids", "labels")
     liger_kernels = True
+    adapters = ("lora", "full", "qlora")
 
     def admit_liger(self, config: RunConfig) -> None:
         """It takes Liger's layer kernels, but not the fused cross entropy, which TRL's own loss stands for."""
