@@ -114,7 +114,8 @@ def prepare(model, tmp_path, monkeypatch):
     reached: dict = {}
 
     def stop_before_training(model_dir, config, save_every, train_rows, rows, eval_rows, workdir, hooks,
-                             resume_from=None, start=None, preload=None, preparing=None, sharding=None):
+                             resume_from=None, start=None, preload=None, preparing=None, sharding=None,
+                             shared=None):
         reached.update(train=pq.read_table(train_rows).to_pylist(), kept=rows,
                        validation=pq.read_table(eval_rows).to_pylist() if eval_rows else None)
         raise _ReachedTraining

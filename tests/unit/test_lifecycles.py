@@ -32,6 +32,7 @@ from optimize.store.tables import (
     UploadSession,
 )
 from optimize.training.server.phases import ATTEMPT
+from optimize.training.server.phases import RUN as RUN_LIFECYCLE
 from tests.conftest import migrated_store
 
 LIFECYCLES = [served.declaration.lifecycle for served in SERVED] + [ATTEMPT, UPLOAD]
@@ -154,3 +155,23 @@ def test_a_move_under_a_lease_loses_once_the_lease_has_ended(store):
         row = session.get(Evaluation, row.id)
         assert transition(session, kind.lifecycle, row, kind.lifecycle.phases.COMPLETED, lease=token) is False
         assert row.phase == "RUNNING"
+
+
+def test_a_device_held_by_jobs_granted_together_stays_held_until_the_last_lease_ends(store):
+    """Runs sharing one base each hold a lease on the device; the hold passes from one ending lease to another
+    still open, and only the last one's end frees the device."""
+    device = f"cpu:shared-{utcnow().timestamp()}"
+    with store.transaction() as session:
+        rows = [_row(session, RUN_LIFECYCLE, "TRAINING") for _ in range(2)]
+        session.flush()
+        first = leases.grant(session, "run", rows[0].id, 1, [device], 60)
+        second = leases.grant(session, "run", rows[1].id, 1, [device], 60, hold=False)
+        tokens, ids = (first.token, second.token), [row.id for row in rows]
+    with store.transaction() as session:
+        assert session.get(DeviceHold, device).subject == f"run:{ids[0]}"
+        leases.end(session, session.get(JobLease, tokens[0]), "completed")
+    with store.transaction() as session:
+        assert session.get(DeviceHold, device).subject == f"run:{ids[1]}"  # still held, by the one training on
+        leases.end_all(session, "run", ids[1], "completed")
+    with store.transaction() as session:
+        assert session.get(DeviceHold, device) is None

@@ -42,7 +42,7 @@ def test_every_setting_is_declared_once_with_a_default_its_own_kind_accepts_and_
         assert entry.meaning.endswith((".", ")")) and entry.meaning[0].isupper(), entry.name
         assert set(entry.read_by.split(", ")) <= {"server", "worker", "cli"}, entry.name
     assert {entry.name for entry in SETTINGS if entry.secret} == {"OPTIMIZE_DATABASE_URL", "OPTIMIZE_LEASE_TOKEN",
-                                                                  "OPTIMIZE_TOKEN"}
+                                                                  "OPTIMIZE_SHARED_LEASES", "OPTIMIZE_TOKEN"}
 
 
 def test_unset_and_blank_variables_take_the_default():

@@ -203,6 +203,9 @@ SETTINGS: tuple[Setting, ...] = (
     # --- workers (the server sets the first three for each) ---
     Setting("OPTIMIZE_LEASE_TOKEN", Text(), None, "The lease token of a worker's job, set by the server for each "
             "worker.", read_by=WORKER, secret=True, unset="none (a worker refuses to start)"),
+    Setting("OPTIMIZE_SHARED_LEASES", Text(), None, "The lease tokens of the other jobs a worker serves on one "
+            "loaded base (a JSON object of job id to token), set by the server for that worker.", read_by=WORKER,
+            secret=True, unset="none: the worker serves its one job"),
     Setting("OPTIMIZE_SERVER_FILE", FilePath(), None, "The file naming the server's URL, set by the server for its "
             "workers; a worker reads it to find a server restarted on another port.", read_by=WORKER,
             unset="none: the URL the worker was started with"),

@@ -13,8 +13,8 @@ from optimize.core.environment import SETTINGS, WORKER
 READ_BY_WORKERS = frozenset(entry.name for entry in SETTINGS if WORKER in entry.read_by)
 LIBRARY_PREFIXES = ("HF_HUB_", "HF_HOME", "HF_DATASETS_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_",
                     "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "PYTHON")
-PER_SERVER = ("OPTIMIZE_LEASE_TOKEN", "OPTIMIZE_SERVER_FILE", "OPTIMIZE_WORKER_CACHE", "CUDA_VISIBLE_DEVICES",
-              "PYTORCH_CUDA_ALLOC_CONF")
+PER_SERVER = ("OPTIMIZE_LEASE_TOKEN", "OPTIMIZE_SHARED_LEASES", "OPTIMIZE_SERVER_FILE", "OPTIMIZE_WORKER_CACHE",
+              "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def import_settings(env: dict[str, str]) -> dict[str, str]:

@@ -25,6 +25,7 @@ ExitCallback = Callable[[str, str, str, str], None]
 class Executor(Protocol):
     name: str
     stopping: bool  # the server is shutting down: exits now are not their jobs' failures
+    shares_grants: bool  # one worker process may serve several jobs granted together (`Grant.shared_with`)
 
     def launch(self, kind: str, job_id: str, grant: Grant) -> None: ...
 

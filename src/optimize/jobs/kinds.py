@@ -83,6 +83,11 @@ class JobKind:
         """A check the job passes before it may claim devices (False: not yet, or it was refused)."""
         return True
 
+    def companions(self, session: Session, row: Any) -> list[Any]:
+        """Other waiting jobs of this kind that may be granted the devices granted to `row`, beside it, and served
+        by the same worker process (runs sharing one loaded base); oldest first. None by default."""
+        return []
+
     def waiting_reason(self, session: Session, row: Any) -> str | None:
         """What keeps the job waiting besides devices (shown by `get` and `--wait`)."""
         return None

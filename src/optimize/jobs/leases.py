@@ -5,6 +5,10 @@ one holder, so two grants of one device cannot both commit). Every worker call i
 token, and a token that is not the job's open lease, or a job no longer in an active phase, is answered 409
 `lease_lost`. Ending a lease releases its devices; only the kernel ends leases (leaving an active phase, or the
 reaper after the executor confirmed the worker is gone).
+
+Jobs granted together share a device (`Grant.shared_with`: runs trained on one loaded base, one worker process
+serving them all): each has its own lease listing the device, and the one hold belongs to whichever of them is still
+open — ending one lease hands the hold to another open lease on the device, and only the last one releases it.
 """
 
 from __future__ import annotations
@@ -14,12 +18,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from optimize.core.clock import as_utc, utcnow
 from optimize.core.errors import LeaseLost
 from optimize.store.tables import DeviceHold, JobLease
+
+
+@dataclass(frozen=True)
+class Member:
+    """Another job the same worker process serves on a shared grant: its id, lease token and attempt."""
+
+    job_id: str
+    token: str
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -30,16 +43,18 @@ class Grant:
     devices: list[str]
     profile_kind: str  # gpu or cpu: how the executor hands the devices over
     attempt: int = 1  # the lease's attempt number: the executor keeps a log per attempt
+    shared_with: tuple[Member, ...] = ()  # jobs of the same kind granted the same devices, served by the same worker
 
 
 def grant(session: Session, kind: str, job_id: str, attempt: int, devices: list[str], lease_seconds: float,
-          project: str | None = None, hold_kind: str | None = None) -> JobLease:
-    """A new open lease for the job with holds on its devices (IntegrityError when a device is taken)."""
+          project: str | None = None, hold_kind: str | None = None, hold: bool = True) -> JobLease:
+    """A new open lease for the job with holds on its devices (IntegrityError when a device is taken); `hold` False
+    for a job joining another's grant, whose holds cover it."""
     now = utcnow()
     lease = JobLease(token=secrets.token_hex(16), kind=kind, job_id=job_id, attempt=attempt, devices=list(devices),
                      granted_at=now, expires_at=now + timedelta(seconds=lease_seconds))
     session.add(lease)
-    for device in devices:
+    for device in devices if hold else ():
         session.add(DeviceHold(device_id=device, subject=f"{kind}:{job_id}", kind=hold_kind or kind,
                                project=project, since=now))
     session.flush()
@@ -79,7 +94,7 @@ def end(session: Session, lease: JobLease, reason: str) -> float:
         return 0.0
     now = utcnow()
     lease.ended_at, lease.end_reason = now, reason[:4000]
-    session.execute(delete(DeviceHold).where(DeviceHold.subject == f"{lease.kind}:{lease.job_id}"))
+    _release(session, lease.kind, lease.job_id)
     return (now - as_utc(lease.granted_at)).total_seconds() * len(lease.devices)
 
 
@@ -87,7 +102,23 @@ def end_all(session: Session, kind: str, job_id: str, reason: str) -> None:
     for lease in session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id,
                                                         JobLease.ended_at.is_(None))).all():
         end(session, lease, reason)
-    session.execute(delete(DeviceHold).where(DeviceHold.subject == f"{kind}:{job_id}"))
+    _release(session, kind, job_id)
+
+
+def _release(session: Session, kind: str, job_id: str) -> None:
+    """The job's device holds go to another open lease on the same device (a job granted beside it that runs on),
+    or are deleted: the device is free."""
+    holds = session.scalars(select(DeviceHold).where(DeviceHold.subject == f"{kind}:{job_id}")).all()
+    if not holds:
+        return
+    sharers = [lease for lease in open_leases(session) if lease.kind == kind and lease.job_id != job_id]
+    for hold in holds:
+        heir = next((lease for lease in sharers if hold.device_id in (lease.devices or [])), None)
+        if heir is None:
+            session.delete(hold)
+        else:
+            hold.subject = f"{heir.kind}:{heir.job_id}"
+    session.flush()
 
 
 def open_leases(session: Session) -> list[JobLease]:

@@ -5,10 +5,16 @@ and stop the workers an earlier one started (after a crash it holds no handles t
 forked from a warm worker (jobs/warm_start.py) with that same command line, or else started from scratch. A
 worker learns where the server answers from the server file in the data dir, so it reaches a server restarted on
 another port. Each attempt's stdout and stderr go to a log of its own (jobs/logs.py reads them back).
+
+Jobs granted together (`Grant.shared_with`) run in one worker process, `… KIND JOB_ID --server URL --shared-with
+ID,ID`, their lease tokens in OPTIMIZE_SHARED_LEASES; each job's log is a link to that process's. Stopping one of
+them while others it serves run on leaves the process to them (the job's own work stops by its lease); the last
+one's stop ends the process.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -30,6 +36,7 @@ KILL_WAIT_SECONDS = 15
 
 class LocalExecutor:
     name = "local"
+    shares_grants = True
 
     def __init__(self, server_url: str, data_dir: Path, on_exit: ExitCallback) -> None:
         self.server_url = server_url
@@ -41,8 +48,10 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._launching: set[tuple[str, str]] = set()  # asked to launch, no process yet (a warm start may wait)
         self._launch_done = threading.Condition(self._lock)
-        # room for `python -m optimize.worker KIND JOB_ID --server URL` on a forked worker's command line
-        reserve = len(sys.executable) + len(server_url) + 160
+        self._serving: dict[tuple[str, str], set[str]] = {}  # a shared process's jobs still served, by each of them
+        # room for `python -m optimize.worker KIND JOB_ID --server URL --shared-with IDS` on a forked worker's
+        # command line
+        reserve = len(sys.executable) + len(server_url) + 160 + SHARED_ROOM
         self._warm = (warm_start.WarmStarter(self._environment(), self.log_dir / "warm-worker.log", reserve)
                       if warm_start.enabled() else None)
 
@@ -55,8 +64,14 @@ class LocalExecutor:
         env = {**self._environment(), "OPTIMIZE_LEASE_TOKEN": grant.token,
                **device_environment(grant.devices, grant.profile_kind)}
         command = worker_command(kind, job_id, self.server_url)
+        served = {job_id: grant.token} | {member.job_id: member.token for member in grant.shared_with}
+        if grant.shared_with:
+            env["OPTIMIZE_SHARED_LEASES"] = json.dumps({m.job_id: m.token for m in grant.shared_with})
+            command += ["--shared-with", ",".join(member.job_id for member in grant.shared_with)]
+            for member in grant.shared_with:
+                _link_log(logs.log_path(self.log_dir, kind, member.job_id, member.attempt), log_path)
         with self._lock:
-            self._launching.add((kind, job_id))
+            self._launching.update((kind, job) for job in served)
         process = None
         try:
             process = self._warm.start(command, env, log_path) if self._warm and grant.profile_kind != "gpu" else None
@@ -66,11 +81,14 @@ class LocalExecutor:
                                                start_new_session=True)
         finally:
             with self._lock:
-                self._launching.discard((kind, job_id))
-                if process is not None:
-                    self._launched[(kind, job_id)] = process
+                serving = set(served)
+                for job in served:
+                    self._launching.discard((kind, job))
+                    if process is not None:
+                        self._launched[(kind, job)] = process
+                        self._serving[(kind, job)] = serving
                 self._launch_done.notify_all()
-        threading.Thread(target=self._watch_child, args=(kind, job_id, grant.token, process, log_path),
+        threading.Thread(target=self._watch_child, args=(kind, served, process, log_path),
                          daemon=True, name=f"watch-{job_id[:8]}").start()
 
     def alive(self, kind: str, job_id: str) -> bool:
@@ -81,6 +99,11 @@ class LocalExecutor:
         with self._lock:  # a launch under way ends first: there is a process to kill, or there will be none
             self._launch_done.wait_for(lambda: (kind, job_id) not in self._launching, KILL_WAIT_SECONDS * 12)
             child = self._launched.get((kind, job_id))
+            serving = self._serving.get((kind, job_id), set())
+            serving.discard(job_id)
+            if child is not None and child.poll() is None and serving:
+                return True  # it serves other jobs on the same devices, which hold them on; this job's work stops
+                # by its lease
         if child is not None and child.poll() is None:
             child.kill()  # our own child is waited for through its Popen, which its watcher also waits on
             try:
@@ -126,23 +149,25 @@ class LocalExecutor:
 
     def _find(self, kind: str, job_id: str) -> list[psutil.Process]:
         """Live worker processes of the job (zombies are ended), whoever started them."""
-        wanted = ["-m", "optimize.worker", kind, job_id]
         found = []
         for process in psutil.process_iter(["cmdline", "status"]):
             cmdline = process.info.get("cmdline") or []
             if process.info.get("status") == psutil.STATUS_ZOMBIE or len(cmdline) < 5:
                 continue
-            if cmdline[1:5] == wanted:
+            if cmdline[1:4] == ["-m", "optimize.worker", kind] and job_id in served_jobs(cmdline[4:]):
                 found.append(process)
         return found
 
-    def _watch_child(self, kind: str, job_id: str, token: str, process: subprocess.Popen | warm_start.WarmChild,
+    def _watch_child(self, kind: str, served: dict[str, str], process: subprocess.Popen | warm_start.WarmChild,
                      log_path: Path) -> None:
         code = process.wait()
         with self._lock:
-            if self._launched.get((kind, job_id)) is process:
-                del self._launched[(kind, job_id)]
-        self._report(kind, job_id, token, exit_reason(code, log_path))
+            for job_id in served:
+                if self._launched.get((kind, job_id)) is process:
+                    del self._launched[(kind, job_id)]
+                    self._serving.pop((kind, job_id), None)
+        for job_id, token in served.items():  # a job whose lease ended already is not affected
+            self._report(kind, job_id, token, exit_reason(code, log_path))
 
     def _watch_adopted(self, kind: str, job_id: str, token: str, process: psutil.Process) -> None:
         try:
@@ -175,6 +200,24 @@ def worker_environment(data_dir: Path) -> dict[str, str]:
 def worker_command(kind: str, job_id: str, server_url: str) -> list[str]:
     """`python -m optimize.worker KIND JOB_ID --server URL`: how workers are started, and found again."""
     return [sys.executable, "-m", "optimize.worker", kind, job_id, "--server", server_url]
+
+
+SHARED_ROOM = 40 * 8  # a shared process's `--shared-with` job ids
+
+
+def served_jobs(arguments: list[str]) -> list[str]:
+    """The jobs a worker's command line (after `-m optimize.worker KIND`) serves: its job and any it shares with."""
+    jobs = arguments[:1]
+    if "--shared-with" in arguments[:-1]:
+        jobs += arguments[arguments.index("--shared-with") + 1].split(",")
+    return jobs
+
+
+def _link_log(link: Path, target: Path) -> None:
+    """A job served by another's process reads that process's log as its own."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
 
 
 def exit_reason(code: int | None, log_path: Path) -> str:

@@ -70,6 +70,7 @@ def actor_name(kind: str, job_id: str) -> str:
 
 class RayExecutor:
     name = "ray"
+    shares_grants = False  # each job's worker is an actor of its own, found by the job's name
 
     def __init__(self, server_url: str, data_dir: Path, on_exit: ExitCallback, address: str | None) -> None:
         import ray

@@ -9,6 +9,10 @@ upstream it waits for has not completed), and one whose upstream ended without c
 check, on the analyses its edges waited for). A job waiting in its kind's server-step phase has its step started
 (`jobs.server_steps`: a distillation's assembly). A kind with no worker (`JobKind.worker`) is moved to its step's
 phase as soon as its edges let it go.
+
+A job's grant may take its kind's `companions` along, where the executor runs several jobs in one worker process
+(`shares_grants`): each ready companion gets a lease of its own on the same devices in the same transaction, and
+one worker is launched for them all (`Grant.shared_with`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from optimize.core.crashpoints import crashpoint
 from optimize.jobs import graph, leases, registry, server_steps
 from optimize.jobs.devices import pool_devices
 from optimize.jobs.kinds import JobKind
-from optimize.jobs.leases import Grant
+from optimize.jobs.leases import Grant, Member
 from optimize.jobs.lifecycle import transition
 from optimize.jobs.recovery import worker_lost
 from optimize.store.tables import DeviceHold
@@ -129,9 +133,29 @@ class Scheduler:
                 if not transition(session, kind.lifecycle, row, kind.granted, **kind.on_grant(session, row, lease,
                                                                                               grant)):
                     raise _MovedOn  # cancelled meanwhile: the lease and holds must not be kept
-                return grant
+                members = self._companions(session, kind, row, grant) if chosen else ()
+                return Grant(grant.token, chosen, grant.profile_kind, grant.attempt, members)
         except (IntegrityError, _MovedOn):
             return None  # another grant took a device first, or the job moved on; the next tick looks again
+
+    def _companions(self, session, kind: JobKind, row: Any, grant: Grant) -> tuple[Member, ...]:
+        """The kind's companions of `row` that are ready now, each granted the same devices under a lease of its
+        own (the holds stay the first job's, `leases`), to be served by its worker."""
+        if not getattr(self.deployment.executor, "shares_grants", False):
+            return ()
+        members = []
+        for other in kind.companions(session, row):
+            edges = graph.readiness(session, kind.name, other.id)
+            if edges.failed or not edges.ready or not kind.before_grant(self.deployment, session, other):
+                continue  # a failed upstream ends it on its own tick
+            lease = leases.grant(session, kind.name, other.id, kind.attempt_number(other), grant.devices,
+                                 self.deployment.lease_seconds, hold=False)
+            joined = Grant(lease.token, grant.devices, grant.profile_kind, lease.attempt)
+            if not transition(session, kind.lifecycle, other, kind.granted,
+                              **kind.on_grant(session, other, lease, joined)):
+                raise _MovedOn
+            members.append(Member(other.id, lease.token, lease.attempt))
+        return tuple(members)
 
 
 def free_devices(session, profile, pool: str | None, online: dict[str, int] | None = None) -> list[str]:

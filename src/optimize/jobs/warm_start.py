@@ -35,7 +35,8 @@ from optimize.core.import_settings import import_settings
 
 log = logging.getLogger("optimize.jobs")
 READY_SECONDS = 180  # importing takes seconds; a warm worker not ready by then is given up
-PER_JOB = ("OPTIMIZE_LEASE_TOKEN", "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")  # set per job, after the fork
+# set per job, after the fork
+PER_JOB = ("OPTIMIZE_LEASE_TOKEN", "OPTIMIZE_SHARED_LEASES", "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def enabled() -> bool:

@@ -275,6 +275,12 @@ class Execution(_Part):
                                       description="Save with the training state at this update and pause there, as "
                                                   "a pause with --checkpoint save would (resume goes on from that "
                                                   "save)")
+    # left out of the stored document unless on, so the documents of runs stored before stay as they were
+    share_base: bool = Field(default=False, alias="shareBase", exclude_if=lambda value: not value,
+                             description="Train beside the other queued runs of its project over the same base model "
+                                         "and device that state it too, each a LoRA adapter of its own on one loaded "
+                                         "copy of the base (sft, one device); each keeps its own optimizer, saves, "
+                                         "pause and resume")
     stop_when: StopWhen | None = Field(default=None, alias="stopWhen",
                                       description="Reinforcement (grpo, gspo): when the run stops itself, keeping the "
                                                   "adapter it has trained (rewardDropBelow, klAbove)")

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 class WorkerEntry:
     run: Callable[[Channel, str], int]  # (channel, job id) -> exit code
     replica: Callable[[Channel, str, int], int] | None = None  # (channel, job id, replica index) -> exit code
+    # [(channel, job id)] of jobs granted together -> exit code: one process serving them all (runs on one base)
+    shared: Callable[[list[tuple[Channel, str]]], int] | None = None
 
 
 def _run(channel: Channel, run_id: str) -> int:
@@ -31,6 +33,12 @@ def _run_replica(channel: Channel, run_id: str, index: int) -> int:
     from optimize.worker.run import run_replica
 
     return run_replica(channel, run_id, index)
+
+
+def _runs_shared(served: list[tuple[Channel, str]]) -> int:
+    from optimize.worker.shared_base import run_shared
+
+    return run_shared(served)
 
 
 def _analysis(channel: Channel, analysis_id: str) -> int:
@@ -70,7 +78,7 @@ def _endpoint(channel: Channel, endpoint_id: str) -> int:
 
 
 ENTRIES: dict[str, WorkerEntry] = {
-    "run": WorkerEntry(_run, replica=_run_replica),
+    "run": WorkerEntry(_run, replica=_run_replica, shared=_runs_shared),
     "analysis": WorkerEntry(_analysis),
     "evaluation": WorkerEntry(_evaluation),
     "distillation": WorkerEntry(_distillation, replica=_distillation_replica),

@@ -10,6 +10,10 @@ ask for (`execution.stopWhen`) ends training at the next update boundary, that u
 the run completes there. A resumed attempt first downloads the save it restores, and a branch the parent's save it
 starts from. A reward term's scoring bundle, and a judge term's adapter, are downloaded through the job's lease
 before the rows are read.
+
+A run granted beside others on one loaded base (`execution.shareBase`, `worker.shared_base`) trains on its seat
+there: the same attempt on a thread of the shared worker, its updates taken in turns with theirs, its cost naming
+the runs it shared the device with and the device's tokens/s in all.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optimize.core.flops import utilisation
 from optimize.schemas.jobs import RunSpec
@@ -35,17 +40,23 @@ from optimize.worker.reporter import Reporter
 from optimize.worker.upload_policy import Save, UploadPolicy
 from optimize.worker.uploads import SaveUploader
 
+if TYPE_CHECKING:
+    from optimize.training.engines.shared_base import Seat, SharedBase
+
 PREPARED_BATCH = 1024  # rendered rows held in memory before they are written out
 
 
-def run_training(channel: Channel, run_id: str) -> int:
+def run_training(channel: Channel, run_id: str, shared: SharedBase | None = None) -> int:
     """The run's worker, in the frame every job's worker runs in (`worker.frame`): a row a rule refuses fails the
-    run by its reason; any other error fails it as "training failed: …"; a dead rank abandons the attempt."""
-    return run_framed(channel, RunSpec, lambda _, spec, reporter: _attempt(channel, spec, reporter, run_id),
+    run by its reason; any other error fails it as "training failed: …"; a dead rank abandons the attempt. With
+    `shared`, the base it trains on beside other runs."""
+    seat = shared.seat(run_id) if shared is not None else None
+    return run_framed(channel, RunSpec, lambda _, spec, reporter: _attempt(channel, spec, reporter, run_id, seat),
                       refusals=(RowRefused,), failed_prefix="training failed: ")
 
 
-def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str) -> RunLastWord:
+def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id: str,
+             seat: Seat | None) -> RunLastWord:
     """One attempt with its save uploader and a work folder of its own, removed whatever the end."""
     # the resolved plan admission made, read back into its model
     plan = ResolvedPlan.model_validate({"config": spec["config"], "execution": spec["execution"]})
@@ -54,7 +65,7 @@ def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id:
     workdir = Path(tempfile.mkdtemp(prefix=f"run-{run_id[:12]}-"))
     preparing = {"workerStart": process_age()}  # the worker's start and its spec, before anything else
     try:
-        return _train(channel, spec, plan, reporter, uploader, workdir, preparing)
+        return _train(channel, spec, plan, reporter, uploader, workdir, preparing, seat)
     except PausedWhilePreparing:
         uploader.close(pausing=True)
         return RunLastWord.pause(None)
@@ -63,7 +74,7 @@ def _attempt(channel: Channel, spec: dict[str, Any], reporter: Reporter, run_id:
 
 
 def _train(channel: Channel, spec: dict[str, Any], plan: ResolvedPlan, reporter: Reporter, uploader: SaveUploader,
-           workdir: Path, preparing: dict[str, float]) -> RunLastWord:
+           workdir: Path, preparing: dict[str, float], seat: Seat | None = None) -> RunLastWord:
     from optimize.training.engines import harness
     from optimize.training.methods import method_for
 
@@ -74,19 +85,20 @@ def _train(channel: Channel, spec: dict[str, Any], plan: ResolvedPlan, reporter:
     # its own copy first, so then only the imports are done ahead)
     started = time.monotonic()
     sharded = len(spec["devices"]) > 1 and plan.execution.sharding == "fsdp"  # loaded on the host
-    preload = harness.Preload(spec["model"]["path"], config, model=not smoke, place=not sharded) \
+    # a shared base is loaded once, by the first of its runs to train
+    preload = harness.Preload(spec["model"]["path"], config, model=not smoke and seat is None, place=not sharded) \
         if _model_cached(spec) else None
     preparing["imports"] = round(time.monotonic() - started, 2)
     try:
         return _prepared_and_trained(channel, spec, plan, reporter, uploader, workdir, preparing, method, smoke,
-                                     preload)
+                                     preload, seat)
     finally:
         if preload is not None:
             preload.close()
 
 
 def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader, workdir, preparing, method, smoke,
-                          preload):
+                          preload, seat: Seat | None = None):
     from optimize.training.engines import harness
 
     config, execution = plan.config, plan.execution
@@ -188,9 +200,10 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
                if start else None, "sharding": execution.sharding}
     ranks = _ranks(channel, len(spec["devices"]), trained)
     try:
-        outcome = harness.train(spec["model"]["path"], config, execution.save_every, trained_rows,
-                                updated_over, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
-                                sharding=trained["sharding"])
+        with seat.held() if seat is not None else nullcontext():
+            outcome = harness.train(spec["model"]["path"], config, execution.save_every, trained_rows,
+                                    updated_over, eval_rows, workdir, Hooks(), resume_from, start, preload, preparing,
+                                    sharding=trained["sharding"], shared=seat)
         if ranks is not None:
             ranks.wait(reporter.lost)
     except harness.StartCheckFailed as failed:
@@ -238,6 +251,7 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
             "peakDeviceReservedGiB": outcome.peak_reserved_gib,
             "startCheckPeakGiB": outcome.start_check_peak_gib,
             "hostMemoryGiB": outcome.host_gib,
+            **({"sharedBase": seat.figures()} if seat is not None else {}),
         },
     )
 

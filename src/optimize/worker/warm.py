@@ -194,10 +194,9 @@ def _fork(request: dict, closing: list) -> dict:
         _become(command, request["env"], request["log"])
         os.write(become, b".")
         os.close(become)
-        from optimize.worker.__main__ import run_job
+        from optimize.worker.__main__ import serve
 
-        kind, job_id, server = command[3], command[4], command[command.index("--server") + 1]
-        code = run_job(kind, job_id, server)
+        code = serve(command[3:])
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # noqa: BLE001 - the worker's own edge: its log tells what happened

@@ -512,6 +512,10 @@ def _render_run(con, r) -> None:
         shown = f"; MFU {mfu['value']:.1%} ({mfu['basis']} over {mfu['device']}'s {mfu['peakTflops']:g} TFLOP/s bf16)" \
             if mfu else ""
         con.print(f"  Throughput   {cost['tokensPerSecondPerDevice']:.0f} tokens/s per device{shown}")
+    if shared := cost.get("sharedBase"):
+        rate = shared.get("deviceTokensPerSecond")
+        con.print(f"  Shared base  with runs {', '.join(run[:12] for run in shared['runs']) or DASH}: "
+                  f"{f'{rate:.0f}' if rate is not None else DASH} tokens/s on the device in all")
     peak = cost.get("peakDeviceMemoryGiB")
     con.print(f"  Training peak {f'{peak:.2f} GiB per device' if peak is not None else DASH + ' (no GPU)'}")
     if r.get("memory"):

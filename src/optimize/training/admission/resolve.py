@@ -117,6 +117,8 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                       hint="remove config.liger, or set execution.deviceProfile to a GPU profile")
     precision = config.model.precision or ("fp32" if on_cpu else "bf16")
     adapter = trained_adapter(config, method, on_cpu, devices)
+    if plan.execution.share_base:
+        check_share_base(config, method, adapter, devices)
     # the default kernels apply where the plan leaves their setting out; they join the resolved config and its hash
     kernels = {path: value for path, value in default_kernels(entry, config.method, plan.execution.device_profile,
                                                               devices, on_gpu=not on_cpu).items()
@@ -187,6 +189,21 @@ def trained_adapter(config: RunConfig, method, on_cpu: bool, devices: int) -> st
         raise Refused("config.smoke answers with the LoRA adapter its slice trained; config.model.adapter: full "
                       "trains every weight instead", hint="remove config.smoke, or set config.model.adapter to lora")
     return adapter
+
+
+def check_share_base(config: RunConfig, method, adapter: str, devices: int) -> None:
+    """`execution.shareBase` trains the run as one LoRA adapter among several on one loaded copy of the base, on
+    one device, under a method whose trainer takes a model that already holds adapters."""
+    if not method.shares_base:
+        raise Refused(f"execution.shareBase trains supervised runs side by side on one loaded base; a {config.method} "
+                      "run trains alone", hint="remove execution.shareBase, or set it to false")
+    if adapter != "lora":
+        raise Refused(f"execution.shareBase trains each run as a LoRA adapter of its own on one loaded base; "
+                      f"config.model.adapter: {adapter} does not", hint="remove execution.shareBase, or set "
+                                                                       "config.model.adapter to lora")
+    if devices > 1:
+        raise Refused(f"execution.shareBase trains runs side by side on one device; this run asks for {devices} "
+                      "(execution.gpus)", hint="set execution.gpus: 1, or remove execution.shareBase")
 
 
 def check_pause_at_step(pause_at: int | None, updates: int) -> None:

@@ -34,6 +34,7 @@ from optimize.training.adapters import saved_weights_digest
 from optimize.training.engines import distributed
 from optimize.training.engines.checks import failure_reason, reference_check, summary
 from optimize.training.engines.profiling import profiled_updates, update_profiler
+from optimize.training.engines.shared_base import Seat
 from optimize.training.methods import method_for
 
 # the torch dtype of each precision (a function of torch, which is imported only where a model is loaded)
@@ -91,11 +92,11 @@ class Preload:
     smoke check first, which loads its own copy) only the imports are done."""
 
     def __init__(self, model_dir: str, config: ResolvedConfig, model: bool = True, place: bool = True) -> None:
-        import peft  # noqa: F401 - imported here, ahead, on this thread
-        import trl  # noqa: F401
-        from transformers import AutoConfig, AutoTokenizer  # noqa: F401
+        from transformers import AutoConfig
 
         from optimize.chat.vision import auto_model
+
+        engine_imports()
 
         if model:
             try:  # the model's class, and with it its modeling module
@@ -128,6 +129,17 @@ class Preload:
         """Wait for the thread (an attempt that ends before training leaves nothing loading as it exits)."""
         self._thread.join()
         self._model = None
+
+
+def engine_imports() -> None:
+    """Torch, Transformers, PEFT and TRL imported on the calling thread, before any other thread resolves their lazy
+    names (two at once can fail: "cannot import name …")."""
+    import peft  # noqa: F401
+    import trl  # noqa: F401
+    from datasets import Dataset  # noqa: F401
+    from peft import LoraConfig, PeftModel, get_peft_model  # noqa: F401
+    from transformers import AutoConfig, AutoTokenizer, TrainerCallback  # noqa: F401
+    from trl import SFTConfig, SFTTrainer  # noqa: F401
 
 
 def load_model(model_dir: str, config: ResolvedConfig, dtype=None, place: bool = True):
@@ -206,13 +218,17 @@ class Start:
 def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_rows: Path, rows: int,
           eval_rows: Path | None, workdir: Path, hooks: EngineHooks, resume_from: Path | None = None,
           start: Start | None = None, preload: Preload | None = None,
-          preparing: dict[str, float] | None = None, sharding: str | None = None) -> Outcome:
+          preparing: dict[str, float] | None = None, sharding: str | None = None, shared: Seat | None = None
+          ) -> Outcome:
     """Train by `config.method` on prepared rows memory-mapped from local disk; from the save in `resume_from`
     (a checkpoint folder) when the attempt resumes, and from a parent's save on a branch.
 
     A trainingState branch goes on from its parent's update counter (so the optimizer, RNG and data position
     restore as a resume does) but reports its own updates from 0, saves on its own count, and trains on a schedule
     spanning its own updates at its own learning rate.
+
+    `shared`: the run's seat on a base other runs train on too (`execution.shareBase`): its adapter is added to the
+    one loaded model, and it trains in turns with theirs (`training.engines.shared_base`); its worker holds the seat.
 
     `preparing` receives the seconds of the engine's parts of PREPARING before `hooks.started` is called:
     modelLoad (what was left of the load), modelLoadAhead (the preload's whole time), trainer (its construction:
@@ -310,31 +326,39 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
             epoch_end = state.epoch is not None and state.epoch >= 1 and abs(state.epoch - round(state.epoch)) < 1e-6
             hooks.saved(state.global_step - offset, directory, state.epoch, final, epoch_end)
 
-    model = preloaded if preloaded is not None else load(dtype)
+    weights_start = start.directory if start is not None and start.restore == "weights" else None
+    if shared is not None:  # the one loaded base, with this run's adapter added
+        model = shared.adapted(model_dir, lambda: load(dtype), peft_config, config.seed, weights_start)
+        peft_config = None
+    else:
+        model = preloaded if preloaded is not None else load(dtype)
     preparing["modelLoad"] = round(time.monotonic() - clock["prepare"], 2)  # what was left of it
     if preload is not None:
         preparing["modelLoadAhead"] = preload.seconds  # its whole time, while the rows were rendered
     clock["prepare"] = time.monotonic()
-    if start is not None and start.restore == "weights" and full:  # the parent's weights, with a fresh optimizer
-        model = load_model(str(start.directory), config, dtype, place=not sharded)
-    elif start is not None and start.restore == "weights":  # the parent's adapter, trained on with a fresh optimizer
+    if weights_start is not None and shared is None and full:  # the parent's weights, with a fresh optimizer
+        model = load_model(str(weights_start), config, dtype, place=not sharded)
+    elif weights_start is not None and shared is None:  # the parent's adapter, trained on with a fresh optimizer
         from peft import PeftModel
 
-        model, peft_config = PeftModel.from_pretrained(model, str(start.directory), is_trainable=True), None
+        model, peft_config = PeftModel.from_pretrained(model, str(weights_start), is_trainable=True), None
     arrow = str(workdir / f"arrow{rank or ''}")  # a cache of each rank's own
     datasets = (Dataset.from_parquet(str(train_rows), cache_dir=arrow),
                 Dataset.from_parquet(str(eval_rows), cache_dir=arrow) if eval_rows else None)
     extra = {}
     if getattr(hooks, "rollouts", None) is not None and "rollouts" in inspect.signature(method.trainer).parameters:
         extra["rollouts"] = lambda step, items: hooks.rollouts(step - offset, items)  # a branch's own updates
-    callbacks = [Bridge()]
+    callbacks = [Bridge()] + ([shared.turns()] if shared is not None else [])
     if profiled_updates():  # where an update's time goes, in the worker's log (training.engines.profiling)
         callbacks.append(update_profiler(profiled_updates(), cuda))
     trainer = method.trainer(model, args, tokenizer, peft_config, *datasets, callbacks, config=config,
                              workdir=workdir, **extra)
     if sharded and not cuda:
         distributed.shard_on_cpu(trainer)
-    outcome.modules, outcome.base_parameters = _trained_parts(trainer.model, full)
+    if shared is not None:
+        shared.saves_own_adapter(trainer)
+    outcome.modules, outcome.base_parameters = shared.modules() if shared is not None else \
+        _trained_parts(trainer.model, full)
     outcome.device = torch.cuda.get_device_name() if cuda else "cpu"
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:

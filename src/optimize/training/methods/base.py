@@ -44,6 +44,7 @@ class Method:
     reference_check: ClassVar[bool] = True  # whether its first batch can be compared with plain Transformers
 
     adapters: ClassVar[tuple[str, ...]] = ("lora",)  # what its runs may train (`config.model.adapter`)
+    shares_base: ClassVar[bool] = False  # its runs may train beside others on one loaded base (`execution.shareBase`)
     liger_kernels: ClassVar[bool] = False  # whether it takes Liger's layer kernels (`config.liger`, default kernels)
     liger_setting: ClassVar[str] = "none"  # what stands for Liger's kernels in its runs instead, if anything
     rewarded: ClassVar[bool] = False  # its completions are scored by `config.reward`'s terms (checked at a dry run)

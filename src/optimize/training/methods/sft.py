@@ -35,6 +35,7 @@ class Sft(Method):
     columns = ("input_ids", "labels")
     liger_kernels = True
     adapters = ("lora", "full", "qlora")
+    shares_base = True
 
     def admit_liger(self, config: RunConfig) -> None:
         """It takes Liger's layer kernels, but not the fused cross entropy, which TRL's own loss stands for."""

@@ -1,7 +1,8 @@
 """Runs as a job kind of the kernel: a run attempt waits in QUEUED, is granted its devices into PREPARING, and its
 worker trains it. Its worker outlives a server restart (reattach); a lost worker is requeued from the newest save
 holding training state within `execution.maxAttempts`; before devices are claimed, its rows are checked against
-the dataset analyses it waits for.
+the dataset analyses it waits for. Runs that state `execution.shareBase` are granted together, one worker training
+them on one loaded base (`shared_base`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from optimize.schemas.outcomes import RunPause
 from optimize.schemas.resolved import ResolvedReward, resolved_config, resolved_execution
 from optimize.store.tables import JobLease, Run, RunAttempt, Snapshot
 from optimize.training.admission.lengths import Subject, evaluate, record, refusal
-from optimize.training.server import attempts, prediction, reports
+from optimize.training.server import attempts, prediction, reports, shared_base
 from optimize.training.server.lifecycle import finish_pause
 from optimize.training.server.phases import RUN, RunPhase
 
@@ -49,6 +50,10 @@ class RunKind(JobKind):
                     f"scheduled; profiles here: {have}. Set execution.deviceProfile to one of them")
         return (f"the run asks for {row.device_count} devices of profile {row.device_profile!r}, more than this "
                 f"deployment has ({have}), so it can never be scheduled. Ask for fewer devices (execution.gpus)")
+
+    def companions(self, session: Session, row: Run) -> list[Run]:
+        """Queued runs that train beside this one on one loaded base (`execution.shareBase`, `shared_base`)."""
+        return shared_base.companions(session, row)
 
     def waiting_reason(self, session: Session, row: Run) -> str | None:
         check = row.length_check or {}
