@@ -262,3 +262,72 @@ def test_a_stale_lease_is_refused_on_every_run_route(sqlite_server):
         response = httpx.request(method, f"{sqlite_server.url}/v1/internal/jobs/run/abc{path}",
                                  headers={"X-Lease-Token": "stale"}, json={} if method == "POST" else None)
         assert response.status_code == 409 and response.json()["code"] == "lease_lost", (path, response.text)
+
+
+def shared_workers(run_ids: list[str], timeout: float = 15.0) -> list[psutil.Process]:
+    """The worker processes serving any of the runs, one shared worker naming the others after `--shared-with`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [process for process in psutil.process_iter(["cmdline"])
+                 if "optimize.worker" in (process.info.get("cmdline") or [])
+                 and any(run_id in part for part in process.info["cmdline"] for run_id in run_ids)]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def granted_together(client: httpx.Client, count: int) -> list[str]:
+    """`count` runs sharing a base, queued behind a run holding the device, then granted it together once it is
+    cancelled; their ids, training."""
+    blocker = client.post("/v1/training/runs", json=long_plan()).json()["runId"]
+    wait_for(client, blocker, {"TRAINING"})
+    shared = []
+    for _ in range(count):
+        document = long_plan(attempts=3)
+        document["execution"]["shareBase"] = True
+        shared.append(client.post("/v1/training/runs", json=document).json()["runId"])
+    client.post(f"/v1/training/runs/{blocker}/cancel").raise_for_status()
+    for run_id in shared:
+        wait_for(client, run_id, {"TRAINING"})
+    return shared
+
+
+def test_a_killed_shared_worker_loses_each_of_its_runs_and_they_train_together_again(lease_server):
+    proc, client = lease_server
+    shared = granted_together(client, 2)
+    [worker] = shared_workers(shared)  # one process trains both
+    worker.kill()
+    for run_id in shared:
+        deadline = time.monotonic() + float(LEASE) + 60
+        again = client.get(f"/v1/training/runs/{run_id}").json()
+        while not (again["attempt"] == 2 and again["phase"] == "TRAINING") and time.monotonic() < deadline:
+            time.sleep(0.2)
+            again = client.get(f"/v1/training/runs/{run_id}").json()
+        assert again["attempt"] == 2 and again["phase"] == "TRAINING", again
+        assert again["resumed"]["afterLoss"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    [again] = shared_workers(shared)  # requeued together, granted together again
+    assert again.pid != worker.pid
+    for run_id in shared:
+        client.post(f"/v1/training/runs/{run_id}/cancel").raise_for_status()
+    capacity = client.get("/v1/training/capacity").json()
+    assert capacity["claims"] == [] and all(not d["held"] for d in capacity["devices"])
+
+
+def test_cancelling_one_shared_run_leaves_the_others_training_on_the_device(lease_server):
+    proc, client = lease_server
+    first, second = granted_together(client, 2)
+    [worker] = shared_workers([first, second])
+    client.post(f"/v1/training/runs/{first}/cancel").raise_for_status()
+    assert wait_for(client, first, {"CANCELLED"})["phase"] == "CANCELLED"
+    time.sleep(float(LEASE) + 1)  # past the cancelled run's lease: nothing took the device or stopped the other
+    assert worker.is_running() and client.get(f"/v1/training/runs/{second}").json()["phase"] == "TRAINING"
+    [claim] = client.get("/v1/training/capacity").json()["claims"]
+    assert claim["subject"] == f"run:{second}" and claim["state"] == "GRANTED"  # the hold passed to the one left
+    step = client.get(f"/v1/training/runs/{second}").json()["progress"]["observedStep"]
+    time.sleep(1)
+    assert client.get(f"/v1/training/runs/{second}").json()["progress"]["observedStep"] > step
+    client.post(f"/v1/training/runs/{second}/cancel").raise_for_status()
+    wait_for(client, second, {"CANCELLED"})
+    worker.wait(30)  # the last one's stop ends the process
+    capacity = client.get("/v1/training/capacity").json()
+    assert capacity["claims"] == [] and all(not d["held"] for d in capacity["devices"])
