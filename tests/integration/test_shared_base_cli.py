@@ -82,3 +82,33 @@ def test_share_base_is_refused_where_runs_cannot_share_one(project, sqlite_serve
     full["config"]["model"] = {"adapter": "full"}
     refused = cli("training", "runs", "start", "-f", write_plan(tmp_path, full), "--dry-run")
     assert refused.code != 0 and "config.model.adapter: full does not" in refused.err
+
+
+@pytest.mark.parametrize("restore", ["trainingState", "weights"])
+def test_a_sweeps_points_train_together_as_each_branch_trains_alone(project, sqlite_server, tmp_path, capsys, restore):
+    """A sweep of a parent that stated shareBase: its points are queued together and trained by one worker, each
+    from the parent's save (its training state, or its adapter with a fresh optimizer), as the same branches
+    trained one at a time."""
+    import yaml
+
+    cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    parent = followed(cli, "training", "runs", "start", "-f", write_plan(tmp_path, run_plan(name, 0.01, 8, True)),
+                      "--force", "--wait")
+    assert parent["phase"] == "COMPLETED", parent["failureReason"]
+    rates = [0.02, 0.005]
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"axes": [{"path": "hyperparams.optimizer.learningRate", "values": rates}]}))
+    points = cli.json("training", "runs", "sweep", parent["runId"], "--grid", str(grid), "--restore", restore)["runs"]
+    swept = [followed(cli, "training", "runs", "wait", point["runId"]) for point in points]
+    alone = []
+    for rate in rates:  # the same branches, one at a time
+        overrides = tmp_path / f"lr-{rate}.yaml"
+        overrides.write_text(yaml.safe_dump({"hyperparams": {"optimizer": {"learningRate": rate}}}))
+        alone.append(followed(cli, "training", "runs", "branch", parent["runId"], "--overrides", str(overrides),
+                              "--restore", restore, "--wait"))
+    for point, single in zip(swept, alone, strict=True):
+        assert point["phase"] == single["phase"] == "COMPLETED", (point["failureReason"], single["failureReason"])
+        assert point["cost"]["sharedBase"]["runs"] == [other["runId"] for other in swept if other is not point]
+        assert "sharedBase" not in single["cost"]
+        assert losses(cli, point["runId"]) == pytest.approx(losses(cli, single["runId"]), rel=1e-5)
+        assert point["results"]["weightsDigest"] == single["results"]["weightsDigest"] is not None

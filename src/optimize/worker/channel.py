@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,7 +108,8 @@ class Channel(OptimizeClient):
             _marker(target).unlink(missing_ok=True)
             target.unlink(missing_ok=True)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".{os.getpid()}.part")
+        # a name of this thread's own: runs sharing one worker may fetch the same blob at once
+        partial = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
         digest = self.outlasting(lambda: self._download(sha256, partial))
         if digest.hexdigest() != sha256:
             partial.unlink(missing_ok=True)
@@ -266,7 +268,7 @@ def _mark_verified(target: Path) -> None:
     if identity is None:
         return
     marker = _marker(target)
-    partial = marker.with_name(f"{marker.name}.{os.getpid()}.part")
+    partial = marker.with_name(f"{marker.name}.{os.getpid()}-{threading.get_ident()}.part")
     partial.write_text(json.dumps(list(identity)))
     os.replace(partial, marker)
 
