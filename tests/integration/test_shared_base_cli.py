@@ -74,6 +74,9 @@ def test_runs_sharing_a_base_train_what_each_trains_alone_and_pause_on_their_own
 
 def test_share_base_is_refused_where_runs_cannot_share_one(project, sqlite_server, tmp_path, capsys):
     cli, name = Cli(capsys, sqlite_server.url), project["name"]
+    dry = cli.ok("training", "runs", "start", "-f", write_plan(tmp_path, run_plan(name, 0.01, 8, True)), "--dry-run")
+    assert (f"Shared base  trains in one worker beside the runs of {name} queued with it over this base that state "
+            "execution.shareBase, each its own adapter") in dry.out
     several = run_plan(name, 0.01, 8, True)
     several["execution"]["gpus"] = 2
     refused = cli("training", "runs", "start", "-f", write_plan(tmp_path, several), "--dry-run")

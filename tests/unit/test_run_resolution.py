@@ -146,6 +146,13 @@ def test_admission_refusals(session):
     document["config"]["dataset"] = "Bad Ref!"
     with pytest.raises(Invalid, match="config.dataset"):
         admitted(session, document)
+    document = plan_document(shareBase=True)
+    document["config"].update(dataset="pairs", method="dpo")
+    with pytest.raises(Refused, match="execution.shareBase trains supervised runs side by side on one loaded base; a "
+                                      "dpo run trains alone"):
+        admitted(session, document)
+    assert admitted(session, plan_document(shareBase=True)).resolved.execution.share_base is True
+    assert "shareBase" not in admitted(session, plan_document()).resolved.document()["execution"]  # stored as before
 
 
 def test_reference_check_passes_for_the_same_weights_and_fails_for_other_ones(standin_dirs):

@@ -7,7 +7,7 @@ from typing import Any
 
 from optimize.cli.render import DASH
 from optimize.core.paths import lookup
-from optimize.schemas.resolved import ResolvedReinforcement, resolved_config
+from optimize.schemas.resolved import ResolvedReinforcement, resolved_config, resolved_execution
 
 SOURCES = {"stated": "stated", "default": "default", "defaultKernels": "default kernels",
            "memoryEstimate": "memory estimate"}
@@ -36,6 +36,9 @@ def render_dry_run(con, d: dict[str, Any], show_resolved: bool) -> None:
     if (estimate := d.get("estimate")) and (packed := estimate.get("packing")) and packed.get("bins"):
         con.print(f"Packing      {packed['rows']:,} rows in {packed['bins']:,} bins of {packed['binTokens']:,} "
                   f"tokens, {packed['efficiency']:.1%} of their tokens the rows' own", markup=False)
+    if d["resolved"].get("execution") and resolved_execution(d["resolved"]).share_base:
+        con.print(f"Shared base  trains in one worker beside the runs of {d['project']} queued with it over this base "
+                  "that state execution.shareBase, each its own adapter")
     # the resolved plan, read into its model (a dry run that answers none shows no rollout or reward sections)
     config = resolved_config(d["resolved"]["config"]) if d["resolved"].get("config") else None
     rl = config.rl_hyperparams if isinstance(config, ResolvedReinforcement) else None
