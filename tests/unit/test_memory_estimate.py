@@ -14,6 +14,7 @@ from optimize.training.admission.memory import (
     lora_parameters,
     resolve_checkpointing,
     shape_of,
+    with_generation,
     workload_of,
 )
 from optimize.training.methods import method_for
@@ -126,3 +127,29 @@ def test_an_envelope_covers_and_calibrates_only_runs_that_train_what_it_trained(
     assert "covers sft (qlora) at bf16" in warned[0] and "measured: sft (full) bf16 on h200 x1" in warned[0]
     assert calibration_for(measured, shape_of(entry), config(adapter="full")) is not None
     assert calibration_for(measured, shape_of(entry), config()) is None
+
+
+def test_a_colocated_vllm_s_share_of_the_device_counts_while_it_generates(monkeypatch):
+    """A reinforcement run whose rollouts vLLM generates beside the policy holds the policy's weights and adapter
+    state and vLLM's share of the device while it generates: the peak is the larger of that and the update."""
+    import importlib.util
+
+    from optimize.training.methods.reinforcement import VLLM_MEMORY_SHARE
+
+    shape = shape_of(load_catalog().find(LLAMA))
+    transformers = config(batch=2, method="grpo", generations=8)
+    assert transformers.generation_share == 0.0  # the cpu's default: Transformers generates, with the policy
+    assert with_generation(estimate(shape, transformers, True), transformers, 141.0) == \
+        estimate(shape, transformers, True)
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else found(name, *a))
+    trained_with = RlHyperparams.model_validate({"training": {"batchSize": 2}, "generations": 8})
+    vllm = workload_of(method_for("grpo"), trained_with, 1024, "bf16", {}, on_cpu=False)
+    assert vllm.generation_share == VLLM_MEMORY_SHARE
+    update = estimate(shape, vllm, True)
+    predicted = with_generation(update, vllm, 141.0)
+    generating = update["weightsGiB"] + update["adapterStateGiB"] + VLLM_MEMORY_SHARE * 141.0
+    assert predicted["generationGiB"] == pytest.approx(generating, abs=0.01)
+    assert predicted["peakGiB"] == pytest.approx(max(update["peakGiB"], generating), abs=0.01)
+    assert predicted["peakGiB"] > update["peakGiB"]  # on a 141 GiB device its 30% outweighs one update of a 1B model
+    assert with_generation(update, vllm, None) == update  # a profile that does not say its memory

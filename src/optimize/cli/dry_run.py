@@ -88,6 +88,8 @@ def memory_line(m: dict[str, Any]) -> str:
             f"gradient checkpointing {'on' if p['gradientCheckpointing'] else 'off'}; {m['basis']})")
     if (p.get("shards") or 1) > 1:
         text = text.replace(" per device", f" per device, sharded over {p['shards']} devices", 1)
+    if p.get("generationGiB") is not None:
+        text += f"; {p['generationGiB']:g} GiB while vLLM generates beside the model (its share of the device)"
     if m.get("checkpointingReason"):
         text += f"; checkpointing {'on' if p['gradientCheckpointing'] else 'off'}: {m['checkpointingReason']}"
     if m.get("shardingReason"):

@@ -348,6 +348,10 @@ class MemoryParts(Answer):
     gradient_checkpointing: bool = Field(description="Whether the estimate recomputes activations")
     shards: int = Field(default=1, description="The devices the weights and the adapter state are sharded over "
                                               "(fsdp); 1: a whole copy on each device")
+    generation_gi_b: Number | None = Field(default=None, alias="generationGiB",
+                                           description="While a colocated vLLM generates a reinforcement run's "
+                                                       "rollouts: the weights and adapter state with vLLM's share of "
+                                                       "the device; null where no engine generates beside the model")
 
 
 class RunMemory(Answer):

@@ -114,6 +114,7 @@ class Workload:
     lora_targets: Any
     liger: dict[str, bool]
     adapter: str = "lora"  # what trains: lora, full or qlora
+    generation_share: float = 0.0  # of the device, held by an engine generating beside the model (colocated vLLM)
 
     @property
     def sequences_per_pass(self) -> int:
@@ -121,12 +122,23 @@ class Workload:
 
 
 def workload_of(method, trained_with, sequence_length: int, precision: str, liger: dict[str, bool],
-                adapter: str = "lora") -> Workload:
+                adapter: str = "lora", on_cpu: bool = True) -> Workload:
     """A run's workload: `method` its recipe (`training.methods`), `trained_with` the adapter, optimizer and loop it
     trains with (`hyperparams`, or `rlHyperparams` for a reinforcement run), `adapter` what trains."""
     return Workload(method.name, trained_with.training.batch_size, method.sequences_per_row(trained_with),
                     sequence_length, precision, trained_with.lora.rank, trained_with.lora.targets, dict(liger),
-                    adapter)
+                    adapter, method.generation_share(trained_with, on_cpu))
+
+
+def with_generation(predicted: dict[str, Any], workload: Workload, device_gib: float | None) -> dict[str, Any]:
+    """The prediction with the generating phase of a run whose rollouts an engine beside the model generates: the
+    model's weights and adapter state stay while the engine holds its share of the device (its activations are
+    gone by then), so the peak is the larger of the two phases."""
+    if not workload.generation_share or not device_gib:
+        return predicted
+    generating = predicted["weightsGiB"] + predicted["adapterStateGiB"] + workload.generation_share * device_gib
+    return {**predicted, "generationGiB": round(generating, 2),
+            "peakGiB": round(max(predicted["peakGiB"], generating), 2)}
 
 
 @dataclass(frozen=True)

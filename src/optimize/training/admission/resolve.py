@@ -47,6 +47,7 @@ from optimize.training.admission.memory import (
     resolve_checkpointing,
     resolve_sharding,
     shape_of,
+    with_generation,
     workload_of,
 )
 from optimize.training.admission.prepared import check_prepared
@@ -130,7 +131,8 @@ def admit(session: Session, plan: RunPlan, document: dict[str, Any], entry: Entr
                       "devices; this run has one (execution.gpus 1)",
                       hint="remove execution.sharding, or set execution.gpus to 2 or more")
     memory, checkpointing, sharding = memory_plan(
-        entry, workload_of(method, method.trained_with(config), config.max_seq_length, precision, liger, adapter),
+        entry, workload_of(method, method.trained_with(config), config.max_seq_length, precision, liger, adapter,
+                           on_cpu),
         config.model.gradient_checkpointing, plan.execution.sharding, devices, method.gradient_checkpointing(on_cpu),
         profile.memory_gib if profile is not None and not on_cpu else None, on_cpu)
     shared = {"dataset": dataset.reference, "seed": config.seed, "max_seq_length": config.max_seq_length,
@@ -246,7 +248,7 @@ def memory_plan(entry: Entry, workload: Workload, stated_checkpointing: bool | N
         return {"predicted": None, "checkpointingReason": reason, "shardingReason": sharding_reason,
                 "basis": f"the catalog gives no shape (hiddenSize, layers, heads, kvHeads, vocab, parameters) for "
                          f"{entry.id}, so its peak is not estimated"}, checkpointing, sharding
-    predicted = estimate(shape, workload, checkpointing, calibration, shards)
+    predicted = with_generation(estimate(shape, workload, checkpointing, calibration, shards), workload, device_gib)
     return {"predicted": predicted, "deviceMemoryGiB": device_gib, "checkpointingReason": reason,
             "shardingReason": sharding_reason,
             "basis": calibration.basis if calibration else "fitted to peaks measured on one H200"}, \

@@ -107,6 +107,11 @@ class Method:
         """The sequences one row of a micro-batch forwards (the memory estimate's: `admission.memory`)."""
         return 1
 
+    def generation_share(self, trained_with: Hyperparams | RlHyperparams, on_cpu: bool) -> float:
+        """The share of the device an engine generating beside the trained model holds while it generates (the
+        memory estimate's); 0: none."""
+        return 0.0
+
     def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool) -> tuple[ResolvedConfig, list[str]]:
         """The resolved config: `shared` (what admission resolved for every method: datasets, model, kernels...) with
         this method's own settings and defaults; and warnings for the run's settings."""

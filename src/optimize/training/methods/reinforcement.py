@@ -106,6 +106,10 @@ class Reinforcement(Method):
     def sequences_per_row(self, trained_with: RlHyperparams) -> int:
         return trained_with.generations  # a prompt's group of completions trains in one pass
 
+    def generation_share(self, trained_with: RlHyperparams, on_cpu: bool) -> float:
+        # vLLM colocated: its weights and cache beside the policy's weights while it generates (asleep otherwise)
+        return VLLM_MEMORY_SHARE if rollout_engine(trained_with.rollout_engine, on_cpu) == "vllm" else 0.0
+
     def resolve(self, config: RunConfig, shared: dict[str, Any], on_cpu: bool
                 ) -> tuple[ResolvedReinforcement, list[str]]:
         """Every rollout default as resolved (klBeta 0.04 and temperature 0.7 when omitted), the importance-sampling
