@@ -30,7 +30,7 @@ def kept(sqlite_server, tmp_path_factory):
                  "--server", sqlite_server.url]) == 0
     client.post("/v1/training/projects", json={"name": name}).raise_for_status()
     document = {"kind": "run", "project": name, "baseModel": MODEL,
-                "config": {"dataset": "d", "maxSeqLength": 128,
+                "config": {"dataset": "d", "maxSeqLength": 128, "packing": False,  # two rows an update
                            "hyperparams": {"training": {"maxSteps": 12, "batchSize": 2}}},
                 "execution": {"saveEvery": 2, "keepAdapters": 2, "keepTrainingStates": 1}}
     run_id = client.post("/v1/training/runs", json=document).json()["runId"]
