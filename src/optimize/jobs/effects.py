@@ -19,6 +19,7 @@ log = logging.getLogger("optimize.jobs")
 class StopWorker:
     kind: str
     job_id: str
+    others_go_on: bool = False  # its worker serves other jobs holding its devices on: only this job's work stops
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Effects:
         for effect in pending:
             try:
                 if isinstance(effect, StopWorker) and self.deployment.executor is not None:
-                    self.deployment.executor.kill(effect.kind, effect.job_id)
+                    self.deployment.executor.kill(effect.kind, effect.job_id, others_go_on=effect.others_go_on)
                 elif isinstance(effect, Wake) and self.deployment.scheduler is not None:
                     self.deployment.scheduler.wake()
             except Exception:  # noqa: BLE001 - the commit stands; a failed effect is retried by the reaper

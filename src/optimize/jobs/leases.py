@@ -98,11 +98,16 @@ def end(session: Session, lease: JobLease, reason: str) -> float:
     return (now - as_utc(lease.granted_at)).total_seconds() * len(lease.devices)
 
 
-def end_all(session: Session, kind: str, job_id: str, reason: str) -> None:
+def end_all(session: Session, kind: str, job_id: str, reason: str) -> bool:
+    """End the job's open leases and release its devices; True where a job granted beside it holds them on (its
+    worker, which serves that job too, goes on)."""
+    passed = False
     for lease in session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id,
                                                         JobLease.ended_at.is_(None))).all():
         end(session, lease, reason)
+        passed = passed or bool(lease.devices) and _holder_of(session, lease.devices[0]) is not None
     _release(session, kind, job_id)
+    return passed
 
 
 def _release(session: Session, kind: str, job_id: str) -> None:
@@ -119,6 +124,11 @@ def _release(session: Session, kind: str, job_id: str) -> None:
         else:
             hold.subject = f"{heir.kind}:{heir.job_id}"
     session.flush()
+
+
+def _holder_of(session: Session, device: str) -> str | None:
+    hold = session.get(DeviceHold, device)
+    return hold.subject if hold is not None else None
 
 
 def open_leases(session: Session) -> list[JobLease]:

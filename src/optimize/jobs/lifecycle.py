@@ -131,9 +131,9 @@ def transition(session: Session, lifecycle: Lifecycle, row: Any, to: StrEnum, *,
     if source in lifecycle.active and target not in lifecycle.active:
         from optimize.jobs import leases
 
-        leases.end_all(session, lifecycle.kind, job_id, reason or target.value.lower())
+        others_go_on = leases.end_all(session, lifecycle.kind, job_id, reason or target.value.lower())
         if not by_worker:
-            effects.queue(session, effects.StopWorker(lifecycle.kind, job_id))
+            effects.queue(session, effects.StopWorker(lifecycle.kind, job_id, others_go_on))
     effects.queue(session, effects.WAKE)
     session.refresh(row)
     return True

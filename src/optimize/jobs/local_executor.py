@@ -8,8 +8,8 @@ another port. Each attempt's stdout and stderr go to a log of its own (jobs/logs
 
 Jobs granted together (`Grant.shared_with`) run in one worker process, `… KIND JOB_ID --server URL --shared-with
 ID,ID`, their lease tokens in OPTIMIZE_SHARED_LEASES; each job's log is a link to that process's. Stopping one of
-them while others it serves run on leaves the process to them (the job's own work stops by its lease); the last
-one's stop ends the process.
+them while others it serves hold the device on leaves the process to them (the job's own work stops by its lease);
+the last one's stop, or a lost worker, ends the process.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._launching: set[tuple[str, str]] = set()  # asked to launch, no process yet (a warm start may wait)
         self._launch_done = threading.Condition(self._lock)
-        self._serving: dict[tuple[str, str], set[str]] = {}  # a shared process's jobs still served, by each of them
         # room for `python -m optimize.worker KIND JOB_ID --server URL --shared-with IDS` on a forked worker's
         # command line
         reserve = len(sys.executable) + len(server_url) + 160 + SHARED_ROOM
@@ -81,12 +80,10 @@ class LocalExecutor:
                                                start_new_session=True)
         finally:
             with self._lock:
-                serving = set(served)
                 for job in served:
                     self._launching.discard((kind, job))
                     if process is not None:
                         self._launched[(kind, job)] = process
-                        self._serving[(kind, job)] = serving
                 self._launch_done.notify_all()
         threading.Thread(target=self._watch_child, args=(kind, served, process, log_path),
                          daemon=True, name=f"watch-{job_id[:8]}").start()
@@ -94,16 +91,14 @@ class LocalExecutor:
     def alive(self, kind: str, job_id: str) -> bool:
         return bool(self._find(kind, job_id))
 
-    def kill(self, kind: str, job_id: str) -> bool:
-        """SIGKILL every worker of the job and wait until they are gone; False if one outlived the wait."""
+    def kill(self, kind: str, job_id: str, others_go_on: bool = False) -> bool:
+        """SIGKILL every worker of the job and wait until they are gone; False if one outlived the wait. With
+        `others_go_on` the job's worker serves other jobs that hold its device on: it is left to them."""
+        if others_go_on:
+            return True
         with self._lock:  # a launch under way ends first: there is a process to kill, or there will be none
             self._launch_done.wait_for(lambda: (kind, job_id) not in self._launching, KILL_WAIT_SECONDS * 12)
             child = self._launched.get((kind, job_id))
-            serving = self._serving.get((kind, job_id), set())
-            serving.discard(job_id)
-            if child is not None and child.poll() is None and serving:
-                return True  # it serves other jobs on the same devices, which hold them on; this job's work stops
-                # by its lease
         if child is not None and child.poll() is None:
             child.kill()  # our own child is waited for through its Popen, which its watcher also waits on
             try:
@@ -165,7 +160,6 @@ class LocalExecutor:
             for job_id in served:
                 if self._launched.get((kind, job_id)) is process:
                     del self._launched[(kind, job_id)]
-                    self._serving.pop((kind, job_id), None)
         for job_id, token in served.items():  # a job whose lease ended already is not affected
             self._report(kind, job_id, token, exit_reason(code, log_path))
 

@@ -139,7 +139,7 @@ class RayExecutor:
     def alive(self, kind: str, job_id: str) -> bool:
         return self._actor(kind, job_id) is not None
 
-    def kill(self, kind: str, job_id: str) -> bool:
+    def kill(self, kind: str, job_id: str, others_go_on: bool = False) -> bool:  # its workers serve one job each
         """Stop the worker (and its actor); True once none is left, also when its node is gone."""
         actor = self._actor(kind, job_id)
         if actor is None:

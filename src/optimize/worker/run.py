@@ -141,9 +141,10 @@ def _prepared_and_trained(channel, spec, plan: ResolvedPlan, reporter, uploader,
     if smoke:
         from optimize.training.engines.smoke import SmokeFailed, smoke_check
 
-        try:
-            report = smoke_check(spec["model"]["path"], config, train_rows, first_rows[:kept], renderer, workdir,
-                                 _Stops(reporter))
+        try:  # on a shared base, in the run's turn: the check's training draws from the process's random state
+            with seat.held() if seat is not None else nullcontext():
+                report = smoke_check(spec["model"]["path"], config, train_rows, first_rows[:kept], renderer, workdir,
+                                     _Stops(reporter))
         except SmokeFailed as failed:
             reporter.progress(urgent=True, smoke=failed.report)
             reporter.flush()
