@@ -64,6 +64,18 @@ def wait_for(client: httpx.Client, run_id: str, phases: set[str], timeout: float
     raise AssertionError(f"run {run_id} stayed {run['phase']}, not {phases}")
 
 
+def tried_again(client: httpx.Client, run_id: str) -> dict:
+    """The run training again as attempt 2 after its worker was killed."""
+    deadline = time.monotonic() + float(LEASE) + 60
+    again = client.get(f"/v1/training/runs/{run_id}").json()
+    while not (again["attempt"] == 2 and again["phase"] == "TRAINING") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        again = client.get(f"/v1/training/runs/{run_id}").json()
+    assert again["attempt"] == 2 and again["phase"] == "TRAINING", again
+    assert again["resumed"]["afterLoss"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    return again
+
+
 @pytest.fixture(scope="module")
 def short_lease_server(tmp_path_factory):
     """One server with a short lease for the module's lost-worker tests (a server start each is seconds): each
@@ -106,13 +118,7 @@ def test_a_killed_worker_is_tried_again_until_its_attempts_run_out_then_frees_it
     assert client.get(f"/v1/training/runs/{run['runId']}/snapshots").json()["snapshots"] == []
     assert client.get(f"/v1/training/runs/{run['runId']}").json()["phase"] == "TRAINING"
     worker.kill()  # the first loss: tried again as attempt 2, from the start (it saved nothing yet)
-    deadline = time.monotonic() + float(LEASE) + 60
-    again = client.get(f"/v1/training/runs/{run['runId']}").json()
-    while not (again["attempt"] == 2 and again["phase"] == "TRAINING") and time.monotonic() < deadline:
-        time.sleep(0.2)
-        again = client.get(f"/v1/training/runs/{run['runId']}").json()
-    assert again["attempt"] == 2 and again["phase"] == "TRAINING", again
-    assert again["resumed"]["afterLoss"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+    again = tried_again(client, run["runId"])
     assert again["resumed"]["snapshotId"] is None and again["execution"]["maxAttempts"] == 2
     [worker] = workers(run["runId"])
     killed_at = time.monotonic()
@@ -298,13 +304,7 @@ def test_a_killed_shared_worker_loses_each_of_its_runs_and_they_train_together_a
     [worker] = shared_workers(shared)  # one process trains both
     worker.kill()
     for run_id in shared:
-        deadline = time.monotonic() + float(LEASE) + 60
-        again = client.get(f"/v1/training/runs/{run_id}").json()
-        while not (again["attempt"] == 2 and again["phase"] == "TRAINING") and time.monotonic() < deadline:
-            time.sleep(0.2)
-            again = client.get(f"/v1/training/runs/{run_id}").json()
-        assert again["attempt"] == 2 and again["phase"] == "TRAINING", again
-        assert again["resumed"]["afterLoss"].startswith("worker lost: its process was killed by signal 9 (SIGKILL)")
+        tried_again(client, run_id)
     [again] = shared_workers(shared)  # requeued together, granted together again
     assert again.pid != worker.pid
     for run_id in shared:
