@@ -8,7 +8,7 @@ read when the analysis ends, before the baseline loads every text at once.
 
     .venv/bin/python benchmarks/analyze.py [--rows 200000] [--model-family smollm2]
 
-Target (issue 4): analysis time at most 2x the tokenizer-alone time, peak RSS under 1 GiB.
+Target: analysis time at most 2x the tokenizer-alone time, peak RSS under 1 GiB.
 """
 
 from __future__ import annotations

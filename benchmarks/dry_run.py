@@ -14,7 +14,7 @@ it diagnoses).
 
     .venv/bin/python benchmarks/dry_run.py [--gib 2.0] [--repeat 5] [--keep]
 
-Target (issue: dry run): a dry run over a 2 GiB sharded dataset answers in under 5 s. Prints a report and a
+Target: a dry run over a 2 GiB sharded dataset answers in under 5 s. Prints a report and a
 `RESULT {json}` line; the temporary directory (about 2x --gib on disk: the file and its blobs) is deleted at the
 end unless --keep.
 """

@@ -8,7 +8,7 @@ generated tokens/s for both and their ratio.
     .venv/bin/python benchmarks/generate.py [--prompts 64] [--batch-size 16] [--max-new-tokens 32]
                                             [--model-family smollm2] [--size small]
 
-Target (issue 8): ratio ≥ 1.0 through batching.
+Target: ratio ≥ 1.0 through batching.
 """
 
 from __future__ import annotations

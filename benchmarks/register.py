@@ -6,7 +6,7 @@ disk. Also samples the server's RSS to report its peak growth while registering.
 
     .venv/bin/python benchmarks/register.py [--size-gib 1.0] [--shard-size 256MiB] [--keep]
 
-Targets (issue 2): ratio >= 0.5, server RSS growth < 150 MiB. Prints a report and a `RESULT {json}` line.
+Targets: ratio >= 0.5, server RSS growth < 150 MiB. Prints a report and a `RESULT {json}` line.
 """
 
 from __future__ import annotations

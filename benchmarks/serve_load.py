@@ -1,4 +1,4 @@
-"""An endpoint under concurrent clients: continuous batching's throughput and latency (issue 21).
+"""An endpoint under concurrent clients: continuous batching's throughput and latency.
 
 A real server on the embedded defaults in a temporary data dir (offline) selects the small stand-in (`--model`,
 default optimize/small-smollm2) and trains two short supervised runs of it on the cpu, on different rows and at

@@ -1,4 +1,4 @@
-"""Connections that never finish and streams that never end (issue 18): a request whose head or declared body stops
+"""Connections that never finish and streams that never end: a request whose head or declared body stops
 arriving is answered 408 and closed at its deadline, so hundreds of half-sent requests neither stay open nor keep
 anyone else out; a ceiling on connections answers 503 rather than running out of files; a slow request that keeps
 sending, and a status stream that stays quiet for longer than every deadline, are never cut; and one token holds at
