@@ -4,14 +4,13 @@ validated point by point before any is submitted, and the family views (branches
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
 import yaml
 
 from tests.conftest import Cli
-from tests.run_fixtures import capitals_project, plan
+from tests.run_fixtures import capitals_project, followed, plan
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +35,6 @@ def overrides_file(parent, document: dict) -> str:
     path = parent["tmp"] / f"o-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(yaml.safe_dump(document))
     return str(path)
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def test_restore_auto_keeps_the_optimizer_where_it_can_and_says_why(parent, sqlite_server, capsys):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import Cli, chat_row, from_standin, write_jsonl
-from tests.run_fixtures import MODEL
+from tests.run_fixtures import MODEL, followed
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +39,6 @@ WEIGHTS = json.loads((Path(__file__).parent / "tables" / "weights.json").read_te
 def weight(kind):
     return WEIGHTS[kind]
 '''
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ Partial: no winner, no promotion."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
 from tests.conftest import Cli, start_server
 from tests.endpoint_fixtures import ENDPOINTS
-from tests.run_fixtures import capitals_project, plan, wait_for
+from tests.run_fixtures import capitals_project, followed, plan, wait_for
 
 pytestmark = pytest.mark.integration
 DIGEST_SCORE = '''import hashlib
@@ -28,10 +27,6 @@ def compute_score(prompt_messages, completion_text, fields):
     # a score of the answer's text alone: two models that answer differently score differently
     return int(hashlib.sha256(completion_text.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 '''
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def _served(client, endpoint_id: str) -> dict[str, dict]:

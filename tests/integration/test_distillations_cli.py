@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.conftest import Cli, catalog_with_devices, start_server, write_jsonl
-from tests.run_fixtures import CAPITALS, capitals_project, plan, teacher_plan, write_plan
+from tests.run_fixtures import CAPITALS, capitals_project, followed, plan, teacher_plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +24,6 @@ def refused(cli: Cli, *args: str) -> str:
     result = cli(*args)
     assert result.code != 0, result.out
     return result.err + result.out
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def question_rows() -> list[dict]:

@@ -12,16 +12,12 @@ import httpx
 import pytest
 
 from tests.conftest import Cli, chat_row, from_standin, write_jsonl
-from tests.run_fixtures import MODEL, write_plan
+from tests.run_fixtures import MODEL, followed, write_plan
 
 pytestmark = pytest.mark.integration
 TICKETS = [("my invoice is wrong", "billing"), ("I was charged twice", "billing"), ("refund my payment", "billing"),
            ("the parcel never arrived", "shipping"), ("where is my package", "shipping"),
            ("the box came damaged", "shipping")]
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

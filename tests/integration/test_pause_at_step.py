@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import Cli
-from tests.run_fixtures import capitals_project, plan, write_plan
+from tests.run_fixtures import capitals_project, followed, plan, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +20,6 @@ def seeded_plan(name: str, **execution) -> dict:
     document["config"]["hyperparams"]["training"]["maxSteps"] = 6
     document["execution"] = {"deviceProfile": "cpu", **execution}
     return document
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    """The run as a following command (`start --wait`, `wait`) leaves it: its last JSON line."""
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def test_a_run_pauses_at_its_plan_s_step_and_resumes_to_the_unpaused_weights(sqlite_server, tmp_path, capsys):

@@ -16,13 +16,9 @@ import pytest
 import yaml
 
 from tests.conftest import Cli
-from tests.run_fixtures import MODEL, capitals_project, wait_for
+from tests.run_fixtures import MODEL, capitals_project, followed, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import Cli
-from tests.run_fixtures import capitals_project, plan, wait_for, write_plan
+from tests.run_fixtures import capitals_project, followed, plan, wait_for, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +30,6 @@ def seeded_plan(name: str, steps: int = 30) -> dict:
 
 def wait_until(client: httpx.Client, run_id: str, test, timeout: float = 180) -> dict:
     return wait_for(client, f"/v1/training/runs/{run_id}", test, timeout, fail_if=lambda run: run["terminal"])
-
-
-def followed(cli: Cli, *args: str) -> dict:
-    """The run as a following command (`start --wait`, `wait`) leaves it: its last JSON line."""
-    return json.loads(cli.ok(*args, "-o", "json-compact").out.splitlines()[-1])
 
 
 def start(cli: Cli, project, document: dict) -> str:
