@@ -83,9 +83,10 @@ class JobKind:
         """A check the job passes before it may claim devices (False: not yet, or it was refused)."""
         return True
 
-    def companions(self, session: Session, row: Any) -> list[Any]:
+    def companions(self, session: Session, row: Any) -> list[Any] | None:
         """Other waiting jobs of this kind that may be granted the devices granted to `row`, beside it, and served
-        by the same worker process (runs sharing one loaded base); oldest first. None by default."""
+        by the same worker process (runs sharing one loaded base); oldest first; none by default. None: `row` waits a
+        moment longer for jobs that may join it (their submissions are under way)."""
         return []
 
     def waiting_reason(self, session: Session, row: Any) -> str | None:

@@ -101,13 +101,11 @@ def end(session: Session, lease: JobLease, reason: str) -> float:
 def end_all(session: Session, kind: str, job_id: str, reason: str) -> bool:
     """End the job's open leases and release its devices; True where a job granted beside it holds them on (its
     worker, which serves that job too, goes on)."""
-    passed = False
     for lease in session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id,
                                                         JobLease.ended_at.is_(None))).all():
         end(session, lease, reason)
-        passed = passed or bool(lease.devices) and _holder_of(session, lease.devices[0]) is not None
     _release(session, kind, job_id)
-    return passed
+    return _others_on(session, kind, job_id)
 
 
 def _release(session: Session, kind: str, job_id: str) -> None:
@@ -126,9 +124,14 @@ def _release(session: Session, kind: str, job_id: str) -> None:
     session.flush()
 
 
-def _holder_of(session: Session, device: str) -> str | None:
-    hold = session.get(DeviceHold, device)
-    return hold.subject if hold is not None else None
+def _others_on(session: Session, kind: str, job_id: str) -> bool:
+    """Whether another job of the kind holds an open lease on a device of the job's latest lease (a job granted
+    beside it, served by the same worker)."""
+    latest = session.scalars(select(JobLease).where(JobLease.kind == kind, JobLease.job_id == job_id)
+                             .order_by(JobLease.granted_at.desc())).first()
+    devices = set(latest.devices or []) if latest is not None else set()
+    return bool(devices) and any(lease.kind == kind and lease.job_id != job_id and devices & set(lease.devices or [])
+                                 for lease in open_leases(session))
 
 
 def open_leases(session: Session) -> list[JobLease]:

@@ -121,11 +121,16 @@ class Scheduler:
                     return None
                 crashpoint("scheduler.grant")  # fault tests: the server dies as a job it may grant is granted
                 chosen: list[str] = []
+                companions: list[Any] = []
                 if count:
                     free = free_devices(session, profile, kind.pool, self.deployment.online)
                     if len(free) < count or not self.deployment.fits_one_node(profile.name, count):
                         return None  # waits for devices (on a cluster, for a node that has them all)
                     chosen = free[:count]
+                    if getattr(self.deployment.executor, "shares_grants", False):
+                        companions = kind.companions(session, row)
+                        if companions is None:
+                            return None  # others that may join it are being submitted
                 lease = leases.grant(session, kind.name, row.id, kind.attempt_number(row), chosen,
                                      self.deployment.lease_seconds, project=getattr(row, "project", None),
                                      hold_kind=kind.hold_kind(row))
@@ -133,18 +138,16 @@ class Scheduler:
                 if not transition(session, kind.lifecycle, row, kind.granted, **kind.on_grant(session, row, lease,
                                                                                               grant)):
                     raise _MovedOn  # cancelled meanwhile: the lease and holds must not be kept
-                members = self._companions(session, kind, row, grant) if chosen else ()
+                members = self._joined(session, kind, companions, grant)
                 return Grant(grant.token, chosen, grant.profile_kind, grant.attempt, members)
         except (IntegrityError, _MovedOn):
             return None  # another grant took a device first, or the job moved on; the next tick looks again
 
-    def _companions(self, session, kind: JobKind, row: Any, grant: Grant) -> tuple[Member, ...]:
-        """The kind's companions of `row` that are ready now, each granted the same devices under a lease of its
-        own (the holds stay the first job's, `leases`), to be served by its worker."""
-        if not getattr(self.deployment.executor, "shares_grants", False):
-            return ()
+    def _joined(self, session, kind: JobKind, companions: list[Any], grant: Grant) -> tuple[Member, ...]:
+        """The companions that are ready now, each granted the same devices under a lease of its own (the holds stay
+        the first job's, `leases`), to be served by its worker."""
         members = []
-        for other in kind.companions(session, row):
+        for other in companions:
             edges = graph.readiness(session, kind.name, other.id)
             if edges.failed or not edges.ready or not kind.before_grant(self.deployment, session, other):
                 continue  # a failed upstream ends it on its own tick
