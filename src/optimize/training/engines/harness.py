@@ -357,8 +357,8 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
         distributed.shard_on_cpu(trainer)
     if shared is not None:
         shared.saves_own_adapter(trainer)
-    outcome.modules, outcome.base_parameters = shared.modules() if shared is not None else \
-        _trained_parts(trainer.model, full)
+    outcome.modules, outcome.base_parameters = _trained_parts(trainer.model, full,
+                                                              shared.adapter if shared is not None else "default")
     outcome.device = torch.cuda.get_device_name() if cuda else "cpu"
     preparing["trainer"] = round(time.monotonic() - clock["prepare"], 2)
     if resume_from is None and offset:
@@ -378,15 +378,16 @@ def train(model_dir: str, config: ResolvedConfig, save_every: int | None, train_
     return _finished(outcome, clock, cuda)
 
 
-def _trained_parts(model, full: bool) -> tuple[list[str], int]:
-    """The modules an adapter adapts (none for a full fine-tune) and the base parameters a token is computed with
-    (N of the utilisation's 4N or 6N): every weight of a full fine-tune; the frozen ones under an adapter, a 4-bit
-    weight counted as the weight it stands for (PEFT's count)."""
+def _trained_parts(model, full: bool, adapter: str = "default") -> tuple[list[str], int]:
+    """The modules the run's adapter adapts (none for a full fine-tune) and the base parameters a token is computed
+    with (N of the utilisation's 4N or 6N): every weight of a full fine-tune; under adapters, every weight but
+    theirs (the model holds several on a shared base), a 4-bit weight counted as the weight it stands for (PEFT's
+    count)."""
     if full:
         return [], sum(p.numel() for p in model.parameters())
-    modules = sorted({name.rsplit(".", 1)[-1] for name in model.peft_config["default"].target_modules})
-    trainable, every = model.get_nb_trainable_parameters()
-    return modules, every - trainable
+    modules = sorted({name.rsplit(".", 1)[-1] for name in model.peft_config[adapter].target_modules})
+    _, every = model.get_nb_trainable_parameters()
+    return modules, every - sum(p.numel() for name, p in model.named_parameters() if ".lora_" in name)
 
 
 def _checked_by_rank_0(trainer, load, dtype, config: ResolvedConfig, cuda: bool, rank: int) -> dict[str, Any]:

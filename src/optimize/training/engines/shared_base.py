@@ -81,12 +81,12 @@ class SharedBase:
         """Between two of the run's updates: the others waiting take theirs, then this run goes on as it left."""
         import torch
 
+        with self._turns:
+            if not self._asking:
+                return  # no other run waits: its turn goes on, nothing to put aside
         self._left[run_id] = _Left(torch.get_rng_state(),
                                    torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                                    random.getstate(), _numpy_state(), _sync_gradients())
-        with self._turns:
-            if not self._asking:
-                return  # no other run waits: its turn goes on
         self._give(run_id)
         self._take(run_id)
         left = self._left[run_id]
@@ -161,13 +161,6 @@ class SharedBase:
 
         trainer._save = save
 
-    def modules(self, run_id: str) -> tuple[list[str], int]:
-        """The modules the run's adapter adapts, and the base's parameters (every adapter's left out)."""
-        targets = self.model.peft_config[adapter_name(run_id)].target_modules
-        adapters = sum(p.numel() for n, p in self.model.named_parameters() if ".lora_" in n)
-        return (sorted({name.rsplit(".", 1)[-1] for name in targets}),
-                sum(p.numel() for p in self.model.parameters()) - adapters)
-
     # --- figures ---------------------------------------------------------------------------------------------
 
     def training(self, run_id: str) -> None:
@@ -183,18 +176,20 @@ class SharedBase:
 
     def figures(self, run_id: str) -> dict[str, Any]:
         """What a run's cost says of the device it shared: the other runs, and every run's tokens/s together."""
-        with self._turns:
-            seconds = time.monotonic() - self._first_start if self._first_start is not None else 0.0
-            total = sum(self.tokens.values())
+        total, seconds = self._device_total()
         return {"runs": [other for other in self.run_ids if other != run_id],
                 "deviceTokensPerSecond": round(total / seconds, 1) if seconds else None}
 
     def summary(self) -> str:
-        with self._turns:
-            seconds = time.monotonic() - self._first_start if self._first_start is not None else 0.0
-            total = sum(self.tokens.values())
+        total, seconds = self._device_total()
         rate = f"{total / seconds:.0f} tokens/s" if seconds else "no update made"
         return f"{total:,} tokens in {seconds:.1f}s, {rate} in all"
+
+    def _device_total(self) -> tuple[int, float]:
+        """Every run's tokens so far, and the seconds since the first one started training."""
+        with self._turns:
+            seconds = time.monotonic() - self._first_start if self._first_start is not None else 0.0
+            return sum(self.tokens.values()), seconds
 
 
 def _numpy_state():
@@ -229,6 +224,10 @@ class Seat:
     base: SharedBase
     run_id: str
 
+    @property
+    def adapter(self) -> str:
+        return adapter_name(self.run_id)
+
     def held(self):
         return self.base.held(self.run_id)
 
@@ -237,9 +236,6 @@ class Seat:
 
     def saves_own_adapter(self, trainer) -> None:
         self.base.saves_own_adapter(trainer, self.run_id)
-
-    def modules(self) -> tuple[list[str], int]:
-        return self.base.modules(self.run_id)
 
     def figures(self) -> dict[str, Any]:
         return self.base.figures(self.run_id)
